@@ -1,0 +1,1 @@
+"""compaction: multi-stage context compaction for long-running LLM agents."""
