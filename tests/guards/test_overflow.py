@@ -1,0 +1,644 @@
+"""Tests for guards.overflow: error classification, retry-after parsing, silent overflow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from guards import (
+    ErrorClassification,
+    ErrorKind,
+    classify_error,
+    detect_silent_overflow,
+    is_context_overflow,
+    parse_retry_after,
+)
+
+OVERFLOW = ErrorKind.CONTEXT_OVERFLOW
+RATE = ErrorKind.RATE_LIMIT
+TRANSIENT = ErrorKind.TRANSIENT
+OTHER = ErrorKind.OTHER
+
+# (id, error text or body, kind, requested_tokens, allowed_tokens)
+CASES: list[tuple[str, str | dict[str, Any], ErrorKind, int | None, int | None]] = [
+    # --- OpenAI chat
+    (
+        "openai-chat",
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. "
+        "Please reduce the length of the messages.",
+        OVERFLOW,
+        130_512,
+        128_000,
+    ),
+    (
+        "openai-chat-code-body",
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        OVERFLOW,
+        None,
+        8_192,
+    ),
+    (
+        "openai-configured-limit",
+        "Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 509178 tokens. "
+        "Please reduce the length of the messages.",
+        OVERFLOW,
+        509_178,
+        272_000,
+    ),
+    (
+        "openai-responses",
+        "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        OVERFLOW,
+        None,
+        None,
+    ),
+    (
+        "litellm-wrapped-python-dict",
+        "litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: OpenAIException - "
+        "Error code: 400 - {'error': {'message': \"This model's maximum context length is 16385 tokens. However, "
+        "your messages resulted in 17000 tokens.\", 'type': 'invalid_request_error', 'param': 'messages', "
+        "'code': 'context_length_exceeded'}}",
+        OVERFLOW,
+        17_000,
+        16_385,
+    ),
+    # --- Anthropic
+    ("anthropic-prompt-too-long", "prompt is too long: 213462 tokens > 200000 maximum", OVERFLOW, 213_462, 200_000),
+    (
+        "anthropic-input-plus-max-tokens",
+        "input length and `max_tokens` exceed context limit: 179413 + 32768 > 200000, decrease input length or "
+        "`max_tokens` and try again",
+        OVERFLOW,
+        212_181,
+        200_000,
+    ),
+    (
+        "anthropic-413-body",
+        {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}},
+        OVERFLOW,
+        None,
+        None,
+    ),
+    # --- Gemini
+    (
+        "gemini-with-counts",
+        "The input token count (2800010) exceeds the maximum number of tokens allowed (1048575).",
+        OVERFLOW,
+        2_800_010,
+        1_048_575,
+    ),
+    (
+        "gemini-without-count",
+        {
+            "error": {
+                "code": 400,
+                "message": "The input token count exceeds the maximum number of tokens allowed 1048576.",
+                "status": "INVALID_ARGUMENT",
+            }
+        },
+        OVERFLOW,
+        None,
+        1_048_576,
+    ),
+    # --- Bedrock
+    ("bedrock-input-too-long", "ValidationException: Input is too long for requested model.", OVERFLOW, None, None),
+    ("bedrock-throttle-tokens", "Too many tokens, please wait before trying again.", RATE, None, None),
+    # --- Mistral
+    (
+        "mistral",
+        "Prompt contains 140000 tokens and 2000 draft tokens, too large for model with 131072 maximum context length",
+        OVERFLOW,
+        142_000,
+        131_072,
+    ),
+    # --- Ollama
+    ("ollama", "prompt too long; exceeded max context length by 2417 tokens", OVERFLOW, None, None),
+    # --- vLLM (three wordings)
+    (
+        "vllm-decoder-prompt",
+        "The decoder prompt (length 9000) is longer than the maximum model length of 8192. Make sure that "
+        "`max_model_len` is no smaller than the number of text tokens.",
+        OVERFLOW,
+        9_000,
+        8_192,
+    ),
+    (
+        "vllm-openai-style",
+        "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the "
+        "messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+        OVERFLOW,
+        5_000,
+        4_096,
+    ),
+    (
+        "vllm-context-length-only",
+        "You passed 98305 input tokens and requested 32768 output tokens. However, the model's context length is "
+        "only 131072 tokens, resulting in a maximum input length of 98304 tokens. Please reduce the length of the "
+        "input prompt. (parameter=input_tokens, value=98305)",
+        OVERFLOW,
+        131_073,
+        131_072,
+    ),
+    # --- SGLang
+    (
+        "sglang",
+        "The input (40000 tokens) is longer than the model's context length (32768 tokens).",
+        OVERFLOW,
+        40_000,
+        32_768,
+    ),
+    # --- llama.cpp server
+    (
+        "llamacpp-text",
+        "request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it",
+        OVERFLOW,
+        9_412,
+        8_192,
+    ),
+    (
+        "llamacpp-body",
+        {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9412,
+                "n_ctx": 8192,
+            }
+        },
+        OVERFLOW,
+        9_412,
+        8_192,
+    ),
+    # --- others
+    (
+        "xai",
+        "This model's maximum prompt length is 131072 but the request contains 537812 tokens.",
+        OVERFLOW,
+        537_812,
+        131_072,
+    ),
+    ("groq", "Please reduce the length of the messages or completion.", OVERFLOW, None, None),
+    (
+        "openrouter",
+        "This endpoint's maximum context length is 163840 tokens. However, you requested about 200000 tokens "
+        "(150000 of text input, 50000 in the output). Please reduce the length of either one.",
+        OVERFLOW,
+        200_000,
+        163_840,
+    ),
+    (
+        "lmstudio",
+        "The number of tokens to keep from the initial prompt is greater than the context length. Try to load the "
+        "model with a larger context length, or provide a shorter input",
+        OVERFLOW,
+        None,
+        None,
+    ),
+    ("cerebras-413-no-body", {"status_code": 413, "message": "413 status code (no body)"}, OVERFLOW, None, None),
+    ("cerebras-400-no-body", {"status_code": 400, "message": "400 status code (no body)"}, OTHER, None, None),
+    # --- throttles worded with tokens, 429s, quotas
+    (
+        "openai-tpm",
+        "Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 27000, "
+        "Requested 5000. Please try again in 4.2s.",
+        RATE,
+        None,
+        None,
+    ),
+    (
+        "openai-request-too-large-for-tpm",
+        "Request too large for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Requested 50000. "
+        "The input or output tokens must be reduced in order to run successfully.",
+        RATE,
+        None,
+        None,
+    ),
+    (
+        "anthropic-itpm",
+        "This request would exceed the rate limit for your organization of 40,000 input tokens per minute.",
+        RATE,
+        None,
+        None,
+    ),
+    ("cerebras-tpm", "Tokens per minute limit exceeded - too many tokens processed.", RATE, None, None),
+    ("azure-429", "Error code: 429 - Requests to the deployment have exceeded call rate limits.", RATE, None, None),
+    (
+        "gemini-429",
+        {
+            "error": {
+                "code": 429,
+                "message": "Resource has been exhausted (e.g. check quota).",
+                "status": "RESOURCE_EXHAUSTED",
+            }
+        },
+        RATE,
+        None,
+        None,
+    ),
+    ("openai-quota", "You exceeded your current quota, please check your plan and billing details.", RATE, None, None),
+    ("bare-429", {"status_code": 429, "message": "Too Many Requests"}, RATE, None, None),
+    # --- transient
+    (
+        "anthropic-529",
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        TRANSIENT,
+        None,
+        None,
+    ),
+    (
+        "http-529-text",
+        "Error code: 529 - {'type': 'error', 'error': {'type': 'overloaded_error'}}",
+        TRANSIENT,
+        None,
+        None,
+    ),
+    (
+        "http-500",
+        {"status_code": 500, "message": "The server had an error while processing your request."},
+        TRANSIENT,
+        None,
+        None,
+    ),
+    ("http-502", {"status_code": 502, "message": "Bad Gateway"}, TRANSIENT, None, None),
+    ("http-503", {"status_code": 503, "message": "Service Unavailable"}, TRANSIENT, None, None),
+    ("http-504", "504 Gateway Time-out", TRANSIENT, None, None),
+    ("timeout-text", "Request timed out.", TRANSIENT, None, None),
+    ("connection-reset", "Connection reset by peer", TRANSIENT, None, None),
+    ("connection-refused", "[Errno 111] Connection refused", TRANSIENT, None, None),
+    # --- negatives
+    (
+        "invalid-api-key",
+        "Error code: 401 - {'error': {'message': 'Incorrect API key provided: sk-abc.', "
+        "'type': 'invalid_request_error', 'code': 'invalid_api_key'}}",
+        OTHER,
+        None,
+        None,
+    ),
+    ("invalid-api-key-400", {"status_code": 400, "message": "invalid api key"}, OTHER, None, None),
+    (
+        "anthropic-max-tokens-too-large",
+        "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5",
+        OTHER,
+        None,
+        None,
+    ),
+    (
+        "openai-string-above-max-length",
+        {
+            "error": {
+                "message": "Invalid 'messages[1].content': string too long. Expected a string with maximum length "
+                "10485760, but got a string with length 20000000 instead.",
+                "code": "string_above_max_length",
+            }
+        },
+        OTHER,
+        None,
+        None,
+    ),
+    ("vllm-max-tokens-too-large", "max_tokens=140000 cannot be greater than max_model_len=131072.", OTHER, None, None),
+    ("tool-pair-400", "tool_use ids were found without tool_result blocks immediately after", OTHER, None, None),
+    ("empty", "", OTHER, None, None),
+]
+
+
+@pytest.mark.parametrize(("error", "kind", "requested", "allowed"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_classification_table(
+    error: str | dict[str, Any], kind: ErrorKind, requested: int | None, allowed: int | None
+) -> None:
+    result = classify_error(error)
+    assert result.kind is kind, result
+    assert (result.requested_tokens, result.allowed_tokens) == (requested, allowed), result
+    assert is_context_overflow(error) is (kind is OVERFLOW)
+    if kind is not OVERFLOW:
+        assert result.excess_tokens is None
+    if kind is not OTHER:
+        assert result.matched is not None
+    else:
+        assert result.matched is None
+
+
+def test_table_covers_enough_cases() -> None:
+    assert len(CASES) >= 30
+    assert {kind for _, _, kind, _, _ in CASES} == set(ErrorKind)
+
+
+def test_excess_tokens() -> None:
+    assert classify_error("prompt too long; exceeded max context length by 2417 tokens").excess_tokens == 2_417
+    assert classify_error("prompt is too long: 213462 tokens > 200000 maximum").excess_tokens == 13_462
+
+
+def test_matched_rule_and_code() -> None:
+    body = {"error": {"code": "context_length_exceeded", "message": "Too many tokens"}}
+    result = classify_error(body)
+    # the overflow code comes first, even though the text reads like a throttle
+    assert (result.kind, result.matched, result.code) == (
+        OVERFLOW,
+        "code:context_length_exceeded",
+        "context_length_exceeded",
+    )
+    assert classify_error("Too many tokens, please wait before trying again.").matched == "text:too many tokens"
+
+
+# --------------------------------------------------------------------------- fake exception classes
+
+
+class FakeHeaders:
+    """Mimics httpx.Headers: not a dict, case-preserving, exposes items()."""
+
+    def __init__(self, **headers: str) -> None:
+        self._headers = {k.replace("_", "-"): v for k, v in headers.items()}
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        return iter(self._headers.items())
+
+
+class FakeResponse:
+    def __init__(self, status_code: int, headers: FakeHeaders | Mapping[str, str] | None = None) -> None:
+        self.status_code = status_code
+        self.headers = headers or {}
+
+
+class APIError(Exception):
+    def __init__(self, message: str, status_code: int | None = None, response: FakeResponse | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status_code is not None:
+            self.status_code = status_code
+        self.response = response
+
+
+class BadRequestError(APIError):
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("status_code", 400)
+        super().__init__(message, **kwargs)
+
+
+class ContextWindowExceededError(BadRequestError):
+    pass
+
+
+class RateLimitError(APIError):
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        kwargs.setdefault("status_code", 429)
+        super().__init__(message, **kwargs)
+
+
+class AuthenticationError(APIError):
+    pass
+
+
+class Timeout(APIError):
+    pass
+
+
+class APIConnectionError(APIError):
+    pass
+
+
+class ServiceUnavailableError(APIError):
+    pass
+
+
+class InternalServerError(APIError):
+    pass
+
+
+class SDKError(Exception):
+    """An SDK error that carries code/type attributes and a body, like openai's and anthropic's."""
+
+    def __init__(self, message: str, *, code: str | None = None, body: object = None, status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.body = body
+        self.http_status = status
+
+
+def test_context_window_exceeded_class() -> None:
+    error = ContextWindowExceededError("litellm.ContextWindowExceededError: something went wrong")
+    result = classify_error(error)
+    assert (result.kind, result.matched, result.status_code) == (OVERFLOW, "class:ContextWindowExceededError", 400)
+
+
+def test_context_window_exceeded_class_with_throttle_text_is_rate_limit() -> None:
+    # litellm has mapped Bedrock's throttle to ContextWindowExceededError; backing off is right.
+    error = ContextWindowExceededError("BedrockException - Too many tokens, please wait before trying again.")
+    result = classify_error(error)
+    assert result.kind is RATE
+    assert result.matched == "text:too many tokens"
+
+
+def test_plain_bad_request_with_overflow_text() -> None:
+    error = BadRequestError(
+        "MistralException - Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 "
+        "maximum context length"
+    )
+    result = classify_error(error)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, 40_000, 32_768)
+
+
+def test_rate_limit_error_with_retry_after_header() -> None:
+    response = FakeResponse(429, FakeHeaders(Retry_After="7"))
+    result = classify_error(RateLimitError("slow down please", response=response))
+    assert (result.kind, result.status_code, result.retry_after) == (RATE, 429, 7.0)
+    assert result.is_retryable
+
+
+def test_retry_after_ms_wins_over_seconds() -> None:
+    response = FakeResponse(429, {"retry-after": "2", "retry-after-ms": "1500"})
+    assert classify_error(RateLimitError("x", response=response)).retry_after == 1.5
+
+
+def test_headers_on_the_error_itself() -> None:
+    error = RateLimitError("x")
+    error.headers = {"Retry-After": "3"}  # type: ignore[attr-defined]
+    assert classify_error(error).retry_after == 3.0
+
+
+def test_status_from_response_only() -> None:
+    error = APIError("upstream failed", response=FakeResponse(503))
+    result = classify_error(error)
+    assert (result.kind, result.status_code) == (TRANSIENT, 503)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (Timeout("Request timed out", status_code=408), TRANSIENT),
+        (Timeout("litellm.Timeout"), TRANSIENT),
+        (APIConnectionError("Connection error."), TRANSIENT),
+        (ServiceUnavailableError("unavailable", status_code=503), TRANSIENT),
+        (InternalServerError("boom", status_code=500), TRANSIENT),
+        (APIError("Overloaded", status_code=529), TRANSIENT),
+        (TimeoutError(), TRANSIENT),
+        (ConnectionResetError(104, "Connection reset by peer"), TRANSIENT),
+        (AuthenticationError("invalid api key", status_code=401), OTHER),
+        (AuthenticationError("auth timeout while validating key", status_code=401), OTHER),
+        (BadRequestError("invalid api key"), OTHER),
+        (ValueError("something else"), OTHER),
+        (RateLimitError("Rate limit exceeded"), RATE),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_exception_classes(error: BaseException, kind: ErrorKind) -> None:
+    assert classify_error(error).kind is kind
+
+
+def test_sdk_code_attribute_and_body() -> None:
+    error = SDKError("Error code: 400", code="context_length_exceeded")
+    assert classify_error(error).matched == "code:context_length_exceeded"
+    anthropic = SDKError(
+        "Error code: 413",
+        body={"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}},
+        status=413,
+    )
+    result = classify_error(anthropic)
+    assert (result.kind, result.code, result.status_code) == (OVERFLOW, "request_too_large", 413)
+
+
+def test_http_413_alone_is_overflow() -> None:
+    result = classify_error(APIError("", status_code=413))
+    assert (result.kind, result.matched) == (OVERFLOW, "status:413")
+
+
+def test_cause_chain_is_searched() -> None:
+    try:
+        try:
+            raise BadRequestError("prompt is too long: 300000 tokens > 200000 maximum")
+        except BadRequestError as inner:
+            raise RuntimeError("model call failed") from inner
+    except RuntimeError as outer:
+        result = classify_error(outer)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, 300_000, 200_000)
+
+
+def test_broken_str_does_not_crash() -> None:
+    class Weird(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert classify_error(Weird()).kind is OTHER
+
+
+def test_rejects_unsupported_input() -> None:
+    with pytest.raises(TypeError):
+        classify_error(42)  # type: ignore[arg-type]
+
+
+def test_classification_is_frozen() -> None:
+    result = classify_error("x")
+    assert isinstance(result, ErrorClassification)
+    with pytest.raises(AttributeError):
+        result.kind = OVERFLOW  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- retry-after
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("Rate limit reached. Please try again in 1.5s.", 1.5),
+        ("Rate limit reached. Please try again in 20ms.", 0.02),
+        ("Please retry after 20 seconds.", 20.0),
+        ("Rate limit exceeded; retry after 7 sec", 7.0),
+        ("Rate limit reached on tokens per day (TPD). Please try again in 6m0s.", 360.0),
+        ("Quota exceeded. Please retry in 35.146s.", 35.146),
+        ("rate limited, try again in 2 minutes", 120.0),
+        ("rate limited, retry after 5", 5.0),
+        ("Too many tokens, please wait before trying again.", None),
+    ],
+)
+def test_retry_after_from_text(text: str, seconds: float | None) -> None:
+    result = classify_error(text)
+    if seconds is None:
+        assert result.retry_after is None
+    else:
+        assert result.retry_after == pytest.approx(seconds)
+
+
+def test_retry_after_from_gemini_retry_info() -> None:
+    body = {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "35s"}],
+        }
+    }
+    result = classify_error(body)
+    assert (result.kind, result.status_code, result.retry_after) == (RATE, 429, 35.0)
+
+
+def test_retry_after_from_dict_headers() -> None:
+    result = classify_error({"status_code": 503, "headers": {"Retry-After": "12"}, "message": "unavailable"})
+    assert (result.kind, result.retry_after) == (TRANSIENT, 12.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("20", 20.0),
+        (" 0.5 ", 0.5),
+        ("-3", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # already past
+        ("soon", None),
+        ("nan", None),
+    ],
+)
+def test_parse_retry_after(value: str, seconds: float | None) -> None:
+    assert parse_retry_after(value, now=1445412470.0) == seconds
+
+
+def test_invalid_retry_after_header_falls_back_to_text() -> None:
+    response = FakeResponse(429, {"retry-after": "soon"})
+    error = RateLimitError("Please try again in 2s", response=response)
+    assert classify_error(error).retry_after == 2.0
+
+
+# --------------------------------------------------------------------------- silent overflow
+
+
+@pytest.mark.parametrize(
+    ("sent", "reported", "window", "ratio", "expected"),
+    [
+        (12_000, 2_048, 8_192, 0.5, True),  # Ollama kept only the tail
+        (12_000, 8_000, 8_192, 0.5, False),  # over the window but the provider saw most of it
+        (12_000, 8_000, 8_192, 0.7, True),  # stricter ratio
+        (7_000, 1_000, 8_192, 0.5, False),  # fits: a low report is an estimate error, not an overflow
+        (7_000, 9_000, 8_192, 0.5, True),  # the provider counted more than the window
+        (8_192, 2_000, 8_192, 0.5, False),  # exactly the window is not over it
+        (0, 0, 8_192, 0.5, False),
+    ],
+)
+def test_detect_silent_overflow(sent: int, reported: int, window: int, ratio: float, expected: bool) -> None:
+    assert (
+        detect_silent_overflow(sent_tokens=sent, reported_prompt_tokens=reported, window=window, ratio=ratio)
+        is expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"sent_tokens": -1}, "sent_tokens"),
+        ({"reported_prompt_tokens": 1.5}, "reported_prompt_tokens"),
+        ({"window": 0}, "window"),
+        ({"ratio": 0}, "ratio"),
+        ({"ratio": 1.5}, "ratio"),
+    ],
+)
+def test_detect_silent_overflow_validation(kwargs: dict[str, Any], argument: str) -> None:
+    arguments: dict[str, Any] = {"sent_tokens": 10, "reported_prompt_tokens": 10, "window": 100, **kwargs}
+    with pytest.raises(ValueError, match=argument):
+        detect_silent_overflow(**arguments)
