@@ -9,20 +9,20 @@ from compaction.errors import TranscriptError
 from compaction.transcript import ImagePart, Part, TextPart, UnknownPart, copy_json, ordered
 
 
-def require_mapping(value: Any, index: int, field: str) -> Mapping[str, Any]:
+def require_mapping(value: Any, index: int | None, field: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise TranscriptError(f"expected an object, got {type(value).__name__}", index=index, field=field)
     return value
 
 
-def require_str(value: Any, index: int, field: str) -> str:
+def require_str(value: Any, index: int | None, field: str) -> str:
     if not isinstance(value, str):
         raise TranscriptError(f"expected a string, got {type(value).__name__}", index=index, field=field)
     check_text(value, index, field)
     return value
 
 
-def check_text(text: str, index: int, field: str) -> None:
+def check_text(text: str, index: int | None, field: str) -> None:
     """Reject text that cannot be encoded as UTF-8 (lone surrogates): it would fail later, at send time."""
     try:
         text.encode("utf-8")
@@ -38,7 +38,7 @@ def split_known(block: Mapping[str, Any], known: tuple[str, ...]) -> tuple[dict[
     return extra, tuple(block.keys())
 
 
-def text_part(block: Mapping[str, Any], index: int, field: str) -> TextPart:
+def text_part(block: Mapping[str, Any], index: int | None, field: str) -> TextPart:
     text = require_str(block.get("text"), index, f"{field}.text")
     extra, order = split_known(block, ("type", "text"))
     return TextPart(text=text, extra=extra, key_order=order)

@@ -71,7 +71,7 @@ def to_anthropic(transcript: Transcript) -> tuple[SystemPrompt, list[dict[str, A
 
 def _read_system(system: Any) -> Message:
     if isinstance(system, str):
-        check_text(system, 0, "system")
+        check_text(system, None, "system")
         return Message(
             role="system",
             parts=(TextPart(text=system),),
@@ -79,7 +79,7 @@ def _read_system(system: Any) -> Message:
             content_form="string",
         )
     if isinstance(system, list):
-        parts = tuple(_read_block(b, -1, f"system[{j}]") for j, b in enumerate(system))
+        parts = tuple(_read_block(b, None, f"system[{j}]") for j, b in enumerate(system))
         return Message(role="system", parts=parts, id=derive_message_id(-1, "system", system), content_form="parts")
     raise TranscriptError(
         f"system must be a string or a list of text blocks, got {type(system).__name__}", field="system"
@@ -130,7 +130,7 @@ def _read_message(raw: Any, index: int, offset: int) -> Message:
     )
 
 
-def _read_block(block: Any, index: int, field: str) -> Part:
+def _read_block(block: Any, index: int | None, field: str) -> Part:
     block = require_mapping(block, index, field)
     kind = block.get("type")
     if kind == "text":

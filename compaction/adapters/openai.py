@@ -109,8 +109,8 @@ def _read_message(raw: Any, index: int) -> Message:
         parts.extend(_read_tool_call(call, index, j) for j, call in enumerate(calls))
         known = (*known, "tool_calls")
     extra, order = split_known(raw, known)
-    if "tool_calls" in raw and raw["tool_calls"] is None:
-        extra["tool_calls"] = None
+    if "tool_calls" in raw and not raw["tool_calls"]:
+        extra["tool_calls"] = copy_json(raw["tool_calls"])  # null or [] is kept as sent
     return Message(
         role=role,
         parts=tuple(parts),
