@@ -1,0 +1,27 @@
+"""Test helpers: a fake LLM provider server speaking the OpenAI and Anthropic wire formats."""
+
+from compaction.testing.fake_provider import (
+    Action,
+    FakeProvider,
+    Fault,
+    FaultKind,
+    LatencyModel,
+    RecordedRequest,
+    Reply,
+    Responder,
+    estimate_tokens,
+    stand_in_summary,
+)
+
+__all__ = [
+    "Action",
+    "FakeProvider",
+    "Fault",
+    "FaultKind",
+    "LatencyModel",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "estimate_tokens",
+    "stand_in_summary",
+]
