@@ -351,7 +351,7 @@ def _claim_results(
                     n += 1
                 new_id = f"{call.id}_dup{n}"
                 renamed.setdefault(index, {})[k] = new_id
-                report.renamed[f"{call.id}@{index}"] = new_id
+                report.renamed[f"{call.id}@{index}.{k}"] = new_id
                 seen.add(new_id)
             seen.add(call.id)
             candidates = [c for c in results.get(call.id, []) if c not in claimed]

@@ -1,0 +1,85 @@
+"""Shared test configuration: hypothesis profiles and a network guard.
+
+Profiles (pick one with ``HYPOTHESIS_PROFILE``; default ``ci``):
+
+* ``ci``   – 60 derandomized examples per property, no deadline: fast and reproducible.
+* ``dev``  – 200 random examples per property.
+* ``soak`` – 2000 random examples per property, for long local runs.
+
+Every test runs with outbound network connections blocked; loopback stays open for the fake
+provider server that other tests start on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.register_profile(
+    "soak",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+class NetworkBlockedError(OSError):
+    """Raised when a test tries to reach anything but loopback."""
+
+
+def _is_loopback(address: Any) -> bool:
+    """True for 127.0.0.0/8, ::1 (and IPv4-mapped loopback), ``localhost`` and unix sockets."""
+    if isinstance(address, str | bytes):  # AF_UNIX path
+        return True
+    if not isinstance(address, tuple) or not address:
+        return False
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    host = host.split("%", 1)[0]  # drop an IPv6 zone id
+    if host.lower() in ("localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+@pytest.fixture(autouse=True)
+def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any connection to a non-loopback address, for every test."""
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        if not _is_loopback(address):
+            raise NetworkBlockedError(f"network access blocked in tests: connect to {address!r}")
+        real_connect(self, address)
+
+    def guarded_connect_ex(self: socket.socket, address: Any) -> int:
+        if not _is_loopback(address):
+            raise NetworkBlockedError(f"network access blocked in tests: connect_ex to {address!r}")
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
