@@ -60,7 +60,45 @@ _EXPORTS: dict[str, str] = {
     "Transcript": "compaction.transcript",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "CalibratedCounter",
+    "CompactionConfig",
+    "CompactionDecision",
+    "CompactionError",
+    "CompactionResult",
+    "Compactor",
+    "CompletionOutcome",
+    "ContextOverflowError",
+    "EmptySummaryError",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Message",
+    "PairViolation",
+    "ProviderMessages",
+    "RepairReport",
+    "Summarizer",
+    "SummarizerError",
+    "SummarizerOverflowError",
+    "SummaryRequest",
+    "SummaryResponse",
+    "SummaryUsage",
+    "TokenCounter",
+    "Transcript",
+    "TranscriptError",
+    "Unit",
+    "__version__",
+    "areplay",
+    "counter_for_model",
+    "detect_format",
+    "from_canonical",
+    "repair",
+    "replay",
+    "run_sync",
+    "safe_cut_points",
+    "to_canonical",
+    "units",
+    "validate",
+]
 
 
 def __getattr__(name: str) -> Any:

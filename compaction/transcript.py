@@ -21,7 +21,6 @@ import hashlib
 import json
 import struct
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -176,7 +175,7 @@ class Message(BaseModel):
     # The role string the provider used when it differs from ``role`` (OpenAI "developer").
     source_role: str | None = None
 
-    @cached_property
+    @property
     def text(self) -> str:
         """All plain text of the message (text parts, and the text of tool results)."""
         chunks: list[str] = []

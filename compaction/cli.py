@@ -1,0 +1,189 @@
+"""The ``compaction`` command: inspect, compact and demo transcripts from the shell.
+
+Exit codes: 0 ok; 2 usage; 3 file not found or unreadable; 4 not JSON; 5 invalid transcript
+(the message names the index); 6 compaction impossible; 7 unknown model or window too small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from compaction.errors import CompactionError, TranscriptError
+
+EXIT_USAGE, EXIT_FILE, EXIT_JSON, EXIT_TRANSCRIPT, EXIT_COMPACTION, EXIT_MODEL = 2, 3, 4, 5, 6, 7
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def read_transcript(path: str) -> tuple[list[Any], Any]:
+    """(messages, system) from a JSON list, a JSON object with ``messages`` (and ``system``), or JSONL."""
+    try:
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}", EXIT_FILE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}", EXIT_FILE) from None
+    try:
+        data: Any = json.loads(raw)
+    except json.JSONDecodeError as first:
+        lines = [line for line in raw.splitlines() if line.strip()]
+        try:
+            data = [json.loads(line) for line in lines]
+        except json.JSONDecodeError:
+            raise CliError(f"{path} is not JSON or JSONL: {first}", EXIT_JSON) from None
+        if not lines:
+            raise CliError(f"{path} is empty", EXIT_JSON) from None
+    if isinstance(data, dict):
+        if not isinstance(data.get("messages"), list):
+            raise CliError(f"{path}: a JSON object must have a 'messages' list", EXIT_TRANSCRIPT)
+        return data["messages"], data.get("system")
+    if isinstance(data, list):
+        return data, None
+    raise CliError(f"{path}: expected a list of messages or an object with 'messages'", EXIT_TRANSCRIPT)
+
+
+def _compactor(args: argparse.Namespace) -> Any:
+    from compaction.compactor import Compactor
+    from compaction.config import CompactionConfig
+    from guards import ContextWindowTooSmall
+
+    options: dict[str, Any] = {"keep_recent_messages": args.keep_recent}
+    if args.window:
+        options["window"] = args.window
+    config = CompactionConfig(**options)
+    summarizer = None if args.summarizer in (None, "extractive") else args.summarizer
+    try:
+        compactor = Compactor(args.model, summarizer, config)
+    except ContextWindowTooSmall as exc:
+        raise CliError(str(exc), EXIT_MODEL) from None
+    return compactor
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from compaction.adapters import to_canonical
+    from compaction.inspection import inspect_transcript, render_inspection
+
+    messages, system = read_transcript(args.file)
+    transcript = to_canonical(messages, system)
+    compactor = _compactor(args)
+    report = inspect_transcript(compactor, transcript, budget=args.budget)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else render_inspection(report))
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from compaction.adapters import to_canonical
+    from compaction.inspection import inspect_transcript, render_inspection
+
+    messages, system = read_transcript(args.file)
+    compactor = _compactor(args)
+    if args.dry_run:
+        report = inspect_transcript(compactor, to_canonical(messages, system), budget=args.budget)
+        print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else render_inspection(report))
+        return 0
+    started = time.perf_counter()
+    result = compactor.compact(messages, args.instructions, system=system, budget=args.budget)
+    print("\n".join(_report_lines(result, time.perf_counter() - started)), file=sys.stderr)
+    if args.json:
+        payload: Any = result.to_dict()
+    elif result.format == "anthropic":
+        payload = {"system": result.system, "messages": result.messages}
+    else:
+        payload = result.messages
+    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+def _report_lines(result: Any, seconds: float) -> list[str]:
+    if not result.compacted:
+        return [f"Compaction: not compacted: {result.reason} (~{result.tokens_before:,} tokens)"]
+    cost = f", cost ${result.cost_usd:.4f}" if result.cost_usd else ""
+    kind = "exact" if result.exact_counts else "estimated"
+    return [
+        f"Compaction: {len(result.removed)} messages archived, {result.messages_removed} summarized "
+        f"({result.fallback_level} summary)",
+        f"  tokens ({kind}): {result.tokens_before:,} -> {result.tokens_after:,} "
+        f"(budget {result.budget:,}, window {result.window:,}; saved {result.tokens_saved:,})",
+        f"  messages now: {len(result.messages)}; model calls: {result.llm_calls}; "
+        f"summarizer tokens in/out: {result.summarizer_input_tokens:,}/{result.summarizer_output_tokens:,}{cost}; "
+        f"time {seconds:.2f}s",
+    ]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from compaction.demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compaction", description="Keep long agent transcripts inside the context window."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file", help="transcript: JSON list, {'messages', 'system'} object, or JSONL; '-' for stdin")
+        p.add_argument("--model", default="gpt-4o", help="the agent's model (chooses the tokenizer and window)")
+        p.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
+        p.add_argument("--budget", type=int, help="target tokens after compaction (default: window - reserve)")
+        p.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
+        p.add_argument("--summarizer", default="extractive", help="'extractive' (offline, default) or a litellm model")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    inspect = sub.add_parser("inspect", help="tokens by role and tool, largest messages, pair check, compaction plan")
+    common(inspect)
+    inspect.set_defaults(func=cmd_inspect)
+
+    compact = sub.add_parser("compact", help="compact a transcript; the result goes to stdout or --out")
+    common(compact)
+    compact.add_argument("--instructions", help="what the summary should focus on (like /compact <focus>)")
+    compact.add_argument("--out", help="write the compacted transcript here instead of stdout")
+    compact.add_argument("--dry-run", action="store_true", help="show the plan and its cost; call no model")
+    compact.set_defaults(func=cmd_compact)
+
+    demo = sub.add_parser("demo", help="compact the bundled example session offline (no API key)")
+    demo.add_argument("--example", default="coding_session", help="bundled example name")
+    demo.add_argument("--window", type=int, default=32_000, help="context window for the demo (default 32,000)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except CliError as exc:
+        return _fail(str(exc), exc.code)
+    except TranscriptError as exc:
+        return _fail(f"invalid transcript: {exc}", EXIT_TRANSCRIPT)
+    except CompactionError as exc:
+        return _fail(f"compaction failed: {exc}", EXIT_COMPACTION)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"compaction: error: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""The public entry point: ``Compactor`` decides, compacts, and recovers from context overflows.
+
+>>> from compaction import Compactor, CompactionConfig
+>>> compactor = Compactor(model="gpt-4o", config=CompactionConfig(keep_recent_messages=2))
+>>> compactor.should_compact([{"role": "user", "content": "hello"}]).action
+'ok'
+>>> result = compactor.compact([{"role": "user", "content": "hello"}])
+>>> result.compacted, result.reason
+(False, 'not enough messages to compact')
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from compaction.adapters import from_canonical, to_canonical
+from compaction.config import CompactionConfig
+from compaction.errors import ContextOverflowError
+from compaction.pipeline import Budget, Run, run_pipeline
+from compaction.result import CompactionResult, Trigger
+from compaction.stages.prune import PruneSettings, prune_tool_results
+from compaction.summarizers.base import Summarizer
+from compaction.tokens import TokenCounter, counter_for_model
+from compaction.transcript import Transcript
+from guards import ContextWindowGuard, ErrorKind, GuardDecision, ModelRegistry, classify_error
+
+T = TypeVar("T")
+AgentCall = Callable[[list[dict[str, Any]], Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class CompactionDecision:
+    """``should_compact``'s answer: the guard's decision plus the count it was made on."""
+
+    action: str
+    tokens: int
+    effective_tokens: int
+    threshold_tokens: int | None
+    budget: int
+    window: int
+    exact: bool
+    reason: str
+
+    @property
+    def should_compact(self) -> bool:
+        return self.action in ("compact", "block")
+
+
+@dataclass
+class CompletionOutcome:
+    """What ``complete`` returns: the model's response and the context it was finally sent."""
+
+    response: Any
+    messages: list[dict[str, Any]]
+    system: Any = None
+    compactions: list[CompactionResult] = field(default_factory=list)
+    truncated_tool_results: bool = False
+
+
+class Compactor:
+    """Compacts conversations for one agent model.
+
+    ``summarizer`` is any :class:`~compaction.summarizers.base.Summarizer`; a string is a litellm
+    model name for :class:`~compaction.summarizers.llm.LLMSummarizer`; None uses the offline
+    extractive summarizer (no model, no API key).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        summarizer: Summarizer | str | None = None,
+        config: CompactionConfig | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        registry: ModelRegistry | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config or CompactionConfig()
+        self.counter = counter or counter_for_model(model)
+        self.guard = ContextWindowGuard(
+            model,
+            window=self.config.window,
+            registry=registry,
+            reserve_tokens=self.config.reserve_tokens,
+            max_output_tokens=self.config.max_output_tokens,
+            threshold=self.config.threshold if self.config.enabled else 0,
+            safety_margin=self.config.safety_margin,
+        )
+        self.summarizer = _make_summarizer(summarizer, self.config)
+
+    # --- deciding ---
+    def count(
+        self,
+        messages: Sequence[Mapping[str, Any]] | Transcript,
+        *,
+        system: Any = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> int:
+        """Tokens of the messages (and tool schemas) with this model's counter."""
+        transcript = messages if isinstance(messages, Transcript) else to_canonical(messages, system)
+        return self.counter.count_messages(transcript.messages) + (self.counter.count_tools(tools) if tools else 0)
+
+    def should_compact(
+        self,
+        messages: Sequence[Mapping[str, Any]] | Transcript,
+        *,
+        system: Any = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> CompactionDecision:
+        """Whether the threshold is reached, with the numbers. Never calls a model."""
+        return self.decide(self.count(messages, system=system, tools=tools))
+
+    def decide(self, tokens: int, *, exact: bool | None = None) -> CompactionDecision:
+        """The decision for a known token count (e.g. the provider's reported usage: ``exact=True``)."""
+        exact = self.counter.exact if exact is None else exact
+        decision: GuardDecision = self.guard.check(tokens, exact=exact)
+        action = decision.action
+        if action == "compact" and not self.config.auto_compaction_enabled:
+            action = "warn"
+        return CompactionDecision(
+            action=action,
+            tokens=tokens,
+            effective_tokens=decision.effective_tokens,
+            threshold_tokens=decision.threshold_tokens,
+            budget=decision.budget,
+            window=decision.window,
+            exact=exact,
+            reason=decision.reason,
+        )
+
+    # --- compacting ---
+    async def acompact(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        instructions: str | None = None,
+        *,
+        system: Any = None,
+        previous_summary: str | None = None,
+        pinned: Collection[str] = (),
+        tools: Sequence[Mapping[str, Any]] = (),
+        trigger: Trigger = "manual",
+        budget: int | None = None,
+        aggression: int = 0,
+    ) -> CompactionResult:
+        """Compact ``messages`` (OpenAI or Anthropic format; Anthropic's ``system`` separately).
+
+        The caller's list is never modified. ``pinned`` are message ids kept verbatim; ``budget``
+        tightens the guard's budget (overflow recovery uses it); ``aggression`` halves the verbatim
+        tail once per level."""
+        transcript = to_canonical(messages, system)
+        run = Run(
+            transcript=transcript,
+            counter=self.counter,
+            budget=Budget(
+                window=self.guard.window,
+                budget=min(self.guard.budget, budget) if budget is not None else self.guard.budget,
+                margin=self.config.safety_margin,
+                exact=self.counter.exact,
+            ),
+            config=self.config,
+            summarizer=self.summarizer,
+            trigger=trigger,
+            instructions=instructions,
+            previous_summary=previous_summary,
+            pinned_ids=frozenset(pinned),
+            tools_tokens=self.counter.count_tools(tools) if tools else 0,
+            aggression=aggression,
+            record={
+                "version": 1,
+                "model": self.model,
+                "counter": getattr(self.counter, "name", type(self.counter).__name__),
+                "config": self.config.model_dump(mode="json"),
+                "trigger": trigger,
+                "instructions": instructions,
+                "budget": budget,
+                "aggression": aggression,
+                "pinned": sorted(pinned),
+            },
+        )
+        return await run_pipeline(run)
+
+    def compact(
+        self, messages: Sequence[Mapping[str, Any]], instructions: str | None = None, **kwargs: Any
+    ) -> CompactionResult:
+        """Synchronous :meth:`acompact` (usable inside a running event loop too: it then runs in a thread)."""
+        return run_sync(self.acompact(messages, instructions, **kwargs))
+
+    # --- recovering from overflow ---
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system: Any = None,
+        call: AgentCall | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        **kwargs: Any,
+    ) -> CompletionOutcome:
+        """Call the agent's model; on a context-overflow error compact harder and retry.
+
+        ``call(messages, system)`` performs the request (default: ``litellm.acompletion`` with this
+        model and ``kwargs``). Throttles and transient errors pass through untouched. After
+        ``overflow_attempts`` compactions, oversized tool results are truncated once; then
+        :class:`ContextOverflowError` reports the numbers."""
+        do_call = call or self._litellm_call(kwargs, tools)
+        current, current_system = [dict(m) for m in messages], system
+        outcome = CompletionOutcome(response=None, messages=current, system=current_system)
+        attempts = 0
+        aggression = 0
+        while True:
+            try:
+                outcome.response = await do_call(current, current_system)
+                outcome.messages, outcome.system = current, current_system
+                return outcome
+            except Exception as exc:
+                info = classify_error(exc)
+                if info.kind != ErrorKind.CONTEXT_OVERFLOW:
+                    raise
+                last_error: BaseException = exc
+            tighter = None
+            if info.allowed_tokens:
+                tighter = max(1, info.allowed_tokens - self.config.max_output_tokens - self.config.reserve_tokens // 4)
+            compacted = None
+            while attempts < self.config.overflow_attempts and compacted is None:
+                attempts += 1
+                aggression += 1
+                result = await self.acompact(
+                    current,
+                    system=current_system,
+                    tools=tools,
+                    trigger="overflow",
+                    budget=tighter,
+                    aggression=aggression,
+                )
+                if result.compacted and result.tokens_after < result.tokens_before:
+                    compacted = result
+                # A compaction that removed nothing escalates at once instead of burning a model call.
+            if compacted is not None:
+                outcome.compactions.append(compacted)
+                current, current_system = compacted.messages, compacted.system
+                continue
+            if not outcome.truncated_tool_results:
+                outcome.truncated_tool_results = True
+                truncated = self._truncate_tool_results(current, current_system)
+                if truncated is not None:
+                    current, current_system = truncated
+                    continue
+            raise ContextOverflowError(
+                f"the request still overflows the context window of {self.model} after {attempts} compaction "
+                f"attempts and a truncation of oversized tool results (requested "
+                f"{info.requested_tokens or 'unknown'} tokens, allowed {info.allowed_tokens or self.guard.window})",
+                attempts=attempts,
+                requested_tokens=info.requested_tokens,
+                allowed_tokens=info.allowed_tokens,
+            ) from last_error
+
+    def recover_overflow(self, func: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[CompletionOutcome]]:
+        """Decorator form of :meth:`complete` for ``async def call(messages, system, ...)``."""
+
+        async def wrapper(
+            messages: Sequence[Mapping[str, Any]], system: Any = None, **kwargs: Any
+        ) -> CompletionOutcome:
+            async def call(msgs: list[dict[str, Any]], sys_prompt: Any) -> Any:
+                return await func(msgs, sys_prompt, **kwargs)
+
+            return await self.complete(messages, system=system, call=call)
+
+        return wrapper
+
+    def _truncate_tool_results(
+        self, messages: Sequence[Mapping[str, Any]], system: Any
+    ) -> tuple[list[dict[str, Any]], Any] | None:
+        transcript = to_canonical(messages, system)
+        settings = PruneSettings(
+            soft_trim_chars=self.config.prune_min_chars,
+            head_chars=self.config.prune_head_chars,
+            tail_chars=self.config.prune_tail_chars,
+            hard_clear_share=self.config.prune_hard_clear_share,
+        )
+        outcome = prune_tool_results(
+            transcript.messages, settings=settings, window_tokens=self.guard.window, count=self.counter.count_message
+        )
+        if not outcome.items:
+            return None
+        out = from_canonical(transcript.replace(tuple(outcome.messages)))
+        return out.messages, out.system
+
+    def _litellm_call(self, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> AgentCall:
+        async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+            from compaction.summarizers._litellm import load_litellm
+
+            litellm = load_litellm()
+            payload = list(messages)
+            if system is not None:
+                payload = [{"role": "system", "content": system}, *payload]
+            extra = dict(kwargs)
+            if tools:
+                extra["tools"] = list(tools)
+            return await litellm.acompletion(model=self.model, messages=payload, **extra)
+
+        return call
+
+
+def _make_summarizer(summarizer: Summarizer | str | None, config: CompactionConfig) -> Summarizer:
+    if summarizer is None or summarizer == "extractive":
+        from compaction.summarizers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    if isinstance(summarizer, str):
+        from compaction.summarizers.llm import LLMSummarizer
+
+        return LLMSummarizer(summarizer, max_tokens=config.max_summary_tokens)
+    return summarizer
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even when an event loop is already running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="compaction-sync")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+async def areplay(
+    record: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, system: Any = None
+) -> CompactionResult:
+    """Re-run a recorded compaction on the same input, answering the summarizer from the record.
+
+    The result's messages equal the recorded run's: a record is an exact, auditable account."""
+    from compaction.summarizers.scripted import ReplaySummarizer
+
+    config = CompactionConfig.model_validate(record["config"])
+    compactor = Compactor(str(record["model"]), ReplaySummarizer(record), config)
+    return await compactor.acompact(
+        messages,
+        record.get("instructions"),
+        system=system,
+        pinned=record.get("pinned", ()),
+        trigger=record.get("trigger", "manual"),
+        budget=record.get("budget"),
+        aggression=int(record.get("aggression", 0)),
+    )
+
+
+def replay(record: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> CompactionResult:
+    """Synchronous :func:`areplay`."""
+    return run_sync(areplay(record, messages, system=system))

@@ -1,0 +1,117 @@
+"""Every knob of the engine, with the defaults of the reference design.
+
+>>> cfg = CompactionConfig(keep_recent_messages=4, max_summary_tokens=2_000)
+>>> cfg.base_chunk_ratio, cfg.min_chunk_ratio, cfg.safety_margin
+(0.4, 0.15, 1.2)
+>>> CompactionConfig(threshold=0).auto_compaction_enabled
+False
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from compaction.prompts import CHUNK_PROMPT, MERGE_PROMPT, SUMMARY_PROMPT, SYSTEM_PROMPT
+
+SummaryPlacement = Literal["first_user", "message"]
+FailureMode = Literal["fallback", "trim"]
+
+
+class CompactionConfig(BaseModel):
+    """Configuration for :class:`compaction.Compactor`. Immutable; use ``model_copy(update=...)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    """Kill switch: when False, ``should_compact`` never asks for a compaction (manual calls still work)."""
+
+    # --- window and budget (the guard) ---
+    window: int | None = Field(default=None, gt=0)
+    """The model's context window; resolved from the model name when not given."""
+    reserve_tokens: int = Field(default=20_000, ge=0)
+    """Kept free for the compaction call and its answer (OpenClaw's reserve floor)."""
+    max_output_tokens: int = Field(default=0, ge=0)
+    """The agent's own response size; counts against the window too."""
+    threshold: float | int = 0.8
+    """Compact at this fraction of the window (0 < x <= 1) or this many tokens (> 1); 0 disables."""
+    safety_margin: float = Field(default=1.2, ge=1.0)
+    """Applied to estimated (not exact) token counts."""
+
+    # --- protect ---
+    keep_recent_messages: int = Field(default=6, ge=0)
+    keep_recent_tokens: int | None = Field(default=None, ge=0)
+    """When set, the verbatim tail is chosen by tokens instead of by message count."""
+    protect_first_user_message: bool = True
+
+    # --- prune ---
+    prune_min_chars: int = Field(default=4_000, ge=200)
+    prune_head_chars: int = Field(default=1_500, ge=0)
+    prune_tail_chars: int = Field(default=1_500, ge=0)
+    prune_hard_clear_share: float = Field(default=0.5, gt=0, le=1)
+    summarizer_tool_preview: tuple[int, int] | None = None
+    """Cut tool results to (first N, last M) characters in what the summarizer sees (seed 003: (500, 200))."""
+    summarizer_input_max_chars: int | None = Field(default=None, gt=1_000)
+    """Cap the rendered summarizer input, cut from the middle (seed 003: 100,000)."""
+
+    # --- chunk ---
+    base_chunk_ratio: float = Field(default=0.4, gt=0, le=1)
+    min_chunk_ratio: float = Field(default=0.15, gt=0, le=1)
+    summarizer_window: int | None = Field(default=None, gt=0)
+    """The summarizer model's own window; defaults to the agent model's window."""
+    max_chunks: int = Field(default=8, ge=1)
+    """More chunks than this and the zone is pruned harder first: keeps wall time near 3 calls."""
+
+    # --- summarize ---
+    max_summary_tokens: int = Field(default=4_096, ge=64)
+    concurrency: int = Field(default=4, ge=1)
+    system_prompt: str = SYSTEM_PROMPT
+    summary_prompt: str = SUMMARY_PROMPT
+    chunk_prompt: str = CHUNK_PROMPT
+    merge_prompt: str = MERGE_PROMPT
+    artifact_ledger: bool = True
+    ledger_share: float = Field(default=0.25, gt=0, le=1)
+    """Share of ``max_summary_tokens`` the artifact ledger may add."""
+    redact_secrets: bool = True
+
+    # --- fall back ---
+    failure_mode: FailureMode = "fallback"
+    """"fallback": full -> partial -> annotation. "trim": on summarizer failure drop the oldest units (seed 003)."""
+    extractive_fallback: bool = True
+    """Fill failed chunks with the offline extractive summarizer before giving up to annotation-only."""
+    max_messages: int | None = Field(default=None, ge=2)
+    """Hard cap on the message count after compaction (seed 003's backstop)."""
+    strict: bool = False
+    """Raise :class:`CompactionError` instead of returning a degraded result."""
+
+    # --- reconstruct ---
+    summary_placement: SummaryPlacement = "first_user"
+    summary_role: Literal["user", "system"] = "user"
+    """Role of the summary message when ``summary_placement="message"`` (system only for OpenAI)."""
+    summary_start_marker: str = "[CONTEXT SUMMARY]"
+    summary_end_marker: str = "[END CONTEXT SUMMARY]"
+    acknowledgement: str = "Understood. Continuing with the current task."
+    last_request_prefix: str = "The last request from the user was:"
+    ensure_alternation: bool | None = None
+    """Insert an acknowledgement when roles would not alternate; default: on for Anthropic."""
+
+    # --- verify and recover ---
+    verify_rounds: int = Field(default=4, ge=0)
+    overflow_attempts: int = Field(default=3, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> CompactionConfig:
+        if isinstance(self.threshold, float) and not (0 <= self.threshold <= 1):
+            raise ValueError("threshold: a fraction must be within 0..1 (or give a token count > 1)")
+        if isinstance(self.threshold, int) and self.threshold < 0:
+            raise ValueError("threshold: must not be negative")
+        if self.min_chunk_ratio > self.base_chunk_ratio:
+            raise ValueError("min_chunk_ratio must not exceed base_chunk_ratio")
+        if self.summary_start_marker == self.summary_end_marker:
+            raise ValueError("summary_start_marker and summary_end_marker must differ")
+        return self
+
+    @property
+    def auto_compaction_enabled(self) -> bool:
+        return self.enabled and self.threshold != 0

@@ -1,0 +1,283 @@
+"""What matters in text: paths, URLs, identifiers and error lines, found fast and in order.
+
+Pruning keeps these lines when it cuts the middle of a tool result, and the artifact ledger lists
+them, because summaries lose them first (file paths, commands and ids are what every compactor drops).
+All regexes are linear-time on megabytes of log text: no nested quantifiers over the same
+characters, and token starts are pinned by a look-behind so long tokens are scanned once.
+
+>>> find_paths("edited src/app/main.py and ./run.sh, see https://x.io/a/b.py")
+['src/app/main.py', './run.sh']
+>>> find_identifiers("fixed PAY-1432 in commit 3f9a2c1, issue #88")
+['PAY-1432', '3f9a2c1', '#88']
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable
+
+from compaction.redact import looks_like_secret
+
+__all__ = [
+    "find_error_lines",
+    "find_identifiers",
+    "find_paths",
+    "find_urls",
+    "important_lines",
+    "is_important_line",
+]
+
+_URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
+_URL_TRAILING = ".,;:!?'\"*>]"
+
+_SEG = r"[\w.@+\-~$]"
+# A path candidate either has a directory separator somewhere or is a bare name with a known
+# extension. The look-behind pins the start to a token boundary (not inside a URL or a word).
+_EXTENSIONS = (
+    "py|pyi|pyx|ipynb|js|mjs|cjs|jsx|ts|tsx|vue|svelte|json|jsonl|yaml|yml|toml|ini|cfg|conf|env|md|rst|txt|"
+    "csv|tsv|log|lock|sh|bash|zsh|fish|ps1|bat|cmd|rs|go|java|kt|kts|scala|swift|c|h|cc|cpp|cxx|hpp|hh|cs|"
+    "rb|php|pl|pm|lua|jl|ex|exs|erl|hs|ml|dart|sql|html|htm|css|scss|sass|less|xml|xsd|svg|png|jpe?g|gif|"
+    "webp|ico|pdf|zip|gz|tgz|tar|bz2|xz|whl|jar|war|so|dylib|dll|exe|wasm|proto|graphql|gql|tf|tfvars|hcl|"
+    "mk|cmake|gradle|sbt|db|sqlite3?|parquet|pkl|pt|pth|onnx|h5|npy|npz|bin|dat|patch|diff|pem|crt|pub|"
+    "tex|bib|mod|sum|nix|vim|el|cabal|dockerfile|gitignore"
+)
+_DOTFILES = (
+    r"\.(?:env(?:\.[\w-]+)?|gitignore|gitattributes|gitmodules|dockerignore|editorconfig|bashrc|zshrc|"
+    r"profile|npmrc|nvmrc|python-version|prettierrc|eslintrc(?:\.\w+)?|babelrc|flake8|pylintrc|coveragerc|"
+    r"pre-commit-config\.yaml)"
+)
+_SPECIAL_FILES = r"(?:Makefile|Dockerfile|Containerfile|Gemfile|Rakefile|Procfile|Jenkinsfile|Vagrantfile|Justfile)"
+_PATH_RE = re.compile(
+    rf"(?<![\w.@+\-~/\\:%$])(?:"
+    rf"(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}(?:[/\\]{_SEG}{{0,255}})+)"
+    rf"|(?P<bare>[\w@+\-]{_SEG}{{0,255}}\.(?i:{_EXTENSIONS})(?![\w@+\-/\\])|{_DOTFILES}(?![\w/\\])"
+    rf"|{_SPECIAL_FILES}(?![\w./\\]))"
+    rf")"
+)
+_LETTER = re.compile(r"[^\W\d_]")
+_EXT_TAIL = re.compile(r"[^/\\]\.[A-Za-z][A-Za-z0-9]{0,9}$")
+_DOMAIN_HEAD = re.compile(r"^(?:www\.[\w.-]+|[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|co|edu|gov|app))$", re.I)
+# Framework names that look like files in prose ("Node.js"), never files on their own.
+_NOT_FILES = frozenset(
+    {
+        "node.js",
+        "vue.js",
+        "next.js",
+        "nuxt.js",
+        "three.js",
+        "chart.js",
+        "d3.js",
+        "react.js",
+        "express.js",
+        "ember.js",
+        "backbone.js",
+        "angular.js",
+    }
+)
+
+_TICKET_STOP = r"(?:UTF|SHA|ISO|HTTP|HTTPS|GPT|COVID|AES|RSA|TLS|SSL|MD|IPV|TCP|UDP|ES|ECMA|ARM|X|H|P|PEP)"
+_ISSUE_WORDS = r"(?i:issues?|prs?|pull(?:\s+request)?|tickets?|bugs?|fix(?:es|ed)?|close[sd]?|resolve[sd]?|refs?)"
+_ID_RE = re.compile(
+    r"(?<![\w\-/.])(?:"
+    r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-])"
+    r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
+    r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
+    rf"|\b{_ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
+    rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-])"
+    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-])"
+    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-])"
+    r")"
+)
+
+_ERROR_RE = re.compile(
+    r"(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
+    r"|(?<!\b0 )\b[Ff]ailed\b|\b(?:[Ff]atal|FATAL)\b|\bpanic(?:ked)?\b|\bPANIC\b|ERR!|\bCRITICAL\b"
+    r"|Segmentation fault|core dumped|command not found|No such file or directory|Permission denied"
+    r"|\bsyntax error\b|undefined reference|non-zero exit|returned non-zero"
+    r"|\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|\bexited with (?!0\b)-?\d+"
+    r"|^E {3,}\S",
+    re.MULTILINE,
+)
+# Literal cues, every branch starting with a plain character, so the regex engine can skip ahead
+# with a fast first-character scan; a line with a cue is then checked with the full regex above.
+_ERROR_CUE = re.compile(
+    "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
+    "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
+    "|undefined reference|non-zero|exit|E   "
+)
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    # dict keeps insertion order: first appearance wins.
+    return list(dict.fromkeys(items))
+
+
+def _url_spans(text: str) -> list[tuple[int, int, str]]:
+    spans: list[tuple[int, int, str]] = []
+    for m in _URL_RE.finditer(text):
+        url = m.group().rstrip(_URL_TRAILING)
+        # A closing parenthesis belongs to the URL only when balanced (wiki links, markdown links).
+        while url.endswith(")") and url.count(")") > url.count("("):
+            url = url[:-1].rstrip(_URL_TRAILING)
+        if "://" in url and not url.endswith("://"):
+            spans.append((m.start(), m.start() + len(url), url))
+    return spans
+
+
+def find_urls(text: str) -> list[str]:
+    """URLs in order of first appearance, trailing punctuation and unbalanced ``)`` removed.
+
+    >>> find_urls("docs at (https://example.com/a_(b)) and https://example.com/x.")
+    ['https://example.com/a_(b)', 'https://example.com/x']
+    """
+    return _dedupe([url for _, _, url in _url_spans(text)])
+
+
+def _accept_path(path: str) -> bool:
+    segments = [s for s in re.split(r"[/\\]", path) if s]
+    if not segments or not any(_LETTER.search(s) for s in segments):
+        return False  # "5/17", "2024/01/05", "+/-"
+    seps = len(path) - len(re.sub(r"[/\\]", "", path))
+    has_ext = bool(_EXT_TAIL.search(path))
+    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or bool(re.match(r"[A-Za-z]:", path))
+    if "\\" in path and not anchored and not has_ext:
+        return False  # escape sequences like "a\nb" in code
+    if anchored:
+        # A lone "/word" is more often a slash command or a unit than a path.
+        return not (path.startswith("/") and seps == 1 and not has_ext and len(segments) == 1)
+    if _DOMAIN_HEAD.match(segments[0]):
+        return False  # a URL written without its scheme
+    return seps >= 2 or has_ext  # "and/or", "TCP/IP" are not paths; "src/app/x" and "a/b.py" are
+
+
+def _path_value(m: re.Match[str]) -> str | None:
+    if m.group("sep") is not None:
+        path = m.group("sep").rstrip(".")
+        return path if path and _accept_path(path) else None
+    name = m.group()
+    stem = name.rsplit(".", 1)[0]
+    if name.lower() in _NOT_FILES or (len(stem) == 1 and len(name) - len(stem) <= 2):
+        return None  # "Node.js", "p.m" are not files; "a.py" is
+    return name
+
+
+def _path_matches(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), path) for m in _PATH_RE.finditer(text) if (path := _path_value(m)) is not None]
+
+
+def find_paths(text: str) -> list[str]:
+    """File and directory paths (unix, windows, relative, bare names with a known extension).
+
+    URLs, version numbers, dates and fractions are not paths.
+
+    >>> find_paths(r"cat /etc/hosts; open C:\\Users\\x\\a.txt; bump 1.2.3 -> package.json; 5/17 done")
+    ['/etc/hosts', 'C:\\\\Users\\\\x\\\\a.txt', 'package.json']
+    """
+    return _dedupe([path for _, path in _path_matches(text)])
+
+
+def _id_value(m: re.Match[str]) -> str | None:
+    kind = m.lastgroup or ""
+    value = m.group(kind)
+    # A credential is not an identifier to keep.
+    return None if kind == "opaque" and looks_like_secret(value) else value
+
+
+def _identifier_matches(text: str) -> list[tuple[int, str]]:
+    spans = _url_spans(text)
+    starts = [s for s, _, _ in spans]
+    found: list[tuple[int, str]] = []
+    for m in _ID_RE.finditer(text):
+        pos = m.start(m.lastgroup or 0)
+        i = bisect_right(starts, pos) - 1
+        if i >= 0 and pos < spans[i][1]:
+            continue  # part of a URL, which is listed whole
+        if (value := _id_value(m)) is not None:
+            found.append((pos, value))
+    return found
+
+
+def find_identifiers(text: str) -> list[str]:
+    """Git hashes, UUIDs, ticket ids, issue references and opaque ids like ``req_01HX...``.
+
+    Secrets (``sk-...``, ``ghp_...``) are never listed.
+
+    >>> find_identifiers("req_01HXYZ8K2M3N4P served ab12cd34-0000-4000-8000-00000000abcd for octo/app#12")
+    ['req_01HXYZ8K2M3N4P', 'ab12cd34-0000-4000-8000-00000000abcd', 'octo/app#12']
+    """
+    return _dedupe([value for _, value in _identifier_matches(text)])
+
+
+def _line_bounds(text: str, pos: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, len(text) if end < 0 else end
+
+
+def find_error_lines(text: str) -> list[str]:
+    """Lines with an error cue (Error, Exception, Traceback, FAILED, fatal, panic, ERR!, a non-zero
+    exit code ...), stripped, in order, de-duplicated.
+
+    >>> find_error_lines("ok\\nTraceback (most recent call last):\\n  x\\nValueError: bad\\nexit code 0\\nexit code 2")
+    ['Traceback (most recent call last):', 'ValueError: bad', 'exit code 2']
+    """
+    return _dedupe([text[start:end].strip() for start, end in _error_line_bounds(text)])
+
+
+def _error_line_bounds(text: str) -> list[tuple[int, int]]:
+    bounds: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _ERROR_CUE.search(text, pos)) is not None:
+        start, end = _line_bounds(text, m.start())
+        if _ERROR_RE.search(text[start:end]) and text[start:end].strip():
+            bounds.append((start, end))
+        pos = end + 1  # one entry per line, and never rescan it
+    return bounds
+
+
+def is_important_line(line: str) -> bool:
+    """True when a line has an error cue, a URL, an identifier or a path.
+
+    >>> is_important_line("  File \\"src/app.py\\", line 3"), is_important_line("collecting ... 12 items")
+    (True, False)
+    """
+    return bool(_ERROR_RE.search(line) or _URL_RE.search(line) or _identifier_matches(line) or _path_matches(line))
+
+
+def _mark_lines(
+    text: str, pattern: re.Pattern[str], accept: Callable[[re.Match[str]], object], marked: set[int]
+) -> None:
+    # After the first accepted match on a line, jump to the next line: one hit per line is enough,
+    # which keeps dense logs (a path on every line) cheap.
+    pos = 0
+    while (m := pattern.search(text, pos)) is not None:
+        start, end = _line_bounds(text, m.start())
+        if start in marked or accept(m) is not None:
+            marked.add(start)
+            pos = end + 1
+        else:
+            pos = max(m.end(), m.start() + 1)
+
+
+def important_lines(text: str, limit: int) -> tuple[list[str], int]:
+    """Up to ``limit`` distinct important lines of ``text`` in their original order, and how many
+    distinct important lines there were. Error lines are chosen first when there are too many,
+    since a traceback matters more than the hundredth path of a file listing.
+
+    >>> important_lines("a\\nsee src/x.py\\nplain\\nKeyError: 'k'\\n", 1)
+    (["KeyError: 'k'"], 2)
+    """
+    errors = {start for start, _ in _error_line_bounds(text)}
+    others = set(errors)
+    _mark_lines(text, _URL_RE, lambda m: m, others)
+    _mark_lines(text, _ID_RE, _id_value, others)
+    _mark_lines(text, _PATH_RE, _path_value, others)
+    # Distinct lines only: a repeated warning is kept once.
+    first: dict[str, int] = {}
+    for start in sorted(errors) + sorted(others - errors):
+        line = text[start : _line_bounds(text, start)[1]].strip()
+        if line and line not in first:
+            first[line] = start
+    chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
+    return [line for line, _ in chosen], len(first)

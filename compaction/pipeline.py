@@ -1,0 +1,517 @@
+"""The orchestrator: sequences the stages, nothing else.
+
+input adapter -> repair -> protect (+ layout check) -> prune -> chunk -> summarize (+ fallback)
+-> ledger -> reconstruct -> verify -> output adapter
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from compaction.adapters import from_canonical
+from compaction.config import CompactionConfig
+from compaction.errors import CompactionError
+from compaction.pairs import repair, safe_cut_points
+from compaction.redact import redact_secrets
+from compaction.result import CompactionResult, FallbackLevel, Trigger
+from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
+from compaction.stages.ledger import collect_artifacts, render_ledger
+from compaction.stages.protect import Partition, partition
+from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
+from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
+from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
+from compaction.summarizers.base import Summarizer
+from compaction.tokens import TokenCounter
+from compaction.transcript import Message, TextPart, Transcript
+
+BLOCK_OVERHEAD_TOKENS = 120  # markers, the trailer line, an acknowledgement
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The numbers the guard resolved for this run."""
+
+    window: int
+    budget: int
+    margin: float
+    exact: bool
+
+    def effective(self, tokens: int) -> int:
+        return tokens if self.exact else math.ceil(tokens * self.margin)
+
+    def fits(self, tokens: int) -> bool:
+        return self.effective(tokens) <= self.budget
+
+
+@dataclass
+class Run:
+    """One compaction's inputs and the account of what happened (becomes the record)."""
+
+    transcript: Transcript
+    counter: TokenCounter
+    budget: Budget
+    config: CompactionConfig
+    summarizer: Summarizer
+    trigger: Trigger = "manual"
+    instructions: str | None = None
+    previous_summary: str | None = None
+    pinned_ids: Collection[str] = ()
+    tools_tokens: int = 0
+    aggression: int = 0
+    record: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return self.counter.count_messages(messages) + self.tools_tokens
+
+    def counts(self, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
+        return np.fromiter((self.counter.count_message(m) for m in messages), dtype=np.int64, count=len(messages))
+
+
+@dataclass
+class Prepared:
+    """Everything decided before any model call (what a dry run reports)."""
+
+    repaired: Transcript
+    messages: tuple[Message, ...]
+    layout: Partition
+    config: CompactionConfig
+    zone: list[Message]
+    tokens_before: int
+    job: SummarizeJob | None = None
+    summarizer_input: list[Message] = field(default_factory=list)
+    plan: ChunkPlan | None = None
+
+
+async def prepare(run: Run) -> Prepared:
+    """Repair, protect, prune and chunk: the whole plan, with no summarizer call."""
+    config = run.config
+    alternation = (
+        config.ensure_alternation if config.ensure_alternation is not None else run.transcript.format == "anthropic"
+    )
+    tokens_before = run.count(run.transcript.messages)
+    repaired, repair_report = repair(run.transcript, alternation=alternation)
+    messages, previous = _strip_previous_summary(repaired.messages, config)
+    previous_summary = "\n\n".join(x for x in (run.previous_summary, previous) if x) or None
+
+    layout, config, kept_pruned = _layout(run, messages, run.counts(messages))
+    messages = kept_pruned or messages
+    run.record.update(
+        {
+            "repair": repair_report.to_dict(),
+            "previous_summary": previous_summary is not None,
+            "partition": layout.to_dict(),
+            "effective_config": {"max_summary_tokens": config.max_summary_tokens},
+        }
+    )
+    zone = [messages[i] for i in layout.zone]
+    prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before)
+    if len(zone) < 2:
+        return prepared
+
+    settings = PruneSettings(
+        soft_trim_chars=config.prune_min_chars,
+        head_chars=config.prune_head_chars,
+        tail_chars=config.prune_tail_chars,
+        hard_clear_share=config.prune_hard_clear_share,
+        preview=config.summarizer_tool_preview,
+    )
+    pruned = prune_tool_results(
+        zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
+    )
+    visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
+    run.record["prune"] = [item.__dict__ for item in pruned.items]
+    prepared.job = SummarizeJob(
+        summarizer=run.summarizer,
+        config=config,
+        count=run.counter.count_text,
+        count_message=run.counter.count_message,
+        previous_summary=previous_summary,
+        instructions=run.instructions,
+    )
+    prepared.summarizer_input, prepared.plan = await _plan(run, prepared.job, visible, settings, config)
+    run.record["chunks"] = {
+        "spans": [list(s) for s in prepared.plan.spans],
+        "ratio": prepared.plan.ratio,
+        "max_chunk_tokens": prepared.plan.max_chunk_tokens,
+        "tokens": prepared.plan.total_tokens,
+    }
+    return prepared
+
+
+async def run_pipeline(run: Run) -> CompactionResult:
+    p = await prepare(run)
+    if p.job is None or p.plan is None:
+        return _not_compacted(run, p.tokens_before, "not enough messages to compact")
+    config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
+    tokens_before = p.tokens_before
+    prepared, plan = p.summarizer_input, p.plan
+    outcome = await summarize_zone(job, prepared, plan.spans)
+    run.record["calls"] = job.log.entries
+    run.record["outcome"] = {
+        "level": outcome.level,
+        "reason": outcome.reason,
+        "failed_chunks": list(outcome.failed_chunks),
+    }
+
+    if outcome.level != "full" and config.strict:
+        raise CompactionError(f"summarization degraded to {outcome.level!r}: {outcome.reason}")
+    level: FallbackLevel = outcome.level
+    if outcome.text is None and config.failure_mode == "trim":
+        layout = _trim_to_fit(run, messages, layout)
+        note = (
+            f"[{len(layout.zone)} earlier messages were removed to fit the context window; "
+            f"the summarizer failed ({outcome.reason}).]"
+        )
+        block = SummaryBlock(body=note, compacted_messages=len(layout.zone))
+        level = "trim"
+    else:
+        block = _summary_block(run, messages, layout, zone, outcome)
+    return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
+
+
+def _strip_previous_summary(
+    messages: Sequence[Message], config: CompactionConfig
+) -> tuple[tuple[Message, ...], str | None]:
+    """Messages with an earlier summary block taken out (it is extended, not nested)."""
+    out: list[Message] = []
+    previous: str | None = None
+    for message in messages:
+        if previous is None and message.role in ("user", "system") and config.summary_start_marker in message.text:
+            stripped, body = split_previous_summary(message, config)
+            if body is not None:
+                previous = body
+                if stripped is not None:
+                    out.append(stripped)
+                continue
+        out.append(message)
+    return tuple(out), previous
+
+
+def _layout(
+    run: Run, messages: Sequence[Message], counts: npt.NDArray[np.int64]
+) -> tuple[Partition, CompactionConfig, tuple[Message, ...] | None]:
+    """Protect, then make sure what is kept leaves room for the summary: shrink the tail to safe
+    cuts, then the summary allowance, then prune oversized tool results in the kept messages.
+    Raises CompactionError when even the protected content alone cannot fit."""
+    config = run.config
+    keep = config.keep_recent_messages >> run.aggression
+    keep_tokens = config.keep_recent_tokens >> run.aggression if config.keep_recent_tokens is not None else None
+
+    def layout_for(keep_messages: int, keep_recent_tokens: int | None) -> Partition:
+        return partition(
+            messages,
+            counts,
+            keep_recent_messages=keep_messages,
+            keep_recent_tokens=keep_recent_tokens,
+            pinned_ids=run.pinned_ids,
+            protect_first_user=config.protect_first_user_message,
+        )
+
+    def kept_tokens(p: Partition, c: npt.NDArray[np.int64]) -> int:
+        return int(c[list(p.head)].sum() + c[list(p.kept_middle)].sum() + c[p.tail_start :].sum()) + run.tools_tokens
+
+    def allowance(cfg: CompactionConfig) -> int:
+        ledger = int(cfg.max_summary_tokens * cfg.ledger_share) if cfg.artifact_ledger else 0
+        return cfg.max_summary_tokens + ledger + BLOCK_OVERHEAD_TOKENS
+
+    layout = layout_for(keep, keep_tokens)
+    rounds: list[str] = []
+    if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
+        # Shrink the tail to the largest one that leaves room (suffix sums; cuts keep pairs whole).
+        fixed = kept_tokens(layout, counts) - int(counts[layout.tail_start :].sum()) + allowance(config)
+        suffix = np.concatenate((np.cumsum(counts[::-1])[::-1], [0]))
+        later = [c for c in safe_cut_points(messages) if c > layout.tail_start]
+        start = next((c for c in later if run.budget.fits(fixed + int(suffix[c]))), len(messages))
+        layout = layout_for(len(messages) - start, None)
+        rounds.append(f"tail shrunk to start at message {layout.tail_start}")
+    if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
+        room = run.budget.budget - run.budget.effective(kept_tokens(layout, counts) + BLOCK_OVERHEAD_TOKENS)
+        summary_tokens = max(64, int(room / (1 + (config.ledger_share if config.artifact_ledger else 0))))
+        if summary_tokens < config.max_summary_tokens:
+            config = config.model_copy(update={"max_summary_tokens": summary_tokens})
+            rounds.append(f"summary limited to {summary_tokens} tokens")
+    pruned_messages: tuple[Message, ...] | None = None
+    if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
+        kept_indices = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
+        settings = PruneSettings(
+            soft_trim_chars=config.prune_min_chars,
+            head_chars=config.prune_head_chars,
+            tail_chars=config.prune_tail_chars,
+        )
+        kept = [messages[i] for i in kept_indices]
+        outcome = prune_tool_results(
+            kept, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
+        )
+        updated = list(messages)
+        for i, m in zip(kept_indices, outcome.messages, strict=True):
+            updated[i] = m
+        pruned_messages = tuple(updated)
+        counts = run.counts(pruned_messages)
+        rounds.append(f"pruned {len(outcome.items)} oversized tool results in kept messages")
+    protected = kept_tokens(layout, counts)
+    if not run.budget.fits(protected + BLOCK_OVERHEAD_TOKENS + 64):
+        what = "estimated " if not run.budget.exact else ""
+        raise CompactionError(
+            f"cannot fit the context window: protected content alone (system messages, the first user message, "
+            f"pinned messages and the last unit of the tail) is {run.budget.effective(protected):,} {what}tokens "
+            f"> budget {run.budget.budget:,} (window {run.budget.window:,})"
+        )
+    run.record["layout_rounds"] = rounds
+    return layout, config, pruned_messages
+
+
+async def _plan(
+    run: Run, job: SummarizeJob, prepared: list[Message], settings: PruneSettings, config: CompactionConfig
+) -> tuple[list[Message], ChunkPlan]:
+    """Chunk the prepared zone; when it needs more chunks than ``max_chunks`` (more than ~3 call
+    latencies), cut tool results to previews, then hand the oldest part to the offline extractive
+    summarizer so the model sees only the newest ``max_chunks`` chunks."""
+    window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
+    overhead = (
+        run.counter.count_text(config.system_prompt + config.summary_prompt)
+        + config.max_summary_tokens
+        + (run.counter.count_text(job.previous_summary) if job.previous_summary else 0)
+    )
+
+    def make(msgs: list[Message]) -> ChunkPlan:
+        counts = run.counts(msgs)
+        cuts = np.array(safe_cut_points(msgs), dtype=np.int64)
+        return plan_chunks(
+            counts,
+            cuts,
+            summarizer_window=window,
+            overhead_tokens=overhead,
+            base_ratio=config.base_chunk_ratio,
+            min_ratio=config.min_chunk_ratio,
+            margin=config.safety_margin,
+        )
+
+    plan = make(prepared)
+    limit = math.floor(plan.max_chunk_tokens / config.safety_margin)
+    fitted = [fit_message(m, limit, run.counter.count_message) for m in prepared]
+    if any(a is not b for a, b in zip(fitted, prepared, strict=True)):
+        prepared, plan = fitted, make(fitted)
+    if len(plan.spans) > config.max_chunks and settings.preview is None:
+        previews = list(prepare_for_summarizer(prepared, settings=replace(settings, preview=(500, 200))))
+        prepared, plan = previews, make(previews)
+        run.record["escalation"] = ["tool results cut to 500+200 character previews"]
+    if len(plan.spans) > config.max_chunks:
+        split = plan.spans[-config.max_chunks][0]
+        older, prepared = prepared[:split], prepared[split:]
+        from compaction.summarizers.extractive import ExtractiveSummarizer
+
+        notes = ExtractiveSummarizer().summarize_messages(older, max_tokens=config.max_summary_tokens)
+        job.previous_summary = "\n\n".join(x for x in (job.previous_summary, notes) if x)
+        offset = split
+        plan = replace(plan, spans=tuple((a - offset, b - offset) for a, b in plan.spans[-config.max_chunks :]))
+        run.record.setdefault("escalation", []).append(
+            f"oldest {len(older)} zone messages summarized offline (extractive) "
+            f"to keep {config.max_chunks} model chunks"
+        )
+    return prepared, plan
+
+
+def _summary_block(
+    run: Run, messages: Sequence[Message], layout: Partition, zone: Sequence[Message], outcome: SummaryOutcome
+) -> SummaryBlock:
+    config = run.config
+    if outcome.text is not None:
+        summary = outcome.text
+    else:
+        oversized = sum(1 for m in zone if run.budget.effective(run.counter.count_message(m)) > run.budget.window * 0.5)
+        summary = f"Context contained {len(zone)} messages ({oversized} oversized). Summary unavailable."
+        if outcome.reason:
+            summary += f" ({outcome.reason})"
+    if config.redact_secrets:
+        summary, _ = redact_secrets(summary)
+    body = summary
+    if config.artifact_ledger:
+        ledger = collect_artifacts(zone)
+        ledger_text = render_ledger(
+            ledger,
+            summary_text=summary,
+            max_tokens=int(config.max_summary_tokens * config.ledger_share),
+            redact=config.redact_secrets,
+        )
+        if ledger_text:
+            body = summary.rstrip() + "\n\n" + ledger_text
+    last_request = None
+    if layout.last_request_in_zone and layout.last_user_request is not None:
+        request = messages[layout.last_user_request]
+        last_request = "\n".join(p.text for p in request.parts if isinstance(p, TextPart)) or None
+        if last_request and config.redact_secrets:
+            last_request, _ = redact_secrets(last_request)
+    return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request)
+
+
+def _finish(
+    run: Run,
+    repaired: Transcript,
+    messages: Sequence[Message],
+    layout: Partition,
+    block: SummaryBlock | None,
+    level: FallbackLevel,
+    tokens_before: int,
+    job: SummarizeJob,
+    outcome: SummaryOutcome,
+) -> CompactionResult:
+    config = run.config
+    alternation = (
+        config.ensure_alternation if config.ensure_alternation is not None else run.transcript.format == "anthropic"
+    )
+    openai_system = run.transcript.format == "openai" and config.summary_role == "system"
+    role: Literal["user", "system"] = "system" if openai_system else "user"
+    new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+    tokens_after = run.count(new)
+    verify: list[str] = []
+    if not run.budget.fits(tokens_after) and block is not None:
+        # The summary came out longer than planned: cut it to the room that is left.
+        room = run.budget.budget - run.budget.effective(tokens_after - run.counter.count_text(block.body))
+        limit = max(32, int(room / (run.budget.margin if not run.budget.exact else 1)) - 8)
+        block = replace(block, body=truncate_to_tokens(block.body, limit, run.counter.count_text))
+        new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+        tokens_after = run.count(new)
+        verify.append(f"summary truncated to {limit} tokens")
+    if config.max_messages is not None and len(new) > config.max_messages:
+        layout = _cap_messages(messages, layout, len(new) - config.max_messages)
+        new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+        tokens_after = run.count(new)
+        verify.append(f"hard cap: kept {len(new)} messages (max_messages={config.max_messages})")
+    if not run.budget.fits(tokens_after):
+        raise CompactionError(
+            f"compacted context is {run.budget.effective(tokens_after):,} tokens > budget {run.budget.budget:,} "
+            f"after every reduction ({'; '.join(verify) or 'none applied'})"
+        )
+    run.record["verify"] = verify
+    return _result(run, repaired, new, layout, block, level, tokens_before, tokens_after, job, outcome)
+
+
+def _trim_to_fit(run: Run, messages: Sequence[Message], layout: Partition) -> Partition:
+    """Seed 003's trimming: keep the newest zone units that fit, drop the oldest."""
+    kept = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
+    used = run.count([messages[i] for i in kept]) + BLOCK_OVERHEAD_TOKENS
+    zone_cuts = [c for c in safe_cut_points(messages) if c <= layout.tail_start]
+    start = layout.tail_start
+    for cut in reversed(zone_cuts):
+        span = [i for i in range(cut, start) if i in set(layout.zone)]
+        extra = run.counter.count_messages([messages[i] for i in span]) if span else 0
+        if not run.budget.fits(used + extra):
+            break
+        used += extra
+        start = cut
+    moved = tuple(i for i in layout.zone if i >= start)
+    return replace(
+        layout,
+        zone=tuple(i for i in layout.zone if i < start),
+        kept_middle=tuple(sorted({*layout.kept_middle, *moved})),
+    )
+
+
+def _cap_messages(messages: Sequence[Message], layout: Partition, excess: int) -> Partition:
+    """Drop the oldest kept units after the head until ``excess`` messages are gone."""
+    kept_middle = list(layout.kept_middle)
+    tail_start = layout.tail_start
+    cuts = [c for c in safe_cut_points(messages) if c > tail_start]
+    dropped: list[int] = []
+    while excess > 0 and kept_middle:
+        dropped.append(kept_middle.pop(0))
+        excess -= 1
+    while excess > 0 and cuts:
+        nxt = cuts.pop(0)
+        if nxt >= len(messages):
+            break
+        dropped.extend(range(tail_start, nxt))
+        excess -= nxt - tail_start
+        tail_start = nxt
+    return replace(
+        layout, kept_middle=tuple(kept_middle), tail_start=tail_start, zone=tuple(sorted({*layout.zone, *dropped}))
+    )
+
+
+def _not_compacted(run: Run, tokens: int, reason: str) -> CompactionResult:
+    out = from_canonical(run.transcript)
+    return CompactionResult(
+        messages=out.messages,
+        system=out.system,
+        format=out.format,
+        compacted=False,
+        reason=reason,
+        tokens_before=tokens,
+        tokens_after=tokens,
+        budget=run.budget.budget,
+        window=run.budget.window,
+        exact_counts=run.budget.exact,
+        trigger=run.trigger,
+        duration_s=time.perf_counter() - run.started,
+        record={**run.record, "reason": reason},
+    )
+
+
+def _result(
+    run: Run,
+    repaired: Transcript,
+    new: Sequence[Message],
+    layout: Partition,
+    block: SummaryBlock | None,
+    level: FallbackLevel,
+    tokens_before: int,
+    tokens_after: int,
+    job: SummarizeJob,
+    outcome: SummaryOutcome,
+) -> CompactionResult:
+    out = from_canonical(run.transcript.replace(tuple(new)))
+    original = from_canonical(run.transcript)
+    offset = 1 if run.transcript.format == "anthropic" and original.system is not None else 0
+    still_there = {id(m) for m in new}
+    archive: dict[str, dict[str, Any]] = {}
+    for index, message in enumerate(run.transcript.messages):
+        if id(message) in still_there or index < offset:
+            continue
+        archive[message.id] = original.messages[index - offset]
+    usage = job.log.usage
+    reason = {
+        "manual": "manual compaction",
+        "threshold": "threshold reached",
+        "overflow": "context overflow recovery",
+    }[run.trigger]
+    if level != "full":
+        reason += f"; fallback {level}" + (f" ({outcome.reason})" if outcome.reason else "")
+    record = {
+        **run.record,
+        "tokens_before": tokens_before,
+        "tokens_after": tokens_after,
+        "fallback_level": level,
+        "archive_ids": list(archive),
+    }
+    return CompactionResult(
+        messages=out.messages,
+        system=out.system,
+        format=out.format,
+        compacted=True,
+        reason=reason,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        budget=run.budget.budget,
+        window=run.budget.window,
+        exact_counts=run.budget.exact,
+        messages_removed=len(layout.zone),
+        summary=block.body if block is not None else None,
+        fallback_level=level,
+        llm_calls=job.log.calls,
+        summarizer_input_tokens=usage.input_tokens,
+        summarizer_output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        duration_s=time.perf_counter() - run.started,
+        trigger=run.trigger,
+        removed=list(archive.values()),
+        archive=archive,
+        record=record,
+    )

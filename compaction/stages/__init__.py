@@ -1,0 +1,1 @@
+"""Stages of the compaction pipeline: pruning, ledger, protection, chunking, summarizing, reconstruction."""

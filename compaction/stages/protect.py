@@ -1,0 +1,109 @@
+"""Protect: decide what is kept verbatim and what is compacted.
+
+Kept: system messages, the first user message (the task), pinned messages (with their whole tool
+exchange), and the recent tail (by messages or by tokens), widened to a safe cut point so no tool
+pair is split. Everything else before the tail is the compaction zone. The last user request is
+tracked so reconstruct can quote it when it falls inside the zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from compaction.pairs import safe_cut_points, units
+from compaction.transcript import Message
+
+
+@dataclass(frozen=True)
+class Partition:
+    head: tuple[int, ...]
+    """Leading system messages and the first user message, kept in front."""
+    first_user: int | None
+    kept_middle: tuple[int, ...]
+    """Pinned units and mid-conversation system messages between head and tail, kept verbatim."""
+    zone: tuple[int, ...]
+    """The indices compacted away, oldest first; always whole units."""
+    tail_start: int
+    """``messages[tail_start:]`` is the verbatim recent tail."""
+    last_user_request: int | None
+
+    @property
+    def last_request_in_zone(self) -> bool:
+        return self.last_user_request is not None and self.last_user_request in set(self.zone)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "head": list(self.head),
+            "first_user": self.first_user,
+            "kept_middle": list(self.kept_middle),
+            "zone": [self.zone[0], self.zone[-1]] if self.zone else [],
+            "zone_size": len(self.zone),
+            "tail_start": self.tail_start,
+            "last_user_request": self.last_user_request,
+        }
+
+
+def partition(
+    messages: Sequence[Message],
+    token_counts: npt.NDArray[np.int64],
+    *,
+    keep_recent_messages: int,
+    keep_recent_tokens: int | None = None,
+    pinned_ids: Collection[str] = (),
+    protect_first_user: bool = True,
+) -> Partition:
+    """Split ``messages`` into head, kept middle, zone and tail (indices into ``messages``)."""
+    n = len(messages)
+    cuts = safe_cut_points(messages)
+
+    leading = 0
+    while leading < n and messages[leading].role == "system":
+        leading += 1
+    first_user = next((i for i in range(leading, n) if messages[i].is_user_turn), None)
+    head = list(range(leading))
+    head_end = leading
+    if protect_first_user and first_user is not None:
+        head.append(first_user)
+        head_end = first_user + 1
+
+    wanted = _tail_start_wanted(token_counts, keep_recent_messages, keep_recent_tokens)
+    # Widen the tail back to a safe cut point, but never into the head.
+    tail_start = max((c for c in cuts if c <= wanted), default=0)
+    if tail_start < head_end:
+        tail_start = min((c for c in cuts if c >= head_end), default=n)
+
+    pinned_set = set(pinned_ids)
+    kept: set[int] = set()
+    for unit in units(messages[:tail_start]):
+        members = range(unit.start, unit.end)
+        if any(messages[i].pinned or messages[i].id in pinned_set for i in members):
+            kept.update(members)
+    head_set = set(head)
+    kept.update(i for i in range(head_end, tail_start) if messages[i].role == "system")
+    kept -= head_set
+    zone = tuple(i for i in range(tail_start) if i not in head_set and i not in kept and messages[i].role != "system")
+    last_user = next((i for i in range(n - 1, -1, -1) if messages[i].is_user_turn), None)
+    return Partition(
+        head=tuple(head),
+        first_user=first_user if protect_first_user else None,
+        kept_middle=tuple(sorted(kept)),
+        zone=zone,
+        tail_start=tail_start,
+        last_user_request=last_user,
+    )
+
+
+def _tail_start_wanted(
+    token_counts: npt.NDArray[np.int64], keep_recent_messages: int, keep_recent_tokens: int | None
+) -> int:
+    n = len(token_counts)
+    if keep_recent_tokens is None:
+        return max(0, n - keep_recent_messages)
+    # The longest suffix whose tokens fit keep_recent_tokens (searchsorted on the reversed cumsum).
+    suffix = np.cumsum(token_counts[::-1])
+    fitting = int(np.searchsorted(suffix, keep_recent_tokens, side="right"))
+    return n - fitting

@@ -1,0 +1,322 @@
+"""Pruning tool results: the cheapest compaction, no model call.
+
+Tool output is most of a long agent transcript and the part least worth keeping whole. Two steps,
+after OpenClaw's context pruning: a soft trim keeps the head and tail of every long result (plus,
+unlike a blind cut, the lines of the middle that carry errors, paths, URLs or ids), then a hard
+clear replaces the oldest results with a placeholder while tool results still take more than a
+share of the window. Results in the most recent assistant turns are never cleared, tool calls and
+user/assistant text are never touched, and every result keeps its call id so pairs stay valid.
+
+:func:`prepare_for_summarizer` builds what a summarizer sees: no image payloads, no tool
+metadata, no reasoning scratchpad, optionally only a preview of each result.
+
+>>> from compaction.transcript import Message, ToolResultPart
+>>> msg = Message(role="tool", id="t1", parts=(ToolResultPart(call_id="c1", content="x" * 5000),))
+>>> out = prune_tool_results([msg], settings=PruneSettings(), window_tokens=100_000, count=lambda m: len(m.text) // 4)
+>>> out.items[0].action, out.chars_before
+('trimmed', 5000)
+>>> out.messages[0].parts[0].text.splitlines()[1]
+'[... 2,000 of 5,000 characters cut here; the full output is archived as t1 ...]'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from compaction.patterns import important_lines
+from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
+
+__all__ = ["PruneOutcome", "PruneSettings", "PrunedItem", "prepare_for_summarizer", "prune_tool_results", "trim_middle"]
+
+CLEARED_PREFIX = "[tool result cleared to save context:"
+# Recognizes our own trim note, so pruning twice never cuts an already-trimmed result again.
+_TRIM_NOTE = re.compile(r"\n\[\.\.\. [\d,]+ of [\d,]+ characters cut here;")
+
+
+@dataclass(frozen=True)
+class PruneSettings:
+    """Pruning limits. ``preview=(first, last)`` makes :func:`prepare_for_summarizer` show the
+    summarizer only that many leading and trailing characters of each tool result."""
+
+    soft_trim_chars: int = 4000
+    head_chars: int = 1500
+    tail_chars: int = 1500
+    max_kept_middle_lines: int = 40
+    kept_line_chars: int = 300
+    hard_clear_share: float = 0.5
+    protect_last_assistant_turns: int = 3
+    preview: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        sizes = (
+            self.soft_trim_chars,
+            self.head_chars,
+            self.tail_chars,
+            self.max_kept_middle_lines,
+            self.kept_line_chars,
+            self.protect_last_assistant_turns,
+            *(self.preview or ()),
+        )
+        if any(n < 0 for n in sizes):
+            raise ValueError("prune sizes must not be negative")
+        if not 0 < self.hard_clear_share <= 1:
+            raise ValueError("hard_clear_share must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class PrunedItem:
+    """One tool result that was trimmed or cleared, with its sizes in characters."""
+
+    message_id: str
+    call_id: str
+    action: Literal["trimmed", "cleared"]
+    original_chars: int
+    kept_chars: int
+
+
+@dataclass(frozen=True)
+class PruneOutcome:
+    """The pruned messages (unchanged ones are the same objects) and what was done."""
+
+    messages: tuple[Message, ...]
+    items: tuple[PrunedItem, ...]
+    chars_before: int
+    chars_after: int
+
+
+def trim_middle(
+    text: str, *, head: int, tail: int, archive_id: str, max_lines: int = 40, line_chars: int = 300
+) -> str | None:
+    """``text`` cut to its first ``head`` and last ``tail`` characters, with the important lines of
+    the cut middle (errors, paths, URLs, ids) and a note in between; None when that is not shorter.
+
+    >>> body = "a" * 100 + "\\nTraceback (most recent call last):\\n" + "b" * 100
+    >>> lines = trim_middle(body, head=5, tail=5, archive_id="m9").splitlines()
+    >>> lines[0], lines[2], lines[-1]
+    ('aaaaa', 'Traceback (most recent call last):', 'bbbbb')
+    >>> lines[1][:60]
+    '[... 226 of 236 characters cut here; 1 line with errors, pat'
+    """
+    if head + tail >= len(text):
+        return None
+    middle = text[head : len(text) - tail]
+    lines, found = important_lines(middle, max_lines) if max_lines else ([], 0)
+    lines = [line if len(line) <= line_chars else line[: max(line_chars - 1, 0)] + "…" for line in lines]
+    cut = f"{len(middle):,} of {len(text):,} characters cut here"
+    archived = f"the full output is archived as {archive_id} ..."
+    if not lines:
+        trimmed = f"{text[:head]}\n[... {cut}; {archived}]\n{text[len(text) - tail :]}"
+    else:
+        count = f"{len(lines)}" if found == len(lines) else f"{len(lines)} of {found}"
+        kept = f"{count} {'line' if found == 1 else 'lines'} with errors, paths, URLs or ids kept below"
+        trimmed = "\n".join(
+            [
+                text[:head],
+                f"[... {cut}; {kept}; {archived}]",
+                *lines,
+                f"[... end of kept lines; the last {tail:,} characters follow ...]",
+                text[len(text) - tail :],
+            ]
+        )
+    return trimmed if len(trimmed) < len(text) else None
+
+
+def _result_chars(part: ToolResultPart) -> int:
+    return len(part.text) + sum(image.payload_chars for image in part.images)
+
+
+def _with_text(part: ToolResultPart, text: str) -> ToolResultPart:
+    """``part`` with its text replaced; string content stays a string, and in list content the text
+    goes where the first text block was, other blocks (images) keep their places."""
+    if isinstance(part.content, str):
+        return part.model_copy(update={"content": text})
+    blocks: list[TextPart | ImagePart | UnknownPart] = []
+    placed = False
+    for block in part.content:
+        if isinstance(block, TextPart):
+            if not placed:
+                blocks.append(block.model_copy(update={"text": text}))
+                placed = True
+        else:
+            blocks.append(block)
+    if not placed:
+        blocks.insert(0, TextPart(text=text))
+    return part.model_copy(update={"content": tuple(blocks)})
+
+
+def _rebuilt(message: Message, parts: tuple[Part, ...], **update: object) -> Message:
+    new = message.with_parts(parts)
+    return new.model_copy(update=update) if update else new
+
+
+def _if_changed(message: Message, parts: tuple[Part, ...]) -> Message:
+    """``message`` itself when every part is the same object, else a copy with ``parts``."""
+    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
+        return message
+    return _rebuilt(message, parts)
+
+
+def _protected_from(messages: Sequence[Message], turns: int) -> int:
+    """Index from which tool results are protected: after the ``turns``-th to last assistant message.
+    With fewer assistant messages than that, everything is protected."""
+    if turns <= 0:
+        return len(messages)
+    assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    return assistants[-turns] if len(assistants) >= turns else -1
+
+
+def _soft_trimmed(part: ToolResultPart, archive_id: str, s: PruneSettings) -> ToolResultPart:
+    text = part.text
+    # Already trimmed or cleared results are left alone, so pruning twice changes nothing.
+    if len(text) <= s.soft_trim_chars or _TRIM_NOTE.search(text) or text.startswith(CLEARED_PREFIX):
+        return part
+    trimmed = trim_middle(
+        text,
+        head=s.head_chars,
+        tail=s.tail_chars,
+        archive_id=archive_id,
+        max_lines=s.max_kept_middle_lines,
+        line_chars=s.kept_line_chars,
+    )
+    return part if trimmed is None else _with_text(part, trimmed)
+
+
+def _cleared(part: ToolResultPart, original: ToolResultPart, tool: str, archive_id: str) -> ToolResultPart:
+    if part.text.startswith(CLEARED_PREFIX):
+        return part
+    images = len(original.images)
+    with_images = f" and {images} image{'s' if images != 1 else ''}" if images else ""
+    note = (
+        f"{CLEARED_PREFIX} {tool} output of {len(original.text):,} characters{with_images}, archived as {archive_id}]"
+    )
+    # The content keeps its form (string or list of blocks); only the call id and error flag matter.
+    content: str | tuple[TextPart, ...] = note if isinstance(part.content, str) else (TextPart(text=note),)
+    return part.model_copy(update={"content": content})
+
+
+def prune_tool_results(
+    messages: Sequence[Message], *, settings: PruneSettings, window_tokens: int, count: Callable[[Message], int]
+) -> PruneOutcome:
+    """Soft-trim long tool results, then hard-clear the oldest unprotected ones while tool results
+    take more than ``hard_clear_share`` of ``window_tokens`` (measured with ``count`` on the
+    messages that carry them).
+
+    >>> from compaction.transcript import Message, ToolResultPart
+    >>> msgs = [Message(role="tool", id="t1", parts=(ToolResultPart(call_id="c1", content="ok"),))]
+    >>> out = prune_tool_results(msgs, settings=PruneSettings(), window_tokens=1000, count=lambda m: 1)
+    >>> out.messages[0] is msgs[0], out.items
+    (True, ())
+    """
+    names = {call.id: call.name for m in messages for call in m.tool_calls}
+    items: dict[tuple[int, str], PrunedItem] = {}
+    out = list(messages)
+
+    def record(index: int, action: Literal["trimmed", "cleared"], before: Message, after: Message) -> None:
+        originals = messages[index].tool_results
+        for old, original, new in zip(before.tool_results, originals, after.tool_results, strict=True):
+            if new is not old:
+                kept = _result_chars(new)
+                items[(index, new.call_id)] = PrunedItem(after.id, new.call_id, action, _result_chars(original), kept)
+
+    for index, message in enumerate(messages):
+        parts = tuple(
+            _soft_trimmed(p, message.id, settings) if isinstance(p, ToolResultPart) else p for p in message.parts
+        )
+        out[index] = _if_changed(message, parts)
+        record(index, "trimmed", message, out[index])
+
+    carrying = [i for i, m in enumerate(out) if m.has_tool_results]
+    limit = settings.hard_clear_share * window_tokens
+    total = sum(count(out[i]) for i in carrying)
+    protected_from = _protected_from(out, settings.protect_last_assistant_turns)
+    for index in carrying:
+        if total <= limit or index >= protected_from:
+            break
+        message = out[index]
+        # Parts never move, so the original of each result is the part at the same position.
+        parts = tuple(
+            _cleared(p, o, names.get(p.call_id, "tool"), message.id)
+            if isinstance(p, ToolResultPart) and isinstance(o, ToolResultPart)
+            else p
+            for p, o in zip(message.parts, messages[index].parts, strict=True)
+        )
+        cleared = _if_changed(message, parts)
+        if cleared is not message:
+            total += count(cleared) - count(message)
+            out[index] = cleared
+            record(index, "cleared", message, cleared)
+
+    def tool_chars(msgs: Sequence[Message]) -> int:
+        return sum(_result_chars(p) for m in msgs for p in m.tool_results)
+
+    ordered = tuple(item for _, item in sorted(items.items(), key=lambda kv: kv[0][0]))
+    return PruneOutcome(tuple(out), ordered, tool_chars(messages), tool_chars(out))
+
+
+def _image_note(image: ImagePart, archive_id: str) -> TextPart:
+    if image.url is not None:
+        return TextPart(text=f"[image: {image.url}, archived as {archive_id}]")
+    media = image.source.get("media_type")
+    url = image.source.get("url")
+    if not isinstance(media, str) and isinstance(url, str) and url.startswith("data:"):
+        media = url[5:].split(";", 1)[0].split(",", 1)[0]
+    dims = image.dimensions()
+    described = " ".join(x for x in (f"{dims[0]}x{dims[1]}" if dims else "", media or "image") if x)
+    kilobytes = max(1, round(image.payload_chars * 3 / 4 / 1024))
+    return TextPart(text=f"[image: {described}, about {kilobytes:,} KB, archived as {archive_id}]")
+
+
+def prepare_for_summarizer(messages: Sequence[Message], *, settings: PruneSettings) -> tuple[Message, ...]:
+    """What the summarizer sees: images as text placeholders, tool-result ``extra`` and message
+    ``extra`` (except ``name``) stripped, reasoning blocks dropped (a message left empty is
+    dropped), and tool results cut to ``settings.preview`` when it is set.
+
+    >>> from compaction.transcript import Message, ReasoningPart, TextPart
+    >>> msg = Message(role="assistant", id="a1", parts=(ReasoningPart(block={"thinking": "hmm"}), TextPart(text="ok")))
+    >>> [p.kind for p in prepare_for_summarizer([msg], settings=PruneSettings())[0].parts]
+    ['text']
+    """
+    prepared: list[Message] = []
+    for message in messages:
+        parts: list[Part] = []
+        for part in message.parts:
+            if isinstance(part, ReasoningPart):
+                continue  # the model's scratchpad: verbose, often encrypted, not facts to keep
+            if isinstance(part, ImagePart):
+                parts.append(_image_note(part, message.id))
+            elif isinstance(part, ToolResultPart):
+                parts.append(_summarizer_result(part, message.id, settings))
+            else:
+                parts.append(part)
+        if not parts and message.parts:
+            continue
+        extra = {k: v for k, v in message.extra.items() if k == "name"}
+        same_parts = len(parts) == len(message.parts) and all(a is b for a, b in zip(parts, message.parts, strict=True))
+        if same_parts and extra == message.extra:
+            prepared.append(message)
+        else:
+            prepared.append(_rebuilt(message, tuple(parts), extra=extra))
+    return tuple(prepared)
+
+
+def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSettings) -> ToolResultPart:
+    new = part if not part.extra else part.model_copy(update={"extra": {}})
+    if settings.preview is not None:
+        first, last = settings.preview
+        trimmed = trim_middle(
+            part.text,
+            head=first,
+            tail=last,
+            archive_id=archive_id,
+            max_lines=settings.max_kept_middle_lines,
+            line_chars=settings.kept_line_chars,
+        )
+        if trimmed is not None:
+            new = _with_text(new, trimmed)
+    if new.images and not isinstance(new.content, str):
+        content = tuple(_image_note(b, archive_id) if isinstance(b, ImagePart) else b for b in new.content)
+        new = new.model_copy(update={"content": content})
+    return new

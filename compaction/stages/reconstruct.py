@@ -1,0 +1,128 @@
+"""Reconstruct: put the compacted conversation back together.
+
+Order: system messages first and untouched (prompt caches compare bytes); the first user message
+with the summary merged in between markers (or the summary as its own message); an
+acknowledgement only where roles would otherwise not alternate; pinned messages; the tail,
+unchanged. A summary block from an earlier compaction is found by its markers and extended, never
+nested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from compaction.config import CompactionConfig
+from compaction.stages.protect import Partition
+from compaction.transcript import Message, TextPart, derive_message_id
+
+
+@dataclass(frozen=True)
+class SummaryBlock:
+    """What goes between the markers."""
+
+    body: str
+    compacted_messages: int
+    last_request: str | None = None
+
+    def render(self, config: CompactionConfig) -> str:
+        parts = [config.summary_start_marker, self.body.strip()]
+        if self.last_request:
+            parts.append(f"{config.last_request_prefix}\n{self.last_request.strip()}")
+        parts.append(
+            f"({self.compacted_messages} earlier messages were compacted into this summary; "
+            "their originals are archived.)"
+        )
+        parts.append(config.summary_end_marker)
+        return "\n\n".join(parts)
+
+
+def split_previous_summary(message: Message, config: CompactionConfig) -> tuple[Message | None, str | None]:
+    """``message`` without an earlier summary block, and that block's body. The message is None
+    when the block was all it held (a summary message from an earlier compaction)."""
+    start, end = config.summary_start_marker, config.summary_end_marker
+    for k, part in enumerate(message.parts):
+        if not isinstance(part, TextPart) or start not in part.text or end not in part.text:
+            continue
+        before, _, rest = part.text.partition(start)
+        body, _, after = rest.partition(end)
+        remaining = before.rstrip() + ("\n\n" + after.strip() if after.strip() else "")
+        body = _strip_block_trailer(body, config)
+        parts = list(message.parts)
+        if remaining:
+            parts[k] = part.model_copy(update={"text": remaining})
+        else:
+            del parts[k]
+        if not parts:
+            return None, body
+        return message.with_parts(tuple(parts)), body
+    return message, None
+
+
+def _strip_block_trailer(body: str, config: CompactionConfig) -> str:
+    lines = body.strip().splitlines()
+    if lines and lines[-1].startswith("(") and "earlier messages were compacted" in lines[-1]:
+        lines = lines[:-1]
+    text = "\n".join(lines).strip()
+    prefix = config.last_request_prefix
+    if prefix in text:  # the quoted request is re-derived each time, not carried forward
+        text = text[: text.rfind(prefix)].rstrip()
+    return text
+
+
+def _api_role(message: Message) -> str:
+    return "user" if message.role == "tool" else message.role
+
+
+def _filler(role: Literal["user", "assistant"], text: str, position: int) -> Message:
+    return Message(
+        role=role,
+        parts=(TextPart(text=text),),
+        id=derive_message_id(position, role, ["compaction", text]),
+        content_form="string",
+    )
+
+
+def reconstruct(
+    messages: Sequence[Message],
+    partition: Partition,
+    block: SummaryBlock | None,
+    config: CompactionConfig,
+    *,
+    alternation: bool,
+    summary_role: Literal["user", "system"] = "user",
+) -> tuple[Message, ...]:
+    """The new message list. ``messages`` are the repaired originals (the first user message may
+    already be stripped of an earlier summary block)."""
+    out: list[Message] = []
+    summary_text = block.render(config) if block is not None else None
+    placed = False
+    for index in partition.head:
+        message = messages[index]
+        if summary_text and index == partition.first_user and config.summary_placement == "first_user":
+            message = message.with_parts((*message.parts, TextPart(text="\n\n" + summary_text)))
+            placed = True
+        out.append(message)
+    if summary_text and not placed:
+        role: Literal["user", "system"] = summary_role
+        out.append(
+            Message(
+                role=role,
+                parts=(TextPart(text=summary_text),),
+                id=derive_message_id(len(out), role, ["summary", summary_text]),
+                content_form="string",
+            )
+        )
+    rest = [messages[i] for i in partition.kept_middle] + list(messages[partition.tail_start :])
+    for message in rest:
+        if alternation and message.role != "system":
+            previous = next((m for m in reversed(out) if m.role != "system"), None)
+            if previous is None and _api_role(message) != "user":
+                out.append(_filler("user", "Continue.", len(out)))
+            elif previous is not None and _api_role(previous) == _api_role(message):
+                filler_role: Literal["user", "assistant"] = "assistant" if _api_role(message) == "user" else "user"
+                text = config.acknowledgement if filler_role == "assistant" else "Continue."
+                out.append(_filler(filler_role, text, len(out)))
+        out.append(message)
+    return tuple(out)

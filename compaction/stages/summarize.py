@@ -1,0 +1,346 @@
+"""Summarize: one pass when the zone fits, else every chunk concurrently and then a merge pass.
+
+Failures walk down the fallback chain instead of escaping:
+
+* a chunk too large for the summarizer is split in two and retried (bounded depth); a single
+  message that still overflows is left out with a note ("[Large tool message (~12K tokens) omitted
+  from summary]");
+* a chunk that fails otherwise is named in the summary and, by default, filled in by the offline
+  extractive summarizer; the chunks that succeeded are kept (level "partial");
+* when nothing can be summarized, the caller gets ``None`` and reconstruct writes the
+  annotation-only note (level "annotation").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from compaction.config import CompactionConfig
+from compaction.prompts import INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
+from compaction.render import cut_middle, render_messages
+from compaction.summarizers.base import (
+    RequestKind,
+    Summarizer,
+    SummarizerError,
+    SummarizerOverflowError,
+    SummaryRequest,
+    SummaryResponse,
+    SummaryUsage,
+)
+from compaction.transcript import Message
+
+Level = Literal["full", "partial", "annotation"]
+MAX_SPLIT_DEPTH = 3
+
+
+@dataclass
+class CallLog:
+    """What was asked and answered, for the replayable record and the cost figures."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    usage: SummaryUsage = field(default_factory=SummaryUsage)
+    calls: int = 0
+
+    def add(self, request: SummaryRequest, response: SummaryResponse | None, error: BaseException | None) -> None:
+        self.calls += response.calls if response is not None else 1
+        if response is not None:
+            self.usage = self.usage + response.usage
+        self.entries.append(
+            {
+                "kind": request.kind,
+                "chunk_index": request.chunk_index,
+                "chunk_count": request.chunk_count,
+                "max_tokens": request.max_tokens,
+                "system_prompt": request.system_prompt,
+                "prompt": request.prompt,
+                "summary": response.text if response is not None else None,
+                "model": response.model if response is not None else None,
+                "error": f"{type(error).__name__}: {error}" if error is not None else None,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    text: str | None
+    level: Level
+    failed_chunks: tuple[int, ...] = ()
+    omitted: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass
+class SummarizeJob:
+    """Everything one summarization needs; ``count`` measures text in the agent model's tokens."""
+
+    summarizer: Summarizer
+    config: CompactionConfig
+    count: Callable[[str], int]
+    count_message: Callable[[Message], int]
+    previous_summary: str | None = None
+    instructions: str | None = None
+    log: CallLog = field(default_factory=CallLog)
+    fallback: Summarizer | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def _notes(self, *, with_previous: bool) -> str:
+        notes: list[str] = []
+        if self.instructions:
+            notes.append(INSTRUCTIONS_NOTE.format(instructions=self.instructions))
+        if with_previous and self.previous_summary:
+            notes.append(PREVIOUS_SUMMARY_NOTE + "\n\nEarlier summary:\n" + self.previous_summary)
+        return "\n\n".join(notes)
+
+    def request(
+        self,
+        kind: RequestKind,
+        messages: Sequence[Message] = (),
+        *,
+        partials: Sequence[str] = (),
+        index: int | None = None,
+        count: int | None = None,
+        with_previous: bool = False,
+    ) -> SummaryRequest:
+        cfg = self.config
+        if kind == "merge":
+            head = cfg.merge_prompt
+            body = "\n\n".join(f"### Part {i + 1} of {len(partials)}\n{p}" for i, p in enumerate(partials))
+        else:
+            head = (
+                cfg.chunk_prompt.format(index=(index or 0) + 1, count=count) if kind == "chunk" else cfg.summary_prompt
+            )
+            body = render_messages(messages)
+            if cfg.summarizer_input_max_chars is not None:
+                body = cut_middle(body, cfg.summarizer_input_max_chars)
+        notes = self._notes(with_previous=with_previous)
+        prompt = "\n\n".join(
+            x for x in (head, notes, "Conversation history:\n" + body if kind != "merge" else body) if x
+        )
+        return SummaryRequest(
+            system_prompt=cfg.system_prompt,
+            prompt=prompt,
+            max_tokens=cfg.max_summary_tokens,
+            kind=kind,
+            messages=tuple(messages),
+            partial_summaries=tuple(partials),
+            previous_summary=self.previous_summary if with_previous else None,
+            instructions=self.instructions,
+            chunk_index=index,
+            chunk_count=count,
+        )
+
+    async def call(self, request: SummaryRequest) -> SummaryResponse:
+        try:
+            response = await self.summarizer.summarize(request)
+        except SummarizerError as exc:
+            self.log.add(request, None, exc)
+            raise
+        except Exception as exc:  # a backend bug must not kill the agent's session
+            self.log.add(request, None, exc)
+            raise SummarizerError(f"summarizer raised {type(exc).__name__}: {exc}") from exc
+        if not response.text.strip():
+            error = SummarizerError("the summarizer returned an empty summary")
+            self.log.add(request, None, error)
+            raise error
+        self.log.add(request, response, None)
+        return response
+
+
+async def summarize_zone(
+    job: SummarizeJob, zone: Sequence[Message], spans: Sequence[tuple[int, int]]
+) -> SummaryOutcome:
+    """Summarize ``zone`` (already pruned and prepared) following the chunk ``spans``."""
+    if len(spans) <= 1:
+        request = job.request("single", zone, with_previous=True)
+        try:
+            response = await job.call(request)
+            return SummaryOutcome(await _fit_summary(job, response.text), "full")
+        except SummarizerOverflowError:
+            spans = _halves(zone, job)  # the single pass did not fit after all: go chunked
+        except SummarizerError as exc:
+            return await _fallback_whole(job, zone, str(exc))
+
+    semaphore = asyncio.Semaphore(job.config.concurrency)
+    count = len(spans)
+
+    async def run(index: int, span: tuple[int, int]) -> tuple[list[str], list[str], str | None]:
+        async with semaphore:
+            return await _summarize_chunk(job, list(zone[span[0] : span[1]]), index, count, depth=0)
+
+    results = await asyncio.gather(*(run(i, s) for i, s in enumerate(spans)))
+    partials: list[str] = []
+    failed: list[int] = []
+    omitted: list[str] = []
+    reasons: list[str] = []
+    for index, (texts, dropped, error) in enumerate(results):
+        omitted.extend(dropped)
+        if error is None:
+            partials.extend(texts)
+            continue
+        failed.append(index)
+        reasons.append(f"part {index + 1}: {error}")
+        span = spans[index]
+        filled = await _extractive(job, zone[span[0] : span[1]])
+        note = f"[Part {index + 1} of {count} could not be summarized by the model ({error})."
+        partials.append(note + (" Notes extracted from it follow.]\n" + filled if filled else "]"))
+    if len(failed) == count and not any(p for p in partials if not p.startswith("[Part ")):
+        if job.config.extractive_fallback:
+            whole = await _extractive(job, zone, with_previous=True)
+            if whole:
+                return SummaryOutcome(whole, "partial", tuple(failed), tuple(omitted), "; ".join(reasons))
+        return SummaryOutcome(None, "annotation", tuple(failed), tuple(omitted), "; ".join(reasons))
+
+    merged = await _merge(job, partials)
+    level: Level = "partial" if failed or omitted or merged[1] else "full"
+    if omitted:
+        merged = (merged[0] + "\n\n" + "\n".join(omitted), merged[1])
+    reason = "; ".join(reasons + ([merged[1]] if merged[1] else []))
+    return SummaryOutcome(await _fit_summary(job, merged[0]), level, tuple(failed), tuple(omitted), reason)
+
+
+async def _summarize_chunk(
+    job: SummarizeJob, messages: list[Message], index: int, count: int, *, depth: int
+) -> tuple[list[str], list[str], str | None]:
+    """Summaries of one chunk (several when it had to be split), notes for omitted messages, error."""
+    request = job.request("chunk", messages, index=index, count=count)
+    try:
+        return [(await job.call(request)).text], [], None
+    except SummarizerOverflowError as exc:
+        if len(messages) == 1 or depth >= MAX_SPLIT_DEPTH:
+            if len(messages) == 1:
+                return [], [_omitted_note(job, messages[0])], None
+            return [], [], f"still too large for the summarizer after {depth} splits ({exc})"
+        left, right = _halves(messages, job)[0]
+        texts: list[str] = []
+        notes: list[str] = []
+        for part in (messages[left[0] : left[1]], messages[right[0] : right[1]]) if right else ():
+            sub_texts, sub_notes, error = await _summarize_chunk(job, list(part), index, count, depth=depth + 1)
+            if error is not None:
+                return [], [], error
+            texts.extend(sub_texts)
+            notes.extend(sub_notes)
+        return texts, notes, None
+    except SummarizerError as exc:
+        return [], [], str(exc)
+
+
+def _halves(messages: Sequence[Message], job: SummarizeJob) -> Any:
+    """Two spans of about equal tokens at a safe cut (or the one span when it cannot be cut)."""
+    import numpy as np
+
+    from compaction.pairs import safe_cut_points
+    from compaction.stages.chunk import split_by_token_share
+
+    counts = np.array([job.count_message(m) for m in messages], dtype=np.int64)
+    spans = split_by_token_share(counts, np.array(safe_cut_points(messages), dtype=np.int64), 2)
+    if len(spans) < 2:
+        return [(spans[0], None)] if spans else [((0, 0), None)]
+    return [(spans[0], spans[1])] if len(messages) > 1 else spans
+
+
+def _omitted_note(job: SummarizeJob, message: Message) -> str:
+    tokens = job.count_message(message)
+    size = max(1, round(tokens / 1000))
+    return f"[Large {message.role} message (~{size}K tokens) omitted from summary; archived as {message.id}]"
+
+
+async def _merge(job: SummarizeJob, partials: list[str]) -> tuple[str, str]:
+    """One summary from the chunk summaries (and the previous summary). Returns (text, problem)."""
+    if len(partials) == 1 and not job.previous_summary:
+        return partials[0], ""
+    request = job.request("merge", partials=partials, with_previous=True)
+    try:
+        return (await job.call(request)).text, ""
+    except SummarizerError as exc:
+        problem = f"merge pass failed ({exc})"
+        if job.config.extractive_fallback:
+            fallback = await _extractive_merge(job, partials)
+            if fallback:
+                return fallback, problem
+        return "\n\n".join(partials), problem
+
+
+async def _fit_summary(job: SummarizeJob, text: str) -> str:
+    """Keep the summary under max_summary_tokens: ask once for a shorter one, then cut."""
+    limit = job.config.max_summary_tokens
+    if job.count(text) <= limit:
+        return text
+    request = SummaryRequest(
+        system_prompt=job.config.system_prompt,
+        prompt=SHORTEN_PROMPT.format(limit=limit) + "\n\n" + text,
+        max_tokens=limit,
+        kind="merge",
+        partial_summaries=(text,),
+    )
+    try:
+        shorter = (await job.call(request)).text
+        if job.count(shorter) <= limit:
+            return shorter
+        text = shorter if job.count(shorter) < job.count(text) else text
+    except SummarizerError:
+        pass
+    return truncate_to_tokens(text, limit, job.count)
+
+
+def truncate_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
+    """The longest prefix of whole lines within ``limit`` tokens, with a note that it was cut."""
+    note = "\n[summary truncated to fit its token limit]"
+    if count(text) <= limit:
+        return text
+    lines = text.splitlines()
+    low, high = 0, len(lines)
+    while low < high:  # binary search on the number of lines kept
+        mid = (low + high + 1) // 2
+        if count("\n".join(lines[:mid]) + note) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    kept = "\n".join(lines[:low])
+    if low == 0:  # one very long line: cut by characters
+        kept = text[: max(0, limit * 3 - len(note))]
+        while kept and count(kept + note) > limit:
+            kept = kept[: int(len(kept) * 0.9)]
+    return kept + note
+
+
+async def _fallback_whole(job: SummarizeJob, zone: Sequence[Message], reason: str) -> SummaryOutcome:
+    if job.config.extractive_fallback:
+        text = await _extractive(job, zone, with_previous=True)
+        if text:
+            return SummaryOutcome(text, "partial", (0,), (), f"summarizer failed ({reason}); extractive summary used")
+    return SummaryOutcome(None, "annotation", (0,), (), f"summarizer failed ({reason})")
+
+
+def _extractive_backend(job: SummarizeJob) -> Summarizer | None:
+    if not job.config.extractive_fallback:
+        return None
+    if job.fallback is None:
+        from compaction.summarizers.extractive import ExtractiveSummarizer
+
+        job.fallback = ExtractiveSummarizer()
+    return job.fallback
+
+
+async def _extractive(job: SummarizeJob, messages: Sequence[Message], *, with_previous: bool = False) -> str | None:
+    backend = _extractive_backend(job)
+    if backend is None or not messages:
+        return None
+    request = job.request("single", messages, with_previous=with_previous)
+    try:
+        return (await backend.summarize(request)).text
+    except Exception:  # the fallback of the fallback: annotation-only follows
+        return None
+
+
+async def _extractive_merge(job: SummarizeJob, partials: Sequence[str]) -> str | None:
+    backend = _extractive_backend(job)
+    if backend is None:
+        return None
+    try:
+        return (await backend.summarize(job.request("merge", partials=partials, with_previous=True))).text
+    except Exception:
+        return None

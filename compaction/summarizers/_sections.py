@@ -1,0 +1,397 @@
+"""The seven-section summary document: headings, parsing, merging and exact budget fitting.
+
+A summary is seven markdown ``##`` headings, in order, each followed by ``- `` bullet lines.
+Nothing else appears at the top level: every piece of content is flattened to one line and
+prefixed with ``- ``, so no text taken from a transcript can open a heading of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from compaction.summarizers._extract import STOPWORDS, clean, truncate
+
+SECTION_TITLES: tuple[str, ...] = (
+    "Goals and constraints",
+    "Timeline and progress",
+    "Technical context and decisions",
+    "Files and code changes",
+    "Active work and last actions",
+    "Open issues and pending tasks",
+    "Next step",
+)
+"""The section titles, in order. Headings read ``## 1. Goals and constraints`` and so on."""
+
+SHORT_TITLES: tuple[str, ...] = (
+    "Goals",
+    "Timeline",
+    "Decisions",
+    "Files",
+    "Active work",
+    "Open issues",
+    "Next step",
+)
+"""Titles used when the budget is too small for the full ones."""
+
+NONE_MARKER = "(none recorded)"
+OMITTED_MARKER = "(omitted for space)"
+_SHORT_NONE = "(none)"
+_SHORT_OMITTED = "(omitted)"
+PLACEHOLDERS = frozenset({NONE_MARKER, OMITTED_MARKER, _SHORT_NONE, _SHORT_OMITTED, "none", "n/a", "-", "none."})
+FOCUS_PREFIX = "Summary focus requested: "
+
+# How much a line's section matters when space is short (added to the line's own score).
+SECTION_WEIGHT: tuple[float, ...] = (3.0, 1.0, 1.5, 1.4, 2.0, 1.8, 3.0)
+PIN_BONUS = 10.0
+TOP_BONUS = 4.0
+# Each section's share of the room in the first fitting pass.
+SECTION_SHARE: tuple[float, ...] = (0.18, 0.16, 0.14, 0.14, 0.14, 0.12, 0.12)
+MAX_LINE = 600
+LENGTH_PENALTY = 0.25
+NEAR_DUPLICATE = 0.6  # share of the smaller line's words that makes two free-text lines repeats
+
+
+@dataclass(frozen=True)
+class Line:
+    """One bullet line of a section.
+
+    ``score`` ranks lines when space is short (higher is kept first); ``order`` places kept lines
+    within their section; ``pinned`` lines are kept first and truncated rather than dropped;
+    ``covers`` names identifiers the line exists to carry, so it is skipped when other kept lines
+    already contain all of them.
+    """
+
+    text: str
+    score: float
+    order: tuple[float, ...]
+    pinned: bool = False
+    covers: tuple[str, ...] = ()
+    fuzzy: bool = False  # free text: also dropped when it nearly repeats a better line
+    alt: str | None = None  # a shorter form, used when the full line does not fit
+
+
+Sections = list[list[Line]]
+
+
+def empty_sections() -> Sections:
+    return [[] for _ in SECTION_TITLES]
+
+
+def heading(number: int, title: str) -> str:
+    return f"## {number}. {title}"
+
+
+# --------------------------------------------------------------------------------------------
+# Fitting and rendering
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Level:
+    titles: tuple[str, ...]
+    separator: str
+    none: str
+    omitted: str
+
+
+_LEVELS = (
+    _Level(SECTION_TITLES, "\n\n", NONE_MARKER, OMITTED_MARKER),
+    _Level(SHORT_TITLES, "\n", NONE_MARKER, OMITTED_MARKER),
+    _Level(SHORT_TITLES, "\n", _SHORT_NONE, _SHORT_OMITTED),
+)
+
+
+def minimum_chars() -> int:
+    """The length of the smallest possible summary (short headings, every section omitted)."""
+    level = _LEVELS[-1]
+    heads = sum(len(heading(i + 1, t)) for i, t in enumerate(level.titles))
+    return heads + len(level.separator) * 6 + 7 * (3 + len(level.omitted))
+
+
+def render(kept: Sequence[Sequence[str]], had_content: Sequence[bool], level_index: int = 0) -> str:
+    level = _LEVELS[level_index]
+    blocks: list[str] = []
+    for number, (title, lines) in enumerate(zip(level.titles, kept, strict=True), start=1):
+        body = list(lines) or [level.omitted if had_content[number - 1] else level.none]
+        blocks.append(heading(number, title) + "".join("\n- " + line for line in body))
+    return level.separator.join(blocks)
+
+
+def fit(sections: Sections, max_chars: int) -> str | None:
+    """Render the sections in at most ``max_chars`` characters, dropping the lowest-priority
+    lines first. ``None`` when even the bare skeleton cannot fit."""
+    best: tuple[float, str] | None = None
+    for level_index in range(len(_LEVELS)):
+        fitted = _fit_level(sections, max_chars, level_index)
+        if fitted is None:
+            continue
+        value, text = fitted
+        # The full headings are the canonical ones (the LLM prompt uses them too): a shorter
+        # skeleton only when the budget is so small that it keeps far more content.
+        if best is None or value > best[0] * 1.5 + 1.0:
+            best = (value, text)
+    return None if best is None else best[1]
+
+
+def _priority(section: int, line: Line, top: bool) -> float:
+    # Long lines pay for the room they take: past 150 characters, a little per character.
+    value = SECTION_WEIGHT[section] + line.score - LENGTH_PENALTY * max(0, len(line.text) - 150) / 150
+    if line.pinned:
+        value += PIN_BONUS
+    if top:
+        value += TOP_BONUS
+    return value
+
+
+def _one_line(line: Line) -> Line:
+    text = clean(line.text)
+    alt = clean(line.alt) if line.alt is not None else None
+    return line if text == line.text and alt == line.alt else replace(line, text=text, alt=alt or None)
+
+
+def _fitting_text(line: Line, free: int, allowed: int, refund: int, first: bool) -> str | None:
+    """The line's text, its shorter form, or (for pinned and section-leading lines) a cut copy,
+    whichever fits in ``allowed`` more characters (``free`` is what is left overall)."""
+    allowed = min(allowed, free)
+    if 3 + len(line.text) - refund <= allowed:
+        return line.text
+    if line.alt is not None and 3 + len(line.alt) - refund <= allowed:
+        return line.alt
+    if line.pinned or (first and line.score > 0):
+        room = allowed + refund - 3
+        if room >= (30 if line.pinned else 40) and (room >= 0.4 * len(line.text) or room >= 120):
+            short = truncate(line.text, room)
+            if len(short) <= room:
+                return short
+    return None
+
+
+def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[float, str] | None:
+    level = _LEVELS[level_index]
+    had = [bool(lines) for lines in sections]
+    marker_cost = [3 + len(level.omitted if h else level.none) for h in had]
+    used = sum(len(heading(i + 1, t)) for i, t in enumerate(level.titles))
+    used += len(level.separator) * (len(SECTION_TITLES) - 1) + sum(marker_cost)
+    if used > max_chars:
+        return None
+    candidates: list[tuple[float, int, tuple[float, ...], str, Line]] = []
+    for s, raw_lines in enumerate(sections):
+        # One line each, whatever the source: no newline or control character survives.
+        lines = [_one_line(line) for line in raw_lines]
+        lines = [line for line in lines if line.text]
+        base = [_priority(s, line, False) for line in lines]
+        best = max(range(len(lines)), key=lambda k: (base[k], -k), default=-1)
+        for k, line in enumerate(lines):
+            value = base[k] + (TOP_BONUS if k == best and not line.pinned else 0.0)
+            candidates.append((-value, s, line.order, line.text, line))
+    candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
+    chosen: list[list[Line]] = [[] for _ in sections]
+    kept_texts: list[str] = []
+    value = 0.0
+    # Pass 1 gives each section a fair share of the room; pass 2 hands what is left to the best
+    # remaining lines wherever they are. Pinned lines ignore the shares.
+    room = max_chars - used
+    quota = [int(room * share) for share in SECTION_SHARE]
+    spent = [0] * len(sections)
+    taken: set[int] = set()
+    for pass_number in (1, 2):
+        for index, (neg, s, _order, _text, line) in enumerate(candidates):
+            if index in taken:
+                continue
+            if line.covers and all(any(ident in t for t in kept_texts) for ident in line.covers):
+                continue
+            first = not chosen[s]
+            refund = marker_cost[s] if first else 0
+            limit = max_chars if pass_number == 2 or line.pinned else min(max_chars, used + quota[s] - spent[s])
+            text = _fitting_text(line, max_chars - used, limit - used, refund, first)
+            if text is None:
+                continue
+            cost = 3 + len(text) - refund
+            chosen[s].append(line if text == line.text else replace(line, text=text))
+            kept_texts.append(text)
+            used += cost
+            spent[s] += cost
+            value += -neg * (1.0 if text == line.text else 0.7)
+            taken.add(index)
+    ordered = [[line.text for line in sorted(lines, key=lambda ln: (ln.order, ln.text))] for lines in chosen]
+    text = render(ordered, had, level_index)
+    return (value, text) if len(text) <= max_chars else None
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing summaries back into sections
+# --------------------------------------------------------------------------------------------
+
+_KEYWORDS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.I)
+    for p in (
+        r"goal|intent|constraint|objective|request|priorit",
+        r"timeline|progress|history|chronolog|phases",
+        r"technical|decision|context|architect",
+        r"files?\b|code change|artifact",
+        r"active|last action|current (?:work|state|task)|recent",
+        r"open|unresolved|pending|issue|todo|problem",
+        r"next (?:step|action)|immediate|next$",
+    )
+)
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*(.*?)\s*#*\s*$")
+_BOLD_HEADING = re.compile(
+    r"^\s{0,3}(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$|^\s{0,3}(\d)[.)]\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$"
+)
+_PLAIN_NUMBERED = re.compile(r"^\s{0,3}(\d)[.)]\s+(.{3,80}?)\s*:?\s*$")
+_NUMBER_PREFIX = re.compile(r"^(\d)[.)]?\s*(.*)$")
+_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
+_MARKER_LINE = re.compile(r"^\s*\[/?(?:end )?(?:context )?summary[^\]]*\]\s*$", re.I)
+
+
+def _section_of_title(title: str, expected: int | None) -> int | None:
+    """The 0-based section a heading title names, or ``None``."""
+    title = clean(title.replace("*", "").replace("_", " "))
+    numbered = _NUMBER_PREFIX.match(title)
+    if numbered:
+        number = int(numbered.group(1))
+        rest = numbered.group(2)
+        if 1 <= number <= 7 and (_KEYWORDS[number - 1].search(rest) or not rest):
+            return number - 1
+        return None
+    matches = [i for i, pattern in enumerate(_KEYWORDS) if pattern.search(title)]
+    if not matches:
+        return None
+    if expected is not None and expected in matches:
+        return expected
+    return matches[0]
+
+
+def parse_sections(text: str) -> tuple[list[list[str]], list[str]]:
+    """Split a summary into seven lists of lines (bullets stripped, one line each) and the
+    lines that came before any recognised heading. Works on this module's output and, as well
+    as it can, on a model's seven-section summary."""
+    sections: list[list[str]] = [[] for _ in SECTION_TITLES]
+    preamble: list[str] = []
+    current: int | None = None
+    fence: list[str] | None = None
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if fence is not None:
+            if stripped.startswith("```"):
+                _append(sections, preamble, current, "code: " + " | ".join(fence) if fence else "")
+                fence = None
+            else:
+                if stripped:
+                    fence.append(stripped)
+            continue
+        if stripped.startswith("```"):
+            fence = []
+            continue
+        if not stripped or _MARKER_LINE.match(stripped):
+            continue
+        expected = 0 if current is None else min(current + 1, 6)
+        section = _heading_section(raw, expected)
+        if section is not None:
+            current = section
+            continue
+        line = _BULLET.sub("", raw).strip()
+        md = _MD_HEADING.match(line)
+        if md:  # a sub-heading inside a section: keep its words as a line
+            line = md.group(1)
+        _append(sections, preamble, current, line)
+    if fence:
+        _append(sections, preamble, current, "code: " + " | ".join(fence))
+    return sections, preamble
+
+
+def _heading_section(raw: str, expected: int) -> int | None:
+    md = _MD_HEADING.match(raw)
+    if md and raw.lstrip().startswith("#"):
+        return _section_of_title(md.group(1), expected)
+    bold = _BOLD_HEADING.match(raw)
+    if bold:
+        if bold.group(1) is not None:
+            return _section_of_title(bold.group(1), expected)
+        return _section_of_title(f"{bold.group(2)}. {bold.group(3)}", expected)
+    plain = _PLAIN_NUMBERED.match(raw)
+    if plain and int(plain.group(1)) == expected + 1:
+        found = _section_of_title(f"{plain.group(1)}. {plain.group(2)}", expected)
+        return found if found == expected else None
+    return None
+
+
+def _append(sections: list[list[str]], preamble: list[str], current: int | None, line: str) -> None:
+    line = clean(line.replace("**", ""))
+    if not line or line.lower() in PLACEHOLDERS or line.startswith(FOCUS_PREFIX):
+        return
+    line = truncate(line, MAX_LINE)
+    (preamble if current is None else sections[current]).append(line)
+
+
+# --------------------------------------------------------------------------------------------
+# Merging
+# --------------------------------------------------------------------------------------------
+
+_NORM = re.compile(r"[^a-z0-9/._:#-]+")
+_LEAD_KEY = re.compile(r"^`([^`]+)`")
+
+
+def norm_key(text: str) -> str:
+    """A comparison key for de-duplication: lower case, punctuation and spacing folded."""
+    return _NORM.sub(" ", text.lower()).strip()
+
+
+def lead_identifier(text: str) -> str | None:
+    """The backticked path or link a files-section line starts with."""
+    match = _LEAD_KEY.match(text)
+    return match.group(1) if match else None
+
+
+_DUP_TOKEN = re.compile(r"[a-z0-9\u00a3$\u20ac][a-z0-9_./%-]*[a-z0-9%]|[a-z0-9]")
+
+
+def _word_sets(text: str) -> tuple[set[str], set[str]]:
+    """The words of a line, and the subset that carry facts (numbers, paths, names with _ or .)."""
+    words = {w for w in _DUP_TOKEN.findall(text.lower()) if w not in STOPWORDS}
+    ids = {w for w in words if any(ch.isdigit() for ch in w) or any(ch in w for ch in "/_.")}
+    return words, ids
+
+
+def dedupe(lines: list[Line], *, by_lead: bool = False) -> list[Line]:
+    """Drop lines whose text (folded) equals or is contained in a better line, and free-text lines
+    that nearly repeat a better one without adding a number, path or name.
+
+    With ``by_lead`` (the files section), lines about the same path or link are one line: the one
+    saying "modified" if any, else the newest (lowest order), with the group's best score.
+    """
+    if by_lead:
+        groups: dict[str, list[int]] = {}
+        for k, line in enumerate(lines):
+            lead = lead_identifier(line.text) or line.text.split(" ", 1)[0]
+            groups.setdefault(lead, []).append(k)
+        picked: list[Line] = []
+        for members in groups.values():
+            best = min(members, key=lambda k: ("modified" not in lines[k].text, lines[k].order, k))
+            top = max(lines[k].score for k in members)
+            picked.append(replace(lines[best], score=top))
+        lines = picked
+    ranked = sorted(range(len(lines)), key=lambda k: (-lines[k].pinned, -lines[k].score, lines[k].order, k))
+    kept: list[int] = []
+    keys: list[str] = []
+    fuzzy_sets: list[tuple[set[str], set[str]]] = []
+    for k in ranked:
+        line = lines[k]
+        key = norm_key(line.text)
+        if not key:
+            continue
+        if line.fuzzy:
+            words, ids = _word_sets(line.text)
+            if len(words) >= 5 and any(
+                ids <= other_ids and len(words & other) >= NEAR_DUPLICATE * min(len(words), len(other))
+                for other, other_ids in fuzzy_sets
+            ):
+                continue
+            fuzzy_sets.append((words, ids))
+        if any(key == other or (len(key) >= 24 and key in other) for other in keys):
+            continue
+        kept.append(k)
+        keys.append(key)
+    return [lines[k] for k in sorted(kept)]

@@ -1,0 +1,264 @@
+"""Tests for compaction.stages.ledger: collecting and rendering the artifact ledger."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compaction.stages.ledger import ArtifactLedger, LedgerItem, ToolFailure, collect_artifacts, render_ledger
+from compaction.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
+OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
+
+
+def user(mid: str, text: str) -> Message:
+    return Message(role="user", id=mid, parts=(TextPart(text=text),))
+
+
+def assistant(mid: str, text: str = "", *calls: tuple[str, str, dict[str, Any] | str]) -> Message:
+    parts: list[Any] = [TextPart(text=text)] if text else []
+    for call_id, name, args in calls:
+        arguments = args if isinstance(args, str) else json.dumps(args)
+        parts.append(ToolCallPart(id=call_id, name=name, arguments=arguments))
+    return Message(role="assistant", id=mid, parts=tuple(parts))
+
+
+def result(mid: str, call_id: str, content: str, is_error: bool | None = None) -> Message:
+    return Message(role="tool", id=mid, parts=(ToolResultPart(call_id=call_id, content=content, is_error=is_error),))
+
+
+def values(items: tuple[LedgerItem, ...]) -> list[str]:
+    return [i.value for i in items]
+
+
+def test_files_from_argument_keys_text_and_results() -> None:
+    msgs = [
+        user("u1", "Please fix docs/guide.md"),
+        assistant(
+            "a1",
+            "",
+            ("c1", "read_file", {"path": "src/a.py"}),
+            ("c2", "edit", {"file_path": "src/b.py", "old": "x", "new": "y"}),
+            ("c3", "multi_edit", {"edits": [{"filename": "README"}, {"target": "lib/c.ts"}]}),
+            ("c4", "grep", {"paths": ["tests/", "conftest.py"], "pattern": "foo"}),
+        ),
+        result("t1", "c1", "1: import os\n2: from pkg.util import x  # see pkg/util.py"),
+        result("t2", "c2", "ok"),
+        result("t3", "c3", "ok"),
+        result("t4", "c4", "tests/test_x.py:3: foo"),
+    ]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.files) == [
+        "tests/test_x.py",
+        "pkg/util.py",
+        "conftest.py",
+        "tests/",
+        "lib/c.ts",
+        "README",
+        "src/b.py",
+        "src/a.py",
+        "docs/guide.md",
+    ]
+    assert ledger.files[0].last_seen == 5
+    assert ledger.files[-1].last_seen == 0
+
+
+def test_re_seen_item_moves_to_front_with_new_index() -> None:
+    msgs = [user("u1", "look at src/a.py and src/b.py"), user("u2", "now src/a.py again")]
+    ledger = collect_artifacts(msgs)
+    assert ledger.files == (LedgerItem("src/a.py", 1), LedgerItem("src/b.py", 0))
+
+
+def test_urls_and_identifiers() -> None:
+    msgs = [
+        user("u1", "Ticket PAY-1432, see https://jira.example.com/browse/PAY-1432"),
+        assistant("a1", "", ("c1", "fetch", {"url": "https://api.example.com/v1/items?id=7"})),
+        result("t1", "c1", "request req_01HXYZ8K2M3N4P5Q -> commit 3f9a2c1b"),
+    ]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.urls) == ["https://api.example.com/v1/items?id=7", "https://jira.example.com/browse/PAY-1432"]
+    assert values(ledger.identifiers) == ["3f9a2c1b", "req_01HXYZ8K2M3N4P5Q", "PAY-1432"]
+
+
+def test_commands() -> None:
+    msgs = [
+        assistant(
+            "a1",
+            "",
+            ("c1", "Bash", {"command": "pytest -x tests/test_io.py"}),
+            ("c2", "shell", {"command": ["bash", "-lc", "git status"]}),
+            ("c3", "execute_command", {"cmd": "npm run build\nnpm test"}),
+            ("c4", "search", {"command": "not a shell"}),  # not a command tool
+        ),
+        result("t1", "c1", "$ pytest -x tests/test_io.py\n1 passed"),
+        result("t2", "c2", "clean"),
+        result("t3", "c3", "$ make lint\nok"),
+        result("t4", "c4", "none"),
+    ]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.commands) == ["make lint", "pytest -x tests/test_io.py", "npm run build …", "git status"]
+    assert "tests/test_io.py" in values(ledger.files)
+
+
+def test_errors_and_tool_failures() -> None:
+    long_line = "ValueError: " + "v" * 400
+    msgs = [
+        assistant("a1", "", ("c1", "bash", {"command": "python run.py"}), ("c2", "read_file", {"path": "x.txt"})),
+        result("t1", "c1", f'Traceback (most recent call last):\n  File "run.py", line 3\n{long_line}\nexit code 1'),
+        result("t2", "c2", "file not found: x.txt", is_error=True),
+        user("u1", "I also saw this:\nModuleNotFoundError: No module named 'yaml'"),
+        assistant("a2", "The TypeError is fixed."),  # assistants only talk about errors
+    ]
+    ledger = collect_artifacts(msgs)
+    trimmed = long_line[:199] + "…"
+    assert values(ledger.errors) == [
+        "ModuleNotFoundError: No module named 'yaml'",
+        "file not found: x.txt",
+        "exit code 1",
+        trimmed,
+        "Traceback (most recent call last):",
+    ]
+    assert all(len(e) <= 200 for e in values(ledger.errors))
+    assert ledger.tool_failures == (
+        ToolFailure("read_file", "c2", "file not found: x.txt", 2),
+        ToolFailure("bash", "c1", "Traceback (most recent call last):", 1),
+    )
+
+
+def test_successful_results_are_not_failures() -> None:
+    msgs = [assistant("a1", "", ("c1", "bash", {"command": "true"})), result("t1", "c1", "done\nexit code 0")]
+    ledger = collect_artifacts(msgs)
+    assert ledger.tool_failures == ()
+    assert ledger.errors == ()
+
+
+def test_one_result_cannot_flood_the_ledger() -> None:
+    listing = "\n".join(f"./src/file{i}.py" for i in range(500))
+    msgs = [assistant("a1", "", ("c1", "bash", {"command": "find ."})), result("t1", "c1", listing)]
+    ledger = collect_artifacts(msgs)
+    assert len(ledger.files) == 50
+    assert ledger.files[0].value == "./src/file499.py"  # the last lines of the output, newest first
+    assert ledger.files[-1].value == "./src/file450.py"
+
+
+def test_ignores_reasoning_and_bad_json_arguments() -> None:
+    msgs = [
+        Message(role="assistant", id="a1", parts=(ReasoningPart(block={"thinking": "maybe src/secret_plan.py"}),)),
+        assistant("a2", "", ("c1", "read", "{not json: src/z.py")),
+        result("t1", "c1", "error: bad arguments"),
+    ]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.files) == ["src/z.py"]
+
+
+def test_deterministic() -> None:
+    msgs = [user("u1", "fix src/a.py for PAY-1"), assistant("a1", "", ("c1", "bash", {"command": "ls"}))]
+    assert collect_artifacts(msgs) == collect_artifacts(list(msgs))
+    assert collect_artifacts([]) == ArtifactLedger()
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def sample() -> ArtifactLedger:
+    msgs = [
+        user("u1", "Fix PAY-1432 in src/pay/charge.py, see https://docs.example.com/pay"),
+        assistant("a1", "", ("c1", "bash", {"command": "pytest tests/test_charge.py"})),
+        result("t1", "c1", "FAILED tests/test_charge.py::test_refund - KeyError: 'amount'\nexit code 1"),
+        assistant("a2", "", ("c2", "read_file", {"path": "src/pay/refund.py"})),
+        result("t2", "c2", "def refund(): ..."),
+    ]
+    return collect_artifacts(msgs)
+
+
+def test_render_lists_only_missing_items_most_recent_first() -> None:
+    summary = "We are fixing PAY-1432 in src/pay/charge.py; ran pytest tests/test_charge.py."
+    out = render_ledger(sample(), summary_text=summary, max_tokens=1000)
+    assert out == "\n".join(
+        [
+            "## Artifacts",
+            "Exact references from the compacted span, most recent first:",
+            "Tool failures:",
+            "- bash (c1): FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
+            "Files:",
+            "- src/pay/refund.py",
+            "URLs:",
+            "- https://docs.example.com/pay",
+            "Errors:",
+            "- exit code 1",
+        ]
+    )
+
+
+def test_render_empty_when_summary_has_everything() -> None:
+    ledger = ArtifactLedger(files=(LedgerItem("src/a.py", 0),), commands=(LedgerItem("make", 0),))
+    assert render_ledger(ledger, summary_text="ran make on src/a.py", max_tokens=500) == ""
+    assert render_ledger(ArtifactLedger(), summary_text="", max_tokens=500) == ""
+
+
+def test_render_drops_oldest_first_and_says_how_many() -> None:
+    files = tuple(LedgerItem(f"src/module_{i:02d}.py", i) for i in reversed(range(30)))
+    ledger = ArtifactLedger(files=files)
+    out = render_ledger(ledger, summary_text="", max_tokens=60)
+    assert math.ceil(len(out) / 4) <= 60
+    lines = out.splitlines()
+    kept = [line[2:] for line in lines if line.startswith("- ")]
+    assert kept == [f"src/module_{i:02d}.py" for i in range(29, 29 - len(kept), -1)]
+    assert lines[-1] == f"({30 - len(kept)} older references omitted to fit the token budget.)"
+    assert len(kept) >= 5
+
+
+def test_render_too_small_budget_is_empty() -> None:
+    ledger = ArtifactLedger(files=(LedgerItem("src/a.py", 0),))
+    assert render_ledger(ledger, summary_text="", max_tokens=5) == ""
+
+
+@given(st.integers(min_value=0, max_value=400))
+def test_render_always_within_budget(max_tokens: int) -> None:
+    out = render_ledger(sample(), summary_text="", max_tokens=max_tokens)
+    assert math.ceil(len(out) / 4) <= max_tokens
+
+
+def test_render_redacts_secrets() -> None:
+    msgs = [
+        assistant(
+            "a1",
+            "",
+            (
+                "c1",
+                "bash",
+                {"command": f"curl -H 'Authorization: Bearer abc123def456ghi' https://api.x.io/v1?key={OPENAI_KEY}"},
+            ),
+        ),
+        result("t1", "c1", f"error: invalid key {OPENAI_KEY}", is_error=True),
+        user("u1", f"my key is {OPENAI_KEY} and the db is https://bob:hunter22@db.local/app"),
+    ]
+    ledger = collect_artifacts(msgs)
+    out = render_ledger(ledger, summary_text="", max_tokens=2000)
+    assert OPENAI_KEY not in out
+    assert "abc123def456ghi" not in out
+    assert "hunter22" not in out
+    assert "https://bob:[REDACTED]@db.local/app" in out
+    assert "[REDACTED:bearer_token]" in out
+    raw = render_ledger(ledger, summary_text="", max_tokens=2000, redact=False)
+    assert OPENAI_KEY in raw
+
+
+def test_secret_only_items_never_appear() -> None:
+    ledger = ArtifactLedger(identifiers=(LedgerItem(OPENAI_KEY, 0), LedgerItem("PAY-9", 0)))
+    out = render_ledger(ledger, summary_text="", max_tokens=500)
+    assert "REDACTED" not in out
+    assert out.endswith("- PAY-9")
+
+
+@pytest.mark.parametrize("budget", [20, 35, 50, 80])
+def test_render_budget_keeps_most_recent(budget: int) -> None:
+    out = render_ledger(sample(), summary_text="", max_tokens=budget)
+    if out:
+        assert "src/pay/refund.py" in out  # the newest item survives longest
+        assert "omitted" in out.splitlines()[-1]

@@ -1,0 +1,171 @@
+"""Tests for compaction.redact: credentials out, ordinary references kept."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from compaction.redact import looks_like_secret, redact_secrets
+
+RNG = random.Random(1234)
+ALNUM = string.ascii_letters + string.digits
+
+
+def fake(alphabet: str, n: int) -> str:
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+def b64url(data: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+OPENAI = "sk-" + fake(ALNUM, 48)
+OPENAI_PROJ = "sk-proj-" + fake(ALNUM + "_-", 156)
+ANTHROPIC = "sk-ant-api03-" + fake(ALNUM + "_-", 93) + "AA"
+AWS = "AKIA" + fake(string.ascii_uppercase + string.digits, 16)
+GITHUB = "ghp_" + fake(ALNUM, 36)
+GITHUB_OAUTH = "gho_" + fake(ALNUM, 36)
+GITHUB_PAT = "github_pat_" + fake(ALNUM, 22) + "_" + fake(ALNUM, 59)
+SLACK = "xoxb-" + fake(string.digits, 12) + "-" + fake(string.digits, 13) + "-" + fake(ALNUM, 24)
+GOOGLE = "AIza" + fake(ALNUM + "_-", 35)
+STRIPE = "sk_live_" + fake(ALNUM, 24)
+STRIPE_RESTRICTED = "rk_live_" + fake(ALNUM, 24)
+JWT = (
+    b64url({"alg": "HS256", "typ": "JWT"})
+    + "."
+    + b64url({"sub": "1234567890", "name": "x"})
+    + "."
+    + fake(ALNUM + "_-", 43)
+)
+PEM_BODY = "\n".join(fake(ALNUM + "+/", 64) for _ in range(6))
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        (OPENAI, "openai_key"),
+        (OPENAI_PROJ, "openai_key"),
+        (ANTHROPIC, "anthropic_key"),
+        (AWS, "aws_access_key"),
+        (GITHUB, "github_token"),
+        (GITHUB_OAUTH, "github_token"),
+        (GITHUB_PAT, "github_token"),
+        (SLACK, "slack_token"),
+        (GOOGLE, "google_api_key"),
+        (STRIPE, "stripe_key"),
+        (STRIPE_RESTRICTED, "stripe_key"),
+        (JWT, "jwt"),
+    ],
+)
+def test_key_shapes(secret: str, kind: str) -> None:
+    text = f"using {secret} for the call"
+    redacted, count = redact_secrets(text)
+    assert redacted == f"using [REDACTED:{kind}] for the call"
+    assert count == 1
+    assert looks_like_secret(secret)
+
+
+def test_private_key_block() -> None:
+    block = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+    redacted, count = redact_secrets(f"key:\n{block}\ndone")
+    assert redacted == "key:\n[REDACTED:private_key]\ndone"
+    assert count == 1
+    openssh = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n-----END OPENSSH PRIVATE KEY-----"
+    assert redact_secrets(openssh) == ("[REDACTED:private_key]", 1)
+
+
+def test_truncated_private_key_block() -> None:
+    # A trimmed tool result may cut the END line off; the body still goes.
+    redacted, count = redact_secrets(f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}")
+    assert PEM_BODY[:20] not in redacted
+    assert count == 1
+
+
+def test_public_key_kept() -> None:
+    text = f"-----BEGIN PUBLIC KEY-----\n{PEM_BODY}\n-----END PUBLIC KEY-----"
+    assert redact_secrets(text) == (text, 0)
+
+
+def test_bearer_tokens() -> None:
+    token = fake(ALNUM, 40)
+    assert redact_secrets(f"Authorization: Bearer {token}") == ("Authorization: Bearer [REDACTED:bearer_token]", 1)
+    assert redact_secrets(f'-H "authorization: bearer {token}"') == (
+        '-H "authorization: bearer [REDACTED:bearer_token]"',
+        1,
+    )
+    assert redact_secrets(f"Authorization: Bearer {JWT}")[0] == "Authorization: Bearer [REDACTED:jwt]"
+    assert redact_secrets("We use Bearer authentication and Basic authentication.")[1] == 0
+
+
+def test_password_in_url() -> None:
+    text = "connect to https://alice:s3cr3t-pw@db.example.com:5432/app and postgres://u:p%40ss@10.0.0.1/db"
+    redacted, count = redact_secrets(text)
+    assert redacted == (
+        "connect to https://alice:[REDACTED]@db.example.com:5432/app and postgres://u:[REDACTED]@10.0.0.1/db"
+    )
+    assert count == 2
+    assert redact_secrets("https://example.com:8080/path")[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("api_key=abc123def456", "api_key=[REDACTED:api_key]"),
+        ('{"api_key": "abc123def456"}', '{"api_key": "[REDACTED:api_key]"}'),
+        ("DB_PASSWORD=hunter22", "DB_PASSWORD=[REDACTED:password]"),
+        ("password: correct-horse", "password: [REDACTED:password]"),
+        ("token: 9f8e7d6c5b4a", "token: [REDACTED:token]"),
+        ("client_secret='qwerty12345'", "client_secret='[REDACTED:secret]'"),
+        ("mysql --password=hunter22 -u root", "mysql --password=[REDACTED:password] -u root"),
+        ("OPENAI_API_KEY=" + OPENAI, "OPENAI_API_KEY=[REDACTED:openai_key]"),
+    ],
+)
+def test_generic_assignments(text: str, expected: str) -> None:
+    assert redact_secrets(text) == (expected, 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 3f9a2c1b4d5e6f708192a3b4c5d6e7f8091a2b3c",
+        "request 6f1c0e4a-5b7d-4c2e-9a1b-0d2e3f4a5b6c failed",
+        "edit /home/bob/src/app/main.py and C:\\Users\\bob\\token.txt",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "max_tokens: 4096, prompt_tokens=1200, tokens: 33",
+        "password: ********",
+        "api_key=${OPENAI_API_KEY}",
+        "token: <your-token>",
+        "GOOGLE_APPLICATION_CREDENTIALS=/etc/gcp/key.json",
+        "the password is stored in the vault",
+        "call_abc123def456ghi and req_01HXYZ8K2M3N4P5Q",
+        "https://github.com/octo/app/pull/12",
+    ],
+)
+def test_ordinary_text_untouched(text: str) -> None:
+    assert redact_secrets(text) == (text, 0)
+
+
+def test_counts_several() -> None:
+    text = f"{OPENAI}\n{AWS}\nAuthorization: Bearer {fake(ALNUM, 30)}\npassword=abcdefgh"
+    redacted, count = redact_secrets(text)
+    assert count == 4
+    assert redacted.count("[REDACTED:") == 4
+
+
+def test_idempotent() -> None:
+    text = f"key {ANTHROPIC} and https://u:pw123456@h.io and token={fake(ALNUM, 20)}"
+    once, _ = redact_secrets(text)
+    assert redact_secrets(once) == (once, 0)
+
+
+@given(st.text(max_size=200))
+def test_never_grows_secrets_back(text: str) -> None:
+    redacted, count = redact_secrets(text)
+    assert count >= 0
+    assert redact_secrets(redacted)[1] == 0
