@@ -19,9 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from compaction.config import CompactionConfig
+from compaction.pairs import safe_cut_points
 from compaction.prompts import INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
 from compaction.render import cut_middle, render_messages
+from compaction.stages.chunk import split_by_token_share
 from compaction.summarizers.base import (
     RequestKind,
     Summarizer,
@@ -214,11 +218,15 @@ async def _summarize_chunk(
             if len(messages) == 1:
                 return [], [_omitted_note(job, messages[0])], None
             return [], [], f"still too large for the summarizer after {depth} splits ({exc})"
-        left, right = _halves(messages, job)[0]
+        halves = _halves(messages, job)
+        if len(halves) < 2:
+            return [], [], f"too large for the summarizer and cannot be split safely ({exc})"
         texts: list[str] = []
         notes: list[str] = []
-        for part in (messages[left[0] : left[1]], messages[right[0] : right[1]]) if right else ():
-            sub_texts, sub_notes, error = await _summarize_chunk(job, list(part), index, count, depth=depth + 1)
+        for start, end in halves:
+            sub_texts, sub_notes, error = await _summarize_chunk(
+                job, messages[start:end], index, count, depth=depth + 1
+            )
             if error is not None:
                 return [], [], error
             texts.extend(sub_texts)
@@ -228,18 +236,10 @@ async def _summarize_chunk(
         return [], [], str(exc)
 
 
-def _halves(messages: Sequence[Message], job: SummarizeJob) -> Any:
-    """Two spans of about equal tokens at a safe cut (or the one span when it cannot be cut)."""
-    import numpy as np
-
-    from compaction.pairs import safe_cut_points
-    from compaction.stages.chunk import split_by_token_share
-
+def _halves(messages: Sequence[Message], job: SummarizeJob) -> list[tuple[int, int]]:
+    """Two spans of about equal tokens at a safe cut, or one span when it cannot be cut."""
     counts = np.array([job.count_message(m) for m in messages], dtype=np.int64)
-    spans = split_by_token_share(counts, np.array(safe_cut_points(messages), dtype=np.int64), 2)
-    if len(spans) < 2:
-        return [(spans[0], None)] if spans else [((0, 0), None)]
-    return [(spans[0], spans[1])] if len(messages) > 1 else spans
+    return split_by_token_share(counts, np.array(safe_cut_points(messages), dtype=np.int64), 2)
 
 
 def _omitted_note(job: SummarizeJob, message: Message) -> str:
@@ -265,14 +265,17 @@ async def _merge(job: SummarizeJob, partials: list[str]) -> tuple[str, str]:
 
 
 async def _fit_summary(job: SummarizeJob, text: str) -> str:
-    """Keep the summary under max_summary_tokens: ask once for a shorter one, then cut."""
+    """Keep the summary under max_summary_tokens: ask once for a shorter one (with the limit scaled
+    by how far over it was, since the summarizer may count tokens differently), then cut."""
     limit = job.config.max_summary_tokens
-    if job.count(text) <= limit:
+    size = job.count(text)
+    if size <= limit:
         return text
+    target = max(64, int(limit * limit / size * 0.95))
     request = SummaryRequest(
         system_prompt=job.config.system_prompt,
-        prompt=SHORTEN_PROMPT.format(limit=limit) + "\n\n" + text,
-        max_tokens=limit,
+        prompt=SHORTEN_PROMPT.format(limit=target) + "\n\n" + text,
+        max_tokens=target,
         kind="merge",
         partial_summaries=(text,),
     )
@@ -280,31 +283,38 @@ async def _fit_summary(job: SummarizeJob, text: str) -> str:
         shorter = (await job.call(request)).text
         if job.count(shorter) <= limit:
             return shorter
-        text = shorter if job.count(shorter) < job.count(text) else text
+        text = shorter if job.count(shorter) < size else text
     except SummarizerError:
         pass
     return truncate_to_tokens(text, limit, job.count)
 
 
 def truncate_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
-    """The longest prefix of whole lines within ``limit`` tokens, with a note that it was cut."""
-    note = "\n[summary truncated to fit its token limit]"
+    """``text`` within ``limit`` tokens, cut from the middle by whole lines: the start (goals) and
+    the end (open items, next step) of a summary matter most."""
     if count(text) <= limit:
         return text
+    note = "[... summary shortened here to fit its token limit ...]"
     lines = text.splitlines()
+
+    def keep(k: int) -> str:
+        head = (k * 3 + 4) // 5
+        tail = lines[len(lines) - (k - head) :] if k > head else []
+        return "\n".join([*lines[:head], note, *tail])
+
     low, high = 0, len(lines)
     while low < high:  # binary search on the number of lines kept
         mid = (low + high + 1) // 2
-        if count("\n".join(lines[:mid]) + note) <= limit:
+        if count(keep(mid)) <= limit:
             low = mid
         else:
             high = mid - 1
-    kept = "\n".join(lines[:low])
-    if low == 0:  # one very long line: cut by characters
-        kept = text[: max(0, limit * 3 - len(note))]
-        while kept and count(kept + note) > limit:
-            kept = kept[: int(len(kept) * 0.9)]
-    return kept + note
+    if low > 0:
+        return keep(low)
+    cut = text[: max(0, limit * 2)]  # one very long line: cut by characters
+    while cut and count(cut + "\n" + note) > limit:
+        cut = cut[: int(len(cut) * 0.8)]
+    return cut + "\n" + note
 
 
 async def _fallback_whole(job: SummarizeJob, zone: Sequence[Message], reason: str) -> SummaryOutcome:
