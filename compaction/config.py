@@ -70,6 +70,11 @@ class CompactionConfig(BaseModel):
     summary_prompt: str = SUMMARY_PROMPT
     chunk_prompt: str = CHUNK_PROMPT
     merge_prompt: str = MERGE_PROMPT
+    summary_mode: Literal["rendered", "conversation"] = "rendered"
+    """"rendered": the summarizer reads the zone as fenced text (tool output marked untrusted).
+    "conversation" (OpenAI-format transcripts, single-pass only): the agent's own conversation plus a
+    final summarization request, so the prefix is byte-identical to the agent's last request and
+    hits the provider's prompt cache; falls back to "rendered" when the chunked path is needed."""
     artifact_ledger: bool = True
     ledger_share: float = Field(default=0.25, gt=0, le=1)
     """Share of ``max_summary_tokens`` the artifact ledger may add."""

@@ -163,11 +163,11 @@ def render_inspection(report: dict[str, Any]) -> str:
     else:
         cost = plan["estimated_cost_usd"]
         lines += [
-            f"  compact {plan['zone_messages']} messages ({plan['zone_tokens']:,} tokens); keep {plan['kept_messages']} "
-            f"({plan['kept_tokens']:,} tokens)",
+            f"  compact {plan['zone_messages']} messages ({plan['zone_tokens']:,} tokens); "
+            f"keep {plan['kept_messages']} ({plan['kept_tokens']:,} tokens)",
             f"  summarizer input {plan['summarizer_input_tokens']:,} tokens "
-            f"({plan['summarizer_input_share']:.0%} of the zone) in {plan['chunks']} chunk(s), {plan['model_calls']} model call(s)"
-            + (f", about ${cost:.4f}" if cost else ""),
+            f"({plan['summarizer_input_share']:.0%} of the zone) in {plan['chunks']} chunk(s), "
+            f"{plan['model_calls']} model call(s)" + (f", about ${cost:.4f}" if cost else ""),
             f"  about {plan['estimated_tokens_after']:,} tokens after",
         ]
     return "\n".join(lines)

@@ -136,6 +136,9 @@ async def prepare(run: Run) -> Prepared:
         previous_summary=previous_summary,
         instructions=run.instructions,
     )
+    if config.summary_mode == "conversation" and run.transcript.format == "openai":
+        prepared.job.conversation = from_canonical(run.transcript).messages
+        prepared.job.kept_messages = len(messages) - layout.tail_start
     prepared.summarizer_input, prepared.plan = await _plan(run, prepared.job, visible, settings, config)
     run.record["chunks"] = {
         "spans": [list(s) for s in prepared.plan.spans],

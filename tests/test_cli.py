@@ -24,7 +24,8 @@ def test_inspect_reports_tokens_pairs_and_plan(capsys: pytest.CaptureFixture[str
     assert "Largest messages:" in out
     assert "Tool pairs: valid" in out
     assert "Compaction plan (dry run, no model call):" in out
-    assert "compact " in out and "summarizer input" in out
+    assert "compact " in out
+    assert "summarizer input" in out
 
 
 def test_inspect_json_is_machine_readable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,7 +87,7 @@ def _semantic(message: Message, fmt: Format) -> Any:
 
 
 def _renamed_back(report: RepairReport) -> dict[str, str]:
-    """new call id -> the original id, from ``report.renamed`` (keys are ``"{old}@{message index}.{call position}"``)."""
+    """new call id -> the original id, from ``report.renamed`` (keys: ``"{old}@{message index}.{call position}"``)."""
     return {new: key.rsplit("@", 1)[0] for key, new in report.renamed.items()}
 
 

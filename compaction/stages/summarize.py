@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
-from compaction.prompts import INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
+from compaction.prompts import CONVERSATION_REQUEST, INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
 from compaction.render import cut_middle, render_messages
 from compaction.stages.chunk import split_by_token_share
 from compaction.summarizers.base import (
@@ -90,6 +90,9 @@ class SummarizeJob:
     log: CallLog = field(default_factory=CallLog)
     fallback: Summarizer | None = None
     started: float = field(default_factory=time.perf_counter)
+    conversation: Sequence[Mapping[str, Any]] | None = None
+    """The agent's own messages, for the cache-friendly single pass (``summary_mode="conversation"``)."""
+    kept_messages: int = 0
 
     def _notes(self, *, with_previous: bool) -> str:
         notes: list[str] = []
@@ -160,6 +163,11 @@ async def summarize_zone(
     """Summarize ``zone`` (already pruned and prepared) following the chunk ``spans``."""
     if len(spans) <= 1:
         request = job.request("single", zone, with_previous=True)
+        if job.conversation is not None:
+            final = "\n\n".join(
+                x for x in (CONVERSATION_REQUEST.format(kept=job.kept_messages), job._notes(with_previous=True)) if x
+            )
+            request = replace(request, provider_messages=(*job.conversation, {"role": "user", "content": final}))
         try:
             response = await job.call(request)
             return SummaryOutcome(await _fit_summary(job, response.text), "full")

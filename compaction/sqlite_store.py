@@ -1,0 +1,561 @@
+"""The embedded session store: :class:`SQLiteSessionStore`, a :class:`~compaction.store.SessionStore`
+on one SQLite file (stdlib ``sqlite3`` only).
+
+Messages are append-only. No method of this module deletes or rewrites a message, and the schema
+backs that up with triggers that abort any ``UPDATE`` or ``DELETE`` on ``messages`` (and on the
+compaction history), whoever issues it. Compaction only moves the session's ``summary_through_id``
+forward and stores the new summary, a history row and the archived originals, all in one
+``BEGIN IMMEDIATE`` transaction that is a compare-and-swap on ``summary_through_id``.
+
+Concurrency. The database runs in WAL mode (readers never block the writer and the writer never
+blocks readers) with ``synchronous=NORMAL`` and a ``busy_timeout``; every write takes the write
+lock up front with ``BEGIN IMMEDIATE``, so two processes (or threads) that write at once queue on
+SQLite's file lock instead of failing half-way. Within one process each thread gets its own
+connection (see :class:`SQLiteSessionStore` for why); ``":memory:"`` stores, which exist only inside
+one connection, share a single connection behind a lock instead.
+
+Schema (version 1, in ``PRAGMA user_version``; created on first open)::
+
+    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at)
+    messages    (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, message, created_at)
+                INDEX messages_by_session (session_id, id)
+    compactions (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, at, tokens_before, tokens_after,
+                 messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
+                INDEX compactions_by_session (session_id, id)
+    archive     (archive_id TEXT PRIMARY KEY, session_id, message, created_at)
+
+JSON columns (``system``, ``message``, ``record``) hold UTF-8 JSON text (``ensure_ascii=False``)
+and are declared ``TEXT``: a column declared ``JSON`` gets NUMERIC affinity in SQLite, which would
+turn a JSON document such as ``5`` into an integer. Times are Unix seconds (``REAL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from types import MappingProxyType, TracebackType
+from typing import Any, Final
+
+from compaction.store import CompactionEntry, SessionContext, StoredMessage
+
+__all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
+
+SCHEMA_VERSION: Final = 1
+
+_NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+
+# Statements run in order, in one transaction, on a database whose user_version is 0.
+_SCHEMA: Final[tuple[str, ...]] = (
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        system TEXT,
+        model TEXT,
+        summary TEXT,
+        summary_through_id INTEGER REFERENCES messages(id),
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        message TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX messages_by_session ON messages (session_id, id)",
+    """CREATE TABLE compactions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        at REAL NOT NULL,
+        tokens_before INTEGER NOT NULL,
+        tokens_after INTEGER NOT NULL,
+        messages_compacted INTEGER NOT NULL,
+        fallback_level TEXT NOT NULL,
+        summary TEXT,
+        summary_through_id INTEGER,
+        "trigger" TEXT NOT NULL,
+        record TEXT NOT NULL
+    )""",
+    "CREATE INDEX compactions_by_session ON compactions (session_id, id)",
+    """CREATE TABLE archive (
+        archive_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        message TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    # Append-only, enforced by the database itself, not only by this module's discipline.
+    """CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages
+       BEGIN SELECT RAISE(ABORT, 'messages are append-only: UPDATE is not allowed'); END""",
+    """CREATE TRIGGER messages_no_delete BEFORE DELETE ON messages
+       BEGIN SELECT RAISE(ABORT, 'messages are append-only: DELETE is not allowed'); END""",
+    """CREATE TRIGGER compactions_no_update BEFORE UPDATE ON compactions
+       BEGIN SELECT RAISE(ABORT, 'compaction history is append-only: UPDATE is not allowed'); END""",
+    """CREATE TRIGGER compactions_no_delete BEFORE DELETE ON compactions
+       BEGIN SELECT RAISE(ABORT, 'compaction history is append-only: DELETE is not allowed'); END""",
+)
+
+
+class SessionNotFound(KeyError):
+    """The session id is not in the store. A :class:`KeyError`, so ``except KeyError`` catches it.
+
+    >>> str(SessionNotFound("s1"))
+    "no session 's1' in this store (create it with create_session first)"
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return f"no session {self.session_id!r} in this store (create it with create_session first)"
+
+
+def _dumps(value: Any, what: str) -> str:
+    """``value`` as compact UTF-8 JSON, or a ValueError that names ``what`` could not be stored."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{what} is not JSON-serializable: {exc}") from exc
+
+
+def _loads_message(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):  # only dicts are ever written
+        raise sqlite3.DatabaseError(f"stored message is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _check_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+    return session_id
+
+
+class SQLiteSessionStore:
+    """A :class:`~compaction.store.SessionStore` in one SQLite file, safe across threads and processes.
+
+    ``path`` is a database file (created with its schema on first open) or ``":memory:"`` for a
+    private in-memory store. ``timeout`` is how long, in seconds, a write waits for another
+    writer (thread or process) before ``sqlite3.OperationalError: database is locked``.
+
+    >>> with SQLiteSessionStore(":memory:") as store:
+    ...     store.create_session("s1", system="You are terse.", model="gpt-4o")
+    ...     ids = store.append("s1", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    ...     entry = CompactionEntry(
+    ...         at=0.0, tokens_before=120, tokens_after=40, messages_compacted=1,
+    ...         fallback_level="full", summary="User said hi.", summary_through_id=ids[0],
+    ...     )
+    ...     store.save_compaction("s1", expected_through_id=None, new_through_id=ids[0],
+    ...                           summary="User said hi.", entry=entry)
+    ...     ctx = store.context("s1")
+    ...     (ctx.summary, [m.message["content"] for m in ctx.messages], len(store.messages("s1")))
+    True
+    ('User said hi.', ['hello'], 2)
+
+    Connections: one per thread for a file database. In WAL mode SQLite lets any number of
+    readers run beside the one writer, so separate connections let a thread read while another
+    writes or waits for the write lock (``BEGIN IMMEDIATE`` can wait up to ``timeout`` on another
+    process); a single connection behind a lock would stall every thread of the process behind
+    that wait. Connections of threads that have ended are closed when the next thread connects;
+    :meth:`close` closes them all. A ``":memory:"`` database lives inside one connection, so
+    there all threads share one connection behind a lock.
+
+    Errors: an unknown session id raises :class:`SessionNotFound` (a ``KeyError``); a message
+    that cannot be stored as JSON raises ``ValueError`` naming its index in the batch.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 30.0) -> None:
+        if timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout!r}")
+        self._path = os.fspath(path)
+        self._timeout = float(timeout)
+        self._memory = self._path in (":memory:", "")
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
+        self._pid = os.getpid()
+        self._closed = False
+        first = self._connect()
+        try:
+            self._ensure_schema(first)
+        except BaseException:
+            first.close()
+            raise
+        self._shared: sqlite3.Connection | None = first if self._memory else None
+        if not self._memory:
+            self._local.conn = first
+            self._connections[threading.current_thread()] = first
+
+    # -- connections and transactions -------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The database path as given (``":memory:"`` for an in-memory store)."""
+        return self._path
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; every transaction here is explicit.
+        # check_same_thread=False only so that close() can close every thread's connection; each
+        # connection is otherwise used by its own thread alone (or under the lock for :memory:).
+        conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if not self._memory:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(
+                        f"{self._path}: SQLite could not switch to WAL mode (journal_mode is {mode!r}); "
+                        "the file system may not support the shared memory WAL needs"
+                    )
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version == 0:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"{self._path}: session store schema version {version} is newer than this "
+                    f"library supports ({SCHEMA_VERSION}); upgrade compaction"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        if os.getpid() != self._pid:
+            # A forked child must not use its parent's connections: start afresh (the inherited
+            # ones are dropped, not closed, since closing them could disturb the parent's locks).
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._local = threading.local()
+            self._connections = {}
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        conn = self._connect()
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise sqlite3.ProgrammingError("the SQLiteSessionStore is closed")
+            for thread in [t for t in self._connections if not t.is_alive()]:
+                self._connections.pop(thread).close()
+            self._connections[threading.current_thread()] = conn
+        self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        if self._closed:
+            raise sqlite3.ProgrammingError("the SQLiteSessionStore is closed")
+        if self._shared is not None:
+            with self._lock:
+                if self._closed:
+                    raise sqlite3.ProgrammingError("the SQLiteSessionStore is closed")
+                yield self._shared
+        else:
+            yield self._thread_connection()
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        with self._connection() as conn:
+            conn.execute(begin)
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction that holds the database's write lock from its first statement."""
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: one consistent snapshot across several SELECTs."""
+        return self._transaction("BEGIN DEFERRED")
+
+    @staticmethod
+    def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise SessionNotFound(session_id)
+
+    def close(self) -> None:
+        """Close every connection of this store (idempotent). Do not call it while other threads
+        are still using the store."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+            if self._shared is not None:
+                connections.append(self._shared)
+        for conn in connections:
+            conn.close()
+
+    def __enter__(self) -> SQLiteSessionStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"SQLiteSessionStore({self._path!r}, {state})"
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
+        """Create the session if it does not exist (idempotent); update system/model when given
+        (``None`` leaves the stored value as it is)."""
+        _check_session_id(session_id)
+        system_json = None if system is None else _dumps(system, "system")
+        now = time.time()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, system, model, summary, summary_through_id, created_at, updated_at)"
+                " VALUES (?, ?, ?, NULL, NULL, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET"
+                "  system = COALESCE(excluded.system, sessions.system),"
+                "  model = COALESCE(excluded.model, sessions.model),"
+                "  updated_at = CASE WHEN excluded.system IS NULL AND excluded.model IS NULL"
+                "               THEN sessions.updated_at ELSE excluded.updated_at END",
+                (session_id, system_json, model, now, now),
+            )
+
+    def sessions(self) -> list[str]:
+        """Every session id, oldest session first."""
+        with self._connection() as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY created_at, id")]
+
+    def set_model(self, session_id: str, model: str) -> None:
+        """Record a model change: :meth:`context` returns the new model from now on, so the caller
+        re-derives the budget from the new model's window. Messages and summary are unchanged."""
+        _check_session_id(session_id)
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty str, got {model!r}")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?", (model, time.time(), session_id)
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append ``messages`` in one transaction and return their ids, in order.
+
+        Ids are assigned by the store, unique across the whole database and increasing in append
+        order. Stored messages are never rewritten or deleted. Raises :class:`SessionNotFound`,
+        ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
+        message that is not JSON-serializable (nothing of the batch is stored then).
+        """
+        _check_session_id(session_id)
+        if isinstance(messages, Mapping | str | bytes):
+            raise TypeError(f"messages must be a sequence of message dicts, got one {type(messages).__name__}")
+        rows: list[str] = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise TypeError(f"message {index} of the batch is a {type(message).__name__}, not a mapping")
+            rows.append(_dumps(dict(message), f"message {index} of the batch"))
+        now = time.time()
+        with self._write() as conn:
+            self._require_session(conn, session_id)
+            ids: list[int] = []
+            for text in rows:
+                cursor = conn.execute(
+                    "INSERT INTO messages (session_id, message, created_at) VALUES (?, ?, ?)",
+                    (session_id, text, now),
+                )
+                assert cursor.lastrowid is not None
+                ids.append(cursor.lastrowid)
+            if ids:
+                conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return ids
+
+    def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
+        """All messages of the session, or only those with an id above ``after_id``, oldest first.
+        Compaction never removes anything from this list."""
+        _check_session_id(session_id)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (session_id, 0 if after_id is None else after_id),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return [StoredMessage(id=row[0], message=_loads_message(row[1]), created_at=row[2]) for row in rows]
+
+    def context(self, session_id: str) -> SessionContext:
+        """The session's summary, system, model and the messages after ``summary_through_id``
+        (one consistent snapshot; messages at or before that id are not read at all)."""
+        _check_session_id(session_id)
+        with self._read() as conn:
+            head = conn.execute(
+                "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if head is None:
+                raise SessionNotFound(session_id)
+            system_json, model, summary, through = head
+            rows = conn.execute(
+                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (session_id, 0 if through is None else through),
+            ).fetchall()
+        return SessionContext(
+            session_id=session_id,
+            summary=summary,
+            summary_through_id=through,
+            messages=tuple(StoredMessage(id=r[0], message=_loads_message(r[1]), created_at=r[2]) for r in rows),
+            system=None if system_json is None else json.loads(system_json),
+            model=model,
+        )
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def save_compaction(
+        self,
+        session_id: str,
+        *,
+        expected_through_id: int | None,
+        new_through_id: int,
+        summary: str | None,
+        entry: CompactionEntry,
+        archive: Mapping[str, Mapping[str, Any]] = _NO_ARCHIVE,
+    ) -> bool:
+        """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
+
+        In one ``BEGIN IMMEDIATE`` transaction: compare ``summary_through_id`` with
+        ``expected_through_id`` (``None`` matches a session never compacted); if they differ,
+        another worker compacted first and the result is ``False`` with nothing changed. Otherwise
+        set the summary and ``summary_through_id = new_through_id``, add ``entry`` to the history
+        and ``archive`` (archive id -> original message) to the archive, and return ``True``.
+        An archive id that is already stored keeps its first message (``INSERT OR IGNORE``).
+
+        Caller errors raise instead of returning ``False`` (retrying could never succeed):
+        ``ValueError`` when ``new_through_id`` is not above ``expected_through_id``, is not a
+        message of this session, or differs from ``entry.summary_through_id``, or when the record
+        or an archived message is not JSON-serializable; :class:`SessionNotFound`.
+        """
+        _check_session_id(session_id)
+        if isinstance(new_through_id, bool) or not isinstance(new_through_id, int):
+            raise ValueError(f"new_through_id must be a message id (int), got {new_through_id!r}")
+        if expected_through_id is not None and new_through_id <= expected_through_id:
+            raise ValueError(
+                f"new_through_id {new_through_id} must be above expected_through_id {expected_through_id}: "
+                "a compaction only moves summary_through_id forward"
+            )
+        if entry.summary_through_id != new_through_id:
+            raise ValueError(
+                f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
+            )
+        record_json = _dumps(dict(entry.record), "entry.record")
+        archive_rows = [
+            (str(archive_id), session_id, _dumps(dict(message), f"archived message {archive_id!r}"))
+            for archive_id, message in archive.items()
+        ]
+        now = time.time()
+        with self._write() as conn:
+            head = conn.execute("SELECT summary_through_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if head is None:
+                raise SessionNotFound(session_id)
+            if head[0] != expected_through_id:
+                return False  # lost the race: another worker compacted first
+            owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (new_through_id,)).fetchone()
+            if owner is None or owner[0] != session_id:
+                where = "no message" if owner is None else f"a message of session {owner[0]!r}"
+                raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+            cursor = conn.execute(
+                "UPDATE sessions SET summary = ?, summary_through_id = ?, updated_at = ?"
+                " WHERE id = ? AND summary_through_id IS ?",
+                (summary, new_through_id, now, session_id, expected_through_id),
+            )
+            if cursor.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; never write on a lost CAS
+                raise sqlite3.DatabaseError(f"compare-and-swap on session {session_id!r} matched no row")
+            conn.execute(
+                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
+                ' fallback_level, summary, summary_through_id, "trigger", record)'
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    float(entry.at),
+                    int(entry.tokens_before),
+                    int(entry.tokens_after),
+                    int(entry.messages_compacted),
+                    str(entry.fallback_level),
+                    entry.summary,
+                    entry.summary_through_id,
+                    str(entry.trigger),
+                    record_json,
+                ),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO archive (archive_id, session_id, message, created_at) VALUES (?, ?, ?, ?)",
+                [(*row, now) for row in archive_rows],
+            )
+        return True
+
+    def history(self, session_id: str) -> list[CompactionEntry]:
+        """The session's compactions, oldest first."""
+        _check_session_id(session_id)
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
+                ' summary_through_id, "trigger", record FROM compactions WHERE session_id = ? ORDER BY id',
+                (session_id,),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return [
+            CompactionEntry(
+                at=row[0],
+                tokens_before=row[1],
+                tokens_after=row[2],
+                messages_compacted=row[3],
+                fallback_level=row[4],
+                summary=row[5],
+                summary_through_id=row[6],
+                record=json.loads(row[8]),
+                trigger=row[7],
+            )
+            for row in rows
+        ]
+
+    def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
+        """The archived original message stored under ``archive_id``, or ``None``.
+
+        Archive ids are global to the store; pass ``session_id`` to only find an id archived by
+        that session (recommended when sessions belong to different users).
+        """
+        with self._connection() as conn:
+            if session_id is None:
+                row = conn.execute("SELECT message FROM archive WHERE archive_id = ?", (archive_id,)).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT message FROM archive WHERE archive_id = ? AND session_id = ?", (archive_id, session_id)
+                ).fetchone()
+        return None if row is None else _loads_message(row[0])

@@ -1,0 +1,44 @@
+"""The two request shapes of LLM summarization, through litellm and real HTTP to the fake provider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from compaction import CompactionConfig, Compactor
+from compaction.summarizers.llm import LLMSummarizer
+from compaction.testing import FakeProvider
+
+CODING = json.loads((Path(__file__).resolve().parents[1] / "compaction" / "examples" / "coding_session.json").read_text())
+
+
+def _compactor(provider: FakeProvider, mode: str) -> Compactor:
+    summarizer = LLMSummarizer("openai/fake-summarizer", api_base=provider.openai_api_base, api_key="k")
+    config = CompactionConfig(window=200_000, summary_mode=mode, max_summary_tokens=1_000)  # type: ignore[arg-type]
+    return Compactor("gpt-4o", summarizer, config)
+
+
+async def test_conversation_mode_sends_the_agents_own_messages_as_the_prefix() -> None:
+    async with FakeProvider() as provider:
+        result = await _compactor(provider, "conversation").acompact(CODING)
+        sent = provider.completion_requests[0].body["messages"]
+    assert result.compacted
+    assert result.fallback_level == "full"
+    # Byte-identical prefix: the provider's prompt cache sees the agent's last request.
+    assert json.dumps(sent[: len(CODING)]) == json.dumps(CODING)
+    final = sent[-1]
+    assert final["role"] == "user"
+    assert "do not continue the task" in final["content"]
+    kept = len(CODING) - result.record["partition"]["tail_start"]  # the tail, widened to a safe cut
+    assert f"The last {kept} messages stay in context verbatim" in final["content"]
+
+
+async def test_rendered_mode_fences_tool_output_as_data() -> None:
+    async with FakeProvider() as provider:
+        result = await _compactor(provider, "rendered").acompact(CODING)
+        sent = provider.completion_requests[0].body["messages"]
+    assert result.compacted
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert "untrusted data" in json.dumps(sent[0])
+    assert "<<<TOOL_OUTPUT " in sent[1]["content"]
+    assert "<<<END_TOOL_OUTPUT " in sent[1]["content"]
