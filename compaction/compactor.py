@@ -81,6 +81,7 @@ class Compactor:
         self.model = model
         self.config = config or CompactionConfig()
         self.counter = counter or counter_for_model(model)
+        self.registry = registry
         self.guard = ContextWindowGuard(
             model,
             window=self.config.window,
@@ -347,6 +348,9 @@ async def areplay(
     from compaction.summarizers.scripted import ReplaySummarizer
 
     config = CompactionConfig.model_validate(record["config"])
+    if config.summarizer_window is None and record.get("summarizer_window"):
+        # The recorded run's summarizer set the chunk size through its own window: plan the same chunks.
+        config = config.model_copy(update={"summarizer_window": int(record["summarizer_window"])})
     compactor = Compactor(str(record["model"]), ReplaySummarizer(record), config)
     return await compactor.acompact(
         messages,

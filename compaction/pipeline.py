@@ -130,7 +130,8 @@ async def prepare(run: Run) -> Prepared:
     run.record["prune"] = [item.__dict__ for item in pruned.items]
     prepared.job = SummarizeJob(
         summarizer=run.summarizer,
-        config=config,
+        # failure_mode="trim" replaces the extractive fallback: a failed summarizer trims instead.
+        config=config.model_copy(update={"extractive_fallback": False}) if config.failure_mode == "trim" else config,
         count=run.counter.count_text,
         count_message=run.counter.count_message,
         previous_summary=previous_summary,
@@ -176,7 +177,7 @@ async def run_pipeline(run: Run) -> CompactionResult:
         block = SummaryBlock(body=note, compacted_messages=len(layout.zone))
         level = "trim"
     else:
-        block = _summary_block(run, messages, layout, zone, outcome)
+        block = _summary_block(run, messages, layout, zone, outcome, quote_tokens=config.max_summary_tokens // 2)
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
 
 
@@ -278,6 +279,7 @@ async def _plan(
     latencies), cut tool results to previews, then hand the oldest part to the offline extractive
     summarizer so the model sees only the newest ``max_chunks`` chunks."""
     window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
+    run.record["summarizer_window"] = window
     overhead = (
         run.counter.count_text(config.system_prompt + config.summary_prompt)
         + config.max_summary_tokens
@@ -323,7 +325,13 @@ async def _plan(
 
 
 def _summary_block(
-    run: Run, messages: Sequence[Message], layout: Partition, zone: Sequence[Message], outcome: SummaryOutcome
+    run: Run,
+    messages: Sequence[Message],
+    layout: Partition,
+    zone: Sequence[Message],
+    outcome: SummaryOutcome,
+    *,
+    quote_tokens: int,
 ) -> SummaryBlock:
     config = run.config
     if outcome.text is not None:
@@ -352,6 +360,8 @@ def _summary_block(
         last_request = "\n".join(p.text for p in request.parts if isinstance(p, TextPart)) or None
         if last_request and config.redact_secrets:
             last_request, _ = redact_secrets(last_request)
+        if last_request:
+            last_request = truncate_to_tokens(last_request, max(64, quote_tokens), run.counter.count_text)
     return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request)
 
 

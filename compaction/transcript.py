@@ -239,7 +239,8 @@ class Transcript(BaseModel):
 
 
 def derive_message_id(index: int, role: str, payload: Any) -> str:
-    """A stable id for a message that has none: from its position, role and content."""
+    """A stable id for a message that has none: from its position, role and whole content (tool calls
+    included), so two different messages at the same position never share an archive id."""
     digest = hashlib.sha1(usedforsecurity=False)
     digest.update(f"{index}\x00{role}\x00".encode())
     digest.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "replace"))

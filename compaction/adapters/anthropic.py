@@ -122,7 +122,7 @@ def _read_message(raw: Any, index: int, offset: int) -> Message:
     return Message(
         role=role,
         parts=parts,
-        id=str(own) if isinstance(own, str) and own else derive_message_id(index + offset, role_name, content),
+        id=str(own) if isinstance(own, str) and own else derive_message_id(index + offset, role_name, raw),
         pinned=raw.get("pinned") is True,
         content_form=form,
         extra=extra,

@@ -114,7 +114,7 @@ def _read_message(raw: Any, index: int) -> Message:
     return Message(
         role=role,
         parts=tuple(parts),
-        id=_own_id(raw) or derive_message_id(index, role_name, raw.get("content")),
+        id=_own_id(raw) or derive_message_id(index, role_name, raw),
         pinned=raw.get("pinned") is True,
         content_form=form,
         extra=extra,
@@ -144,7 +144,7 @@ def _read_tool_message(raw: Mapping[str, Any], index: int) -> Message:
     return Message(
         role="tool",
         parts=(result,),
-        id=_own_id(raw) or derive_message_id(index, "tool", [call_id, content]),
+        id=_own_id(raw) or derive_message_id(index, "tool", raw),
         pinned=raw.get("pinned") is True,
         content_form="string" if isinstance(content, str) else "parts",
         extra=extra,

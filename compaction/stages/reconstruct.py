@@ -104,17 +104,17 @@ def reconstruct(
             message = message.with_parts((*message.parts, TextPart(text="\n\n" + summary_text)))
             placed = True
         out.append(message)
+    rest = [messages[i] for i in partition.kept_middle] + list(messages[partition.tail_start :])
     if summary_text and not placed:
         role: Literal["user", "system"] = summary_role
-        out.append(
-            Message(
-                role=role,
-                parts=(TextPart(text=summary_text),),
-                id=derive_message_id(len(out), role, ["summary", summary_text]),
-                content_form="string",
-            )
+        # First of the rest, so alternation (when required) is restored around it too.
+        summary_message = Message(
+            role=role,
+            parts=(TextPart(text=summary_text),),
+            id=derive_message_id(len(out), role, ["summary", summary_text]),
+            content_form="string",
         )
-    rest = [messages[i] for i in partition.kept_middle] + list(messages[partition.tail_start :])
+        rest.insert(0, summary_message)
     for message in rest:
         if alternation and message.role != "system":
             previous = next((m for m in reversed(out) if m.role != "system"), None)

@@ -1,0 +1,881 @@
+"""``ContextManager``: the compaction middleware an agent loop calls around each model call.
+
+One agent loop, one manager::
+
+    cm = ContextManager(compactor, system=SYSTEM, messages=[{"role": "user", "content": task}])
+    while True:
+        await cm.before_turn()                      # compacts when the threshold is reached
+        response = await cm.complete(tools=TOOLS)   # litellm call with overflow recovery + usage
+        cm.append(assistant_message(response))
+        ...                                         # run the tool calls, cm.append(results)
+
+What it decides on. The context size is the provider's last reported usage while that is fresh
+(prompt + completion, cached tokens counted once; plus a local count of what was appended since),
+else a local count kept incrementally (each appended message is converted and counted once, so the
+check costs O(1) per turn however long the session). Usage reported before a compaction describes
+a context that no longer exists and is discarded when the context is replaced.
+
+Loops cannot happen. At most one automatic compaction per ``before_turn``; at most
+``max_consecutive_compactions`` automatic compactions without a successful model call in between
+(then a warning and a :class:`CompactionFailed` event); and after an automatic compaction that could
+not bring the context under the threshold, the next one waits until the context has grown by a
+tenth of the threshold, instead of re-running on every turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from compaction.adapters import to_canonical
+from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
+from compaction.middleware import _store
+from compaction.middleware.events import (
+    CompactionFailed,
+    CompactionFinished,
+    CompactionStarted,
+    EventHandler,
+    emit,
+    handlers_of,
+)
+from compaction.middleware.usage import UsageReport, parse_usage
+from compaction.result import CompactionResult, Trigger
+from compaction.store import CompactionEntry, SessionStore
+from compaction.tokens import REPLY_PRIMING, CalibratedCounter, TokenCounter, counter_for_model
+from compaction.transcript import Message
+
+__all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
+
+LOGGER = logging.getLogger("compaction.middleware")
+
+EventTrigger = Literal["threshold", "iterations", "manual", "overflow"]
+LOST_RACE = "another worker compacted this session first; its context was loaded instead"
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
+_OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+
+@dataclass(frozen=True)
+class ContextMeasure:
+    """How big the context is, and where the figure comes from.
+
+    ``source`` is ``"count"`` (local counter), ``"usage"`` (the provider's last reported usage plus
+    a local count of messages appended since) or ``"recount"`` (a provider recount after a
+    compaction). ``guard_tokens`` is the figure the window guard compares, with the safety margin
+    already applied to estimated parts when ``source`` is not ``"count"``.
+    """
+
+    tokens: int
+    exact: bool
+    source: str
+    guard_tokens: int
+
+
+@dataclass
+class _Reading:
+    tokens: int
+    generation: int
+    base_sum: int  # local (uncalibrated) tokens of the messages the reading already covers
+    expect_response: bool  # the next appended assistant message is the answer the reading includes
+    source: str
+
+
+def _message_format(message: Mapping[str, Any]) -> str | None:
+    role = message.get("role")
+    if role in ("system", "developer", "tool") or "tool_calls" in message or "tool_call_id" in message:
+        return "openai"
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind in _ANTHROPIC_BLOCKS:
+                return "anthropic"
+            if kind in _OPENAI_BLOCKS:
+                return "openai"
+    return None
+
+
+class ContextManager:
+    """Holds an agent's context and compacts it at the right moments.
+
+    ``compactor`` is the :class:`~compaction.Compactor` for the agent's model. ``system`` is the
+    system prompt, kept outside ``messages`` (sent as Anthropic's ``system`` for Anthropic-format
+    messages, else as a leading system message); a system message inside ``messages`` works too.
+    ``messages`` start the context (in store mode they are appended to the stored session).
+
+    Triggers: the compactor's threshold (fraction of the window or tokens; ``threshold=0`` turns
+    it off) and, with ``every_n_iterations``, every N turns (seed 000). ``keep_recent_iterations``
+    keeps that many turns (x 2 messages) verbatim. ``enabled=False`` in the config turns every
+    automatic compaction off; :meth:`compact_now` still works.
+
+    ``store`` (a :class:`~compaction.store.SessionStore`) makes the session durable: messages are
+    appended and never deleted, the summary and ``summary_through_id`` are saved with a
+    compare-and-swap, and the context is rebuilt from the store. ``on_event`` receives
+    :class:`CompactionStarted` / :class:`CompactionFinished` / :class:`CompactionFailed` (sync or async
+    callables, or a list). ``recount`` (e.g. a :class:`~compaction.provider_counter.ProviderTokenCounter`)
+    sets the context size after a compaction (seed 002's recount).
+
+    >>> import asyncio
+    >>> from compaction import Compactor, CompactionConfig
+    >>> cm = ContextManager(Compactor("gpt-4o", config=CompactionConfig(keep_recent_messages=2)))
+    >>> cm.append({"role": "user", "content": "Fix the failing test in tests/test_money.py"})
+    >>> asyncio.run(cm.before_turn()) is None  # far below the threshold
+    True
+    >>> cm.record_usage({"prompt_tokens": 40, "completion_tokens": 12}).context_tokens
+    52
+    >>> asyncio.run(cm.compact_now()).reason
+    'not enough messages to compact'
+    """
+
+    def __init__(
+        self,
+        compactor: Compactor,
+        *,
+        session_id: str = "default",
+        system: Any = None,
+        messages: Sequence[Mapping[str, Any]] = (),
+        store: SessionStore | None = None,
+        every_n_iterations: int | None = None,
+        keep_recent_iterations: int | None = None,
+        max_consecutive_compactions: int = 3,
+        on_event: EventHandler | Sequence[EventHandler] | None = None,
+        logger: logging.Logger | None = None,
+        recount: TokenCounter | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        if every_n_iterations is not None and every_n_iterations < 1:
+            raise ValueError(f"every_n_iterations must be >= 1, got {every_n_iterations}")
+        if keep_recent_iterations is not None and keep_recent_iterations < 0:
+            raise ValueError(f"keep_recent_iterations must be >= 0, got {keep_recent_iterations}")
+        if max_consecutive_compactions < 1:
+            raise ValueError(f"max_consecutive_compactions must be >= 1, got {max_consecutive_compactions}")
+        self.compactor = compactor
+        self.session_id = session_id
+        self.store = store
+        self.every_n_iterations = every_n_iterations
+        self.keep_recent_iterations = keep_recent_iterations
+        self.max_consecutive_compactions = max_consecutive_compactions
+        self.recount = recount
+        self.logger = logger or LOGGER
+        self._handlers = handlers_of(on_event)
+        self.iteration = 0
+        """``before_turn`` calls so far (turn numbers start at 1)."""
+        self.last_result: CompactionResult | None = None
+        self.last_outcome: CompletionOutcome | None = None
+        self._lock = asyncio.Lock()
+        self._history: list[CompactionEntry] = []
+        self._streak = 0
+        self._cap_reported = False
+        self._wait_until: int | None = None
+        self._generation = 0
+        self._reading: _Reading | None = None
+        self._turn_mark = 0
+        self._messages: list[dict[str, Any]] = []
+        self._ids: list[int | None] = []
+        self._canon: list[Message] = []
+        self._counts: list[int] = []
+        self._sum = 0
+        self._format: str | None = None
+        self._summary: str | None = None
+        self._through_id: int | None = None
+        self.system = system
+        self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
+        self._work = self._derive(compactor)
+        self._refresh_fixed()
+        if store is not None:
+            store.create_session(session_id, system=system, model=compactor.model)
+            if messages:
+                for m in messages:
+                    self._to_canonical(m)  # invalid input fails before anything is stored
+                store.append(session_id, [dict(m) for m in messages])
+            self._load_from_store()
+        else:
+            initial = [dict(m) for m in messages]
+            self._replace(initial, [None] * len(initial))
+
+    # --- the context ---------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The current context (provider format, without a separate system prompt); a copy."""
+        return list(self._messages)
+
+    @property
+    def message_ids(self) -> list[int | None]:
+        """Store ids of :attr:`messages` (None for the summary and non-stored messages)."""
+        return list(self._ids)
+
+    @property
+    def summary(self) -> str | None:
+        """Store mode: the stored summary (the text between the markers), else None."""
+        return self._summary
+
+    @property
+    def summary_through_id(self) -> int | None:
+        """Store mode: the id of the last stored message the summary covers."""
+        return self._through_id
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Tool schemas counted with the context and passed to the model by :meth:`complete`."""
+        return list(self._tools)
+
+    @property
+    def work_compactor(self) -> Compactor:
+        """The compactor actually used (``compactor`` with the manager's overrides applied)."""
+        return self._work
+
+    def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the tool schemas (they count toward the context size)."""
+        new = [dict(t) for t in tools]
+        if new != self._tools:
+            self._tools = new
+            self._refresh_fixed()
+
+    def append(self, *messages: Mapping[str, Any]) -> None:
+        """Append messages to the context (and to the store). Each is converted and counted once."""
+        if not messages:
+            return
+        canon = [self._to_canonical(m) for m in messages]
+        copies = [dict(m) for m in messages]
+        ids: list[int | None] = list(self.store.append(self.session_id, copies)) if self.store else [None] * len(copies)
+        base = self._base
+        reading = self._reading
+        for message, canonical, store_id in zip(copies, canon, ids, strict=True):
+            count = base.count_message(canonical)
+            self._messages.append(message)
+            self._ids.append(store_id)
+            self._canon.append(canonical)
+            self._counts.append(count)
+            self._sum += count
+            self._note_format(message)
+            if reading is not None and reading.expect_response:
+                reading.expect_response = False
+                if message.get("role") == "assistant":
+                    reading.base_sum += count  # the answer is in the reported completion tokens
+
+    def history(self) -> list[CompactionEntry]:
+        """Compactions of this session, oldest first (from the store in store mode)."""
+        if self.store is not None:
+            return self.store.history(self.session_id)
+        return list(self._history)
+
+    def reload(self) -> None:
+        """Store mode: rebuild the context from the store (summary + messages after the through id)."""
+        if self.store is None:
+            raise RuntimeError("reload() needs a store")
+        self._load_from_store()
+
+    # --- measuring -----------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> int:
+        """The local count of the whole request: system prompt, messages and tool schemas."""
+        inner = self._sum + self._system_inner
+        if self._messages or self.system is not None:
+            inner += REPLY_PRIMING
+        return self._scale(inner) + self._scale(self._tools_inner)
+
+    def measure(self) -> ContextMeasure:
+        """The context size the next decision uses (fresh provider usage when there is one)."""
+        exact = self._work.counter.exact
+        reading = self._reading
+        if reading is None or reading.generation != self._generation:
+            tokens = self.tokens
+            return ContextMeasure(tokens, exact, "count", tokens)
+        delta = self._scale(max(0, self._sum - reading.base_sum))
+        tokens = reading.tokens + delta
+        if delta == 0 or exact:
+            return ContextMeasure(tokens, True, reading.source, tokens)
+        guard = reading.tokens + math.ceil(delta * self._work.guard.safety_margin)
+        return ContextMeasure(tokens, False, reading.source, guard)
+
+    def decision(self) -> CompactionDecision:
+        """The window guard's decision on :meth:`measure` (never calls a model)."""
+        return self._decide(self.measure())
+
+    def _decide(self, measure: ContextMeasure) -> CompactionDecision:
+        if measure.source == "count":
+            return self._work.decide(measure.tokens, exact=measure.exact)
+        return self._work.decide(measure.guard_tokens, exact=True)
+
+    # --- usage ---------------------------------------------------------------------------
+
+    def record_usage(self, usage: Any) -> UsageReport | None:
+        """Record a response's usage (OpenAI/litellm or Anthropic shape, or the whole response).
+
+        Context tokens = prompt + completion, cached reads counted once. Counts as a successful
+        model call. Calibrates the compactor's counter when it is a :class:`CalibratedCounter`.
+        """
+        report = parse_usage(usage)
+        if report is None:
+            self.logger.debug("record_usage: no token figures found in %r", type(usage).__name__)
+            return None
+        self._model_call_succeeded()
+        self._record(report)
+        return report
+
+    def _record(self, report: UsageReport) -> None:
+        appended = len(self._messages) > self._turn_mark and self._messages[-1].get("role") == "assistant"
+        counter = self._work.counter
+        if isinstance(counter, CalibratedCounter) and report.prompt_tokens > 0:
+            request = self._sum - (self._counts[-1] if appended else 0) + self._system_inner + REPLY_PRIMING
+            counter.record_usage(request + self._tools_inner, report.prompt_tokens)
+        self._reading = _Reading(
+            tokens=report.context_tokens,
+            generation=self._generation,
+            base_sum=self._sum,
+            expect_response=not appended,
+            source="usage",
+        )
+
+    def _model_call_succeeded(self) -> None:
+        self._streak = 0
+        self._cap_reported = False
+
+    # --- the turn ------------------------------------------------------------------------
+
+    async def before_turn(self) -> CompactionResult | None:
+        """Call before each model call. Compacts (at most once) when a trigger fires and returns
+        the result; None when nothing was attempted."""
+        self.iteration += 1
+        try:
+            return await self._before_turn()
+        finally:
+            self._turn_mark = len(self._messages)
+
+    async def _before_turn(self) -> CompactionResult | None:
+        config = self._work.config
+        if not self._messages or not config.enabled:
+            return None
+        done = self.iteration - 1
+        periodic = self.every_n_iterations is not None and done > 0 and done % self.every_n_iterations == 0
+        measure = self.measure()
+        decision = self._decide(measure)
+        by_tokens = config.threshold != 0 and decision.should_compact
+        if not periodic and not by_tokens:
+            self._streak = 0
+            self._cap_reported = False
+            self._wait_until = None
+            return None
+        trigger: EventTrigger = "iterations" if periodic else "threshold"
+        if not periodic and self._wait_until is not None and decision.effective_tokens < self._wait_until:
+            self.logger.debug(
+                "Compaction: waiting - the last compaction could not get under the threshold; "
+                "next attempt at %s effective tokens (now %s)",
+                f"{self._wait_until:,}",
+                f"{decision.effective_tokens:,}",
+            )
+            return None
+        if self._streak >= self.max_consecutive_compactions:
+            error = (
+                f"{self._streak} automatic compactions in a row without a successful model call "
+                f"(max_consecutive_compactions={self.max_consecutive_compactions}); not compacting again "
+                "until the model answers"
+            )
+            if not self._cap_reported:
+                self._cap_reported = True
+                self.logger.warning("Compaction skipped: %s", error)
+                await emit(self._handlers, CompactionFailed(self.session_id, trigger, error), self.logger)
+            return None
+        self._streak += 1
+        async with self._lock:
+            return await self._compact(trigger, measure, decision)
+
+    async def compact_now(self, instructions: str | None = None) -> CompactionResult:
+        """Compact now (seed 004's ``/compact [focus]``), whatever the thresholds say.
+
+        Returns a result with ``compacted=False`` and a reason (e.g. "not enough messages to
+        compact") when there is nothing to do; raises when the compaction itself fails."""
+        measure = self.measure()
+        decision = self._decide(measure)
+        async with self._lock:
+            result = await self._compact("manual", measure, decision, instructions)
+        if result is None:  # pragma: no cover - manual compactions raise instead
+            raise RuntimeError("manual compaction produced no result")
+        if result.compacted:
+            self._streak = 0
+            self._cap_reported = False
+            self._wait_until = None
+        return result
+
+    async def complete(self, call: Any = None, **kwargs: Any) -> Any:
+        """Call the model with the current context and overflow recovery; returns the response.
+
+        Delegates to :meth:`Compactor.complete` (``call(messages, system)``, default
+        ``litellm.acompletion`` with the compactor's model and ``kwargs``; ``tools=`` are kept for
+        counting). When the recovery compacted, the context becomes the compacted one (and is saved
+        to the store). Nothing is appended: append the answer yourself. Usage is recorded."""
+        tools = kwargs.pop("tools", None)
+        if tools is not None:
+            self.set_tools(tools)
+        request, system, prepended = self._request(self._messages)
+        tokens_before = self.measure().tokens
+        self._turn_mark = len(self._messages)
+        outcome = await self._work.complete(request, system=system, call=call, tools=self._tools, **kwargs)
+        self.last_outcome = outcome
+        if outcome.compactions or outcome.truncated_tool_results:
+            async with self._lock:
+                await self._apply_recovery(outcome, prepended, tokens_before, len(request))
+        self._model_call_succeeded()
+        report = parse_usage(outcome.response)
+        if report is not None:
+            self._record(report)
+        return outcome.response
+
+    # --- model changes -------------------------------------------------------------------
+
+    def set_model(self, model: str, *, counter: TokenCounter | None = None, window: int | None = None) -> None:
+        """Switch the agent's model mid-session: the window, budget and threshold are re-derived
+        from the new model (``window`` overrides the lookup), the context is re-counted with the
+        new model's counter, and usage reported for the old model is dropped."""
+        old = self.compactor
+        config = old.config.model_copy(update={"window": window})
+        self.compactor = Compactor(
+            model,
+            old.summarizer,
+            config,
+            counter=counter or counter_for_model(model),
+            registry=getattr(old, "registry", None),
+        )
+        self._work = self._derive(self.compactor)
+        self._refresh_fixed()
+        base = self._base
+        self._counts = [base.count_message(m) for m in self._canon]
+        self._sum = sum(self._counts)
+        self._invalidate()
+        self._streak = 0
+        self._cap_reported = False
+        self._wait_until = None
+        if self.store is not None:
+            self.store.set_model(self.session_id, model)
+        guard = self._work.guard
+        threshold = f"{guard.threshold_tokens:,}" if guard.threshold_tokens is not None else "off"
+        self.logger.info(
+            "Model changed to %s: window %s, budget %s, threshold %s (context now %s tokens)",
+            model,
+            f"{guard.window:,}",
+            f"{guard.budget:,}",
+            threshold,
+            f"{self.tokens:,}",
+        )
+
+    # --- compaction ----------------------------------------------------------------------
+
+    async def _compact(
+        self,
+        trigger: EventTrigger,
+        measure: ContextMeasure,
+        decision: CompactionDecision,
+        instructions: str | None = None,
+    ) -> CompactionResult | None:
+        manual = trigger == "manual"
+        threshold = self.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
+        messages_before = len(self._messages)
+        await emit(
+            self._handlers,
+            CompactionStarted(self.session_id, trigger, measure.tokens, threshold, messages_before),
+            self.logger,
+        )
+        self.logger.info("%s", self._start_line(trigger, measure, threshold, decision))
+        started = time.perf_counter()
+        acompact_trigger: Trigger = "manual" if manual else "threshold"
+        try:
+            if self.store is not None:
+                result = await self._compact_stored(acompact_trigger, trigger, measure, instructions)
+            else:
+                result = await self._compact_memory(acompact_trigger, instructions)
+        except Exception as exc:
+            if not manual:
+                self._wait_for_growth(decision.effective_tokens)
+            self.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
+            event = CompactionFailed(self.session_id, trigger, f"{type(exc).__name__}: {exc}", exc)
+            await emit(self._handlers, event, self.logger)
+            if manual:
+                raise
+            return None
+        self.last_result = result
+        if not result.compacted:
+            if not manual:
+                self._wait_for_growth(decision.effective_tokens)
+            if result.reason == LOST_RACE:
+                self.logger.warning("Compaction not applied: %s", result.reason)
+            else:
+                self.logger.info("Compaction: nothing compacted - %s", result.reason)
+            await emit(self._handlers, CompactionFailed(self.session_id, trigger, result.reason), self.logger)
+            return result
+        await self._after_compaction()
+        after = self.measure()
+        self._report(trigger, result, measure, after, messages_before, time.perf_counter() - started)
+        if self.store is None:
+            self._history.append(self._entry(result, trigger, measure.tokens, after.tokens, None))
+        finished = self._finished(trigger, result, measure.tokens, after.tokens, messages_before)
+        await emit(self._handlers, finished, self.logger)
+        post = self._decide(after)
+        if not manual and self._work.config.threshold != 0 and post.should_compact:
+            self._wait_for_growth(post.effective_tokens)
+        else:
+            self._wait_until = None
+        return result
+
+    async def _compact_memory(self, trigger: Trigger, instructions: str | None) -> CompactionResult:
+        request, system, prepended = self._request(self._messages)
+        result = await self._work.acompact(request, instructions, system=system, tools=self._tools, trigger=trigger)
+        if result.compacted:
+            self._adopt(result.messages, result.system, prepended)
+        return result
+
+    async def _compact_stored(
+        self, trigger: Trigger, event_trigger: EventTrigger, measure: ContextMeasure, instructions: str | None
+    ) -> CompactionResult:
+        assert self.store is not None
+        stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
+        ids = [i for _, i in stored]
+        request, system, _ = self._request([m for m, _ in stored])
+        config = self._work.config
+        previous = _store.previous_summary_body(self._summary, config) if self._summary else None
+        result = await self._work.acompact(
+            request, instructions, system=system, previous_summary=previous, tools=self._tools, trigger=trigger
+        )
+        if not result.compacted:
+            return result
+        through = _store.through_from_archive(request, system, ids, result)
+        if through is None:
+            return replace(result, compacted=False, reason="the compaction summarized no stored message")
+        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
+        return self._save(result, through, inner, event_trigger, measure.tokens, result.archive)
+
+    def _save(
+        self,
+        result: CompactionResult,
+        through: int,
+        inner: str,
+        trigger: str,
+        tokens_before: int,
+        archive: Mapping[str, Mapping[str, Any]],
+    ) -> CompactionResult:
+        assert self.store is not None
+        entry = self._entry(result, trigger, tokens_before, result.tokens_after, through, summary=inner)
+        saved = self.store.save_compaction(
+            self.session_id,
+            expected_through_id=self._through_id,
+            new_through_id=through,
+            summary=inner,
+            entry=entry,
+            archive=archive,
+        )
+        self._load_from_store()
+        if not saved:
+            return replace(result, compacted=False, reason=LOST_RACE)
+        return result
+
+    async def _apply_recovery(
+        self, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
+    ) -> None:
+        """Adopt what overflow recovery sent, report each of its compactions."""
+        final = list(outcome.messages[1:] if prepended and outcome.messages else outcome.messages)
+        messages_before = len(self._messages)
+        if self.store is not None:
+            if outcome.compactions:
+                stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
+                through = _store.through_from_suffix(final, stored)
+                inner = _store.summary_block_text(final, self._work.config)
+                last = outcome.compactions[-1]
+                if through is not None and inner is not None:
+                    archive: dict[str, Mapping[str, Any]] = {}
+                    for compaction in outcome.compactions:
+                        archive.update(compaction.archive)
+                    merged = replace(
+                        last,
+                        tokens_before=outcome.compactions[0].tokens_before,
+                        messages_removed=sum(r.messages_removed for r in outcome.compactions),
+                    )
+                    if not self._save(merged, through, inner, "overflow", tokens_before, archive).compacted:
+                        self.logger.warning("Compaction not applied: %s", LOST_RACE)
+            else:
+                self.logger.warning(
+                    "Overflow recovery truncated tool results for this call only; the store keeps the originals"
+                )
+        else:
+            self._adopt(final, outcome.system, prepended=False)
+        if outcome.compactions:
+            await self._after_compaction()
+        after = self.measure()
+        previous_len = request_len
+        for result in outcome.compactions:
+            start_event = CompactionStarted(
+                self.session_id, "overflow", result.tokens_before, result.budget, previous_len
+            )
+            await emit(self._handlers, start_event, self.logger)
+            before = ContextMeasure(result.tokens_before, result.exact_counts, "count", result.tokens_before)
+            done = ContextMeasure(result.tokens_after, result.exact_counts, "count", result.tokens_after)
+            self._report(
+                "overflow", result, before, done, previous_len, result.duration_s, messages_after=len(result.messages)
+            )
+            if self.store is None:
+                self._history.append(self._entry(result, "overflow", result.tokens_before, result.tokens_after, None))
+            finished = self._finished("overflow", result, result.tokens_before, result.tokens_after, previous_len)
+            await emit(self._handlers, finished, self.logger)
+            previous_len = len(result.messages)
+        if outcome.compactions:
+            self.logger.info(
+                "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
+                messages_before,
+                len(self._messages),
+                f"{after.tokens:,}",
+                f"{tokens_before:,}",
+            )
+
+    async def _after_compaction(self) -> None:
+        """Seed 002's recount: ask the provider for the exact size of the new context."""
+        if self.recount is None:
+            return
+        canon = list(self._canon)
+        if self.system is not None:
+            canon.insert(0, self._system_message())
+        try:
+            tokens = await asyncio.to_thread(self.recount.count_messages, canon)
+        except Exception as exc:
+            self.logger.warning("Recount after compaction failed: %s; using the local count", exc)
+            return
+        tokens += self._scale(self._tools_inner)
+        self._reading = _Reading(tokens, self._generation, self._sum, expect_response=False, source="recount")
+
+    def _wait_for_growth(self, effective_tokens: int) -> None:
+        guard = self._work.guard
+        point = guard.threshold_tokens if guard.threshold_tokens is not None else guard.budget
+        self._wait_until = effective_tokens + max(1, min(point, guard.budget) // 10)
+
+    # --- reporting -----------------------------------------------------------------------
+
+    def _start_line(
+        self, trigger: EventTrigger, measure: ContextMeasure, threshold: int | None, decision: CompactionDecision
+    ) -> str:
+        if measure.source == "count":
+            size = f"{measure.tokens:,} tokens" if measure.exact else f"estimated ~{measure.tokens:,} tokens"
+        elif measure.source == "recount":
+            size = f"{measure.tokens:,} tokens (provider recount)"
+        else:
+            extra = "" if measure.exact else " plus local estimates"
+            size = f"~{measure.tokens:,} tokens (provider-reported usage{extra})"
+        if trigger == "iterations":
+            why = f"iteration {self.iteration - 1} (every {threshold})"
+        elif trigger == "manual":
+            why = "manual request"
+        else:
+            point = decision.budget if threshold is None else min(threshold, decision.budget)
+            why = f"threshold {point:,}"
+        planned = self._planned_zone()
+        what = f"compacting {planned} messages" if planned else "compacting"
+        return f"Compaction: {size}, {why} - {what}"
+
+    def _report(
+        self,
+        trigger: EventTrigger,
+        result: CompactionResult,
+        before: ContextMeasure,
+        after: ContextMeasure,
+        messages_before: int,
+        seconds: float,
+        *,
+        messages_after: int | None = None,
+    ) -> None:
+        summary_tokens = self._work.counter.count_text(result.summary) if result.summary else 0
+        kind = "" if before.exact and after.exact else "estimated "
+        self.logger.info(
+            "Compaction: summarized %s messages into ~%s tokens, freed ~%s %stokens (%s -> %s, %s summary, %.2fs)",
+            result.messages_removed,
+            f"{summary_tokens:,}",
+            f"{max(0, before.tokens - after.tokens):,}",
+            kind,
+            f"{before.tokens:,}",
+            f"{after.tokens:,}",
+            result.fallback_level,
+            seconds,
+        )
+        count_after = len(self._messages) if messages_after is None else messages_after
+        self.logger.info("Context compacted: %s messages -> %s messages", messages_before, count_after)
+        if result.fallback_level not in ("none", "full"):
+            outcome = result.record.get("outcome")
+            reason = outcome.get("reason") if isinstance(outcome, Mapping) else None
+            self.logger.warning("Compaction fell back to %s: %s", result.fallback_level, reason or result.reason)
+
+    def _finished(
+        self, trigger: EventTrigger, result: CompactionResult, before: int, after: int, messages_before: int
+    ) -> CompactionFinished:
+        return CompactionFinished(
+            session_id=self.session_id,
+            trigger=trigger,
+            tokens_before=before,
+            tokens_after=after,
+            tokens_saved=max(0, before - after),
+            messages_compacted=result.messages_removed,
+            fallback_level=result.fallback_level,
+            messages_before=messages_before,
+            messages_after=len(self._messages) if trigger != "overflow" else len(result.messages),
+            result=result,
+        )
+
+    def _entry(
+        self,
+        result: CompactionResult,
+        trigger: str,
+        before: int,
+        after: int,
+        through: int | None,
+        *,
+        summary: str | None = None,
+    ) -> CompactionEntry:
+        return CompactionEntry(
+            at=time.time(),
+            tokens_before=before,
+            tokens_after=after,
+            messages_compacted=result.messages_removed,
+            fallback_level=result.fallback_level,
+            summary=summary if summary is not None else result.summary,
+            summary_through_id=through,
+            record=result.record,
+            trigger=trigger,
+        )
+
+    def _planned_zone(self) -> int | None:
+        """How many messages the compaction will take (the protect stage's partition)."""
+        try:
+            import numpy as np
+
+            from compaction.stages.protect import partition
+
+            rows = list(zip(self._canon, self._counts, self._ids, strict=True))
+            if self.store is not None:
+                rows = [row for row in rows if row[2] is not None]
+            config = self._work.config
+            layout = partition(
+                [m for m, _, _ in rows],
+                np.array([c for _, c, _ in rows], dtype=np.int64),
+                keep_recent_messages=config.keep_recent_messages,
+                keep_recent_tokens=config.keep_recent_tokens,
+                protect_first_user=config.protect_first_user_message,
+            )
+            return len(layout.zone)
+        except Exception:  # an estimate for a log line only
+            return None
+
+    # --- internals -----------------------------------------------------------------------
+
+    @property
+    def _base(self) -> TokenCounter:
+        counter = self._work.counter
+        return counter.inner if isinstance(counter, CalibratedCounter) else counter
+
+    def _scale(self, tokens: int) -> int:
+        counter = self._work.counter
+        if isinstance(counter, CalibratedCounter):
+            return math.ceil(round(tokens * counter.ratio, 6))
+        return tokens
+
+    def _derive(self, base: Compactor) -> Compactor:
+        updates: dict[str, Any] = {}
+        if self.keep_recent_iterations is not None:
+            updates["keep_recent_messages"] = 2 * self.keep_recent_iterations
+        if self.store is not None:
+            # The zone must be a prefix of the stored messages (see compaction.middleware._store).
+            updates["protect_first_user_message"] = False
+            updates["summary_placement"] = "message"
+        if all(getattr(base.config, key) == value for key, value in updates.items()):
+            return base
+        return Compactor(
+            base.model,
+            base.summarizer,
+            base.config.model_copy(update=updates),
+            counter=base.counter,
+            registry=getattr(base, "registry", None),
+        )
+
+    def _system_message(self) -> Message:
+        return to_canonical([], self.system).messages[0]
+
+    def _refresh_fixed(self) -> None:
+        base = self._base
+        self._system_inner = base.count_message(self._system_message()) if self.system is not None else 0
+        self._tools_inner = base.count_tools(self._tools) if self._tools else 0
+
+    @staticmethod
+    def _to_canonical(message: Mapping[str, Any]) -> Message:
+        if not isinstance(message, Mapping):
+            raise TypeError(f"a message must be a mapping, got {type(message).__name__}")
+        return to_canonical([message]).messages[0]
+
+    def _note_format(self, message: Mapping[str, Any]) -> None:
+        if self._format is None:
+            self._format = _message_format(message)
+
+    def _request(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], Any, bool]:
+        """(messages, system, prepended) as sent to the compactor: the system prompt goes separately
+        for Anthropic-format messages, else as a leading system message."""
+        out = list(messages)
+        if self.system is None:
+            return out, None, False
+        if self._format == "anthropic":
+            return out, self.system, False
+        return [{"role": "system", "content": self.system}, *out], None, True
+
+    def _adopt(self, messages: Sequence[Mapping[str, Any]], system: Any, prepended: bool) -> None:
+        out = [dict(m) for m in messages]
+        if prepended and out and out[0].get("role") == "system":
+            out = out[1:]
+        if self._format == "anthropic" and self.system is not None and system is not None:
+            self.system = system
+            self._refresh_fixed()
+        self._replace(out, [None] * len(out))
+
+    def _replace(self, messages: list[dict[str, Any]], ids: list[int | None]) -> None:
+        canon = [self._to_canonical(m) for m in messages]
+        base = self._base
+        self._messages, self._ids, self._canon = messages, ids, canon
+        self._counts = [base.count_message(m) for m in canon]
+        self._sum = sum(self._counts)
+        self._format = None
+        for message in messages:
+            self._note_format(message)
+            if self._format is not None:
+                break
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._reading = None
+        self._turn_mark = len(self._messages)
+
+    def _load_from_store(self) -> None:
+        assert self.store is not None
+        context = self.store.context(self.session_id)
+        if self.system is None and context.system is not None:
+            self.system = context.system
+            self._refresh_fixed()
+        self._summary = context.summary
+        self._through_id = context.summary_through_id
+        stored = [dict(s.message) for s in context.messages]
+        messages: list[dict[str, Any]] = []
+        ids: list[int | None] = []
+        if context.summary:
+            config = self._work.config
+            messages.append(_store.summary_message(context.summary, config))
+            ids.append(None)
+            fmt = self._format or next((f for f in map(_message_format, stored) if f), None)
+            alternation = config.ensure_alternation if config.ensure_alternation is not None else fmt == "anthropic"
+            if alternation and stored and stored[0].get("role") in ("user", "tool"):
+                messages.append({"role": "assistant", "content": config.acknowledgement})
+                ids.append(None)
+        messages.extend(stored)
+        ids.extend(s.id for s in context.messages)
+        self._replace(messages, ids)
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextManager(session_id={self.session_id!r}, model={self._work.model!r}, "
+            f"messages={len(self._messages)}, tokens={self.tokens}, iteration={self.iteration})"
+        )

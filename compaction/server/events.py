@@ -1,0 +1,174 @@
+"""Per-session compaction events and their server-sent-events encoding.
+
+An :class:`EventBus` lives in the server's event loop. Publishing never blocks: every subscriber
+has a bounded queue, and a subscriber that falls behind loses its oldest events (the SSE ``id``
+lets it notice the gap and re-read the history). Each session keeps its last events in a small
+ring buffer so a client that reconnects with ``Last-Event-ID`` receives what it missed.
+
+Wire format (one event)::
+
+    id: 7
+    event: compaction.finished
+    data: {"session_id": "s1", "tokens_before": 23775, "tokens_after": 4959, ...}
+
+Heartbeats are SSE comments (``: heartbeat``), which every SSE client ignores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = [
+    "COMPACTION_FAILED",
+    "COMPACTION_FINISHED",
+    "COMPACTION_STARTED",
+    "Event",
+    "EventBus",
+    "EventType",
+    "comment",
+]
+
+EventType = Literal["compaction.started", "compaction.finished", "compaction.failed"]
+COMPACTION_STARTED: Final = "compaction.started"
+COMPACTION_FINISHED: Final = "compaction.finished"
+COMPACTION_FAILED: Final = "compaction.failed"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One published event; ``id`` increases across the whole server process."""
+
+    id: int
+    type: EventType
+    session_id: str
+    data: Mapping[str, Any]
+    at: float = field(default_factory=time.time)
+
+    def encode(self) -> bytes:
+        """The event as one SSE frame (``data`` is a single line of JSON)."""
+        payload = json.dumps(dict(self.data), ensure_ascii=False, separators=(",", ":"))
+        return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
+
+
+def comment(text: str) -> bytes:
+    """An SSE comment frame (ignored by clients; keeps proxies from closing an idle stream)."""
+    return f": {text}\n\n".encode()
+
+
+class _Subscriber:
+    def __init__(self, maxsize: int) -> None:
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
+        self.dropped = 0
+
+    def offer(self, event: Event | None) -> None:
+        while True:
+            try:
+                self.queue.put_nowait(event)
+                return
+            except asyncio.QueueFull:  # a slow reader loses its oldest event, never blocks the publisher
+                self.queue.get_nowait()
+                self.dropped += 1
+
+
+class EventBus:
+    """Fan-out of compaction events to the SSE streams of each session.
+
+    Use it from the event loop's thread only (publishing from a worker thread goes through
+    ``loop.call_soon_threadsafe``). :meth:`close` ends every open stream, which is what a graceful
+    shutdown needs: long-lived SSE connections would otherwise keep the server waiting.
+    """
+
+    def __init__(self, *, history: int = 64, queue_size: int = 256, max_sessions: int = 10_000) -> None:
+        self._ids = itertools.count(1)
+        self._history: dict[str, deque[Event]] = {}
+        self._history_size = history
+        self._max_sessions = max_sessions
+        self._subscribers: dict[str, set[_Subscriber]] = {}
+        self._queue_size = queue_size
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def subscriber_count(self, session_id: str | None = None) -> int:
+        if session_id is not None:
+            return len(self._subscribers.get(session_id, ()))
+        return sum(len(s) for s in self._subscribers.values())
+
+    def publish(self, session_id: str, type: EventType, data: Mapping[str, Any]) -> Event:
+        event = Event(id=next(self._ids), type=type, session_id=session_id, data=data)
+        ring = self._history.get(session_id)
+        if ring is None:
+            if len(self._history) >= self._max_sessions:  # forget the session that was idle longest
+                self._history.pop(next(iter(self._history)))
+            ring = self._history[session_id] = deque(maxlen=self._history_size)
+        else:  # most recently used sessions last
+            self._history[session_id] = self._history.pop(session_id)
+        ring.append(event)
+        for subscriber in self._subscribers.get(session_id, ()):
+            subscriber.offer(event)
+        return event
+
+    def recent(self, session_id: str, *, after_id: int | None = None) -> list[Event]:
+        ring = self._history.get(session_id, ())
+        return [e for e in ring if after_id is None or e.id > after_id]
+
+    async def stream(
+        self,
+        session_id: str,
+        *,
+        last_event_id: int | None = None,
+        heartbeat: float = 15.0,
+        max_duration: float | None = None,
+    ) -> AsyncIterator[bytes]:
+        """SSE frames for one client: an opening comment (sent once the subscription is live),
+        missed events after ``last_event_id``, then live events and heartbeats until the bus
+        closes, ``max_duration`` passes, or the client goes away."""
+        subscriber = _Subscriber(self._queue_size)
+        self._subscribers.setdefault(session_id, set()).add(subscriber)
+        deadline = None if max_duration is None else time.monotonic() + max_duration
+        try:
+            yield b"retry: 2000\n" + comment(f"subscribed to session {session_id}")
+            seen = 0
+            if last_event_id is not None:
+                for event in self.recent(session_id, after_id=last_event_id):
+                    seen = event.id
+                    yield event.encode()
+            while not self._closed:
+                timeout = heartbeat
+                if deadline is not None:
+                    timeout = min(timeout, deadline - time.monotonic())
+                    if timeout <= 0:
+                        break
+                try:
+                    item = await asyncio.wait_for(subscriber.queue.get(), timeout)
+                except TimeoutError:
+                    if deadline is None or time.monotonic() < deadline:
+                        yield comment("heartbeat")
+                    continue
+                if item is None:
+                    break
+                if item.id > seen:  # not already replayed
+                    yield item.encode()
+            yield comment("stream closed")
+        finally:
+            subs = self._subscribers.get(session_id)
+            if subs is not None:
+                subs.discard(subscriber)
+                if not subs:
+                    del self._subscribers[session_id]
+
+    def close(self) -> None:
+        """End every open stream (idempotent)."""
+        self._closed = True
+        for subs in self._subscribers.values():
+            for subscriber in subs:
+                subscriber.offer(None)

@@ -1,0 +1,165 @@
+"""Running the service: ``python -m compaction.server`` / ``compaction serve``.
+
+:class:`Server` is uvicorn's server with one addition: when shutdown begins (SIGINT, SIGTERM, or
+``should_exit``) it tells the app to drain *before* uvicorn waits for open connections. Draining
+refuses new compactions (503), lets the in-flight ones finish and publish their events, then ends
+the server-sent-event streams, which would otherwise keep uvicorn waiting forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from compaction.config import CompactionConfig
+from compaction.server.app import DEFAULT_MAX_BODY_BYTES, CompactionService, create_app
+
+__all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
+
+EXIT_USAGE = 2
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, draining the compaction app as the first step of shutdown."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        app = self.config.loaded_app if self.config.loaded else None
+        service = _find_service(app)
+        if service is not None:
+            service.begin_shutdown()
+        await super().shutdown(sockets)
+
+
+def _find_service(app: Any) -> CompactionService | None:
+    """The service behind uvicorn's middleware wrappers (each keeps the next app in ``.app``)."""
+    for _ in range(16):
+        if app is None:
+            return None
+        state = getattr(app, "state", None)
+        service = getattr(state, "service", None) if state is not None else None
+        if isinstance(service, CompactionService):
+            return service
+        app = getattr(app, "app", None)
+    return None
+
+
+def server_for(
+    app: FastAPI,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    log_level: str = "info",
+    graceful_timeout: int | None = 150,
+    **uvicorn_options: Any,
+) -> Server:
+    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=graceful_timeout,
+        **uvicorn_options,
+    )
+    return Server(config)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``compaction serve`` (shared by ``python -m compaction.server``)."""
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument(
+        "--db", default=os.environ.get("COMPACTION_DB", "compaction.db"), help="SQLite session store (or :memory:)"
+    )
+    parser.add_argument("--model", default="gpt-4o", help="default agent model (tokenizer and window)")
+    parser.add_argument(
+        "--summarizer",
+        default="extractive",
+        help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
+    )
+    parser.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
+    parser.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
+    parser.add_argument(
+        "--threshold", type=float, default=0.8, help="auto-compaction threshold: fraction of the window or tokens"
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request size limit (default 20 MiB)"
+    )
+    parser.add_argument("--heartbeat", type=float, default=15.0, help="SSE heartbeat interval in seconds")
+    parser.add_argument(
+        "--drain-timeout", type=float, default=120.0, help="seconds shutdown waits for in-flight compactions"
+    )
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compaction serve", description="Serve the compaction API over HTTP (FastAPI + uvicorn)."
+    )
+    add_arguments(parser)
+    return parser
+
+
+def _check_summarizer(name: str) -> str | None:
+    """An error message when a litellm summarizer's API key is missing from the environment."""
+    if name == "extractive":
+        return None
+    from compaction.summarizers._litellm import load_litellm
+
+    litellm: Any = load_litellm()
+    try:
+        report = litellm.validate_environment(model=name.removeprefix("litellm/"))
+    except Exception as exc:  # unknown provider and the like: the first call will say more
+        return f"cannot use summarizer {name!r}: {exc}"
+    missing = report.get("missing_keys") or []
+    if not report.get("keys_in_environment", True) and missing:
+        return f"summarizer {name!r} needs {', '.join(missing)} in the environment"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server with parsed ``args``; returns when it has shut down."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    problem = _check_summarizer(args.summarizer)
+    if problem:
+        print(f"compaction serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
+    try:
+        options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}
+        if args.window:
+            options["window"] = args.window
+        app = create_app(
+            store_path=args.db,
+            model=args.model,
+            summarizer=args.summarizer,
+            max_body_bytes=args.max_body_bytes,
+            config=CompactionConfig(**options),
+            heartbeat_s=args.heartbeat,
+            drain_timeout_s=args.drain_timeout,
+        )
+    except ValueError as exc:
+        print(f"compaction serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    server = server_for(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        graceful_timeout=int(args.drain_timeout) + 30,
+    )
+    server.run()
+    return 0 if server.started else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,316 @@
+"""Request and response bodies of the HTTP API (pydantic v2; they are the OpenAPI schema).
+
+Messages travel in the provider's own format (OpenAI chat or Anthropic Messages) and are kept
+as JSON objects: the schema only requires ``role``; everything else is checked by the library's
+adapters, whose :class:`~compaction.errors.TranscriptError` names the message index and field
+(answered as a 400 ``invalid_transcript``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+__all__ = [
+    "SESSION_ID_PATTERN",
+    "AppendRequest",
+    "AppendResponse",
+    "ArchivedMessage",
+    "CompactOptions",
+    "CompactRequest",
+    "CompactResult",
+    "CompactionFailedEvent",
+    "CompactionFinishedEvent",
+    "CompactionHistory",
+    "CompactionHistoryEntry",
+    "CompactionStartedEvent",
+    "CreateSessionRequest",
+    "ErrorBody",
+    "ErrorResponse",
+    "Health",
+    "SessionCompactRequest",
+    "SessionCompactResult",
+    "SessionContextResponse",
+    "SessionInfo",
+]
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""Session ids: 1-128 characters, letters, digits and ``. _ : -``, not starting with punctuation."""
+
+_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "One message in OpenAI chat format ({role, content, tool_calls, tool_call_id, ...}) or "
+        "Anthropic Messages format ({role, content: [blocks]}); unknown fields are kept as they are."
+    ),
+    "required": ["role"],
+    "properties": {
+        "role": {"type": "string", "description": "system, developer, user, assistant or tool"},
+        "content": {"description": "a string, a list of content parts/blocks, or null"},
+    },
+    "additionalProperties": True,
+}
+
+Message = Annotated[dict[str, Any], WithJsonSchema(_MESSAGE_SCHEMA)]
+"""A provider-format message: a JSON object (validated further by the library's adapters)."""
+
+SystemPrompt = Annotated[
+    str | list[dict[str, Any]] | None,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+                {"type": "null"},
+            ],
+            "description": (
+                "Anthropic's separate system prompt (a string or text blocks). Giving one selects the "
+                "Anthropic format; OpenAI transcripts carry their system message in `messages`."
+            ),
+        }
+    ),
+]
+
+FallbackLevel = Literal["none", "full", "partial", "annotation", "trim"]
+Trigger = Literal["manual", "threshold", "overflow"]
+TranscriptFormat = Literal["openai", "anthropic"]
+
+_FORBID = ConfigDict(extra="forbid")
+MAX_TOKENS = 10_000_000
+
+
+class ErrorBody(BaseModel):
+    type: str = Field(
+        description=(
+            "invalid_transcript (400, with index/field), invalid_options (400), invalid_request (422), "
+            "compaction_failed (422), not_found (404), payload_too_large (413), unavailable (503), "
+            "internal_error (500)"
+        ),
+        examples=["invalid_transcript"],
+    )
+    message: str = Field(description="what is wrong, for a human", examples=["message 3: field 'role': unknown role"])
+    index: int | None = Field(default=None, description="index of the offending message in the request's list")
+    field: str | None = Field(default=None, description="the offending field (of that message, or of the body)")
+    request_id: str | None = Field(default=None, description="also in the X-Request-ID response header")
+    details: list[dict[str, Any]] | None = Field(default=None, description="every validation problem (422 only)")
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx and 5xx answer has this shape; a 500 never contains a traceback."""
+
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    status: Literal["ok", "draining"]
+    version: str
+    model: str = Field(description="the default agent model")
+    summarizer: str = Field(description="'extractive' or the litellm model that writes summaries")
+    store: str = Field(description="the SQLite database path (or :memory:)")
+    in_flight_compactions: int
+    event_subscribers: int
+
+
+class CompactOptions(BaseModel):
+    """Per-request overrides of the server's :class:`~compaction.config.CompactionConfig`.
+
+    Fields left out (or null) keep the server's configuration."""
+
+    model_config = _FORBID
+
+    keep_recent_messages: int | None = Field(default=None, ge=0, le=100_000, description="recent messages kept")
+    keep_recent_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS, description="verbatim tail by tokens")
+    protect_first_user_message: bool | None = None
+    window: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="context window; must be >= 16000 (400 otherwise)"
+    )
+    reserve_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    max_output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    max_summary_tokens: int | None = Field(default=None, ge=64, le=1_000_000)
+    summary_prompt: str | None = Field(
+        default=None, min_length=1, max_length=100_000, description="replaces the summary prompt (compact_prompt)"
+    )
+    summary_placement: Literal["first_user", "message"] | None = None
+    summary_role: Literal["user", "system"] | None = None
+    failure_mode: Literal["fallback", "trim"] | None = None
+    strict: bool | None = Field(default=None, description="fail (422 compaction_failed) instead of degrading")
+    max_messages: int | None = Field(default=None, ge=2, le=1_000_000)
+    redact_secrets: bool | None = None
+    artifact_ledger: bool | None = None
+
+
+class CompactRequest(BaseModel):
+    model_config = _FORBID
+
+    messages: list[Message] = Field(max_length=100_000, description="the transcript, oldest first")
+    system: SystemPrompt = None
+    model: str | None = Field(
+        default=None, min_length=1, max_length=200, description="the agent's model (tokenizer and window)"
+    )
+    instructions: str | None = Field(default=None, max_length=20_000, description="what the summary should focus on")
+    previous_summary: str | None = Field(default=None, max_length=2_000_000)
+    pinned: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=10_000, description="message ids kept verbatim"
+    )
+    budget: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="target tokens after compaction")
+    options: CompactOptions | None = None
+    include_removed: bool = Field(default=True, description="return `removed` and `archive` (the originals)")
+    include_record: bool = Field(default=True, description="return `record` (the replayable account)")
+
+
+class CompactResult(BaseModel):
+    """:class:`compaction.CompactionResult` as JSON: ``messages`` (and ``system``) are in the request's
+    format, ready to send."""
+
+    messages: list[Message]
+    system: Any = None
+    format: TranscriptFormat
+    compacted: bool
+    reason: str = Field(examples=["not enough messages to compact"])
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    budget: int
+    window: int
+    exact_counts: bool
+    messages_removed: int
+    summary: str | None
+    fallback_level: FallbackLevel
+    llm_calls: int
+    summarizer_input_tokens: int
+    summarizer_output_tokens: int
+    cost_usd: float | None
+    duration_s: float
+    trigger: Trigger
+    removed: list[Message] = Field(description="originals taken out or rewritten (empty if not included)")
+    archive: dict[str, Message] = Field(description="archive id -> original message (empty if not included)")
+    record: dict[str, Any] = Field(description="replayable account of the run (empty if not included)")
+
+
+class CreateSessionRequest(BaseModel):
+    model_config = _FORBID
+
+    session_id: str | None = Field(default=None, pattern=SESSION_ID_PATTERN, description="generated when omitted")
+    system: SystemPrompt = None
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    format: TranscriptFormat | None = Field(
+        default=None,
+        description=(
+            "openai: `system` is sent as a leading system message; anthropic: as the separate `system` "
+            "parameter (stored as text blocks). Default: detected from the messages."
+        ),
+    )
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    model: str
+    system: Any = None
+    created: bool = Field(description="false when the session already existed (system/model then updated)")
+
+
+class AppendRequest(BaseModel):
+    model_config = _FORBID
+
+    messages: list[Message] = Field(min_length=1, max_length=10_000)
+    auto_compact: bool = Field(
+        default=False, description="compact right away when the session reaches the server's threshold"
+    )
+
+
+class SessionCompactResult(CompactResult):
+    session_id: str
+    summary_through_id: int | None = Field(description="the newest stored message the summary covers")
+    messages_compacted: int = Field(description="stored messages now covered by the summary")
+    archive_ids: list[str]
+
+
+class AppendResponse(BaseModel):
+    session_id: str
+    message_ids: list[int]
+    context_tokens: int = Field(description="tokens of the context for the next call")
+    threshold_reached: bool
+    compaction: SessionCompactResult | None = Field(default=None, description="set when auto_compact compacted")
+
+
+class SessionContextResponse(BaseModel):
+    """The context for the next model call: the summary (rendered as a message) plus every message
+    stored after ``summary_through_id``."""
+
+    session_id: str
+    model: str
+    format: TranscriptFormat
+    system: Any = None
+    summary: str | None
+    summary_through_id: int | None
+    messages: list[Message] = Field(description="ready to send: the summary message first, then newer messages")
+    message_ids: list[int | None] = Field(description="store id of each message (null for the summary message)")
+    tokens: int
+    threshold_reached: bool
+
+
+class SessionCompactRequest(BaseModel):
+    model_config = _FORBID
+
+    instructions: str | None = Field(default=None, max_length=20_000)
+    include_removed: bool = True
+    include_record: bool = True
+
+
+class CompactionHistoryEntry(BaseModel):
+    at: float = Field(description="Unix time")
+    trigger: str
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    messages_compacted: int
+    fallback_level: str
+    summary: str | None
+    summary_through_id: int | None
+    record: dict[str, Any] | None = Field(description="null unless include_record=true")
+
+
+class CompactionHistory(BaseModel):
+    session_id: str
+    compactions: list[CompactionHistoryEntry]
+
+
+class ArchivedMessage(BaseModel):
+    archive_id: str
+    message: Message
+
+
+class CompactionStartedEvent(BaseModel):
+    """``event: compaction.started``"""
+
+    session_id: str
+    trigger: Trigger
+    messages: int = Field(description="messages in the context being compacted")
+    tokens_before: int
+    instructions: str | None
+
+
+class CompactionFinishedEvent(BaseModel):
+    """``event: compaction.finished`` (seed 004's ``session.compacted``)."""
+
+    session_id: str
+    compacted: bool
+    reason: str
+    trigger: Trigger
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    messages_compacted: int
+    fallback_level: FallbackLevel
+    summary_through_id: int | None
+    duration_s: float
+    text: str = Field(examples=["Compacted 118 messages, tokens 23775 -> 4959"])
+
+
+class CompactionFailedEvent(BaseModel):
+    """``event: compaction.failed``"""
+
+    session_id: str
+    trigger: Trigger
+    error: ErrorBody
