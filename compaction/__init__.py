@@ -56,6 +56,22 @@ _EXPORTS: dict[str, str] = {
     "CalibratedCounter": "compaction.tokens",
     "TokenCounter": "compaction.tokens",
     "counter_for_model": "compaction.tokens",
+    "ContextManager": "compaction.middleware",
+    "ContextMeasure": "compaction.middleware",
+    "CompactionStarted": "compaction.middleware",
+    "CompactionFinished": "compaction.middleware",
+    "CompactionFailed": "compaction.middleware",
+    "CompactionEvent": "compaction.middleware",
+    "UsageReport": "compaction.middleware",
+    "parse_usage": "compaction.middleware",
+    "ProviderTokenCounter": "compaction.provider_counter",
+    "SQLiteSessionStore": "compaction.sqlite_store",
+    "SessionNotFound": "compaction.sqlite_store",
+    "SessionStore": "compaction.store",
+    "SessionContext": "compaction.store",
+    "StoredMessage": "compaction.store",
+    "CompactionEntry": "compaction.store",
+    "ScriptedSummarizer": "compaction.summarizers.scripted",
     "Message": "compaction.transcript",
     "Transcript": "compaction.transcript",
 }
@@ -64,10 +80,17 @@ __all__ = [
     "CalibratedCounter",
     "CompactionConfig",
     "CompactionDecision",
+    "CompactionEntry",
     "CompactionError",
+    "CompactionEvent",
+    "CompactionFailed",
+    "CompactionFinished",
     "CompactionResult",
+    "CompactionStarted",
     "Compactor",
     "CompletionOutcome",
+    "ContextManager",
+    "ContextMeasure",
     "ContextOverflowError",
     "EmptySummaryError",
     "ExtractiveSummarizer",
@@ -75,7 +98,14 @@ __all__ = [
     "Message",
     "PairViolation",
     "ProviderMessages",
+    "ProviderTokenCounter",
     "RepairReport",
+    "SQLiteSessionStore",
+    "ScriptedSummarizer",
+    "SessionContext",
+    "SessionNotFound",
+    "SessionStore",
+    "StoredMessage",
     "Summarizer",
     "SummarizerError",
     "SummarizerOverflowError",
@@ -86,11 +116,13 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "Unit",
+    "UsageReport",
     "__version__",
     "areplay",
     "counter_for_model",
     "detect_format",
     "from_canonical",
+    "parse_usage",
     "repair",
     "replay",
     "run_sync",
@@ -119,8 +151,21 @@ if TYPE_CHECKING:
     from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome, areplay, replay, run_sync
     from compaction.config import CompactionConfig
     from compaction.errors import CompactionError, ContextOverflowError, TranscriptError
+    from compaction.middleware import (
+        CompactionEvent,
+        CompactionFailed,
+        CompactionFinished,
+        CompactionStarted,
+        ContextManager,
+        ContextMeasure,
+        UsageReport,
+        parse_usage,
+    )
     from compaction.pairs import PairViolation, RepairReport, Unit, repair, safe_cut_points, units, validate
+    from compaction.provider_counter import ProviderTokenCounter
     from compaction.result import CompactionResult
+    from compaction.sqlite_store import SessionNotFound, SQLiteSessionStore
+    from compaction.store import CompactionEntry, SessionContext, SessionStore, StoredMessage
     from compaction.summarizers.base import (
         EmptySummaryError,
         Summarizer,
@@ -132,5 +177,6 @@ if TYPE_CHECKING:
     )
     from compaction.summarizers.extractive import ExtractiveSummarizer
     from compaction.summarizers.llm import LLMSummarizer
+    from compaction.summarizers.scripted import ScriptedSummarizer
     from compaction.tokens import CalibratedCounter, TokenCounter, counter_for_model
     from compaction.transcript import Message, Transcript

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,6 +162,7 @@ class Compactor:
                 budget=min(self.guard.budget, budget) if budget is not None else self.guard.budget,
                 margin=self.config.safety_margin,
                 exact=self.counter.exact,
+                threshold=self.guard.threshold_tokens,
             ),
             config=self.config,
             summarizer=self.summarizer,
@@ -170,6 +172,7 @@ class Compactor:
             pinned_ids=frozenset(pinned),
             tools_tokens=self.counter.count_tools(tools) if tools else 0,
             aggression=aggression,
+            source=messages,
             record={
                 "version": 1,
                 "model": self.model,
@@ -300,6 +303,10 @@ class Compactor:
             extra = dict(kwargs)
             if tools:
                 extra["tools"] = list(tools)
+                if importlib.util.find_spec("mcp") is None:
+                    # litellm 1.106 imports its MCP proxy code whenever tools are passed, which fails
+                    # without the optional `mcp` package; plain function tools never need it.
+                    extra.setdefault("_skip_mcp_handler", True)
             return await litellm.acompletion(model=self.model, messages=payload, **extra)
 
         return call

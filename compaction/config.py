@@ -65,7 +65,10 @@ class CompactionConfig(BaseModel):
 
     # --- summarize ---
     max_summary_tokens: int = Field(default=4_096, ge=64)
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int = Field(default=8, ge=1)
+    """Chunk summaries in flight at once. The default equals ``max_chunks``, so every chunk runs in
+    one round and a compaction takes about two model-call latencies (chunks, then the merge);
+    lower it for providers with tight rate limits (4 -> up to three latencies)."""
     system_prompt: str = SYSTEM_PROMPT
     summary_prompt: str = SUMMARY_PROMPT
     chunk_prompt: str = CHUNK_PROMPT
@@ -77,7 +80,9 @@ class CompactionConfig(BaseModel):
     hits the provider's prompt cache; falls back to "rendered" when the chunked path is needed."""
     artifact_ledger: bool = True
     ledger_share: float = Field(default=0.25, gt=0, le=1)
-    """Share of ``max_summary_tokens`` the artifact ledger may add."""
+    """Share of ``max_summary_tokens`` the artifact ledger always gets."""
+    ledger_max_tokens: int = Field(default=12_000, ge=0)
+    """The ledger may grow to this size while the compacted context stays under half the trigger point."""
     redact_secrets: bool = True
 
     # --- fall back ---

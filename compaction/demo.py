@@ -1,23 +1,32 @@
-"""``compaction demo``: compact a bundled example session offline and show what happened.
+"""``compaction demo``: an agent session auto-compacting through the middleware, offline.
 
-Uses the extractive summarizer (no model, no API key) and a small window so the compaction is
-visible: before/after tokens, what was kept, and the summary the next model call would see.
+The bundled example session is replayed turn by turn as if an agent loop were producing it: user,
+assistant and tool messages are appended in order, :meth:`ContextManager.before_turn` runs before
+each assistant message, and each "model call" reports a synthetic usage (the prompt counted with
+the model's tokenizer). The offline extractive summarizer does the summaries (no model, no API
+key), and the threshold is set low (30 % of a 32,000-token window) so the ~24,000-token session
+compacts several times. Each compaction is printed as it happens; the log lines go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
+DEMO_MODEL = "gpt-4o"
+DEMO_THRESHOLD = 0.3
 
 
 def load_example(name: str) -> tuple[list[Any], Any]:
-    """(messages, system) of a bundled example transcript."""
-    path = EXAMPLES / f"{name}.json"
+    """(messages, system) of a bundled example transcript, or of a JSON file given by path."""
+    path = Path(name) if name.endswith(".json") else EXAMPLES / f"{name}.json"
     if not path.exists():
         available = ", ".join(sorted(p.stem for p in EXAMPLES.glob("*.json")))
         raise FileNotFoundError(f"no bundled example {name!r} (available: {available})")
@@ -28,29 +37,85 @@ def load_example(name: str) -> tuple[list[Any], Any]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """Replay ``args.example`` through a :class:`~compaction.middleware.ContextManager` with a
+    window of ``args.window`` tokens; prints each compaction and the final context."""
+    logger = logging.getLogger("compaction.middleware")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        return asyncio.run(_replay(args.example, args.window))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+async def _replay(example: str, window: int) -> int:
+    from compaction.adapters import to_canonical
     from compaction.compactor import Compactor
     from compaction.config import CompactionConfig
+    from compaction.middleware import CompactionEvent, CompactionFinished, ContextManager
 
-    messages, system = load_example(args.example)
+    messages, system = load_example(example)
     config = CompactionConfig(
-        window=args.window, reserve_tokens=min(20_000, args.window // 4), max_summary_tokens=1_500
+        window=window,
+        reserve_tokens=min(20_000, window // 4),
+        threshold=DEMO_THRESHOLD,
+        max_summary_tokens=1_500,
     )
-    compactor = Compactor("gpt-4o", None, config)
-    before = compactor.should_compact(messages, system=system)
-    print(f"Example '{args.example}': {len(messages)} messages, {before.tokens:,} tokens (gpt-4o tokenizer)")
-    print(f"Window {compactor.guard.window:,}, budget {compactor.guard.budget:,}: {before.action} - {before.reason}")
-    started = time.perf_counter()
-    result = compactor.compact(messages, system=system, trigger="threshold")
-    elapsed = time.perf_counter() - started
-    if not result.compacted:
-        print(f"Not compacted: {result.reason}")
-        return 0
+    compactor = Compactor(DEMO_MODEL, None, config)
+    finished: list[CompactionFinished] = []
+    turn = 0
+
+    def show(event: CompactionEvent) -> None:
+        if isinstance(event, CompactionFinished):
+            finished.append(event)
+            print(
+                f"Turn {turn}: Compacted #{len(finished)} ({event.trigger}): {event.tokens_before:,} -> "
+                f"{event.tokens_after:,} tokens, {event.messages_compacted} messages compacted, "
+                f"{event.fallback_level} summary, {event.messages_before} -> {event.messages_after} messages, "
+                f"{event.result.duration_s:.2f}s",
+                flush=True,
+            )
+
+    cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show)
+    guard = cm.work_compactor.guard
+    total = compactor.count(messages, system=system)
     print(
-        f"Compacted {result.messages_removed} messages into a {result.fallback_level} summary in {elapsed:.2f}s: "
-        f"{result.tokens_before:,} -> {result.tokens_after:,} tokens "
-        f"({len(messages)} -> {len(result.messages)} messages, {len(result.removed)} originals archived, "
-        f"{result.llm_calls} model calls)"
+        f"Replaying '{example}': {len(messages)} messages, {total:,} tokens ({DEMO_MODEL} tokenizer) as an agent "
+        f"loop with window {guard.window:,}, threshold {guard.threshold_tokens or 0:,} tokens "
+        f"({DEMO_THRESHOLD:.0%}), budget {guard.budget:,}; offline extractive summarizer",
+        flush=True,
     )
-    print("\nThe summary the next model call sees:\n")
-    print(result.summary)
+    started = time.perf_counter()
+    for message in messages:
+        if message.get("role") == "assistant":
+            turn += 1
+            await cm.before_turn()
+            # The "model call": its prompt is the context as it stands, its answer this message.
+            prompt = cm.tokens
+            answer = compactor.counter.count_message(to_canonical([message]).messages[0])
+            cm.record_usage({"prompt_tokens": prompt, "completion_tokens": answer})
+        cm.append(message)
+    elapsed = time.perf_counter() - started
+
+    print(
+        f"\nSession replayed in {elapsed:.2f}s: {turn} turns, {len(finished)} automatic compactions. "
+        f"Final context: {len(cm.messages)} messages, {cm.tokens:,} tokens "
+        f"(of {total:,} without compaction; window {guard.window:,})."
+    )
+    summary = finished[-1].result.summary if finished else None
+    if not summary:
+        print("No compaction happened (try a smaller --window).")
+        return 0
+    headings = [line for line in summary.splitlines() if line.startswith("## ")]
+    print("\nThe last summary's sections:")
+    for heading in headings:
+        print(f"  {heading}")
+    artifacts = summary[summary.find("## Artifacts") :] if "## Artifacts" in summary else None
+    if artifacts:
+        print("\nIts artifact ledger (exact references from the compacted span):\n")
+        print(artifacts.rstrip())
     return 0

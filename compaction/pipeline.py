@@ -6,9 +6,10 @@ input adapter -> repair -> protect (+ layout check) -> prune -> chunk -> summari
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -18,18 +19,18 @@ import numpy.typing as npt
 from compaction.adapters import from_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
-from compaction.pairs import repair, safe_cut_points
+from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_secrets
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
-from compaction.stages.ledger import collect_artifacts, render_ledger
+from compaction.stages.ledger import ArtifactLedger, collect_artifacts, render_ledger
 from compaction.stages.protect import Partition, partition
 from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter
-from compaction.transcript import Message, TextPart, Transcript
+from compaction.transcript import Message, TextPart, Transcript, copy_json
 
 BLOCK_OVERHEAD_TOKENS = 120  # markers, the trailer line, an acknowledgement
 
@@ -42,12 +43,21 @@ class Budget:
     budget: int
     margin: float
     exact: bool
+    threshold: int | None = None
+    """The automatic-compaction trigger; the compacted context should sit well below it."""
 
     def effective(self, tokens: int) -> int:
         return tokens if self.exact else math.ceil(tokens * self.margin)
 
     def fits(self, tokens: int) -> bool:
         return self.effective(tokens) <= self.budget
+
+    @property
+    def settled(self) -> int:
+        """Raw tokens a compacted context should stay under: half of the trigger point (or of the
+        budget), so the next turns do not re-trigger compaction at once."""
+        ceiling = min(self.budget, self.threshold or self.budget)
+        return int(ceiling / (1 if self.exact else self.margin)) // 2
 
 
 @dataclass
@@ -65,6 +75,8 @@ class Run:
     pinned_ids: Collection[str] = ()
     tools_tokens: int = 0
     aggression: int = 0
+    source: Sequence[Mapping[str, Any]] | None = None
+    """The caller's messages, as given (archived originals are copied from them)."""
     record: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
 
@@ -157,7 +169,15 @@ async def run_pipeline(run: Run) -> CompactionResult:
     config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
-    outcome = await summarize_zone(job, prepared, plan.spans)
+    # The artifact scan is CPU work on the original zone; it runs while the summarizer calls are in flight.
+    ledger_task = asyncio.create_task(asyncio.to_thread(collect_artifacts, zone)) if config.artifact_ledger else None
+    try:
+        outcome = await summarize_zone(job, prepared, plan.spans)
+    except BaseException:
+        if ledger_task is not None:
+            ledger_task.cancel()
+        raise
+    ledger = await ledger_task if ledger_task is not None else None
     run.record["calls"] = job.log.entries
     run.record["outcome"] = {
         "level": outcome.level,
@@ -177,7 +197,9 @@ async def run_pipeline(run: Run) -> CompactionResult:
         block = SummaryBlock(body=note, compacted_messages=len(layout.zone))
         level = "trim"
     else:
-        block = _summary_block(run, messages, layout, zone, outcome, quote_tokens=config.max_summary_tokens // 2)
+        block = _summary_block(
+            run, messages, layout, zone, outcome, ledger, quote_tokens=config.max_summary_tokens // 2
+        )
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
 
 
@@ -330,6 +352,7 @@ def _summary_block(
     layout: Partition,
     zone: Sequence[Message],
     outcome: SummaryOutcome,
+    ledger: ArtifactLedger | None,
     *,
     quote_tokens: int,
 ) -> SummaryBlock:
@@ -344,12 +367,11 @@ def _summary_block(
     if config.redact_secrets:
         summary, _ = redact_secrets(summary)
     body = summary
-    if config.artifact_ledger:
-        ledger = collect_artifacts(zone)
+    if ledger is not None:
         ledger_text = render_ledger(
             ledger,
             summary_text=summary,
-            max_tokens=int(config.max_summary_tokens * config.ledger_share),
+            max_tokens=_ledger_tokens(run, messages, layout, summary, quote_tokens),
             redact=config.redact_secrets,
         )
         if ledger_text:
@@ -363,6 +385,18 @@ def _summary_block(
         if last_request:
             last_request = truncate_to_tokens(last_request, max(64, quote_tokens), run.counter.count_text)
     return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request)
+
+
+def _ledger_tokens(run: Run, messages: Sequence[Message], layout: Partition, summary: str, quote_tokens: int) -> int:
+    """The ledger gets at least ``ledger_share`` of the summary budget, and grows up to
+    ``ledger_max_tokens`` while the compacted context stays under half of the trigger point (so the
+    next turns do not re-trigger compaction at once)."""
+    config = run.config
+    floor = int(config.max_summary_tokens * config.ledger_share)
+    target = run.budget.settled
+    kept = [messages[i] for i in (*layout.head, *layout.kept_middle)] + list(messages[layout.tail_start :])
+    used = run.count(kept) + run.counter.count_text(summary) + BLOCK_OVERHEAD_TOKENS + quote_tokens
+    return max(floor, min(config.ledger_max_tokens, target - used))
 
 
 def _finish(
@@ -408,15 +442,16 @@ def _finish(
 
 
 def _trim_to_fit(run: Run, messages: Sequence[Message], layout: Partition) -> Partition:
-    """Seed 003's trimming: keep the newest zone units that fit, drop the oldest."""
+    """Seed 003's trimming: keep the newest zone units while the context stays settled (under half
+    the trigger point), drop the oldest."""
     kept = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
     used = run.count([messages[i] for i in kept]) + BLOCK_OVERHEAD_TOKENS
-    zone_cuts = [c for c in safe_cut_points(messages) if c <= layout.tail_start]
+    zone = set(layout.zone)
     start = layout.tail_start
-    for cut in reversed(zone_cuts):
-        span = [i for i in range(cut, start) if i in set(layout.zone)]
-        extra = run.counter.count_messages([messages[i] for i in span]) if span else 0
-        if not run.budget.fits(used + extra):
+    for cut in reversed([c for c in safe_cut_points(messages) if c < layout.tail_start]):
+        span = [messages[i] for i in range(cut, start) if i in zone]
+        extra = run.counter.count_messages(span) if span else 0
+        if used + extra > run.budget.settled or not run.budget.fits(used + extra):
             break
         used += extra
         start = cut
@@ -434,9 +469,17 @@ def _cap_messages(messages: Sequence[Message], layout: Partition, excess: int) -
     tail_start = layout.tail_start
     cuts = [c for c in safe_cut_points(messages) if c > tail_start]
     dropped: list[int] = []
-    while excess > 0 and kept_middle:
-        dropped.append(kept_middle.pop(0))
-        excess -= 1
+    # Pinned units go whole (a call never loses its result); system messages stay.
+    unit_of = {i: range(u.start, u.end) for u in units(messages) for i in range(u.start, u.end)}
+    for index in [i for i in kept_middle if messages[i].role != "system"]:
+        if excess <= 0:
+            break
+        if index not in kept_middle:
+            continue
+        group = [i for i in unit_of[index] if i in kept_middle]
+        kept_middle = [i for i in kept_middle if i not in group]
+        dropped.extend(group)
+        excess -= len(group)
     while excess > 0 and cuts:
         nxt = cuts.pop(0)
         if nxt >= len(messages):
@@ -481,14 +524,20 @@ def _result(
     outcome: SummaryOutcome,
 ) -> CompactionResult:
     out = from_canonical(run.transcript.replace(tuple(new)))
-    original = from_canonical(run.transcript)
-    offset = 1 if run.transcript.format == "anthropic" and original.system is not None else 0
+    # Canonical messages map 1:1 to the caller's messages (after Anthropic's separate system prompt).
+    has_system = (
+        run.transcript.format == "anthropic"
+        and bool(run.transcript.messages)
+        and (run.transcript.messages[0].role == "system")
+    )
+    offset = 1 if has_system else 0
+    source = run.source if run.source is not None else from_canonical(run.transcript).messages
     still_there = {id(m) for m in new}
     archive: dict[str, dict[str, Any]] = {}
     for index, message in enumerate(run.transcript.messages):
         if id(message) in still_there or index < offset:
             continue
-        archive[message.id] = original.messages[index - offset]
+        archive[message.id] = copy_json(source[index - offset])
     usage = job.log.usage
     reason = {
         "manual": "manual compaction",

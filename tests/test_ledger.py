@@ -209,7 +209,7 @@ def test_render_drops_oldest_first_and_says_how_many() -> None:
     lines = out.splitlines()
     kept = [line[2:] for line in lines if line.startswith("- ")]
     assert kept == [f"src/module_{i:02d}.py" for i in range(29, 29 - len(kept), -1)]
-    assert lines[-1] == f"({30 - len(kept)} older references omitted to fit the token budget.)"
+    assert lines[-1] == f"({30 - len(kept)} more references omitted to fit the token budget.)"
     assert len(kept) >= 5
 
 

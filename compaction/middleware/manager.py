@@ -19,7 +19,7 @@ Loops cannot happen. At most one automatic compaction per ``before_turn``; at mo
 ``max_consecutive_compactions`` automatic compactions without a successful model call in between
 (then a warning and a :class:`CompactionFailed` event); and after an automatic compaction that could
 not bring the context under the threshold, the next one waits until the context has grown by a
-tenth of the threshold, instead of re-running on every turn.
+quarter of the threshold (unless it can no longer be sent at all), instead of re-running every turn.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ class ContextMeasure:
     a local count of messages appended since) or ``"recount"`` (a provider recount after a
     compaction). ``guard_tokens`` is the figure the window guard compares, with the safety margin
     already applied to estimated parts when ``source`` is not ``"count"``.
+
+    >>> from compaction import Compactor
+    >>> cm = ContextManager(Compactor("gpt-4o"), messages=[{"role": "user", "content": "hi"}])
+    >>> cm.measure().source, cm.measure().exact
+    ('count', True)
+    >>> _ = cm.record_usage({"prompt_tokens": 1_200, "completion_tokens": 30})
+    >>> cm.measure().tokens, cm.measure().source
+    (1230, 'usage')
     """
 
     tokens: int
@@ -363,7 +371,8 @@ class ContextManager:
             self._wait_until = None
             return None
         trigger: EventTrigger = "iterations" if periodic else "threshold"
-        if not periodic and self._wait_until is not None and decision.effective_tokens < self._wait_until:
+        waiting = self._wait_until is not None and decision.effective_tokens < self._wait_until
+        if not periodic and waiting and decision.action != "block":
             self.logger.debug(
                 "Compaction: waiting - the last compaction could not get under the threshold; "
                 "next attempt at %s effective tokens (now %s)",
@@ -648,7 +657,7 @@ class ContextManager:
     def _wait_for_growth(self, effective_tokens: int) -> None:
         guard = self._work.guard
         point = guard.threshold_tokens if guard.threshold_tokens is not None else guard.budget
-        self._wait_until = effective_tokens + max(1, min(point, guard.budget) // 10)
+        self._wait_until = effective_tokens + max(1, min(point, guard.budget) // 4)
 
     # --- reporting -----------------------------------------------------------------------
 

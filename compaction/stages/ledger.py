@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction._cache import memoize_text
 from compaction.patterns import find_error_lines, find_identifiers, find_paths, find_urls
 from compaction.redact import redact_secrets
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -124,9 +125,10 @@ class _Collector:
                 table[value] = (index, self.seq)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> None:
-        self.add("files", find_paths(text), index, limit)
-        self.add("urls", find_urls(text), index, limit)
-        self.add("identifiers", find_identifiers(text), index, limit)
+        paths, urls, identifiers = _scan(text)
+        self.add("files", paths, index, limit)
+        self.add("urls", urls, index, limit)
+        self.add("identifiers", identifiers, index, limit)
 
     def ledger(self) -> ArtifactLedger:
         def items(category: str) -> tuple[LedgerItem, ...]:
@@ -142,6 +144,18 @@ class _Collector:
             errors=items("errors"),
             tool_failures=failures,
         )
+
+
+@memoize_text()
+def _scan(text: str) -> tuple[list[str], list[str], list[str]]:
+    """Paths, URLs and ids of a text; memoized, since a session's old tool outputs are re-scanned at
+    every compaction."""
+    return find_paths(text), find_urls(text), find_identifiers(text)
+
+
+@memoize_text()
+def _error_lines(text: str) -> list[str]:
+    return find_error_lines(text)
 
 
 def _trim(text: str, limit: int) -> str:
@@ -201,7 +215,7 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
     c.add_text(text, index, PER_RESULT_LIMIT)
     commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
     c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
-    errors = [_trim(line, ERROR_LINE_CHARS) for line in find_error_lines(text)]
+    errors = [_trim(line, ERROR_LINE_CHARS) for line in _error_lines(text)]
     failed = part.is_error is True or _NONZERO_EXIT.search(text) is not None
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
@@ -234,8 +248,11 @@ def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
             elif isinstance(part, TextPart):
                 c.add_text(part.text, index)
                 if message.role == "user":  # users paste tracebacks; assistants only talk about them
-                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in find_error_lines(part.text)], index)
+                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in _error_lines(part.text)], index)
     return c.ledger()
+
+
+_TIER = {"files": 0, "urls": 0, "identifiers": 0, "commands": 1, "tool_failures": 1, "errors": 2}
 
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tuple[int, str, str]]:
@@ -249,8 +266,10 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tu
             if category == "errors" and item.value in failure_errors:
                 continue  # already shown with its tool
             entries.append((item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
-    # Stable sort by message: inside one message the collector's most-recent-first order stays.
-    entries.sort(key=lambda e: -e[0])
+    # Exact references first (what summaries lose and agents need verbatim), then commands and
+    # failures, then error lines; most recent first within each tier. The sort is stable, so inside
+    # one message the collector's most-recent-first order stays.
+    entries.sort(key=lambda e: (_TIER[e[1]], -e[0]))
     missing: list[tuple[int, str, str]] = []
     for rank, (_, category, key, shown) in enumerate(entries):
         if key in summary_text:
@@ -277,14 +296,14 @@ def _render(missing: list[tuple[int, str, str]], kept: int) -> str:
     omitted = len(missing) - kept
     if omitted:
         noun = "reference" if omitted == 1 else "references"
-        lines.append(f"({omitted} older {noun} omitted to fit the token budget.)")
+        lines.append(f"({omitted} more {noun} omitted to fit the token budget.)")
     return "\n".join(lines)
 
 
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``); the oldest items are dropped first. Empty when nothing is missing or
-    nothing fits.
+    (``ceil(chars / 4)``). When not everything fits, error lines go first, then commands and tool
+    failures, then the oldest paths, URLs and ids. Empty when nothing is missing or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))

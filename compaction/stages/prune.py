@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from compaction._cache import memoize_text
 from compaction.patterns import important_lines
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
@@ -87,6 +88,7 @@ class PruneOutcome:
     chars_after: int
 
 
+@memoize_text()
 def trim_middle(
     text: str, *, head: int, tail: int, archive_id: str, max_lines: int = 40, line_chars: int = 300
 ) -> str | None:
@@ -168,6 +170,20 @@ def _protected_from(messages: Sequence[Message], turns: int) -> int:
     return assistants[-turns] if len(assistants) >= turns else -1
 
 
+_CLEARED_TOKENS = 40  # a placeholder's size, roughly
+
+
+def _trimmed_tokens(message: Message, tokens: int, s: PruneSettings) -> int:
+    """About how many tokens ``message`` will take once its long results are soft-trimmed."""
+    chars = kept = 0
+    for part in message.tool_results:
+        size = len(part.text)
+        chars += size
+        long = size > s.soft_trim_chars and not part.text.startswith(CLEARED_PREFIX)
+        kept += min(size, s.head_chars + s.tail_chars + 600) if long else size
+    return tokens if chars == 0 or kept >= chars else max(1, round(tokens * kept / chars))
+
+
 def _soft_trimmed(part: ToolResultPart, archive_id: str, s: PruneSettings) -> ToolResultPart:
     text = part.text
     # Already trimmed or cleared results are left alone, so pruning twice changes nothing.
@@ -214,40 +230,43 @@ def prune_tool_results(
     items: dict[tuple[int, str], PrunedItem] = {}
     out = list(messages)
 
-    def record(index: int, action: Literal["trimmed", "cleared"], before: Message, after: Message) -> None:
-        originals = messages[index].tool_results
-        for old, original, new in zip(before.tool_results, originals, after.tool_results, strict=True):
-            if new is not old:
+    def record(index: int, action: Literal["trimmed", "cleared"], after: Message) -> None:
+        for original, new in zip(messages[index].tool_results, after.tool_results, strict=True):
+            if new is not original:
                 kept = _result_chars(new)
                 items[(index, new.call_id)] = PrunedItem(after.id, new.call_id, action, _result_chars(original), kept)
 
-    for index, message in enumerate(messages):
-        parts = tuple(
-            _soft_trimmed(p, message.id, settings) if isinstance(p, ToolResultPart) else p for p in message.parts
-        )
-        out[index] = _if_changed(message, parts)
-        record(index, "trimmed", message, out[index])
-
-    carrying = [i for i, m in enumerate(out) if m.has_tool_results]
+    # Decide the hard clears first, on the sizes results will have after soft trimming, so that no
+    # time is spent trimming (and scanning for important lines) results that are then cleared.
+    carrying = [i for i, m in enumerate(messages) if m.has_tool_results]
+    after_trim = {i: _trimmed_tokens(messages[i], count(messages[i]), settings) for i in carrying}
     limit = settings.hard_clear_share * window_tokens
-    total = sum(count(out[i]) for i in carrying)
-    protected_from = _protected_from(out, settings.protect_last_assistant_turns)
+    total = sum(after_trim.values())
+    protected_from = _protected_from(messages, settings.protect_last_assistant_turns)
+    cleared: set[int] = set()
     for index in carrying:
         if total <= limit or index >= protected_from:
             break
-        message = out[index]
-        # Parts never move, so the original of each result is the part at the same position.
-        parts = tuple(
-            _cleared(p, o, names.get(p.call_id, "tool"), message.id)
-            if isinstance(p, ToolResultPart) and isinstance(o, ToolResultPart)
-            else p
-            for p, o in zip(message.parts, messages[index].parts, strict=True)
-        )
-        cleared = _if_changed(message, parts)
-        if cleared is not message:
-            total += count(cleared) - count(message)
-            out[index] = cleared
-            record(index, "cleared", message, cleared)
+        if all(p.text.startswith(CLEARED_PREFIX) for p in messages[index].tool_results):
+            continue
+        cleared.add(index)
+        total -= max(0, after_trim[index] - _CLEARED_TOKENS * len(messages[index].tool_results))
+
+    for index in carrying:
+        message = messages[index]
+        if index in cleared:
+            parts = tuple(
+                _cleared(p, p, names.get(p.call_id, "tool"), message.id) if isinstance(p, ToolResultPart) else p
+                for p in message.parts
+            )
+            action: Literal["trimmed", "cleared"] = "cleared"
+        else:
+            parts = tuple(
+                _soft_trimmed(p, message.id, settings) if isinstance(p, ToolResultPart) else p for p in message.parts
+            )
+            action = "trimmed"
+        out[index] = _if_changed(message, parts)
+        record(index, action, out[index])
 
     def tool_chars(msgs: Sequence[Message]) -> int:
         return sum(_result_chars(p) for m in msgs for p in m.tool_results)

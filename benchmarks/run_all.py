@@ -1,0 +1,144 @@
+"""Run every benchmark and write ``benchmarks/RESULTS.md``.
+
+    python -m benchmarks.run_all            # quick: a few minutes
+    python -m benchmarks.run_all --full     # more sizes and repeats
+
+RESULTS.md records the date, the machine (CPU model, cores, Python, load average at the start),
+the exact command, and one table per benchmark with its targets and whether each was met. The
+figures are also printed as JSON on stdout (``--json PATH`` writes them to a file as well); keep
+that copy out of git.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, Python version and load average, read now."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "load_average": load,
+    }
+
+
+def _section(
+    name: str, produce: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str]
+) -> tuple[dict[str, Any], str]:
+    start = time.perf_counter()
+    try:
+        figures = produce()
+        table = render(figures)
+    except Exception:  # one broken benchmark must not hide the others' results
+        error = traceback.format_exc()
+        print(error, file=sys.stderr)
+        figures = {"error": error}
+        table = f"**{name} failed:**\n\n```\n{error.strip()[-2000:]}\n```"
+    figures["section_seconds"] = time.perf_counter() - start
+    print(f"[run_all] {name}: {figures['section_seconds']:.1f} s", file=sys.stderr)
+    return figures, table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="more sizes and repeats (slower)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the Markdown report")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    quick = not args.full
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    from benchmarks import bench_pipeline, bench_summarizers, bench_tokens
+
+    info = machine()
+    started = dt.datetime.now(dt.UTC)
+    command = "python -m benchmarks.run_all" + (" " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "")
+    start = time.perf_counter()
+
+    tokens, tokens_md = _section("bench_tokens", bench_tokens.run, bench_tokens._table)
+    pipeline, pipeline_md = _section("bench_pipeline", lambda: bench_pipeline.run(quick=quick), bench_pipeline.markdown)
+    summ, summ_md = _section(
+        "bench_summarizers", lambda: bench_summarizers.run(quick=quick), bench_summarizers.markdown
+    )
+    total = time.perf_counter() - start
+    load_end = machine()["load_average"]
+
+    lines = [
+        "# Benchmark results",
+        "",
+        f"- Date: {started:%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {info['cpu']}, {info['cores']} cores; {info['implementation']} {info['python']}; "
+        f"{info['platform']}",
+        f"- Load average at start: {', '.join(str(x) for x in info['load_average'])} "
+        f"(at end: {', '.join(str(x) for x in load_end)}); the machine is shared, figures are medians of repeats",
+        f"- Command: `{command}` ({'quick' if quick else 'full'} mode, {total:.0f} s)",
+        "",
+        "## Token accounting (`benchmarks/bench_tokens.py`)",
+        "",
+        tokens_md,
+        "",
+        "## Pipeline (`benchmarks/bench_pipeline.py`)",
+        "",
+        pipeline_md,
+        "",
+        "## Summarizers (`benchmarks/bench_summarizers.py`)",
+        "",
+        summ_md,
+        "",
+    ]
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    figures = {
+        "date": started.isoformat(),
+        "command": command,
+        "machine": info,
+        "load_average_end": load_end,
+        "seconds": total,
+        "tokens": tokens,
+        "pipeline": pipeline,
+        "summarizers": summ,
+    }
+    data = json.dumps(figures, indent=1, default=str)
+    if args.json is not None:
+        args.json.write_text(data, encoding="utf-8")
+    print(data)
+    print(f"[run_all] wrote {args.out} in {total:.0f} s", file=sys.stderr)
+    return 0 if not any("error" in f for f in (tokens, pipeline, summ)) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
