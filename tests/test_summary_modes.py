@@ -9,7 +9,9 @@ from compaction import CompactionConfig, Compactor
 from compaction.summarizers.llm import LLMSummarizer
 from compaction.testing import FakeProvider
 
-CODING = json.loads((Path(__file__).resolve().parents[1] / "compaction" / "examples" / "coding_session.json").read_text())
+CODING = json.loads(
+    (Path(__file__).resolve().parents[1] / "compaction" / "examples" / "coding_session.json").read_text()
+)
 
 
 def _compactor(provider: FakeProvider, mode: str) -> Compactor:
