@@ -110,12 +110,6 @@ async def _replay(example: str, window: int) -> int:
     if not summary:
         print("No compaction happened (try a smaller --window).")
         return 0
-    headings = [line for line in summary.splitlines() if line.startswith("## ")]
-    print("\nThe last summary's sections:")
-    for heading in headings:
-        print(f"  {heading}")
-    artifacts = summary[summary.find("## Artifacts") :] if "## Artifacts" in summary else None
-    if artifacts:
-        print("\nIts artifact ledger (exact references from the compacted span):\n")
-        print(artifacts.rstrip())
+    print("\nThe summary the next model call sees (from the last compaction):\n")
+    print(summary.rstrip())
     return 0
