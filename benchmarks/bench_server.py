@@ -184,11 +184,12 @@ def run(quick: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         process, base = _start_server(Path(tmp) / "bench.db")
         try:
-            warm = httpx.post(f"{base}/v1/compact", content=full, headers={"content-type": "application/json"}, timeout=120)
+            headers = {"content-type": "application/json"}
+            warm = httpx.post(f"{base}/v1/compact", content=full, headers=headers, timeout=120)
             warm.raise_for_status()
             result = warm.json()
             for _ in range(2):
-                httpx.post(f"{base}/v1/compact", content=lean, headers={"content-type": "application/json"}, timeout=120)
+                httpx.post(f"{base}/v1/compact", content=lean, headers=headers, timeout=120)
             figures: dict[str, Any] = {
                 "transcript": source,
                 "messages": len(messages),
@@ -202,9 +203,7 @@ def run(quick: bool = True) -> dict[str, Any]:
             for shape, body in (("full", full), ("lean", lean)):
                 for clients, requests in ((1, single), (50, many)):
                     key = f"{shape}_c{clients}"
-                    figures["runs"][key] = asyncio.run(
-                        _load(base, body, clients, requests, probe_health=clients > 1)
-                    )
+                    figures["runs"][key] = asyncio.run(_load(base, body, clients, requests, probe_health=clients > 1))
         finally:
             _stop_server(process)
     return figures

@@ -131,6 +131,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from compaction.server.runner import run
+    except ImportError as exc:
+        raise CliError(
+            f"`compaction serve` needs the server extra: pip install 'compaction[server]' (missing {exc.name})",
+            EXIT_USAGE,
+        ) from None
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction", description="Keep long agent transcripts inside the context window."
@@ -161,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--example", default="coding_session", help="bundled example name")
     demo.add_argument("--window", type=int, default=32_000, help="context window for the demo (default 32,000)")
     demo.set_defaults(func=cmd_demo)
+
+    from compaction.server.options import add_arguments as add_serve_arguments  # no FastAPI import
+
+    serve = sub.add_parser("serve", help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)")
+    add_serve_arguments(serve)
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 
 from compaction.adapters import from_canonical, to_canonical
 from compaction.config import CompactionConfig
-from compaction.errors import ContextOverflowError
+from compaction.errors import CompactionError, ContextOverflowError
 from compaction.pipeline import Budget, Run, run_pipeline
 from compaction.result import CompactionResult, Trigger
 from compaction.stages.prune import PruneSettings, prune_tool_results
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter, counter_for_model
-from compaction.transcript import Transcript
+from compaction.transcript import Transcript, TranscriptFormat
 from guards import ContextWindowGuard, ErrorKind, GuardDecision, ModelRegistry, classify_error
 
 T = TypeVar("T")
@@ -147,13 +147,15 @@ class Compactor:
         trigger: Trigger = "manual",
         budget: int | None = None,
         aggression: int = 0,
+        format: TranscriptFormat | None = None,
     ) -> CompactionResult:
         """Compact ``messages`` (OpenAI or Anthropic format; Anthropic's ``system`` separately).
 
         The caller's list is never modified. ``pinned`` are message ids kept verbatim; ``budget``
         tightens the guard's budget (overflow recovery uses it); ``aggression`` halves the verbatim
-        tail once per level."""
-        transcript = to_canonical(messages, system)
+        tail once per level; ``format`` overrides detection (plain-text chats read the same in both
+        formats: pass ``"anthropic"`` so role alternation is kept)."""
+        transcript = to_canonical(messages, system, format=format)
         run = Run(
             transcript=transcript,
             counter=self.counter,
@@ -231,14 +233,18 @@ class Compactor:
             while attempts < self.config.overflow_attempts and compacted is None:
                 attempts += 1
                 aggression += 1
-                result = await self.acompact(
-                    current,
-                    system=current_system,
-                    tools=tools,
-                    trigger="overflow",
-                    budget=tighter,
-                    aggression=aggression,
-                )
+                try:
+                    result = await self.acompact(
+                        current,
+                        system=current_system,
+                        tools=tools,
+                        trigger="overflow",
+                        budget=tighter,
+                        aggression=aggression,
+                    )
+                except CompactionError as exc:  # compaction cannot fit it: truncation is the next step
+                    last_error = exc
+                    break
                 if result.compacted and result.tokens_after < result.tokens_before:
                     compacted = result
                 # A compaction that removed nothing escalates at once instead of burning a model call.

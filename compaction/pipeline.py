@@ -125,7 +125,9 @@ async def prepare(run: Run) -> Prepared:
     )
     zone = [messages[i] for i in layout.zone]
     prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before)
-    if len(zone) < 2:
+    # Fewer than two messages is "not enough to compact" (seeds 003, 004), unless the context does
+    # not fit: then even a single huge message is summarized rather than left over budget.
+    if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
         return prepared
 
     settings = PruneSettings(

@@ -282,3 +282,17 @@ async def test_no_overflow_no_compaction() -> None:
     assert outcome.compactions == []
     assert outcome.messages == messages
     assert len(model.calls) == 1
+
+
+async def test_protected_content_too_large_ends_in_context_overflow_error() -> None:
+    # The task message alone is bigger than the budget: compaction cannot help, truncation has no
+    # tool result to cut, so the caller gets ContextOverflowError (caused by the CompactionError).
+    messages = [
+        {"role": "user", "content": " ".join(f"w{i}" for i in range(30_000))},
+        {"role": "assistant", "content": "ok"},
+    ]
+    model = always(lambda: ContextWindowExceededError(ANTHROPIC_OVERFLOW))
+    with pytest.raises(ContextOverflowError) as info:
+        await make(window=16_000).complete(messages, call=model)
+    assert len(model.calls) == 1
+    assert "protected content alone" in str(info.value.__cause__)

@@ -28,12 +28,12 @@ import contextvars
 import json
 import logging
 import secrets
-import time
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from fastapi import FastAPI, Header, Path, Query, Request
@@ -46,6 +46,8 @@ from compaction.adapters import detect_format, to_canonical
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
+from compaction.middleware._store import summary_message
+from compaction.middleware.events import CompactionEvent, CompactionFailed, CompactionFinished, CompactionStarted
 from compaction.result import CompactionResult
 from compaction.server.events import (
     COMPACTION_FAILED,
@@ -53,6 +55,7 @@ from compaction.server.events import (
     COMPACTION_STARTED,
     EventBus,
 )
+from compaction.server.options import DEFAULT_MAX_BODY_BYTES
 from compaction.server.schemas import (
     SESSION_ID_PATTERN,
     AppendRequest,
@@ -75,14 +78,13 @@ from compaction.server.schemas import (
     SessionContextResponse,
     SessionInfo,
 )
-from compaction.store import CompactionEntry, SessionContext, SessionStore
-from compaction.summarizers.base import Summarizer
+from compaction.store import SessionContext, SessionStore
+from compaction.summarizers.base import Summarizer, SummarizerError
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "CompactionService", "ServerSettings", "create_app"]
 
 logger = logging.getLogger("compaction.server")
 
-DEFAULT_MAX_BODY_BYTES: Final = 20 * 1024 * 1024
 _REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("compaction_request_id", default=None)
 T = TypeVar("T")
 
@@ -137,25 +139,21 @@ def _not_found(kind: str, key: str) -> ApiError:
     return ApiError(404, "not_found", f"no {kind} {key!r}")
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": text}
-    for status, text in (
-        (400, "Invalid transcript (with the message index and field) or invalid options"),
-        (413, "Request body larger than the server's limit"),
-        (422, "Request body does not match the schema, or the compaction cannot fit (compaction_failed)"),
-        (500, "Internal error: a generic message and the request id, never a traceback"),
-    )
+_ERRORS: dict[int, str] = {
+    400: "Invalid transcript (with the message index and field) or invalid options",
+    404: "Unknown session or archive id",
+    413: "Request body larger than the server's limit",
+    422: "Request does not match the schema (invalid_request), or the compaction cannot fit (compaction_failed)",
+    500: "Internal error: a generic message and the request id, never a traceback",
+    502: "The summarizer model failed (summarizer_failed)",
+    503: "The server is shutting down; retry elsewhere",
 }
+_PAYLOAD = (400, 413, 422)  # any operation with a JSON body
 
 
-def _responses(*extra: int) -> dict[int | str, dict[str, Any]]:
-    out = dict(_ERRORS)
-    for status in extra:
-        out[status] = {
-            404: {"model": ErrorResponse, "description": "Unknown session or archive id"},
-            503: {"model": ErrorResponse, "description": "The server is shutting down; retry elsewhere"},
-        }[status]
-    return out
+def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of an operation (500 is documented for every operation)."""
+    return {status: {"model": ErrorResponse, "description": _ERRORS[status]} for status in statuses}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,19 +214,46 @@ class _SessionInput:
     format: SessionFormat
     messages: list[dict[str, Any]]
     system: Any
-    offset: int  # canonical index of stored context message 0 (1 when a system prompt leads)
+    offset: int  # index of stored context message 0 in ``messages`` (1 after an injected system message)
     ids: list[int]
 
 
-@dataclass(frozen=True)
-class SessionOutcome:
-    result: CompactionResult
-    context: SessionContext  # the session after the compaction
-    through_id: int | None
-    messages_compacted: int
-    reason: str
-    tokens_before: int  # of the context for the next call, before and after
-    tokens_after: int
+class _WorkerLoop:
+    """A second event loop, in its own thread, where compactions run.
+
+    The extractive summarizer, token counting and the pipeline are CPU work: on the server's loop
+    they would stall every other request (health checks, SSE heartbeats) for the length of a
+    compaction. Here they share the CPU with the server loop instead (the GIL switches threads every
+    few milliseconds). LLM summarizers are I/O-bound and run concurrently on this loop; one loop for
+    the server's lifetime keeps litellm's per-loop HTTP clients valid."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=loop.run_forever, name="compaction-worker", daemon=True)
+                self._thread.start()
+                self._loop = loop
+            return self._loop
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._start())
+        return await asyncio.wrap_future(future)
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        if not thread.is_alive():
+            loop.close()
 
 
 class CompactionService:
@@ -237,7 +262,10 @@ class CompactionService:
     def __init__(self, settings: ServerSettings, store: SessionStore | None = None) -> None:
         self.settings = settings
         self.config = settings.config
-        self.session_config = settings.config.model_copy(update={"protect_first_user_message": False})
+        # Store mode, as the middleware's ContextManager derives it (then it reuses our compactor).
+        self.session_config = settings.config.model_copy(
+            update={"protect_first_user_message": False, "summary_placement": "message"}
+        )
         self.summarizer = make_summarizer(settings.summarizer, settings.config)
         if store is None:
             from compaction.sqlite_store import SQLiteSessionStore
@@ -247,11 +275,13 @@ class CompactionService:
         self.bus = EventBus()
         self.draining = False
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
+        self._compactors_lock = threading.Lock()
         self._inflight: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._session_locks: dict[str, list[Any]] = {}
         self._closed = False
+        self.worker = _WorkerLoop()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -264,21 +294,24 @@ class CompactionService:
         return await anyio.to_thread.run_sync(lambda: func(*args, **kwargs))
 
     def compactor(self, model: str, options: CompactOptions | None = None, *, session: bool = False) -> Compactor:
+        """The (cached) compactor for a model and per-request options; thread-safe."""
         base = self.session_config if session else self.config
         update = options.model_dump(exclude_none=True) if options is not None else {}
         key = (model, json.dumps([session, update], sort_keys=True))
-        compactor = self._compactors.get(key)
-        if compactor is not None:
-            self._compactors.move_to_end(key)
-            return compactor
+        with self._compactors_lock:
+            compactor = self._compactors.get(key)
+            if compactor is not None:
+                self._compactors.move_to_end(key)
+                return compactor
         try:
             config = CompactionConfig.model_validate({**base.model_dump(), **update}) if update else base
             compactor = Compactor(model, self.summarizer, config)
         except ValueError as exc:  # pydantic's ValidationError and guards' ContextWindowTooSmall included
             raise ApiError(400, "invalid_options", _one_line(exc), field="options") from None
-        self._compactors[key] = compactor
-        while len(self._compactors) > self.settings.compactor_cache_size:
-            self._compactors.popitem(last=False)
+        with self._compactors_lock:
+            compactor = self._compactors.setdefault(key, compactor)
+            while len(self._compactors) > self.settings.compactor_cache_size:
+                self._compactors.popitem(last=False)
         return compactor
 
     def check_accepting(self) -> None:
@@ -324,6 +357,7 @@ class CompactionService:
             return
         self._closed = True
         self.bus.close()
+        self.worker.stop()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
@@ -333,24 +367,27 @@ class CompactionService:
     async def compact(self, request: CompactRequest) -> CompactResult:
         self.check_accepting()
         compactor = self.compactor(request.model or self.settings.model, request.options)
-        try:
-            result = await self.tracked(
-                compactor.acompact(
-                    request.messages,
-                    request.instructions,
-                    system=request.system,
-                    previous_summary=request.previous_summary,
-                    pinned=request.pinned,
-                    budget=request.budget,
-                )
+
+        async def job() -> CompactResult:  # on the worker loop, response model included
+            result = await compactor.acompact(
+                request.messages,
+                request.instructions,
+                system=request.system,
+                previous_summary=request.previous_summary,
+                pinned=request.pinned,
+                budget=request.budget,
             )
+            data = _result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
+            return CompactResult.model_validate(data)
+
+        try:
+            return await self.tracked(self.worker.run(job()))
         except TranscriptError as exc:
-            raise _transcript_error(exc, index_offset=1 if request.system is not None else 0) from None
+            raise _transcript_error(exc) from None
         except CompactionError as exc:
             raise ApiError(422, "compaction_failed", _one_line(exc)) from None
-        return CompactResult.model_validate(
-            _result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
-        )
+        except SummarizerError as exc:
+            raise ApiError(502, "summarizer_failed", _one_line(exc)) from None
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -369,24 +406,24 @@ class CompactionService:
         if fmt == "openai":
             lead = {"role": "system", "content": system}
             return _SessionInput(fmt, [lead, *messages], None, 1, [m.id for m in ctx.messages])
-        return _SessionInput(fmt, messages, system, 1, [m.id for m in ctx.messages])
+        return _SessionInput(fmt, messages, system, 0, [m.id for m in ctx.messages])
 
     def render_context(self, ctx: SessionContext) -> tuple[_SessionInput, list[dict[str, Any]], list[int | None]]:
         """The messages for the next model call: [system (OpenAI)] + [summary] + newer messages."""
         data = self.session_input(ctx)
         out: list[dict[str, Any]] = []
         ids: list[int | None] = []
-        rest = data.messages[data.offset :] if data.format == "openai" else data.messages
-        if data.format == "openai" and data.offset:
+        rest = data.messages[data.offset :]
+        if data.offset:
             out.append(data.messages[0])
             ids.append(None)
-        if ctx.summary:
+        if ctx.summary:  # as the middleware's ContextManager rebuilds it
             cfg = self.session_config
-            text = f"{cfg.summary_start_marker}\n\n{ctx.summary.strip()}\n\n{cfg.summary_end_marker}"
-            out.append({"role": "user", "content": text})
+            out.append(summary_message(ctx.summary, cfg))
             ids.append(None)
             first = rest[0].get("role") if rest else None
-            if data.format == "anthropic" and first in ("user", None):  # Anthropic needs alternation
+            alternation = cfg.ensure_alternation if cfg.ensure_alternation is not None else data.format == "anthropic"
+            if alternation and first in ("user", "tool"):
                 out.append({"role": "assistant", "content": cfg.acknowledgement})
                 ids.append(None)
         out.extend(rest)
@@ -413,36 +450,46 @@ class CompactionService:
 
     async def append(self, session_id: str, body: AppendRequest) -> AppendResponse:
         ctx = await self.context(session_id)
-        self._validate_batch(ctx, body.messages)
+        await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
+        batch: list[dict[str, Any]] = list(body.messages)
+        hoisted: list[int | None] = []
+        first = batch[0]
+        plain_system = set(first) == {"role", "content"} and first["role"] == "system"
+        if plain_system and isinstance(first["content"], str) and not ctx.messages and ctx.system is None:
+            # The OpenAI system prompt becomes the session's system prompt: it then leads every
+            # context instead of being a stored message that compaction could never move past.
+            await self.run_store(self.store.create_session, session_id, system=first["content"])
+            batch, hoisted = batch[1:], [None]
         try:
-            ids = await self.run_store(self.store.append, session_id, body.messages)
+            ids = await self.run_store(self.store.append, session_id, batch) if batch else []
         except KeyError:
             raise _not_found("session", session_id) from None
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "invalid_transcript", _one_line(exc)) from None
         ctx = await self.context(session_id)
-        tokens, reached = self._measure(ctx)
+        tokens, reached = await anyio.to_thread.run_sync(self._measure, ctx)
         compaction = None
         if body.auto_compact and reached:
             self.check_accepting()
             compaction = await self.compact_session(session_id, None, trigger="threshold")
-            tokens, reached = self._measure(await self.context(session_id))
+            tokens, reached = await anyio.to_thread.run_sync(self._measure, await self.context(session_id))
         return AppendResponse(
             session_id=session_id,
-            message_ids=ids,
+            message_ids=[*hoisted, *ids],
             context_tokens=tokens,
             threshold_reached=reached,
             compaction=compaction,
         )
 
     def _validate_batch(self, ctx: SessionContext, batch: Sequence[Mapping[str, Any]]) -> None:
-        """The new messages must read as a transcript in the session's format (index = batch index)."""
+        """The new messages must read as a transcript (index = index in the batch): in Anthropic format
+        once the session is known to be Anthropic, else in the format they show."""
         data = self.session_input(ctx)
         probe_system = data.system if data.format == "anthropic" else None
         try:
-            to_canonical(list(batch), probe_system, format=data.format if data.messages else None)
+            to_canonical(list(batch), probe_system, format="anthropic" if data.format == "anthropic" else None)
         except TranscriptError as exc:
-            raise _transcript_error(exc, index_offset=1 if probe_system is not None else 0) from None
+            raise _transcript_error(exc) from None
 
     def _measure(self, ctx: SessionContext) -> tuple[int, bool]:
         data, messages, _ = self.render_context(ctx)
@@ -455,6 +502,10 @@ class CompactionService:
 
     async def session_context(self, session_id: str) -> SessionContextResponse:
         ctx = await self.context(session_id)
+        return await anyio.to_thread.run_sync(self._context_response, ctx)
+
+    def _context_response(self, ctx: SessionContext) -> SessionContextResponse:
+        session_id = ctx.session_id
         data, messages, ids = self.render_context(ctx)
         tokens, reached = self._measure(ctx)
         return SessionContextResponse(
@@ -494,170 +545,141 @@ class CompactionService:
         trigger: Literal["manual", "threshold"] = "manual",
         include_removed: bool = True,
         include_record: bool = True,
-    ) -> SessionCompactResult:
+    ) -> SessionCompactResult | None:
+        """Compact a stored session with the middleware's :class:`ContextManager` in store mode.
+
+        ``trigger="threshold"`` compacts only when the session is over the threshold (and returns
+        None otherwise, or when the automatic compaction failed: the failure is an event)."""
         self.check_accepting()
         await self.context(session_id)  # 404 before any event
         outcome = await self.tracked(self._compact_session(session_id, instructions, trigger))
-        result = outcome.result
+        if outcome is None:
+            return None
+        result, ctx, started, finished = outcome
         data = _result_dict(result, include_removed=include_removed, include_record=include_record)
-        after, messages, _ = self.render_context(outcome.context)
-        compacted = outcome.messages_compacted > 0
+        after, messages, _ = self.render_context(ctx)
+        compacted = result.compacted
+        tokens_before = finished.tokens_before if finished else started.tokens_before if started else 0
+        tokens_after = finished.tokens_after if finished else tokens_before
         data.update(
             session_id=session_id,
-            compacted=compacted,
-            reason=outcome.reason,
             messages=messages,
             system=after.system,
             format=after.format,
-            tokens_before=outcome.tokens_before,
-            tokens_after=outcome.tokens_after,
-            tokens_saved=max(0, outcome.tokens_before - outcome.tokens_after),
-            summary_through_id=outcome.through_id,
-            messages_compacted=outcome.messages_compacted,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            tokens_saved=max(0, tokens_before - tokens_after),
+            summary_through_id=ctx.summary_through_id,
+            messages_compacted=result.messages_removed if compacted else 0,
             archive_ids=list(result.archive) if compacted else [],
         )
         if not compacted:
-            data.update(summary=outcome.context.summary, fallback_level="none", removed=[], archive={})
+            data.update(summary=ctx.summary, fallback_level="none", removed=[], archive={}, messages_removed=0)
         return SessionCompactResult.model_validate(data)
 
-    async def _compact_session(self, session_id: str, instructions: str | None, trigger: str) -> SessionOutcome:
+    async def _compact_session(
+        self, session_id: str, instructions: str | None, trigger: str
+    ) -> tuple[CompactionResult, SessionContext, CompactionStarted | None, CompactionFinished | None] | None:
+        from compaction.middleware import ContextManager
+
+        seen: list[CompactionEvent] = []
+        loop = asyncio.get_running_loop()
+        request_id = _REQUEST_ID.get()
+
+        def on_event(event: CompactionEvent) -> None:  # called on the worker loop
+            started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
+            seen.append(event)
+            loop.call_soon_threadsafe(self._publish, session_id, event, instructions, request_id, started)
+
         async with self._lock(session_id):
-            return await self._compact_session_locked(session_id, instructions, trigger)
+            ctx = await self.context(session_id)
+            compactor = self.compactor(ctx.model or self.settings.model, session=True)
 
-    async def _compact_session_locked(self, session_id: str, instructions: str | None, trigger: str) -> SessionOutcome:
-        started = False
-        trig: Literal["manual", "threshold"] = "threshold" if trigger == "threshold" else "manual"
-        try:
-            for _attempt in range(5):  # compare-and-swap: another process may compact first
-                ctx = await self.context(session_id)
-                data = self.session_input(ctx)
-                compactor = self.compactor(ctx.model or self.settings.model, session=True)
-                tokens_before = self._measure(ctx)[0]
-                if not started:
-                    try:
-                        to_canonical(data.messages, data.system)
-                    except TranscriptError as exc:
-                        raise _transcript_error(exc, index_offset=data.offset) from None
-                    self.bus.publish(
-                        session_id,
-                        COMPACTION_STARTED,
-                        CompactionStartedEvent(
-                            session_id=session_id,
-                            trigger=trig,
-                            messages=len(ctx.messages),
-                            tokens_before=tokens_before,
-                            instructions=instructions,
-                        ).model_dump(mode="json"),
-                    )
-                    started = True
+            async def job() -> CompactionResult | None:  # on the worker loop
                 try:
-                    result = await compactor.acompact(
-                        data.messages,
-                        instructions,
-                        system=data.system,
-                        previous_summary=ctx.summary,
-                        trigger=trig,
-                    )
-                except TranscriptError as exc:
-                    raise _transcript_error(exc, index_offset=data.offset) from None
-                except CompactionError as exc:
-                    raise ApiError(422, "compaction_failed", _one_line(exc)) from None
-                saved = await self._save(session_id, ctx, data, result)
-                if saved is None:
-                    continue  # lost the race: re-read and compact the new state
-                through, count, reason = saved
-                new_ctx = await self.context(session_id) if count else ctx
-                outcome = SessionOutcome(
-                    result=result,
-                    context=new_ctx,
-                    through_id=through,
-                    messages_compacted=count,
-                    reason=reason,
-                    tokens_before=tokens_before,
-                    tokens_after=self._measure(new_ctx)[0] if count else tokens_before,
-                )
-                self._publish_finished(session_id, trig, outcome)
-                return outcome
-            raise ApiError(409, "conflict", "the session kept being compacted by another worker; retry")
-        except BaseException as exc:
-            if started:
-                body = (
-                    exc.body() if isinstance(exc, ApiError) else ErrorBody(type="internal_error", message=_public(exc))
-                )
-                body.request_id = None
-                self.bus.publish(
-                    session_id,
-                    COMPACTION_FAILED,
-                    CompactionFailedEvent(session_id=session_id, trigger=trig, error=body).model_dump(
-                        mode="json", exclude_none=True
-                    ),
-                )
-            raise
+                    manager = ContextManager(compactor, session_id=session_id, store=self.store, on_event=on_event)
+                except TranscriptError as exc:  # a stored message the adapters reject
+                    raise _transcript_error(exc) from None
+                try:
+                    if trigger == "threshold":
+                        return await manager.before_turn()
+                    return await manager.compact_now(instructions)
+                except TranscriptError as exc:  # index into the stored context (after an OpenAI system message)
+                    raise _transcript_error(exc, index_offset=self.session_input(ctx).offset) from None
 
-    async def _save(
-        self, session_id: str, ctx: SessionContext, data: _SessionInput, result: CompactionResult
-    ) -> tuple[int | None, int, str] | None:
-        """Store the compaction (compare-and-swap): (summary_through_id, messages covered, reason),
-        or None when another worker compacted first."""
-        if not result.compacted:
-            return ctx.summary_through_id, 0, result.reason
-        count = _covered_prefix(data, result)
-        if count == 0:
-            return (
-                ctx.summary_through_id,
-                0,
-                "the oldest messages must stay verbatim (a system message? give it as the session's system)",
-            )
-        through = data.ids[count - 1]
-        entry = CompactionEntry(
-            at=time.time(),
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-            messages_compacted=count,
-            fallback_level=result.fallback_level,
-            summary=result.summary,
-            summary_through_id=through,
-            record=result.record,
-            trigger=result.trigger,
-        )
-        saved = await self.run_store(
-            self.store.save_compaction,
-            session_id,
-            expected_through_id=ctx.summary_through_id,
-            new_through_id=through,
-            summary=result.summary,
-            entry=entry,
-            archive=result.archive,
-        )
-        return (through, count, result.reason) if saved else None
+            try:
+                result = await self.worker.run(job())
+            except CompactionError as exc:
+                raise ApiError(422, "compaction_failed", _one_line(exc)) from None
+            except SummarizerError as exc:
+                raise ApiError(502, "summarizer_failed", _one_line(exc)) from None
+            if result is None:
+                return None
+            ctx = await self.context(session_id)
+        started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
+        finished = next((e for e in seen if isinstance(e, CompactionFinished)), None)
+        return result, ctx, started, finished
 
-    def _publish_finished(self, session_id: str, trigger: Literal["manual", "threshold"], o: SessionOutcome) -> None:
-        r = o.result
-        compacted = o.messages_compacted > 0
-        before, after = o.tokens_before, o.tokens_after
-        text = (
-            f"Compacted {o.messages_compacted} messages, tokens {before} -> {after}"
-            if compacted
-            else f"No compaction needed: {o.reason}"
-        )
-        self.bus.publish(
-            session_id,
-            COMPACTION_FINISHED,
-            CompactionFinishedEvent(
+    def _publish(
+        self,
+        session_id: str,
+        event: CompactionEvent,
+        instructions: str | None,
+        request_id: str | None,
+        started_event: CompactionStarted | None = None,
+    ) -> None:
+        """The middleware's events as SSE events."""
+        if isinstance(event, CompactionStarted):
+            started = CompactionStartedEvent(
                 session_id=session_id,
-                compacted=compacted,
-                reason=o.reason,
-                trigger=trigger,
-                tokens_before=before,
-                tokens_after=after,
-                tokens_saved=max(0, before - after),
-                messages_compacted=o.messages_compacted,
-                fallback_level=r.fallback_level if compacted else "none",
-                summary_through_id=o.through_id,
+                trigger=event.trigger,
+                messages=event.messages,
+                tokens_before=event.tokens_before,
+                threshold=event.threshold,
+                instructions=instructions if event.trigger == "manual" else None,
+            )
+            self.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
+        elif isinstance(event, CompactionFinished):
+            r = event.result
+            finished = CompactionFinishedEvent(
+                session_id=session_id,
+                compacted=True,
+                reason=r.reason,
+                trigger=event.trigger,
+                tokens_before=event.tokens_before,
+                tokens_after=event.tokens_after,
+                tokens_saved=event.tokens_saved,
+                messages_compacted=event.messages_compacted,
+                messages_before=event.messages_before,
+                messages_after=event.messages_after,
+                fallback_level=r.fallback_level,
                 duration_s=r.duration_s,
-                text=text,
-            ).model_dump(mode="json"),
-        )
+                text=(
+                    f"Compacted {event.messages_compacted} messages, "
+                    f"tokens {event.tokens_before} -> {event.tokens_after}"
+                ),
+            )
+            self.bus.publish(session_id, COMPACTION_FINISHED, finished.model_dump(mode="json"))
+        elif event.exception is None:  # ran, but nothing to compact: not a failure for a client
+            tokens = started_event.tokens_before if started_event is not None else 0
+            messages = started_event.messages if started_event is not None else 0
+            quiet = CompactionFinishedEvent(
+                session_id=session_id,
+                compacted=False,
+                reason=event.error,
+                trigger=event.trigger,
+                tokens_before=tokens,
+                tokens_after=tokens,
+                messages_before=messages,
+                messages_after=messages,
+                text=f"No compaction needed: {event.error}",
+            )
+            self.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
+        else:
+            failed = CompactionFailedEvent(
+                session_id=session_id, trigger=event.trigger, error=_public_error(event, request_id)
+            )
+            self.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))
 
     async def history(self, session_id: str, include_record: bool) -> CompactionHistory:
         try:
@@ -695,24 +717,6 @@ class CompactionService:
         return ArchivedMessage(archive_id=archive_id, message=message)
 
 
-def _covered_prefix(data: _SessionInput, result: CompactionResult) -> int:
-    """How many stored context messages, from the oldest, the summary now stands for.
-
-    The store can only move ``summary_through_id`` forward over a prefix, so this is the longest
-    run of oldest messages the compaction archived, capped at the size of the summarized zone
-    (messages the pipeline only rewrote, e.g. pruned tool results in the kept tail, are archived
-    too but stay in context)."""
-    canonical = to_canonical(data.messages, data.system)
-    archived = result.archive
-    limit = min(len(data.ids), result.messages_removed)
-    count = 0
-    for k in range(limit):
-        if canonical.messages[k + data.offset].id not in archived:
-            break
-        count += 1
-    return count
-
-
 def _result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:
     data = result.to_dict()
     if not include_removed:
@@ -727,8 +731,21 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:2000]
 
 
-def _public(exc: BaseException) -> str:
-    return "internal error" if not isinstance(exc, ApiError) else exc.message
+_PUBLIC_ERRORS = (TranscriptError, CompactionError, SummarizerError)
+
+
+def _public_error(event: CompactionFailed, request_id: str | None) -> ErrorBody:
+    """What a failed event may say: library errors verbatim, anything else generically (the
+    details go to the log with the request id)."""
+    exc = event.exception
+    if isinstance(exc, TranscriptError):
+        return ErrorBody(type="invalid_transcript", message=_one_line(exc), index=exc.index, field=exc.field)
+    if isinstance(exc, CompactionError):
+        return ErrorBody(type="compaction_failed", message=_one_line(exc))
+    if isinstance(exc, SummarizerError):
+        return ErrorBody(type="summarizer_failed", message=_one_line(exc))
+    logger.error("compaction of session %s failed (request id %s): %s", event.session_id, request_id, event.error)
+    return ErrorBody(type="internal_error", message="internal error", request_id=request_id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -902,7 +919,7 @@ def create_app(
             "`CompactionFinishedEvent`, `CompactionFailedEvent`)."
         ),
         lifespan=lifespan,
-        responses={500: _ERRORS[500]},
+        responses=_responses(500),
     )
     app.state.service = service
     app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes)
@@ -972,7 +989,9 @@ def create_app(
         )
         return JSONResponse(body.model_dump(mode="json"), status_code=503 if service.draining else 200)
 
-    @app.post("/v1/compact", response_model=CompactResult, tags=["compaction"], responses=_responses(503))
+    @app.post(
+        "/v1/compact", response_model=CompactResult, tags=["compaction"], responses=_responses(*_PAYLOAD, 502, 503)
+    )
     async def compact(body: CompactRequest) -> CompactResult:
         """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`."""
         return await service.compact(body)
@@ -982,7 +1001,7 @@ def create_app(
         response_model=SessionInfo,
         status_code=201,
         tags=["sessions"],
-        responses={**_responses(), 200: {"model": SessionInfo, "description": "The session existed; updated"}},
+        responses={**_responses(*_PAYLOAD), 200: {"model": SessionInfo, "description": "The session existed; updated"}},
     )
     async def create_session(body: CreateSessionRequest) -> JSONResponse:
         """Create a session (id generated unless given); an existing id is updated (system/model)."""
@@ -993,7 +1012,7 @@ def create_app(
         "/v1/sessions/{session_id}/messages",
         response_model=AppendResponse,
         tags=["sessions"],
-        responses=_responses(404, 503),
+        responses=_responses(*_PAYLOAD, 404, 503),
     )
     async def append(body: AppendRequest, session_id: SessionId) -> AppendResponse:
         """Append messages (in the session's format; never rewritten). `auto_compact` compacts when
@@ -1004,7 +1023,7 @@ def create_app(
         "/v1/sessions/{session_id}/context",
         response_model=SessionContextResponse,
         tags=["sessions"],
-        responses=_responses(404),
+        responses=_responses(404, 422),
     )
     async def context(session_id: SessionId) -> SessionContextResponse:
         """The context for the next model call: the summary plus the messages after it."""
@@ -1014,21 +1033,23 @@ def create_app(
         "/v1/sessions/{session_id}/compact",
         response_model=SessionCompactResult,
         tags=["sessions"],
-        responses=_responses(404, 503),
+        responses=_responses(*_PAYLOAD, 404, 502, 503),
     )
     async def compact_session(session_id: SessionId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
         """Compact the session now (seed 004's `/compact`), optionally focused by `instructions`.
         Not enough messages is a 200 with `compacted: false`."""
         body = body or SessionCompactRequest()
-        return await service.compact_session(
+        result = await service.compact_session(
             session_id, body.instructions, include_removed=body.include_removed, include_record=body.include_record
         )
+        assert result is not None  # manual compactions always answer
+        return result
 
     @app.get(
         "/v1/sessions/{session_id}/compactions",
         response_model=CompactionHistory,
         tags=["sessions"],
-        responses=_responses(404),
+        responses=_responses(404, 422),
     )
     async def compactions(
         session_id: SessionId,
@@ -1049,7 +1070,7 @@ def create_app(
                 ),
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
-            **_responses(404, 503),
+            **_responses(404, 422, 503),
         },
     )
     async def events(
@@ -1067,7 +1088,9 @@ def create_app(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    @app.get("/v1/archive/{archive_id}", response_model=ArchivedMessage, tags=["sessions"], responses=_responses(404))
+    @app.get(
+        "/v1/archive/{archive_id}", response_model=ArchivedMessage, tags=["sessions"], responses=_responses(404, 422)
+    )
     async def archived(
         archive_id: str = Path(min_length=1, max_length=200),
         session_id: str | None = Query(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -20,7 +19,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from compaction.config import CompactionConfig
-from compaction.server.app import DEFAULT_MAX_BODY_BYTES, CompactionService, create_app
+from compaction.server.app import CompactionService, create_app
+from compaction.server.options import add_arguments
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -71,34 +71,6 @@ def server_for(
         **uvicorn_options,
     )
     return Server(config)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``compaction serve`` (shared by ``python -m compaction.server``)."""
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
-    parser.add_argument(
-        "--db", default=os.environ.get("COMPACTION_DB", "compaction.db"), help="SQLite session store (or :memory:)"
-    )
-    parser.add_argument("--model", default="gpt-4o", help="default agent model (tokenizer and window)")
-    parser.add_argument(
-        "--summarizer",
-        default="extractive",
-        help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
-    )
-    parser.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
-    parser.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
-    parser.add_argument(
-        "--threshold", type=float, default=0.8, help="auto-compaction threshold: fraction of the window or tokens"
-    )
-    parser.add_argument(
-        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request size limit (default 20 MiB)"
-    )
-    parser.add_argument("--heartbeat", type=float, default=15.0, help="SSE heartbeat interval in seconds")
-    parser.add_argument(
-        "--drain-timeout", type=float, default=120.0, help="seconds shutdown waits for in-flight compactions"
-    )
-    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,7 +76,7 @@ FallbackLevel = Literal["none", "full", "partial", "annotation", "trim"]
 Trigger = Literal["manual", "threshold", "overflow"]
 TranscriptFormat = Literal["openai", "anthropic"]
 
-_FORBID = ConfigDict(extra="forbid")
+_FORBID = ConfigDict(extra="forbid", strict=True)  # request bodies: exactly the documented JSON types
 MAX_TOKENS = 10_000_000
 
 
@@ -228,7 +228,12 @@ class SessionCompactResult(CompactResult):
 
 class AppendResponse(BaseModel):
     session_id: str
-    message_ids: list[int]
+    message_ids: list[int | None] = Field(
+        description=(
+            "store id of each appended message; null for a leading OpenAI system message appended to an "
+            "empty session without a system prompt, which becomes the session's system prompt"
+        )
+    )
     context_tokens: int = Field(description="tokens of the context for the next call")
     threshold_reached: bool
     compaction: SessionCompactResult | None = Field(default=None, description="set when auto_compact compacted")
@@ -281,36 +286,42 @@ class ArchivedMessage(BaseModel):
     message: Message
 
 
+EventTrigger = Literal["manual", "threshold", "iterations", "overflow"]
+
+
 class CompactionStartedEvent(BaseModel):
-    """``event: compaction.started``"""
+    """``event: compaction.started`` (the middleware's ``session.compacting``)."""
 
     session_id: str
-    trigger: Trigger
+    trigger: EventTrigger
     messages: int = Field(description="messages in the context being compacted")
-    tokens_before: int
-    instructions: str | None
+    tokens_before: int = Field(description="tokens of the whole request: system prompt, messages, tools")
+    threshold: int | None = Field(description="the token threshold, when the threshold triggered it")
+    instructions: str | None = None
 
 
 class CompactionFinishedEvent(BaseModel):
-    """``event: compaction.finished`` (seed 004's ``session.compacted``)."""
+    """``event: compaction.finished`` (seed 004's ``session.compacted``). ``compacted`` is false
+    when there was nothing to compact (``reason`` says why; tokens before = after)."""
 
     session_id: str
     compacted: bool
     reason: str
-    trigger: Trigger
-    tokens_before: int
-    tokens_after: int
-    tokens_saved: int
-    messages_compacted: int
-    fallback_level: FallbackLevel
-    summary_through_id: int | None
-    duration_s: float
+    trigger: EventTrigger
+    tokens_before: int = 0
+    tokens_after: int = 0
+    tokens_saved: int = 0
+    messages_compacted: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    fallback_level: FallbackLevel = "none"
+    duration_s: float = 0.0
     text: str = Field(examples=["Compacted 118 messages, tokens 23775 -> 4959"])
 
 
 class CompactionFailedEvent(BaseModel):
-    """``event: compaction.failed``"""
+    """``event: compaction.failed``: library errors are quoted, anything else is generic."""
 
     session_id: str
-    trigger: Trigger
+    trigger: EventTrigger
     error: ErrorBody

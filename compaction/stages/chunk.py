@@ -26,6 +26,7 @@ from compaction.transcript import Message, Part, TextPart, ToolResultPart
 BASE_CHUNK_RATIO = 0.4
 MIN_CHUNK_RATIO = 0.15
 SAFETY_MARGIN = 1.2
+_FIT_ROUNDS = 6  # fit_message's cutting rounds
 
 Span = tuple[int, int]
 
@@ -158,6 +159,21 @@ def fit_message(message: Message, max_tokens: int, count: Callable[[Message], in
     if current <= max_tokens:
         return message
     keep_share = max_tokens / current * 0.9
+    best, best_count = message, current
+    # Each round cuts the original again with a smaller share (tokens denser than average), so notes
+    # never stack; a bounded number of rounds, since short parts and tool calls cannot be cut at all.
+    for _ in range(_FIT_ROUNDS):
+        fitted = _cut_parts(message, keep_share)
+        size = count(fitted)
+        if size < best_count:
+            best, best_count = fitted, size
+        if size <= max_tokens or keep_share <= 0.01:
+            break
+        keep_share *= max_tokens / size * 0.9
+    return best
+
+
+def _cut_parts(message: Message, keep_share: float) -> Message:
     parts: list[Part] = []
     for part in message.parts:
         if isinstance(part, TextPart) and len(part.text) > 400:
@@ -166,10 +182,7 @@ def fit_message(message: Message, max_tokens: int, count: Callable[[Message], in
             parts.append(part.model_copy(update={"content": _keep_ends(part.text, keep_share, message.id)}))
         else:
             parts.append(part)
-    fitted = message.with_parts(tuple(parts))
-    if count(fitted) > max_tokens and keep_share > 0.01:  # tokens are denser than average: cut again
-        return fit_message(fitted, max_tokens, count)
-    return fitted
+    return message.with_parts(tuple(parts))
 
 
 def _keep_ends(text: str, share: float, archive_id: str) -> str:

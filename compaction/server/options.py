@@ -1,0 +1,53 @@
+"""The command-line options of ``compaction serve`` / ``python -m compaction.server``.
+
+Kept free of FastAPI and uvicorn imports, so ``compaction --help`` stays fast and works without
+the ``server`` extra installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Final
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments"]
+
+DEFAULT_MAX_BODY_BYTES: Final = 20 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the server's options to ``parser``."""
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("COMPACTION_DB", "compaction.db"),
+        help="SQLite session store (default compaction.db, or $COMPACTION_DB; ':memory:' for none)",
+    )
+    parser.add_argument("--model", default="gpt-4o", help="default agent model (tokenizer and window)")
+    parser.add_argument(
+        "--summarizer",
+        default="extractive",
+        help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
+    )
+    parser.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
+    parser.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.8,
+        help="auto-compaction threshold: a fraction of the window, or tokens when > 1 (default 0.8)",
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request size limit (default 20 MiB)"
+    )
+    parser.add_argument("--heartbeat", type=float, default=15.0, help="SSE heartbeat interval in seconds (default 15)")
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=120.0,
+        help="seconds a shutdown waits for in-flight compactions (default 120)",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level"
+    )
