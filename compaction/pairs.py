@@ -147,17 +147,9 @@ def safe_cut_points(messages: Sequence[Message]) -> list[int]:
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for index, message in enumerate(messages):
-        for part in message.parts:
-            key = (
-                part.id
-                if isinstance(part, ToolCallPart)
-                else part.call_id
-                if isinstance(part, ToolResultPart)
-                else None
-            )
-            if key is not None:
-                first.setdefault(key, index)
-                last[key] = index
+        for key in (*(c.id for c in message.tool_calls), *(r.call_id for r in message.tool_results)):
+            first.setdefault(key, index)
+            last[key] = index
     for key, start in first.items():
         end = last[key]
         if end > start:

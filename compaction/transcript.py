@@ -20,11 +20,13 @@ import binascii
 import hashlib
 import json
 import struct
-from collections.abc import Iterator, Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from functools import cached_property
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+T = TypeVar("T")
 Role = Literal["system", "user", "assistant", "tool"]
 ContentForm = Literal["string", "parts", "null", "absent"]
 TranscriptFormat = Literal["openai", "anthropic"]
@@ -175,35 +177,47 @@ class Message(BaseModel):
     # The role string the provider used when it differs from ``role`` (OpenAI "developer").
     source_role: str | None = None
 
-    @property
+    # Derived views are cached on the instance (messages are immutable); ``model_copy`` drops them
+    # so a copy with new parts never reports the old ones.
+    @cached_property
     def text(self) -> str:
         """All plain text of the message (text parts, and the text of tool results)."""
-        chunks: list[str] = []
-        for part in self.parts:
-            if isinstance(part, (TextPart, ToolResultPart)):
-                chunks.append(part.text)
-        return "\n".join(chunks)
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart | ToolResultPart))
 
-    @property
+    @cached_property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
 
-    @property
+    @cached_property
     def tool_results(self) -> tuple[ToolResultPart, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
 
     @property
     def has_tool_calls(self) -> bool:
-        return any(isinstance(p, ToolCallPart) for p in self.parts)
+        return bool(self.tool_calls)
 
     @property
     def has_tool_results(self) -> bool:
-        return any(isinstance(p, ToolResultPart) for p in self.parts)
+        return bool(self.tool_results)
 
-    @property
+    @cached_property
     def is_user_turn(self) -> bool:
         """A user message with something the user said (not only tool results)."""
         return self.role == "user" and any(not isinstance(p, ToolResultPart | ReasoningPart) for p in self.parts)
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` once per message and key. Stages that derive a message from another (pruned,
+        prepared for the summarizer) use it, since agents compact the same messages again and again."""
+        store: dict[Hashable, Any] = self.__dict__.setdefault("_memo", {})
+        if key not in store:
+            store[key] = compute()
+        return store[key]  # type: ignore[no-any-return]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Message:
+        copy = super().model_copy(update=update, deep=deep)
+        for name in _DERIVED:
+            copy.__dict__.pop(name, None)
+        return copy
 
     def iter_images(self) -> Iterator[ImagePart]:
         for part in self.parts:
@@ -221,6 +235,9 @@ class Message(BaseModel):
             texts = [p for p in parts if isinstance(p, TextPart)]
             form = "string" if only_text_and_calls and len(texts) <= 1 else "parts"
         return self.model_copy(update={"parts": parts, "content_form": form})
+
+
+_DERIVED = ("text", "tool_calls", "tool_results", "is_user_turn", "_memo")
 
 
 class Transcript(BaseModel):

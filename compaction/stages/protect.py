@@ -78,10 +78,11 @@ def partition(
 
     pinned_set = set(pinned_ids)
     kept: set[int] = set()
-    for unit in units(messages[:tail_start]):
-        members = range(unit.start, unit.end)
-        if any(messages[i].pinned or messages[i].id in pinned_set for i in members):
-            kept.update(members)
+    if pinned_set or any(m.pinned for m in messages[:tail_start]):
+        for unit in units(messages[:tail_start]):
+            members = range(unit.start, unit.end)
+            if any(messages[i].pinned or messages[i].id in pinned_set for i in members):
+                kept.update(members)
     head_set = set(head)
     kept.update(i for i in range(head_end, tail_start) if messages[i].role == "system")
     kept -= head_set

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from compaction._cache import memoize_text
@@ -213,6 +214,19 @@ def _cleared(part: ToolResultPart, original: ToolResultPart, tool: str, archive_
     return part.model_copy(update={"content": content})
 
 
+def _clear_message(message: Message, tools: tuple[str, ...]) -> Message:
+    names = iter(tools)
+    parts = tuple(
+        _cleared(p, p, next(names), message.id) if isinstance(p, ToolResultPart) else p for p in message.parts
+    )
+    return _if_changed(message, parts)
+
+
+def _trim_message(message: Message, settings: PruneSettings) -> Message:
+    parts = tuple(_soft_trimmed(p, message.id, settings) if isinstance(p, ToolResultPart) else p for p in message.parts)
+    return _if_changed(message, parts)
+
+
 def prune_tool_results(
     messages: Sequence[Message], *, settings: PruneSettings, window_tokens: int, count: Callable[[Message], int]
 ) -> PruneOutcome:
@@ -255,18 +269,12 @@ def prune_tool_results(
     for index in carrying:
         message = messages[index]
         if index in cleared:
-            parts = tuple(
-                _cleared(p, p, names.get(p.call_id, "tool"), message.id) if isinstance(p, ToolResultPart) else p
-                for p in message.parts
-            )
-            action: Literal["trimmed", "cleared"] = "cleared"
+            tools = tuple(names.get(p.call_id, "tool") for p in message.tool_results)
+            out[index] = message.memo(("prune.cleared", tools), partial(_clear_message, message, tools))
+            record(index, "cleared", out[index])
         else:
-            parts = tuple(
-                _soft_trimmed(p, message.id, settings) if isinstance(p, ToolResultPart) else p for p in message.parts
-            )
-            action = "trimmed"
-        out[index] = _if_changed(message, parts)
-        record(index, action, out[index])
+            out[index] = message.memo(("prune.trimmed", settings), partial(_trim_message, message, settings))
+            record(index, "trimmed", out[index])
 
     def tool_chars(msgs: Sequence[Message]) -> int:
         return sum(_result_chars(p) for m in msgs for p in m.tool_results)
@@ -300,25 +308,31 @@ def prepare_for_summarizer(messages: Sequence[Message], *, settings: PruneSettin
     """
     prepared: list[Message] = []
     for message in messages:
-        parts: list[Part] = []
-        for part in message.parts:
-            if isinstance(part, ReasoningPart):
-                continue  # the model's scratchpad: verbose, often encrypted, not facts to keep
-            if isinstance(part, ImagePart):
-                parts.append(_image_note(part, message.id))
-            elif isinstance(part, ToolResultPart):
-                parts.append(_summarizer_result(part, message.id, settings))
-            else:
-                parts.append(part)
-        if not parts and message.parts:
-            continue
-        extra = {k: v for k, v in message.extra.items() if k == "name"}
-        same_parts = len(parts) == len(message.parts) and all(a is b for a, b in zip(parts, message.parts, strict=True))
-        if same_parts and extra == message.extra:
-            prepared.append(message)
-        else:
-            prepared.append(_rebuilt(message, tuple(parts), extra=extra))
+        seen = message.memo(("prune.prepared", settings), partial(_prepared, message, settings))
+        if seen is not None:
+            prepared.append(seen)
     return tuple(prepared)
+
+
+def _prepared(message: Message, settings: PruneSettings) -> Message | None:
+    """One message as the summarizer sees it; None when nothing of it is left."""
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, ReasoningPart):
+            continue  # the model's scratchpad: verbose, often encrypted, not facts to keep
+        if isinstance(part, ImagePart):
+            parts.append(_image_note(part, message.id))
+        elif isinstance(part, ToolResultPart):
+            parts.append(_summarizer_result(part, message.id, settings))
+        else:
+            parts.append(part)
+    if not parts and message.parts:
+        return None
+    extra = {k: v for k, v in message.extra.items() if k == "name"}
+    same_parts = len(parts) == len(message.parts) and all(a is b for a, b in zip(parts, message.parts, strict=True))
+    if same_parts and extra == message.extra:
+        return message
+    return _rebuilt(message, tuple(parts), extra=extra)
 
 
 def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSettings) -> ToolResultPart:
