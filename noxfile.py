@@ -53,3 +53,56 @@ def demo(session: nox.Session) -> None:
     """The main job on the offline default: an agent session auto-compacting, no API key needed."""
     session.install("-e", ".")
     session.run("compaction", "demo", *session.posargs, env=ENV)
+
+
+@nox.session(python=PYTHON, default=False)
+def peers(session: nox.Session) -> None:
+    """Ours vs LangChain, LangMem and OpenClaw on the same transcripts and fake model (not CI).
+
+    Installs the peers at run time: the Python ones into this session's venv, OpenClaw with npm into
+    .nox/.cache/peers-openclaw (benchmarks/peers/openclaw-package.json says why its overrides are there).
+    An install that fails is reported in the results, not hidden. Writes the Peers section of
+    benchmarks/RESULTS.md. Arguments after -- go to the driver, e.g. `-- --sizes 500 --repeats 1`.
+    """
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    session.install("-e", ".", "langchain<1.5", "langchain-openai", "langmem")
+    spec = Path("benchmarks/peers/openclaw-package.json").read_text(encoding="utf-8")
+    prefix = Path(session.cache_dir) / "peers-openclaw"
+    log = prefix / "install.log"
+    prefix.mkdir(parents=True, exist_ok=True)
+    manifest = prefix / "package.json"
+    installed = (prefix / "node_modules" / "openclaw" / "package.json").is_file()
+    if installed and manifest.is_file() and manifest.read_text(encoding="utf-8") == spec:
+        session.log(f"OpenClaw: reusing {prefix}")
+    elif shutil.which("npm") is None:
+        log.write_text("npm is not on PATH\n", encoding="utf-8")
+        session.warn("npm is not on PATH: OpenClaw's row will say so")
+    else:
+        shutil.rmtree(prefix / "node_modules", ignore_errors=True)
+        (prefix / "package-lock.json").unlink(missing_ok=True)
+        manifest.write_text(spec, encoding="utf-8")
+        command = ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--ignore-scripts"]
+        command.append("--legacy-peer-deps")
+        session.log(" ".join(command))
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
+            log.write_text(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}\nexit {done.returncode}\n")
+            if done.returncode != 0:
+                session.warn(f"npm install failed (exit {done.returncode}); see {log}")
+        except subprocess.TimeoutExpired:
+            log.write_text(f"$ {' '.join(command)}\ntimed out after 1200 s\n", encoding="utf-8")
+            session.warn("npm install timed out")
+    session.run(
+        "python",
+        "-m",
+        "benchmarks.peers",
+        "--openclaw-modules",
+        str(prefix / "node_modules"),
+        "--openclaw-install-log",
+        str(log),
+        *session.posargs,
+        env=ENV,
+    )

@@ -1,0 +1,241 @@
+// Runs OpenClaw's own compaction (npm openclaw@2026.1.30 on @mariozechner/pi-coding-agent@0.50.7) on one
+// transcript, the way OpenClaw's embedded runner does on `/compact` or after a context overflow:
+//
+//   1. pi's SessionManager (in memory) holds the session: one entry per message.
+//   2. pi's prepareCompaction(branch, settings) picks the cut point (keepRecentTokens, never at a tool result)
+//      and the messages to summarize (plus the prefix of a split turn).
+//   3. OpenClaw's default compaction mode, "safeguard" (its config default), runs as the pi extension does:
+//      the `session_before_compact` handler of dist/agents/pi-extensions/compaction-safeguard.js
+//      (history-share pruning, adaptive chunk ratio, summarizeInStages -> summarizeWithFallback ->
+//      pi's generateSummary, Tool Failures section, read/modified file lists).
+//   4. pi's appendCompaction + buildSessionContext rebuild the context (summary message + kept messages).
+//   5. pi's convertToLlm and pi-ai's OpenAI-completions request builder turn it into the wire messages
+//      (captured with `onPayload`, so that last step sends nothing).
+//
+// The model is pi-ai's "openai-completions" API pointed at the benchmark's fake provider (an
+// OpenAI-compatible base URL); every summarizer call is a real HTTP request that the fake records.
+// Nothing of OpenClaw lives in this repository: the modules are imported from the node_modules
+// directory that the `peers` nox session installs (`--modules`).
+//
+//   node openclaw_runner.mjs --modules DIR/node_modules --input in.json --output out.json
+//
+// Input: {base_url, api_key, model, context_window, max_output_tokens, reserve_tokens,
+//         keep_recent_tokens | keep_recent_messages, system, messages (OpenAI chat format, no system)}.
+// Output: {ok, error, wall_ms, import_ms, phases, payload (the OpenAI request body minus nothing),
+//          warnings, preparation figures}.
+
+import { readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+function arg(name) {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0 || i + 1 >= process.argv.length) {
+    throw new Error(`missing --${name}`);
+  }
+  return process.argv[i + 1];
+}
+
+const modulesDir = path.resolve(arg("modules"));
+const input = JSON.parse(readFileSync(arg("input"), "utf8"));
+const outputPath = arg("output");
+const out = { ok: false, warnings: [], node: process.version };
+
+function mod(rel) {
+  return import(pathToFileURL(path.join(modulesDir, rel)).href);
+}
+
+// OpenAI chat dicts -> pi AgentMessages (user / assistant with toolCall blocks / toolResult).
+function toPi(messages, model) {
+  const toolNames = new Map();
+  const now = Date.now();
+  const result = [];
+  for (const m of messages) {
+    if (m.role === "user") {
+      let content;
+      if (typeof m.content === "string") {
+        content = m.content;
+      } else {
+        content = [];
+        for (const block of m.content ?? []) {
+          if (block.type === "text") {
+            content.push({ type: "text", text: block.text });
+          } else if (block.type === "image_url") {
+            const url = block.image_url?.url ?? "";
+            const match = /^data:([^;]+);base64,(.*)$/s.exec(url);
+            if (match) {
+              content.push({ type: "image", mimeType: match[1], data: match[2] });
+            }
+          }
+        }
+      }
+      result.push({ role: "user", content, timestamp: now });
+    } else if (m.role === "assistant") {
+      const content = [];
+      const text = typeof m.content === "string" ? m.content : (m.content ?? []).map((b) => b.text ?? "").join("");
+      if (text) {
+        content.push({ type: "text", text });
+      }
+      for (const call of m.tool_calls ?? []) {
+        let args = {};
+        try {
+          args = JSON.parse(call.function.arguments || "{}");
+        } catch {
+          args = { raw: call.function.arguments };
+        }
+        toolNames.set(call.id, call.function.name);
+        content.push({ type: "toolCall", id: call.id, name: call.function.name, arguments: args });
+      }
+      result.push({
+        role: "assistant",
+        content,
+        api: model.api,
+        provider: model.provider,
+        model: model.id,
+        // No `usage`: these messages were never answered by this model, so pi's tokensBefore falls back
+        // to its chars/4 estimate of the whole session instead of a made-up provider count.
+        stopReason: (m.tool_calls ?? []).length ? "toolUse" : "stop",
+        timestamp: now,
+      });
+    } else if (m.role === "tool") {
+      const text = typeof m.content === "string" ? m.content : (m.content ?? []).map((b) => b.text ?? "").join("\n");
+      result.push({
+        role: "toolResult",
+        toolCallId: m.tool_call_id,
+        toolName: toolNames.get(m.tool_call_id) ?? "unknown",
+        content: [{ type: "text", text }],
+        // OpenAI tool messages carry no error flag; the generator starts failed results this way.
+        isError: text.startsWith("Error") || text.startsWith("Exit code"),
+        timestamp: now,
+      });
+    } else {
+      throw new Error(`unexpected role ${m.role} (the system prompt goes in "system")`);
+    }
+  }
+  return result;
+}
+
+try {
+  const t0 = performance.now();
+  const piCompaction = await mod("@mariozechner/pi-coding-agent/dist/core/compaction/compaction.js");
+  const piSession = await mod("@mariozechner/pi-coding-agent/dist/core/session-manager.js");
+  const piMessages = await mod("@mariozechner/pi-coding-agent/dist/core/messages.js");
+  const piAi = await mod("@mariozechner/pi-ai/dist/index.js");
+  const safeguard = await mod("openclaw/dist/agents/pi-extensions/compaction-safeguard.js");
+  const safeguardRuntime = await mod("openclaw/dist/agents/pi-extensions/compaction-safeguard-runtime.js");
+  const piSettings = await mod("openclaw/dist/agents/pi-settings.js");
+  out.import_ms = performance.now() - t0;
+  out.versions = {
+    openclaw: JSON.parse(readFileSync(path.join(modulesDir, "openclaw/package.json"), "utf8")).version,
+    "pi-coding-agent": JSON.parse(readFileSync(path.join(modulesDir, "@mariozechner/pi-coding-agent/package.json"), "utf8")).version,
+    "pi-ai": JSON.parse(readFileSync(path.join(modulesDir, "@mariozechner/pi-ai/package.json"), "utf8")).version,
+  };
+
+  const model = {
+    id: input.model,
+    name: input.model,
+    api: "openai-completions",
+    provider: "openai",
+    baseUrl: input.base_url,
+    reasoning: false,
+    input: ["text", "image"],
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+    contextWindow: input.context_window,
+    maxTokens: input.max_output_tokens,
+  };
+  const piMsgs = toPi(input.messages, model);
+
+  // pi's compaction settings as OpenClaw sets them: pi defaults, reserve raised to OpenClaw's floor (20,000).
+  const settings = { ...piCompaction.DEFAULT_COMPACTION_SETTINGS };
+  settings.reserveTokens = Math.max(settings.reserveTokens, piSettings.DEFAULT_PI_COMPACTION_RESERVE_TOKENS_FLOOR);
+  if (input.reserve_tokens) {
+    settings.reserveTokens = input.reserve_tokens;
+  }
+  if (input.keep_recent_tokens) {
+    settings.keepRecentTokens = input.keep_recent_tokens;
+  } else if (input.keep_recent_messages) {
+    // The nearest equivalent of "keep the last N messages": pi's own estimate of those N messages.
+    settings.keepRecentTokens = piMsgs
+      .slice(-input.keep_recent_messages)
+      .reduce((sum, m) => sum + piCompaction.estimateTokens(m), 0);
+  }
+  out.settings = settings;
+
+  // Capture what the extension logs (history-share pruning, summarization fallbacks).
+  const origWarn = console.warn;
+  console.warn = (...a) => {
+    out.warnings.push(a.map(String).join(" "));
+  };
+
+  const sessionManager = piSession.SessionManager.inMemory(process.cwd());
+  const entryIds = piMsgs.map((m) => sessionManager.appendMessage(m));
+  // OpenClaw's embedded runner registers the safeguard runtime (maxHistoryShare unset -> 0.5).
+  safeguardRuntime.setCompactionSafeguardRuntime(sessionManager, { maxHistoryShare: undefined });
+  const handlers = {};
+  safeguard.default({
+    on(event, fn) {
+      handlers[event] = fn;
+    },
+  });
+  const ctx = {
+    model,
+    modelRegistry: { getApiKey: async () => input.api_key },
+    sessionManager,
+  };
+
+  const start = performance.now();
+  const pathEntries = sessionManager.getBranch();
+  const preparation = piCompaction.prepareCompaction(pathEntries, settings);
+  if (!preparation) {
+    throw new Error("prepareCompaction returned nothing (session too small)");
+  }
+  const prepared = performance.now();
+  const controller = new AbortController();
+  const result = await handlers.session_before_compact(
+    { type: "session_before_compact", preparation, branchEntries: pathEntries, customInstructions: undefined, signal: controller.signal },
+    ctx,
+  );
+  const summarized = performance.now();
+  const compaction = result.compaction;
+  sessionManager.appendCompaction(compaction.summary, compaction.firstKeptEntryId, compaction.tokensBefore, compaction.details, true);
+  const context = sessionManager.buildSessionContext();
+  const llmMessages = piMessages.convertToLlm(context.messages);
+  let payload = null;
+  const stream = piAi.streamSimple(
+    model,
+    { systemPrompt: input.system ?? undefined, messages: llmMessages },
+    {
+      apiKey: input.api_key,
+      onPayload(p) {
+        payload = p;
+        throw new Error("payload captured; not sent");
+      },
+    },
+  );
+  await stream.result();
+  const end = performance.now();
+  console.warn = origWarn;
+  if (!payload) {
+    throw new Error("pi-ai built no request payload");
+  }
+
+  out.ok = true;
+  out.wall_ms = end - start;
+  out.phases = { prepare_ms: prepared - start, summarize_ms: summarized - prepared, rebuild_ms: end - summarized };
+  out.first_kept_index = entryIds.indexOf(compaction.firstKeptEntryId);
+  out.messages_to_summarize = preparation.messagesToSummarize.length;
+  out.turn_prefix_messages = preparation.turnPrefixMessages.length;
+  out.is_split_turn = preparation.isSplitTurn;
+  out.tokens_before_estimate = preparation.tokensBefore;
+  out.summary_chars = compaction.summary.length;
+  out.summary = compaction.summary;
+  out.fallback_summary = compaction.summary.startsWith("Summary unavailable");
+  out.context_messages = context.messages.length;
+  out.payload = { messages: payload.messages, model: payload.model, max_completion_tokens: payload.max_completion_tokens };
+} catch (error) {
+  out.ok = false;
+  out.error = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  out.stack = error instanceof Error ? error.stack : undefined;
+}
+writeFileSync(outputPath, JSON.stringify(out));
+process.exit(0);

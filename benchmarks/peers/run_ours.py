@@ -1,0 +1,49 @@
+"""Ours: ``Compactor`` with the LLM summarizer pointed at the fake provider (litellm's OpenAI route)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.generate import GeneratedTranscript
+from benchmarks.peers.common import API_KEY, MODEL, WINDOW, PeerRun
+from compaction import CompactionConfig, Compactor
+from compaction.summarizers.llm import LLMSummarizer
+
+NAME = "ours (compaction)"
+
+
+def describe() -> str:
+    return (
+        f'`Compactor("{MODEL}", LLMSummarizer("openai/{MODEL}", api_base=<fake>/v1), '
+        f"CompactionConfig(window={WINDOW:_}))`: defaults otherwise (threshold 0.8, reserve 20,000, "
+        "keep 6 recent messages, summary cap 4,096 tokens, up to 8 chunks in parallel then a merge); "
+        "called as `compact(messages)`."
+    )
+
+
+def warm_up() -> None:
+    """Import litellm once, outside the timed runs (it takes seconds and is paid once per process)."""
+    from compaction.summarizers._litellm import load_litellm
+
+    load_litellm()
+
+
+def run(g: GeneratedTranscript, api_base: str) -> PeerRun:
+    compactor = Compactor(
+        MODEL, LLMSummarizer(f"openai/{MODEL}", api_base=api_base, api_key=API_KEY), CompactionConfig(window=WINDOW)
+    )
+    start = time.perf_counter()
+    result = compactor.compact(g.messages, system=g.system)
+    wall = time.perf_counter() - start
+    extra: dict[str, Any] = {
+        "fallback_level": result.fallback_level,
+        "llm_calls": result.llm_calls,
+        "reported_tokens_after": result.tokens_after,
+        "escalation": result.record.get("escalation", []),
+        "archived_messages": len(result.archive),
+    }
+    notes = []
+    if result.fallback_level not in ("none", "full"):
+        notes.append(f"fallback level {result.fallback_level}")
+    return PeerRun(NAME, True, list(result.messages), [wall], extra=extra, notes=notes)
