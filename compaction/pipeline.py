@@ -494,21 +494,28 @@ def _cap_messages(messages: Sequence[Message], layout: Partition, excess: int) -
     )
 
 
+def _result_fields(run: Run, transcript: Transcript) -> dict[str, Any]:
+    """What every result carries: the messages in the caller's format and the run's numbers."""
+    out = from_canonical(transcript)
+    return {
+        "messages": out.messages,
+        "system": out.system,
+        "format": out.format,
+        "budget": run.budget.budget,
+        "window": run.budget.window,
+        "exact_counts": run.budget.exact,
+        "trigger": run.trigger,
+        "duration_s": time.perf_counter() - run.started,
+    }
+
+
 def _not_compacted(run: Run, tokens: int, reason: str) -> CompactionResult:
-    out = from_canonical(run.transcript)
     return CompactionResult(
-        messages=out.messages,
-        system=out.system,
-        format=out.format,
+        **_result_fields(run, run.transcript),
         compacted=False,
         reason=reason,
         tokens_before=tokens,
         tokens_after=tokens,
-        budget=run.budget.budget,
-        window=run.budget.window,
-        exact_counts=run.budget.exact,
-        trigger=run.trigger,
-        duration_s=time.perf_counter() - run.started,
         record={**run.record, "reason": reason},
     )
 
@@ -525,7 +532,6 @@ def _result(
     job: SummarizeJob,
     outcome: SummaryOutcome,
 ) -> CompactionResult:
-    out = from_canonical(run.transcript.replace(tuple(new)))
     # Canonical messages map 1:1 to the caller's messages (after Anthropic's separate system prompt).
     has_system = (
         run.transcript.format == "anthropic"
@@ -556,16 +562,11 @@ def _result(
         "archive_ids": list(archive),
     }
     return CompactionResult(
-        messages=out.messages,
-        system=out.system,
-        format=out.format,
+        **_result_fields(run, run.transcript.replace(tuple(new))),
         compacted=True,
         reason=reason,
         tokens_before=tokens_before,
         tokens_after=tokens_after,
-        budget=run.budget.budget,
-        window=run.budget.window,
-        exact_counts=run.budget.exact,
         messages_removed=len(layout.zone),
         summary=block.body if block is not None else None,
         fallback_level=level,
@@ -573,8 +574,6 @@ def _result(
         summarizer_input_tokens=usage.input_tokens,
         summarizer_output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
-        duration_s=time.perf_counter() - run.started,
-        trigger=run.trigger,
         removed=list(archive.values()),
         archive=archive,
         record=record,

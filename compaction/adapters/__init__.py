@@ -24,6 +24,7 @@ __all__ = [
     "from_anthropic",
     "from_canonical",
     "from_openai",
+    "message_format",
     "to_anthropic",
     "to_canonical",
     "to_openai",
@@ -42,26 +43,30 @@ class ProviderMessages:
     system: SystemPrompt = None
 
 
+def message_format(message: Any) -> TranscriptFormat | None:
+    """The format one message's shape gives away, or None when it reads the same in both."""
+    if not isinstance(message, Mapping):
+        return None
+    role = message.get("role")
+    if role in ("system", "developer", "tool") or "tool_calls" in message or "tool_call_id" in message:
+        return "openai"
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind in _ANTHROPIC_BLOCKS:
+                return "anthropic"
+            if kind in _OPENAI_BLOCKS:
+                return "openai"
+    return None
+
+
 def detect_format(messages: Sequence[Any], system: Any = None) -> TranscriptFormat:
     """Tell OpenAI from Anthropic messages by their shapes. Plain text chats read the same in both;
     they are treated as OpenAI (the round trip is the identity either way)."""
     if system is not None:
         return "anthropic"
-    for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        role = message.get("role")
-        if role in ("system", "developer", "tool") or "tool_calls" in message or "tool_call_id" in message:
-            return "openai"
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                kind = block.get("type") if isinstance(block, Mapping) else None
-                if kind in _ANTHROPIC_BLOCKS:
-                    return "anthropic"
-                if kind in _OPENAI_BLOCKS:
-                    return "openai"
-    return "openai"
+    return next((fmt for fmt in map(message_format, messages) if fmt is not None), "openai")
 
 
 def to_canonical(messages: Sequence[Any], system: Any = None, *, format: TranscriptFormat | None = None) -> Transcript:

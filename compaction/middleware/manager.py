@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from compaction.adapters import to_canonical
+from compaction.adapters import message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.middleware import _store
 from compaction.middleware.events import (
@@ -55,8 +55,6 @@ LOGGER = logging.getLogger("compaction.middleware")
 
 EventTrigger = Literal["threshold", "iterations", "manual", "overflow"]
 LOST_RACE = "another worker compacted this session first; its context was loaded instead"
-_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
-_OPENAI_BLOCKS = frozenset({"image_url", "input_audio", "file", "refusal"})
 
 
 @dataclass(frozen=True)
@@ -90,21 +88,6 @@ class _Reading:
     base_sum: int  # local (uncalibrated) tokens of the messages the reading already covers
     expect_response: bool  # the next appended assistant message is the answer the reading includes
     source: str
-
-
-def _message_format(message: Mapping[str, Any]) -> str | None:
-    role = message.get("role")
-    if role in ("system", "developer", "tool") or "tool_calls" in message or "tool_call_id" in message:
-        return "openai"
-    content = message.get("content")
-    if isinstance(content, list):
-        for block in content:
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind in _ANTHROPIC_BLOCKS:
-                return "anthropic"
-            if kind in _OPENAI_BLOCKS:
-                return "openai"
-    return None
 
 
 class ContextManager:
@@ -820,7 +803,7 @@ class ContextManager:
 
     def _note_format(self, message: Mapping[str, Any]) -> None:
         if self._format is None:
-            self._format = _message_format(message)
+            self._format = message_format(message)
 
     def _request(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], Any, bool]:
         """(messages, system, prepended) as sent to the compactor: the system prompt goes separately
@@ -874,7 +857,7 @@ class ContextManager:
             config = self._work.config
             messages.append(_store.summary_message(context.summary, config))
             ids.append(None)
-            fmt = self._format or next((f for f in map(_message_format, stored) if f), None)
+            fmt = self._format or next((f for f in map(message_format, stored) if f), None)
             alternation = config.ensure_alternation if config.ensure_alternation is not None else fmt == "anthropic"
             if alternation and stored and stored[0].get("role") in ("user", "tool"):
                 messages.append({"role": "assistant", "content": config.acknowledgement})
