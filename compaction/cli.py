@@ -36,11 +36,11 @@ def read_transcript(path: str) -> tuple[list[Any], Any]:
         raise CliError(f"cannot read {path}: {exc}", EXIT_FILE) from None
     try:
         data: Any = json.loads(raw)
-    except json.JSONDecodeError as first:
+    except (ValueError, RecursionError) as first:  # bad JSON, an integer too long to parse, too deep
         lines = [line for line in raw.splitlines() if line.strip()]
         try:
             data = [json.loads(line) for line in lines]
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise CliError(f"{path} is not JSON or JSONL: {first}", EXIT_JSON) from None
         if not lines:
             raise CliError(f"{path} is empty", EXIT_JSON) from None

@@ -87,6 +87,8 @@ _ID_RE = re.compile(
     rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-])"
     r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-])"
     r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-])"
+    # Reference codes of job boards, orders and bookings: capitals then 5+ digits (JSR997780E).
+    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-])"
     r")"
 )
 

@@ -23,7 +23,7 @@ from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_secrets
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
-from compaction.stages.ledger import ArtifactLedger, collect_artifacts, render_ledger
+from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import Partition, partition
 from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
@@ -100,6 +100,8 @@ class Prepared:
     job: SummarizeJob | None = None
     summarizer_input: list[Message] = field(default_factory=list)
     plan: ChunkPlan | None = None
+    carried_ledger: str = ""
+    """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
 
 
 async def prepare(run: Run) -> Prepared:
@@ -112,6 +114,11 @@ async def prepare(run: Run) -> Prepared:
     repaired, repair_report = repair(run.transcript, alternation=alternation)
     messages, previous = _strip_previous_summary(repaired.messages, config)
     previous_summary = "\n\n".join(x for x in (run.previous_summary, previous) if x) or None
+    # An earlier ledger is carried forward deterministically, not left to the summarizer to copy.
+    carried = ""
+    if previous_summary:
+        previous_summary, carried = split_artifacts(previous_summary)
+        previous_summary = previous_summary or None
 
     layout, config, kept_pruned = _layout(run, messages, run.counts(messages))
     messages = kept_pruned or messages
@@ -124,7 +131,7 @@ async def prepare(run: Run) -> Prepared:
         }
     )
     zone = [messages[i] for i in layout.zone]
-    prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before)
+    prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before, carried_ledger=carried)
     # Fewer than two messages is "not enough to compact" (seeds 003, 004), unless the context does
     # not fit: then even a single huge message is summarized rather than left over budget.
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
@@ -180,6 +187,8 @@ async def run_pipeline(run: Run) -> CompactionResult:
             ledger_task.cancel()
         raise
     ledger = await ledger_task if ledger_task is not None else None
+    if ledger is not None and p.carried_ledger:
+        ledger = carry_forward(ledger, p.carried_ledger)
     run.record["calls"] = job.log.entries
     run.record["outcome"] = {
         "level": outcome.level,

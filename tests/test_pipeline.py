@@ -1081,3 +1081,20 @@ def test_many_calls_respect_the_call_log_usage() -> None:
     assert result.llm_calls == len(summarizer.requests)
     assert result.summarizer_input_tokens == sum(len(r.prompt) // 4 for r in summarizer.requests)
     assert result.cost_usd == 0.0
+
+
+def test_the_artifact_ledger_carries_forward_across_compactions() -> None:
+    # The summarizer keeps nothing; only the ledger remembers the exact references of the first span.
+    compactor = make(scripted(default="Work continued."), keep_recent_messages=4)
+    first = oa_session(12)
+    first[3] = {**first[3], "content": "Also look at deploy/k8s/canary-7f3a.yaml and ticket OPS-4411."}
+    once = compact(compactor, first)
+    assert "deploy/k8s/canary-7f3a.yaml" in dumps(once.messages)
+    grown = once.messages + oa_session(12, system=None, first="Now the second part.")[0:]
+    twice = compact(compactor, grown)
+    assert twice.compacted
+    text = dumps(twice.messages)
+    assert "deploy/k8s/canary-7f3a.yaml" in text  # carried, though the summarizer dropped it
+    assert "OPS-4411" in text
+    assert text.count("[CONTEXT SUMMARY]") == 1
+    assert text.count("## Artifacts") == 1

@@ -32,6 +32,60 @@ def check_text(text: str, index: int | None, field: str) -> None:
         ) from None
 
 
+MAX_NESTING = 100
+"""Deepest nesting of objects and lists accepted in one message (deeper input is adversarial, and
+would exhaust Python's recursion limit in the stages that copy and serialize messages)."""
+
+
+def check_payload(value: Any, index: int | None, field: str) -> str | None:
+    """Walk a raw message (without recursion) and raise :class:`TranscriptError` for nesting deeper
+    than :data:`MAX_NESTING` (a cycle is infinitely deep) or a non-string object key. Returns the
+    top-level field holding the first string with a lone surrogate (None when there is none), for
+    the caller to report after the field-specific checks have had their say."""
+    if not isinstance(value, Mapping | list | tuple):
+        return None  # not a message at all: the reader names the problem
+    surrogate: str | None = None
+    stack: list[tuple[Any, int, str | None]] = [(value, 0, None)]
+    while stack:
+        node, depth, top = stack.pop()
+        if depth >= MAX_NESTING:
+            raise TranscriptError(
+                f"nested more than {MAX_NESTING} levels deep (or cyclic)", index=index, field=top or field
+            )
+        is_map = isinstance(node, Mapping)
+        for key, child in node.items() if is_map else enumerate(node):
+            if is_map:
+                if not isinstance(key, str):
+                    raise TranscriptError(
+                        f"object keys must be strings, got {type(key).__name__} {key!r}",
+                        index=index,
+                        field=top or field,
+                    )
+                if surrogate is None and not key.isascii() and not _encodes(key):
+                    surrogate = top or field
+            where = top if depth else (key if isinstance(key, str) else None)
+            if isinstance(child, str):
+                if surrogate is None and not child.isascii() and not _encodes(child):
+                    surrogate = where or field
+            elif isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1, where))
+    return surrogate
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def surrogate_error(index: int | None, field: str) -> TranscriptError:
+    return TranscriptError(
+        "text contains an invalid surrogate (it cannot be encoded as UTF-8)", index=index, field=field
+    )
+
+
 def split_known(block: Mapping[str, Any], known: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The unknown fields of a block (deep-copied) and the block's key order."""
     extra = {k: copy_json(v) for k, v in block.items() if k not in known}

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from compaction.adapters._common import (
+    check_payload,
     check_text,
     emit_passthrough,
     emit_text,
     require_mapping,
     require_str,
     split_known,
+    surrogate_error,
     text_part,
     unknown_part,
 )
@@ -50,9 +52,16 @@ def from_anthropic(messages: Sequence[Any], system: Any = None) -> Transcript:
         raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
     canonical: list[Message] = []
     if system is not None:
+        surrogate = check_payload(system, None, "system")
         canonical.append(_read_system(system))
+        if surrogate is not None:
+            raise surrogate_error(None, "system")
     offset = len(canonical)
-    canonical.extend(_read_message(m, i, offset) for i, m in enumerate(messages))
+    for i, m in enumerate(messages):
+        surrogate = check_payload(m, i, "message")
+        canonical.append(_read_message(m, i, offset))
+        if surrogate is not None:  # in a field the reader keeps verbatim (metadata, unknown blocks, ...)
+            raise surrogate_error(i, surrogate)
     return Transcript(format="anthropic", messages=tuple(canonical))
 
 

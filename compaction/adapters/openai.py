@@ -12,12 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.adapters._common import (
+    check_payload,
     check_text,
     emit_passthrough,
     emit_text,
     require_mapping,
     require_str,
     split_known,
+    surrogate_error,
     text_part,
     unknown_part,
 )
@@ -51,7 +53,15 @@ def from_openai(messages: Sequence[Any]) -> Transcript:
     """Read OpenAI Chat Completions messages. Raises :class:`TranscriptError` naming the index."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
-    return Transcript(format="openai", messages=tuple(_read_message(m, i) for i, m in enumerate(messages)))
+    return Transcript(format="openai", messages=tuple(_read_checked(m, i) for i, m in enumerate(messages)))
+
+
+def _read_checked(raw: Any, index: int) -> Message:
+    surrogate = check_payload(raw, index, "message")
+    message = _read_message(raw, index)
+    if surrogate is not None:  # in a field the reader keeps verbatim (name, metadata, ...)
+        raise surrogate_error(index, surrogate)
+    return message
 
 
 def to_openai(transcript: Transcript) -> list[dict[str, Any]]:

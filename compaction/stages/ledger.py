@@ -35,7 +35,15 @@ from compaction.patterns import find_error_lines, find_identifiers, find_paths, 
 from compaction.redact import redact_secrets
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["ArtifactLedger", "LedgerItem", "ToolFailure", "collect_artifacts", "render_ledger"]
+__all__ = [
+    "ArtifactLedger",
+    "LedgerItem",
+    "ToolFailure",
+    "carry_forward",
+    "collect_artifacts",
+    "render_ledger",
+    "split_artifacts",
+]
 
 ERROR_LINE_CHARS = 200
 COMMAND_CHARS = 300
@@ -158,6 +166,124 @@ def _error_lines(text: str) -> list[str]:
     return find_error_lines(text)
 
 
+# Programs whose invocations people quote in prose ("ran `pytest -x tests/`"): a backticked span
+# that starts with one of them is a command.
+_CLI_WORDS = frozenset(
+    [
+        "git",
+        "python",
+        "python3",
+        "pip",
+        "pip3",
+        "pytest",
+        "uv",
+        "nox",
+        "tox",
+        "poetry",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "node",
+        "deno",
+        "bun",
+        "make",
+        "cmake",
+        "cargo",
+        "rustc",
+        "go",
+        "gradle",
+        "mvn",
+        "java",
+        "dotnet",
+        "docker",
+        "kubectl",
+        "helm",
+        "terraform",
+        "ansible",
+        "curl",
+        "wget",
+        "ssh",
+        "scp",
+        "rsync",
+        "ls",
+        "cd",
+        "cat",
+        "grep",
+        "rg",
+        "find",
+        "sed",
+        "awk",
+        "mypy",
+        "ruff",
+        "black",
+        "flake8",
+        "eslint",
+        "tsc",
+        "jest",
+        "vitest",
+        "psql",
+        "mysql",
+        "redis-cli",
+        "sqlite3",
+        "bash",
+        "sh",
+        "zsh",
+        "export",
+        "source",
+        "chmod",
+        "chown",
+        "mkdir",
+        "rm",
+        "mv",
+        "cp",
+        "tar",
+        "unzip",
+        "gh",
+        "aws",
+        "gcloud",
+        "az",
+        "brew",
+        "apt",
+        "apt-get",
+        "systemctl",
+        "journalctl",
+        "ps",
+        "kill",
+        "head",
+        "tail",
+        "jq",
+        "alembic",
+        "django-admin",
+        "manage.py",
+        "rails",
+        "bundle",
+        "rake",
+        "composer",
+        "php",
+    ]
+)
+# An error message as programs print it ("KeyError: 'JPY'"), as opposed to prose about one.
+_QUOTED_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Failure|Fault): \S")
+_BACKTICKED = re.compile(r"`([^`\n]{2,300})`")
+
+
+@memoize_text()
+def _text_commands(text: str) -> list[str]:
+    """Commands quoted in conversational text: backticked invocations and ``$ `` lines."""
+    found: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("$ ") and len(line) > 2:
+            found.append(_one_command(line[2:]))
+    for match in _BACKTICKED.finditer(text):
+        span = match.group(1).strip()
+        span = span[2:] if span.startswith("$ ") else span
+        first = span.split(maxsplit=1)[0] if span else ""
+        if first in _CLI_WORDS and " " in span:
+            found.append(_one_command(span))
+    return found
+
+
 def _trim(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -228,6 +354,58 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
         c.failures[part.call_id] = (failure, c.seq)
 
 
+_SECTION_HEADING = "## Artifacts"
+_FAILURE_LINE = re.compile(r"^(?P<tool>.+?) \((?P<call>[^()]*)\): (?P<error>.*)$")
+
+
+def split_artifacts(summary: str) -> tuple[str, str]:
+    """``summary`` without its "## Artifacts" section, and that section ("" when there is none)."""
+    at = summary.find("\n" + _SECTION_HEADING)
+    if at < 0:
+        return (summary, "") if not summary.startswith(_SECTION_HEADING) else ("", summary)
+    return summary[:at].rstrip(), summary[at + 1 :]
+
+
+def carry_forward(ledger: ArtifactLedger, earlier_section: str) -> ArtifactLedger:
+    r"""``ledger`` plus the items of an earlier compaction's "## Artifacts" section, as older than
+    anything new, so successive compactions do not drop what the first one listed (drift).
+
+    >>> old = "## Artifacts\nExact references from the compacted span, most recent first:\nFiles:\n- a.py\n- b.py"
+    >>> [i.value for i in carry_forward(ArtifactLedger(files=(LedgerItem("b.py", 3),)), old).files]
+    ['b.py', 'a.py']
+    """
+    titles = {title: category for category, title in _TITLES.items()}
+    carried: dict[str, list[str]] = {category: [] for category in _TITLES}
+    category: str | None = None
+    for line in earlier_section.splitlines():
+        if line.endswith(":") and line[:-1] in titles:
+            category = titles[line[:-1]]
+        elif line.startswith("- ") and category is not None:
+            carried[category].append(line[2:])
+    if not any(carried.values()):
+        return ledger
+
+    def merged(current: tuple[LedgerItem, ...], extra: list[str]) -> tuple[LedgerItem, ...]:
+        seen = {item.value for item in current}
+        return current + tuple(LedgerItem(v, -1) for v in dict.fromkeys(extra) if v not in seen)
+
+    failures = list(ledger.tool_failures)
+    known = {f.call_id for f in failures}
+    for line in carried["tool_failures"]:
+        m = _FAILURE_LINE.match(line)
+        if m and m["call"] not in known:
+            failures.append(ToolFailure(m["tool"], m["call"], m["error"], -1))
+            known.add(m["call"])
+    return ArtifactLedger(
+        files=merged(ledger.files, carried["files"]),
+        urls=merged(ledger.urls, carried["urls"]),
+        identifiers=merged(ledger.identifiers, carried["identifiers"]),
+        commands=merged(ledger.commands, carried["commands"]),
+        errors=merged(ledger.errors, carried["errors"]),
+        tool_failures=tuple(failures),
+    )
+
+
 def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
     """Collect the exact references of ``messages`` (oldest to newest), deterministically.
 
@@ -247,12 +425,13 @@ def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
                 _collect_result(c, part, index, tool_names)
             elif isinstance(part, TextPart):
                 c.add_text(part.text, index)
-                if message.role == "user":  # users paste tracebacks; assistants only talk about them
-                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in _error_lines(part.text)], index)
+                c.add("commands", _text_commands(part.text), index, PER_RESULT_LIMIT)
+                errors = _error_lines(part.text)
+                if message.role == "assistant":  # assistants talk about errors; keep only quoted ones
+                    errors = [e for e in errors if _QUOTED_ERROR.search(e)]
+                if message.role in ("user", "assistant"):
+                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in errors], index)
     return c.ledger()
-
-
-_TIER = {"files": 0, "urls": 0, "identifiers": 0, "commands": 1, "tool_failures": 1, "errors": 2}
 
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tuple[int, str, str]]:
@@ -266,10 +445,14 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tu
             if category == "errors" and item.value in failure_errors:
                 continue  # already shown with its tool
             entries.append((item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
-    # Exact references first (what summaries lose and agents need verbatim), then commands and
-    # failures, then error lines; most recent first within each tier. The sort is stable, so inside
-    # one message the collector's most-recent-first order stays.
-    entries.sort(key=lambda e: (_TIER[e[1]], -e[0]))
+    # Take the categories in turns, each most recent first, so that a flood of one kind (the ids
+    # of a bulk listing, the lines of a long traceback) cannot push every other kind out.
+    by_category: dict[str, list[tuple[int, str, str, str]]] = {}
+    for entry in sorted(entries, key=lambda e: -e[0]):  # stable: in-message order is kept
+        by_category.setdefault(entry[1], []).append(entry)
+    order = ("files", "urls", "identifiers", "commands", "tool_failures", "errors")
+    queues = [by_category.get(c, []) for c in order]
+    entries = [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
     missing: list[tuple[int, str, str]] = []
     for rank, (_, category, key, shown) in enumerate(entries):
         if key in summary_text:
@@ -302,8 +485,8 @@ def _render(missing: list[tuple[int, str, str]], kept: int) -> str:
 
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``). When not everything fits, error lines go first, then commands and tool
-    failures, then the oldest paths, URLs and ids. Empty when nothing is missing or nothing fits.
+    (``ceil(chars / 4)``). When not everything fits, the categories share the budget in turns and
+    the oldest items of each go first. Empty when nothing is missing or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))

@@ -27,15 +27,29 @@ class SummaryBlock:
     last_request: str | None = None
 
     def render(self, config: CompactionConfig) -> str:
-        parts = [config.summary_start_marker, self.body.strip()]
+        markers = (config.summary_start_marker, config.summary_end_marker)
+        parts = [config.summary_start_marker, defang_markers(self.body.strip(), markers)]
         if self.last_request:
-            parts.append(f"{config.last_request_prefix}\n{self.last_request.strip()}")
+            parts.append(f"{config.last_request_prefix}\n{defang_markers(self.last_request.strip(), markers)}")
         parts.append(
             f"({self.compacted_messages} earlier messages were compacted into this summary; "
             "their originals are archived.)"
         )
         parts.append(config.summary_end_marker)
         return "\n\n".join(parts)
+
+
+def defang_markers(text: str, markers: Sequence[str]) -> str:
+    """``text`` with every occurrence of the summary markers altered (``[END CONTEXT SUMMARY]`` becomes
+    ``[quoted: END CONTEXT SUMMARY]``), so that quoted tool output or user text inside a summary cannot
+    close the block early or open a second one."""
+    for marker in markers:
+        if marker and marker in text:
+            text = text.replace(marker, f"{marker[:1]}quoted: {marker[1:]}")
+    for marker in markers:  # pathological configured markers survive the first pass: drop them
+        while marker and marker in text:
+            text = text.replace(marker, "")
+    return text
 
 
 def split_previous_summary(message: Message, config: CompactionConfig) -> tuple[Message | None, str | None]:

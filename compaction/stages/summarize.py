@@ -39,6 +39,7 @@ from compaction.transcript import Message
 
 Level = Literal["full", "partial", "annotation"]
 MAX_SPLIT_DEPTH = 3
+SHORTEN_CALL_RATIO = 1.3  # a summary up to 30 % over its limit is cut, not re-requested
 
 
 @dataclass
@@ -50,7 +51,10 @@ class CallLog:
     calls: int = 0
 
     def add(self, request: SummaryRequest, response: SummaryResponse | None, error: BaseException | None) -> None:
-        self.calls += response.calls if response is not None else 1
+        if response is not None:
+            self.calls += response.calls
+        else:  # a failed request still cost its attempts (retries included)
+            self.calls += error.calls if isinstance(error, SummarizerError) else 1
         if response is not None:
             self.usage = self.usage + response.usage
         self.entries.append(
@@ -273,12 +277,17 @@ async def _merge(job: SummarizeJob, partials: list[str]) -> tuple[str, str]:
 
 
 async def _fit_summary(job: SummarizeJob, text: str) -> str:
-    """Keep the summary under max_summary_tokens: ask once for a shorter one (with the limit scaled
-    by how far over it was, since the summarizer may count tokens differently), then cut."""
+    """Keep the summary under max_summary_tokens: cut it when it is a little over; when it is far
+    over, ask once for a shorter one (the limit scaled by how far over it was, since the summarizer
+    may count tokens differently), then cut."""
     limit = job.config.max_summary_tokens
     size = job.count(text)
     if size <= limit:
         return text
+    if size <= limit * SHORTEN_CALL_RATIO:
+        # Slightly over, usually because the summarizer's tokenizer counts differently: cutting
+        # from the middle costs less than another model call in series (a whole call latency).
+        return truncate_to_tokens(text, limit, job.count)
     target = max(64, int(limit * limit / size * 0.95))
     request = SummaryRequest(
         system_prompt=job.config.system_prompt,

@@ -375,7 +375,8 @@ def dedupe(lines: list[Line], *, by_lead: bool = False) -> list[Line]:
         lines = picked
     ranked = sorted(range(len(lines)), key=lambda k: (-lines[k].pinned, -lines[k].score, lines[k].order, k))
     kept: list[int] = []
-    keys: list[str] = []
+    exact: set[str] = set()
+    joined = ""
     fuzzy_sets: list[tuple[set[str], set[str]]] = []
     for k in ranked:
         line = lines[k]
@@ -390,8 +391,12 @@ def dedupe(lines: list[Line], *, by_lead: bool = False) -> list[Line]:
             ):
                 continue
             fuzzy_sets.append((words, ids))
-        if any(key == other or (len(key) >= 24 and key in other) for other in keys):
+        # Equal to a kept key, or (24+ characters) inside one. Keys never hold a newline, so one
+        # substring search over the newline-joined keys answers "inside any of them" in C, not in a
+        # Python loop per kept line (that loop made long sessions quadratic in Python steps).
+        if key in exact or (len(key) >= 24 and key in joined):
             continue
         kept.append(k)
-        keys.append(key)
+        exact.add(key)
+        joined += "\n" + key
     return [lines[k] for k in sorted(kept)]

@@ -92,6 +92,9 @@ class Summarizer(Protocol):
 class SummarizerError(RuntimeError):
     """The summarizer could not produce a summary for this request."""
 
+    calls: int = 1
+    """Model calls (HTTP attempts, retries included) made before giving up; backends that retry set it."""
+
 
 class SummarizerOverflowError(SummarizerError):
     """The summarization request was larger than the summarizer's own context window."""

@@ -314,11 +314,14 @@ class LLMSummarizer:
                 with attempt:
                     calls += 1
                     response = await self._attempt(litellm, kwargs)
-        except SummarizerError:
+            return self._to_response(litellm, response, calls)
+        except SummarizerError as exc:
+            exc.calls = max(1, calls)  # the attempts count toward the caller's model calls
             raise
         except Exception as exc:
-            raise self._final_error(exc, calls) from exc
-        return self._to_response(litellm, response, calls)
+            error = self._final_error(exc, calls)
+            error.calls = max(1, calls)
+            raise error from exc
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
         try:
