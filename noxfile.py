@@ -43,8 +43,8 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Quick benchmarks (minutes); writes benchmarks/RESULTS.md."""
-    session.install("-e", ".[test]")
+    """Quick benchmarks (minutes); writes benchmarks/RESULTS.md and its charts."""
+    session.install("-e", ".[test,bench]")
     session.run("python", "-m", "benchmarks.run_all", *session.posargs, env=ENV)
 
 

@@ -1,0 +1,889 @@
+"""Quality, cost and time of compaction on growing generated sessions (``benchmarks.generate``).
+
+``run(quick=True)`` returns the figures as a dict; :func:`markdown` renders them as tables;
+``python -m benchmarks.bench_quality [--full]`` prints the tables (and writes the charts with
+``--charts DIR``). Agent model gpt-4o (window 128,000, exact o200k counts), default config.
+
+Sessions. For each scenario (coding in OpenAI format, job search in Anthropic format) and size n
+(quick: 100, 500, 2,000 messages; ``--full`` adds 5,000 and 20,000) one generated session of
+``n + 9 * growth(n)`` messages is fed in growing prefixes: the first n messages are compacted, then
+``growth(n) = max(20, n // 10)`` new original messages are appended to the compacted context and it is
+compacted again, 10 compactions in all, with one Compactor per session (as an agent would). Prefix
+ends never split a tool call from its results.
+
+Summarizers. The offline extractive summarizer, and the fake server's LLM stand-in (an
+``LLMSummarizer`` over litellm against :class:`~compaction.testing.FakeProvider` on 127.0.0.1,
+whose computed answer keeps a gist plus every identifier-like token and error line up to the
+request's ``max_tokens``). Quality rows use a zero-latency server.
+
+Quality, without an LLM judge. The compacted zone is the planted facts (:mod:`benchmarks.generate`)
+of original messages that were fed and are no longer in the context verbatim (not every string of
+the message is still one of the context's strings: removed, or rewritten by pruning). A fact is
+retained when its exact text occurs in the strings of the compacted context (the messages' JSON
+strings, decoded, and the Anthropic system prompt). Retention is reported by category after the
+first compaction and after the 10th (every fact compacted at any step counts then). Summary growth:
+o200k tokens of the summary block (summary plus artifact ledger) after each compaction.
+
+Cost. Summarizer calls (HTTP attempts), the fake's input/output token usage (chars/4), compression
+ratio (tokens before / after, exact o200k), and money as if the summarizer were gpt-4o-mini or
+claude-haiku-4-5 (litellm's offline price table via ``guards.lookup_litellm_model_info``), for the
+first compaction and for the whole 10-compaction session.
+
+Time. The first compaction of each session again, with the stand-in behind the fake server's
+:class:`~compaction.testing.LatencyModel` (:data:`LATENCY`: 0.5 s fixed + 0.02 ms per input token +
+10 ms per output token, i.e. ~0.5 s to first token, ~50,000 tokens/s prefill and ~100 tokens/s
+decode: gpt-4o-mini / Haiku class). The unit is one typical call: the median latency the model
+predicts for this compaction's own calls (from their token counts). Quick mode runs the server at
+``LATENCY_SCALE_QUICK`` (1/10) of that latency to stay fast; the pipeline's own time does not scale,
+so the wall time at full latency is projected as ``wall_scaled + (1 - scale) * critical_path``,
+where the critical path is the predicted latency of the calls that must follow each other (the
+slowest chunk, then each merge or shorten call): the model time still missing at that scale. It is
+an upper bound (pipeline work not hidden behind the shorter scaled calls is counted in full).
+``own`` is the same compaction against the zero-latency server, for reference. ``--full`` runs at
+full latency (scale 1), measured directly.
+
+Targets: identifier-type facts (paths, URLs, ids, commands, errors) retained >= 95 % after one
+compaction and >= 90 % after 10; compaction wall time <= 3 model-call latencies at any size. Numbers,
+decisions, constraints and next steps are reported without a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.generate import (  # noqa: E402
+    CATEGORIES,
+    GeneratedTranscript,
+    PlantedFact,
+    _strings,
+    generate,
+    retention,
+    transcript_text,
+)
+from compaction import CompactionConfig, Compactor  # noqa: E402
+from compaction.adapters import to_canonical  # noqa: E402
+from compaction.result import CompactionResult  # noqa: E402
+from compaction.stages.ledger import collect_artifacts  # noqa: E402
+from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
+from compaction.testing.fake_provider import estimate_tokens  # noqa: E402
+from guards import lookup_litellm_model_info  # noqa: E402
+
+MODEL = "gpt-4o"
+WINDOW = 128_000
+SCENARIO_FORMATS: dict[str, str] = {"coding": "openai", "job_search": "anthropic"}
+SIZES_QUICK: tuple[int, ...] = (100, 500, 2000)
+SIZES_FULL: tuple[int, ...] = (*SIZES_QUICK, 5000, 20000)
+COMPACTIONS = 10
+SUMMARIZERS: tuple[str, ...] = ("extractive", "stand-in")
+IDENTIFIER_CATEGORIES: tuple[str, ...] = ("path", "url", "identifier", "command", "error")
+OTHER_CATEGORIES: tuple[str, ...] = tuple(c for c in CATEGORIES if c not in IDENTIFIER_CATEGORIES)
+TARGET_AFTER_ONE = 0.95
+TARGET_AFTER_DRIFT = 0.90
+TARGET_UNITS = 3.0
+LATENCY = LatencyModel(fixed_s=0.5, per_input_token_s=0.02e-3, per_output_token_s=10e-3)
+LATENCY_SCALE_QUICK = 0.1
+LATENCY_SCALE_FULL = 1.0
+PRICE_AS: tuple[str, ...] = ("gpt-4o-mini", "claude-haiku-4-5")
+LEDGER_HEADER = "## Artifacts\nExact references from the compacted span"
+STAND_IN_MODEL = "openai/stand-in"
+
+
+def growth(n: int) -> int:
+    """New messages appended between two compactions of a session that starts at ``n``."""
+    return max(20, n // 10)
+
+
+def _config() -> CompactionConfig:
+    return CompactionConfig(window=WINDOW)
+
+
+class AsyncCompactor(Protocol):
+    async def acompact(self, messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> CompactionResult: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics
+# ------------------------------------------------------------------------------------------------
+
+
+def _is_tool_result(message: Mapping[str, Any]) -> bool:
+    if message.get("role") == "tool":
+        return True
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+def safe_end(messages: Sequence[Mapping[str, Any]], k: int) -> int:
+    """``k`` moved forward past tool results, so a prefix never separates a call from its results."""
+    k = min(max(k, 1), len(messages))
+    while k < len(messages) and _is_tool_result(messages[k]):
+        k += 1
+    return k
+
+
+def message_strings(value: Any) -> list[str]:
+    """The non-blank strings of a message (or a list of them): what the verbatim checks compare."""
+    out: list[str] = []
+    _strings(value, out)
+    return [s for s in out if s.strip()]
+
+
+def fact_indices(g: GeneratedTranscript) -> list[int]:
+    return sorted({f.message_index for f in g.facts})
+
+
+def compacted_zone(
+    g: GeneratedTranscript,
+    fed: int,
+    messages: Sequence[Mapping[str, Any]],
+    system: Any = None,
+    indices: Iterable[int] | None = None,
+) -> set[int]:
+    """Original message indices below ``fed`` no longer in the context verbatim: some string of the
+    original is not exactly one of the context's strings (the message was removed, or rewritten by
+    pruning). ``indices`` defaults to the messages that hold planted facts."""
+    present = set(message_strings(list(messages)))
+    if system is not None:
+        present.update(message_strings(system))
+    candidates = fact_indices(g) if indices is None else indices
+    return {i for i in candidates if i < fed and not all(s in present for s in message_strings(g.messages[i]))}
+
+
+def zone_retention(
+    facts: Sequence[PlantedFact], messages: Sequence[Mapping[str, Any]], system: Any, zone: Collection[int]
+) -> dict[str, tuple[int, int]]:
+    """Per category ``(kept, total)`` of the facts in ``zone`` whose exact text is in the context."""
+    return retention(facts, transcript_text(messages, system), zone)
+
+
+def share(kept: Mapping[str, Sequence[int]], categories: Iterable[str] = IDENTIFIER_CATEGORIES) -> tuple[int, int]:
+    """Summed ``(kept, total)`` over ``categories``."""
+    pairs = [kept[c] for c in categories if c in kept]
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+def _ratio(pair: Sequence[int]) -> float | None:
+    return pair[0] / pair[1] if pair[1] else None
+
+
+def price(input_tokens: int, output_tokens: int, model: str) -> float | None:
+    """USD for the tokens at ``model``'s list prices (litellm's table), None when unknown."""
+    info = lookup_litellm_model_info(model)
+    if not info:
+        return None
+    ic, oc = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if ic is None or oc is None:
+        return None
+    return float(input_tokens) * float(ic) + float(output_tokens) * float(oc)
+
+
+def call_latencies(calls: Sequence[Mapping[str, Any]], latency: LatencyModel = LATENCY) -> list[dict[str, Any]]:
+    """Each logged summarizer call's kind, the fake's token figures (chars/4) and the latency
+    ``latency`` predicts for it."""
+    out = []
+    for c in calls:
+        if c.get("summary") is None:
+            continue
+        system = c.get("system_prompt") or ""
+        prompt_text = f"{system}\n{c['prompt']}" if system else c["prompt"]
+        tin, tout = estimate_tokens(prompt_text), estimate_tokens(c["summary"])
+        out.append({"kind": c["kind"], "in": tin, "out": tout, "s": latency.delay(tin, tout)})
+    return out
+
+
+def critical_path_s(latencies: Sequence[Mapping[str, Any]]) -> float:
+    """Model time if the pipeline took none: the chunk round (concurrent), then each sequential call."""
+    chunks = [float(c["s"]) for c in latencies if c["kind"] == "chunk"]
+    return (max(chunks) if chunks else 0.0) + sum(float(c["s"]) for c in latencies if c["kind"] != "chunk")
+
+
+def split_summary(summary: str | None) -> tuple[str, str]:
+    """The summary block's body as (summary text, artifact ledger)."""
+    body = summary or ""
+    at = body.rfind(LEDGER_HEADER)
+    return (body, "") if at < 0 else (body[:at], body[at:])
+
+
+# ------------------------------------------------------------------------------------------------
+# A growing session compacted again and again
+# ------------------------------------------------------------------------------------------------
+
+
+def _place(fact: PlantedFact, result: CompactionResult) -> str:
+    summary, ledger = split_summary(result.summary)
+    if fact.value in ledger:
+        return "ledger"
+    if fact.value in summary:
+        return "summary"
+    return "rest of the context (quoted last request or a trimmed message)"
+
+
+async def drift(
+    g: GeneratedTranscript,
+    compactor: AsyncCompactor,
+    *,
+    start: int,
+    grow: int,
+    compactions: int = COMPACTIONS,
+    count: Callable[[str], int] | None = None,
+) -> dict[str, Any]:
+    """Compact the first ``start`` messages of ``g``, then ``compactions - 1`` times append ``grow``
+    original messages to the compacted context and compact again.
+
+    Returns the per-step figures, the first compaction's input and result (for diagnosis) and, for
+    the facts missed after the last step, when they were lost."""
+    fed = safe_end(g.messages, start)
+    messages: list[dict[str, Any]] = list(g.messages[:fed])
+    system: Any = g.system
+    steps: list[dict[str, Any]] = []
+    first_zone: dict[int, int] = {}  # fact number -> step it was first compacted in
+    kept_first: dict[int, bool] = {}
+    last_place: dict[int, str] = {}
+    lost_at: dict[int, int] = {}
+    sent_when_lost: dict[int, bool] = {}  # was it in the summarizer input of the compaction that lost it
+    first: dict[str, Any] = {}
+    fact_msgs = fact_indices(g)
+    final_zone: set[int] = set()
+    for step in range(1, compactions + 1):
+        if step > 1:
+            new_fed = safe_end(g.messages, fed + grow)
+            messages = [*messages, *g.messages[fed:new_fed]]
+            fed = new_fed
+        size_in = len(messages)
+        begin = time.perf_counter()
+        result = await compactor.acompact(messages, system=system)
+        wall = time.perf_counter() - begin
+        if step == 1:
+            first = {"messages": messages, "system": system, "fed": fed, "result": result, "wall_s": wall}
+        messages, system = list(result.messages), result.system
+        zone = compacted_zone(g, fed, messages, system, fact_msgs)
+        text = transcript_text(messages, system)
+        for n, fact in enumerate(g.facts):
+            if fact.message_index not in zone:
+                continue
+            kept = fact.value in text
+            if n not in first_zone:
+                first_zone[n], kept_first[n] = step, kept
+            if kept:
+                last_place[n] = _place(fact, result)
+                lost_at.pop(n, None)
+            elif n not in lost_at:
+                lost_at[n] = step
+        kept_by_cat = retention(g.facts, text, zone)
+        record_calls = result.record.get("calls", [])
+        if newly_lost := [n for n, k in lost_at.items() if k == step and kept_first.get(n) and first_zone[n] < step]:
+            prompts = "\n".join(c.get("prompt") or "" for c in record_calls)
+            for n in newly_lost:
+                sent_when_lost[n] = g.facts[n].value in prompts
+        steps.append(
+            {
+                "step": step,
+                "fed": fed,
+                "messages_in": size_in,
+                "messages_out": len(messages),
+                "compacted": result.compacted,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+                "requests": len(record_calls),
+                "llm_calls": result.llm_calls,
+                "input_tokens": result.summarizer_input_tokens,
+                "output_tokens": result.summarizer_output_tokens,
+                "summary_tokens": count(result.summary or "") if count else estimate_tokens(result.summary or ""),
+                "level": result.fallback_level,
+                "wall_s": wall,
+                "zone_facts": len([f for f in g.facts if f.message_index in zone]),
+                "retention": {c: list(v) for c, v in kept_by_cat.items()},
+            }
+        )
+        final_zone = zone
+    missed: list[dict[str, Any]] = []
+    text = transcript_text(messages, system)
+    for n, fact in enumerate(g.facts):
+        if fact.message_index in final_zone and fact.value not in text:
+            if not kept_first.get(n, False):
+                how = "lost when first compacted"
+            else:
+                how = f"kept, then lost from the {last_place.get(n, '?')} at a later compaction"
+            missed.append(
+                {
+                    "category": fact.category,
+                    "value": fact.value,
+                    "index": fact.message_index,
+                    "first_step": first_zone.get(n),
+                    "lost_step": lost_at.get(n),
+                    "how": how,
+                    "in_summarizer_input_when_lost": sent_when_lost.get(n),
+                }
+            )
+    return {"steps": steps, "first": first, "missed_final": missed}
+
+
+# ------------------------------------------------------------------------------------------------
+# Why facts of the first compaction were lost
+# ------------------------------------------------------------------------------------------------
+
+
+def diagnose_first(g: GeneratedTranscript, first: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """For every planted fact of the first compaction's zone that is missing from its result: where
+    it was lost on the summary side (cleared before the summarizer, never sent, dropped by the
+    summarizer, cut after it) and on the ledger side (not collected, or collected but over budget)."""
+    result: CompactionResult = first["result"]
+    messages, system, fed = first["messages"], first["system"], first["fed"]
+    out_messages, out_system = result.messages, result.system
+    everything = range(fed)
+    zone = sorted(compacted_zone(g, fed, out_messages, out_system, everything))
+    text = transcript_text(out_messages, out_system)
+    facts = [f for f in g.facts if f.message_index in set(zone) and f.value not in text]
+    if not facts:
+        return []
+    calls = result.record.get("calls", [])
+    prompts = "\n".join(c.get("prompt") or "" for c in calls)
+    outputs = "\n".join(c.get("summary") or "" for c in calls)
+    _, ledger = split_summary(result.summary)
+    transcript = to_canonical(messages, system)
+    offset = 1 if g.format == "anthropic" and system is not None else 0
+    canonical = transcript.messages[offset:]
+    cleared = {item["message_id"] for item in result.record.get("prune", []) if item.get("action") == "cleared"}
+    collected_items = collect_artifacts([canonical[i] for i in zone if i < len(canonical)])
+    items = [
+        i.value.rstrip("…")
+        for group in (
+            collected_items.files,
+            collected_items.urls,
+            collected_items.identifiers,
+            collected_items.commands,
+            collected_items.errors,
+        )
+        for i in group
+    ] + [f.error.rstrip("…") for f in collected_items.tool_failures]
+    joined_items = "\n".join(items)
+    rows = []
+    for fact in facts:
+        if fact.value in prompts:
+            side = "cut after the summarizer" if fact.value in outputs else "dropped by the summarizer"
+        elif fact.message_index < len(canonical) and canonical[fact.message_index].id in cleared:
+            side = "tool result cleared before summarizing"
+        else:
+            side = "not in the summarizer input"
+        if fact.value in joined_items:
+            ledger_side = "over ledger budget" if fact.value not in ledger else "in ledger (?)"
+        else:
+            ledger_side = "not collected by ledger"
+        original = g.messages[fact.message_index]
+        host = "tool result" if _is_tool_result(original) else str(original.get("role"))
+        rows.append(
+            {
+                "category": fact.category,
+                "value": fact.value,
+                "index": fact.message_index,
+                "host": host,
+                "summary": side,
+                "ledger": ledger_side,
+            }
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Running it
+# ------------------------------------------------------------------------------------------------
+
+
+def _stand_in(server: FakeProvider) -> Any:
+    from compaction.summarizers.llm import LLMSummarizer
+
+    return LLMSummarizer(STAND_IN_MODEL, api_base=server.openai_api_base, api_key="k", timeout=180.0, attempts=1)
+
+
+def _compactor(kind: str, server: FakeProvider) -> Compactor:
+    return Compactor(MODEL, None if kind == "extractive" else _stand_in(server), _config())
+
+
+def _total_pair(rows: Iterable[Mapping[str, Sequence[int]]], categories: Iterable[str]) -> tuple[int, int]:
+    cats = list(categories)
+    k = t = 0
+    for r in rows:
+        a, b = share(r, cats)
+        k, t = k + a, t + b
+    return k, t
+
+
+def bench_session(
+    scenario: str,
+    n: int,
+    server: FakeProvider,
+    *,
+    seed: int = 0,
+    compactions: int = COMPACTIONS,
+    latency_scale: float | None = LATENCY_SCALE_QUICK,
+    summarizers: Sequence[str] = SUMMARIZERS,
+) -> dict[str, Any]:
+    """Quality (both summarizers), cost and time of one scenario and size."""
+    fmt = SCENARIO_FORMATS.get(scenario, "openai")
+    grow = growth(n)
+    total = n + (compactions - 1) * grow + 40
+    g = generate(scenario, total, seed=seed, format=fmt)
+    out: dict[str, Any] = {"scenario": scenario, "format": fmt, "messages": n, "growth": grow, "session": total}
+    quality: dict[str, Any] = {}
+    for kind in summarizers:
+        server.latency = LatencyModel()
+        server.reset()
+        compactor = _compactor(kind, server)
+        figures = asyncio.run(
+            drift(g, compactor, start=n, grow=grow, compactions=compactions, count=compactor.counter.count_text)
+        )
+        steps = figures["steps"]
+        first = figures["first"]
+        result: CompactionResult = first["result"]
+        quality[kind] = {
+            "steps": steps,
+            "after1": steps[0]["retention"],
+            "after10": steps[-1]["retention"],
+            "compactions": sum(1 for s in steps if s["compacted"]),
+            "first_wall_s": first["wall_s"],
+            "first_fed": first["fed"],
+            "missed_first": diagnose_first(g, first),
+            "missed_final": figures["missed_final"],
+            "cost": {
+                "requests": len(result.record.get("calls", [])),
+                "llm_calls": result.llm_calls,
+                "input_tokens": result.summarizer_input_tokens,
+                "output_tokens": result.summarizer_output_tokens,
+                "tokens_before": result.tokens_before,
+                "tokens_after": result.tokens_after,
+                "ratio": result.tokens_before / result.tokens_after if result.tokens_after else None,
+                "usd": {m: price(result.summarizer_input_tokens, result.summarizer_output_tokens, m) for m in PRICE_AS},
+                "session_llm_calls": sum(s["llm_calls"] for s in steps),
+                "session_input_tokens": sum(s["input_tokens"] for s in steps),
+                "session_output_tokens": sum(s["output_tokens"] for s in steps),
+            },
+        }
+        c = quality[kind]["cost"]
+        c["session_usd"] = {m: price(c["session_input_tokens"], c["session_output_tokens"], m) for m in PRICE_AS}
+    out["quality"] = quality
+    if latency_scale is not None and "stand-in" in quality:
+        out["time"] = bench_time(g, n, server, scale=latency_scale)
+    server.reset()
+    return out
+
+
+def _timed_compaction(
+    messages: Sequence[Mapping[str, Any]], system: Any, server: FakeProvider, latency: LatencyModel
+) -> tuple[float, CompactionResult]:
+    """Wall time of one compaction by a fresh compactor (cold token counts) with the stand-in
+    behind ``latency``."""
+    server.reset()
+    server.latency = latency
+    try:
+        compactor = _compactor("stand-in", server)
+        begin = time.perf_counter()
+        result = compactor.compact(messages, system=system)
+        return time.perf_counter() - begin, result
+    finally:
+        server.latency = LatencyModel()
+        server.reset()
+
+
+def bench_time(g: GeneratedTranscript, n: int, server: FakeProvider, *, scale: float) -> dict[str, Any]:
+    """The first compaction of the session with the stand-in behind the latency model (scaled by
+    ``scale``), and the same compaction against the zero-latency server (the pipeline's own time)."""
+    messages = g.messages[: safe_end(g.messages, n)]
+    own_s, _ = _timed_compaction(messages, g.system, server, LatencyModel())
+    scaled = LatencyModel(
+        LATENCY.fixed_s * scale, LATENCY.per_input_token_s * scale, LATENCY.per_output_token_s * scale
+    )
+    wall, result = _timed_compaction(messages, g.system, server, scaled)
+    lat = call_latencies(result.record.get("calls", []))
+    unit = statistics.median(c["s"] for c in lat) if lat else LATENCY.fixed_s
+    critical = critical_path_s(lat)
+    # At scale s the critical path's calls took s * critical; the rest of the wall time is the
+    # pipeline's own (not hidden behind a call). At full latency the calls take critical.
+    projected = wall + (1 - scale) * critical if scale < 1 else wall
+    kinds = [c["kind"] for c in lat]
+    units = projected / unit
+    return {
+        "scale": scale,
+        "requests": len(lat),
+        "kinds": {k: kinds.count(k) for k in ("single", "chunk", "merge")},
+        "max_output_tokens": max((c["out"] for c in lat), default=0),
+        "unit_s": unit,
+        "wall_scaled_s": wall,
+        "own_s": own_s,
+        "projected_s": projected,
+        "units_at_scale": wall / (unit * scale),
+        "units": units,
+        "critical_path_s": critical,
+        "ideal_units": critical / unit,
+        "level": result.fallback_level,
+        "target_units": TARGET_UNITS,
+        "pass": units <= TARGET_UNITS,
+    }
+
+
+def run(
+    quick: bool = True,
+    seed: int = 0,
+    *,
+    sizes: Sequence[int] | None = None,
+    scenarios: Sequence[str] = tuple(SCENARIO_FORMATS),
+    compactions: int = COMPACTIONS,
+    latency_scale: float | None = None,
+    time_rows: bool = True,
+) -> dict[str, Any]:
+    """Every scenario and size: the figures as a dict (``markdown`` renders them)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from compaction.summarizers._litellm import load_litellm
+
+    # litellm warns when its logging worker moves to a new event loop (one asyncio.run per session).
+    logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+
+    start = time.perf_counter()
+    load_litellm()  # the one-time import (5-10 s) stays out of every timing
+    chosen = tuple(sizes) if sizes is not None else (SIZES_QUICK if quick else SIZES_FULL)
+    scale = latency_scale if latency_scale is not None else (LATENCY_SCALE_QUICK if quick else LATENCY_SCALE_FULL)
+    figures: dict[str, Any] = {
+        "quick": quick,
+        "seed": seed,
+        "model": MODEL,
+        "window": WINDOW,
+        "compactions": compactions,
+        "latency": {
+            "fixed_s": LATENCY.fixed_s,
+            "per_input_token_s": LATENCY.per_input_token_s,
+            "per_output_token_s": LATENCY.per_output_token_s,
+        },
+        "latency_scale": scale if time_rows else None,
+        "sessions": [],
+    }
+    with FakeProvider() as server:
+        for n in chosen:
+            for scenario in scenarios:
+                figures["sessions"].append(
+                    bench_session(
+                        scenario,
+                        n,
+                        server,
+                        seed=seed,
+                        compactions=compactions,
+                        latency_scale=scale if time_rows else None,
+                    )
+                )
+        figures["server_errors"] = len(server.errors)
+    figures["seconds"] = time.perf_counter() - start
+    return figures
+
+
+# ------------------------------------------------------------------------------------------------
+# Markdown
+# ------------------------------------------------------------------------------------------------
+
+_SHORT = {"identifier": "id", "command": "cmd", "constraint": "constr.", "next_step": "next", "decision": "decis."}
+
+
+def _pct(pair: Sequence[int]) -> str:
+    r = _ratio(pair)
+    return "–" if r is None else f"{r:.0%}"
+
+
+def _kt(kept: Mapping[str, Sequence[int]], c: str) -> str:
+    return f"{kept[c][0]}/{kept[c][1]}" if c in kept else "–"
+
+
+def _ok(good: bool | None) -> str:
+    return "–" if good is None else ("pass" if good else "**FAIL**")
+
+
+def _money(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return f"${x:.4f}" if x < 1 else f"${x:.2f}"
+
+
+def _target_met(pair: Sequence[int], target: float) -> bool | None:
+    r = _ratio(pair)
+    return None if r is None else r >= target
+
+
+def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every target check: what, where, the value, the target, met."""
+    out = []
+    for s in f["sessions"]:
+        where = f"{s['scenario']} {s['messages']:,}"
+        for kind, q in s["quality"].items():
+            for phase, key, target in (
+                ("after 1", "after1", TARGET_AFTER_ONE),
+                ("after 10", "after10", TARGET_AFTER_DRIFT),
+            ):
+                pair = share(q[key])
+                met = _target_met(pair, target)
+                out.append(
+                    {
+                        "what": f"identifier-type retention {phase}",
+                        "where": f"{where} {kind}",
+                        "value": _ratio(pair),
+                        "pair": list(pair),
+                        "target": target,
+                        "met": met,
+                    }
+                )
+        if "time" in s:
+            t = s["time"]
+            out.append(
+                {
+                    "what": "compaction wall time (call latencies)",
+                    "where": where,
+                    "value": t["units"],
+                    "pair": None,
+                    "target": TARGET_UNITS,
+                    "met": t["pass"],
+                }
+            )
+    return out
+
+
+def _cause_table(f: Mapping[str, Any], kind: str) -> list[str]:
+    counts: dict[tuple[str, str, str], int] = {}
+    for s in f["sessions"]:
+        for m in s["quality"].get(kind, {}).get("missed_first", []):
+            key = (m["category"], m["summary"], m["ledger"])
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    rows = sorted(counts.items(), key=lambda kv: (order.get(kv[0][0], 99), -kv[1]))
+    out = [
+        f"Where the facts missed after one compaction were lost ({kind}, all sessions):",
+        "",
+        "| category | summary side | ledger side | facts |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {c} | {a} | {b} | {k} |" for (c, a, b), k in rows]
+    return out
+
+
+def _drift_table(f: Mapping[str, Any], kind: str) -> list[str]:
+    counts: dict[tuple[str, str], int] = {}
+    for s in f["sessions"]:
+        for m in s["quality"].get(kind, {}).get("missed_final", []):
+            if m["category"] not in IDENTIFIER_CATEGORIES:
+                continue
+            key = (m["category"], m["how"])
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    rows = sorted(counts.items(), key=lambda kv: (order.get(kv[0][0], 99), -kv[1]))
+    out = [
+        f"Identifier-type facts missing after 10 compactions ({kind}, all sessions), by when they were lost:",
+        "",
+        "| category | how | facts |",
+        "|---|---|---|",
+    ]
+    out += [f"| {c} | {how} | {k} |" for (c, how), k in rows]
+    later = [
+        m
+        for s in f["sessions"]
+        for m in s["quality"].get(kind, {}).get("missed_final", [])
+        if m["category"] in IDENTIFIER_CATEGORIES and m["in_summarizer_input_when_lost"] is not None
+    ]
+    if later:
+        sent = sum(1 for m in later if m["in_summarizer_input_when_lost"])
+        out += [
+            "",
+            f"Of the {len(later)} lost at a later compaction, {sent} were in that compaction's summarizer input "
+            "(the earlier summary block, ledger included, is passed to the summarizer as text; the new ledger is "
+            "collected from the newly compacted messages only).",
+        ]
+    return out
+
+
+def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
+    """The figures of :func:`run` as Markdown tables (``charts``: image paths to link)."""
+    lat = f["latency"]
+    out: list[str] = [
+        f"Sessions: coding (OpenAI format) and job search (Anthropic format), {f['model']} window "
+        f"{f['window']:,}, default config; the first n messages compacted, then {f['compactions'] - 1} times "
+        "max(20, n/10) new messages appended and compacted again. Summarizers: offline extractive, and the fake "
+        "server's LLM stand-in via LLMSummarizer. A fact counts as retained when its exact text is in the "
+        "compacted context; the zone is the fed original messages no longer there verbatim.",
+        "",
+    ]
+    for phase, key, target in (
+        ("one compaction", "after1", TARGET_AFTER_ONE),
+        (f"{f['compactions']} compactions (drift)", "after10", TARGET_AFTER_DRIFT),
+    ):
+        cats = [*IDENTIFIER_CATEGORIES, *OTHER_CATEGORIES]
+        out += [
+            f"#### Retention after {phase}: planted facts of the compacted zone kept verbatim",
+            "",
+            f"Target: identifier-type facts (path, url, id, cmd, error) >= {target:.0%}; other categories info.",
+            "",
+            "| scenario | messages | summarizer | "
+            + " | ".join(_SHORT.get(c, c) for c in IDENTIFIER_CATEGORIES)
+            + " | **ids total** | met | "
+            + " | ".join(_SHORT.get(c, c) for c in OTHER_CATEGORIES)
+            + " |",
+            "|" + "---|" * (len(cats) + 5),
+        ]
+        for s in f["sessions"]:
+            for kind, q in s["quality"].items():
+                kept = q[key]
+                pair = share(kept)
+                out.append(
+                    f"| {s['scenario']} | {s['messages']:,} | {kind} | "
+                    + " | ".join(_kt(kept, c) for c in IDENTIFIER_CATEGORIES)
+                    + f" | **{pair[0]}/{pair[1]} ({_pct(pair)})** | {_ok(_target_met(pair, target))} | "
+                    + " | ".join(_kt(kept, c) for c in OTHER_CATEGORIES)
+                    + " |"
+                )
+        for kind in SUMMARIZERS:
+            rows = [q[key] for s in f["sessions"] for k, q in s["quality"].items() if k == kind]
+            if rows:
+                ids = _total_pair(rows, IDENTIFIER_CATEGORIES)
+                other = _total_pair(rows, OTHER_CATEGORIES)
+                out.append(
+                    f"| **all** | | {kind} | | | | | | **{ids[0]}/{ids[1]} ({_pct(ids)})** | "
+                    f"{_ok(_target_met(ids, target))} | | | | {other[0]}/{other[1]} ({_pct(other)}) |"
+                )
+        out.append("")
+    out += [
+        "#### Summary growth: o200k tokens of the summary block (summary + artifact ledger) after each compaction",
+        "",
+        "| scenario | messages | +/step | summarizer | summary tokens after compaction 1 … 10 | context after 10 "
+        "| compacted | wall, 10 compactions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in f["sessions"]:
+        for kind, q in s["quality"].items():
+            steps = q["steps"]
+            growth_list = " · ".join(f"{st['summary_tokens']:,}" for st in steps)
+            out.append(
+                f"| {s['scenario']} | {s['messages']:,} | {s['growth']} | {kind} | {growth_list} "
+                f"| {steps[-1]['tokens_after']:,} tok / {steps[-1]['messages_out']} msgs "
+                f"| {q['compactions']}/{len(steps)} | {sum(st['wall_s'] for st in steps):.1f} s |"
+            )
+    out += [
+        "",
+        "#### Cost: the first compaction (and the whole 10-compaction session), LLM stand-in",
+        "",
+        "Tokens are the fake server's usage (chars/4); money as if the summarizer were "
+        + " / ".join(PRICE_AS)
+        + " (litellm's price table). Compression = tokens before / after (exact o200k).",
+        "",
+        "| scenario | messages | calls | input tok | output tok | tokens before → after | compression "
+        "| compression (extractive) | "
+        + " | ".join(PRICE_AS)
+        + " | session: calls / input / output | session "
+        + " / ".join(PRICE_AS)
+        + " |",
+        "|" + "---|" * (10 + len(PRICE_AS)),
+    ]
+    for s in f["sessions"]:
+        q = s["quality"].get("stand-in")
+        if q is None:
+            continue
+        c = q["cost"]
+        ext = s["quality"].get("extractive", {}).get("cost", {})
+        ext_ratio = f"{ext['ratio']:.0f}x" if ext.get("ratio") else "–"
+        out.append(
+            f"| {s['scenario']} | {s['messages']:,} | {c['llm_calls']} | {c['input_tokens']:,} "
+            f"| {c['output_tokens']:,} "
+            f"| {c['tokens_before']:,} → {c['tokens_after']:,} | {c['ratio']:.0f}x | {ext_ratio} | "
+            + " | ".join(_money(c["usd"][m]) for m in PRICE_AS)
+            + f" | {c['session_llm_calls']} / {c['session_input_tokens']:,} / {c['session_output_tokens']:,} | "
+            + " / ".join(_money(c["session_usd"][m]) for m in PRICE_AS)
+            + " |"
+        )
+    timed = [s for s in f["sessions"] if "time" in s]
+    if timed:
+        scale = f["latency_scale"]
+        how = (
+            "at full latency"
+            if scale >= 1
+            else f"run at {scale:g}x latency, projected to full latency as wall + {1 - scale:g} x critical path "
+            "(the predicted latency of the calls that follow each other; an upper bound); own = the same "
+            "compaction against the zero-latency server"
+        )
+        out += [
+            "",
+            f"#### Time: the first compaction with the LLM stand-in behind the latency model ({lat['fixed_s']:g} s + "
+            f"{lat['per_input_token_s'] * 1e3:g} ms/input token + {lat['per_output_token_s'] * 1e3:g} ms/output token)",
+            "",
+            f"Unit: one typical call = the median predicted latency of this compaction's calls. Wall {how}. "
+            f"Target: <= {TARGET_UNITS:g} call latencies.",
+            "",
+            "| scenario | messages | calls (chunk+merge / single) | largest answer | unit | wall at scale | own "
+            "| wall (projected) | **call latencies** | critical path | met |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in timed:
+            t = s["time"]
+            k = t["kinds"]
+            calls = (
+                f"{k['chunk']}+{k['merge']}"
+                if k["chunk"]
+                else f"{k['single']} single" + (f" +{k['merge']} merge" if k["merge"] else "")
+            )
+            out.append(
+                f"| {s['scenario']} | {s['messages']:,} | {calls} | {t['max_output_tokens']:,} tok "
+                f"| {t['unit_s']:.1f} s "
+                f"| {t['wall_scaled_s']:.1f} s | {t['own_s']:.2f} s | {t['projected_s']:.1f} s | **{t['units']:.2f}** "
+                f"| {t['ideal_units']:.2f} | {_ok(t['pass'])} |"
+            )
+    checks = targets(f)
+    groups: dict[str, list[bool | None]] = {}
+    for c in checks:
+        groups.setdefault(c["what"], []).append(c["met"])
+    out += [
+        "",
+        f"Targets met: {sum(1 for c in checks if c['met'])}/{len(checks)} ("
+        + "; ".join(f"{what}: {sum(1 for m in mets if m)}/{len(mets)}" for what, mets in groups.items())
+        + ").",
+    ]
+    for kind in SUMMARIZERS:
+        table = _cause_table(f, kind)
+        if table:
+            out += ["", *table]
+        table = _drift_table(f, kind)
+        if table:
+            out += ["", *table]
+    if charts:
+        out += ["", " ".join(f"![{Path(c).stem}]({c})" for c in charts)]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_quality")
+    parser.add_argument("--full", action="store_true", help="add 5,000 and 20,000 messages; time at full latency")
+    parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--charts", type=Path, default=None, help="write retention.png and scaling.png here")
+    args = parser.parse_args(argv)
+    figures = run(quick=not args.full, sizes=args.sizes)
+    charts: list[str] = []
+    if args.charts is not None:
+        from benchmarks import charts as charts_module
+
+        charts = [str(p) for p in charts_module.write_charts(figures, args.charts)]
+    print(markdown(figures, charts=charts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
