@@ -55,6 +55,19 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _kept_section(path: Path, heading: str) -> str:
+    """A section another command writes (the peers session installs what it compares), carried over
+    from the current file so this run does not erase it."""
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    start = text.find("\n" + heading)
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + len(heading) + 1)
+    return text[start + 1 : end if end >= 0 else len(text)].rstrip() + "\n"
+
+
 def _section(
     name: str, produce: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str]
 ) -> tuple[dict[str, Any], str]:
@@ -72,6 +85,19 @@ def _section(
     return figures, table
 
 
+def _quality_markdown(figures: dict[str, Any], directory: Path) -> str:
+    """bench_quality's tables, with its PNG charts written into ``directory`` (next to RESULTS.md)
+    and linked; without matplotlib (the ``bench`` extra) the charts are skipped with a note."""
+    from benchmarks import bench_quality
+
+    try:
+        from benchmarks import charts
+    except ImportError as exc:  # pragma: no cover - matplotlib missing
+        return bench_quality.markdown(figures) + f"\n\nCharts skipped: {exc} (install matplotlib)."
+    paths = charts.write_charts(figures, directory)
+    return bench_quality.markdown(figures, charts=[p.name for p in paths])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run_all", description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="more sizes and repeats (slower)")
@@ -83,7 +109,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    from benchmarks import bench_pipeline, bench_summarizers, bench_tokens
+    from benchmarks import (
+        bench_load,
+        bench_middleware,
+        bench_pipeline,
+        bench_quality,
+        bench_server,
+        bench_store,
+        bench_summarizers,
+        bench_tokens,
+    )
 
     info = machine()
     started = dt.datetime.now(dt.UTC)
@@ -95,8 +130,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     summ, summ_md = _section(
         "bench_summarizers", lambda: bench_summarizers.run(quick=quick), bench_summarizers.markdown
     )
+    quality, quality_md = _section(
+        "bench_quality",
+        lambda: bench_quality.run(quick=quick),
+        lambda f: _quality_markdown(f, args.out.parent),
+    )
+    middleware, middleware_md = _section("bench_middleware", bench_middleware.run, bench_middleware.markdown)
+    store, store_md = _section("bench_store", bench_store.run, bench_store._table)
+    server, server_md = _section("bench_server", lambda: bench_server.run(quick=quick), bench_server.markdown)
+    load, load_md = _section("bench_load", bench_load.run, bench_load.markdown)
     total = time.perf_counter() - start
     load_end = machine()["load_average"]
+    peers = _kept_section(args.out, "## Peers")
 
     lines = [
         "# Benchmark results",
@@ -120,6 +165,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         summ_md,
         "",
+        "## Quality, cost and time on growing sessions (`benchmarks/bench_quality.py`)",
+        "",
+        quality_md,
+        "",
+        "## Agent-loop middleware (`benchmarks/bench_middleware.py`)",
+        "",
+        middleware_md,
+        "",
+        "## SQLite session store (`benchmarks/bench_store.py`)",
+        "",
+        store_md,
+        "",
+        "## HTTP service (`benchmarks/bench_server.py`)",
+        "",
+        server_md,
+        "",
+        "## Load: concurrent sessions with faults (`benchmarks/bench_load.py`)",
+        "",
+        load_md,
+        "",
+        peers or "## Peers\n\nNot run yet: `python3 -m nox -s peers` writes this section (it installs the peers).\n",
     ]
     args.out.write_text("\n".join(lines), encoding="utf-8")
     figures = {
@@ -131,13 +197,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tokens": tokens,
         "pipeline": pipeline,
         "summarizers": summ,
+        "quality": quality,
+        "middleware": middleware,
+        "store": store,
+        "server": server,
+        "load": load,
     }
     data = json.dumps(figures, indent=1, default=str)
     if args.json is not None:
         args.json.write_text(data, encoding="utf-8")
     print(data)
     print(f"[run_all] wrote {args.out} in {total:.0f} s", file=sys.stderr)
-    return 0 if not any("error" in f for f in (tokens, pipeline, summ)) else 1
+    sections = (tokens, pipeline, summ, quality, middleware, store, server, load)
+    return 0 if not any("error" in f for f in sections) else 1
 
 
 if __name__ == "__main__":

@@ -42,9 +42,11 @@ _SECRET_TOKEN = re.compile("|".join(f"(?:{p.pattern})" for kind, p in _KEY_PATTE
 # The token must have a digit so that prose ("Basic authentication") is left alone.
 _AUTH_RE = re.compile(r"(?i)(\b(?:Bearer|Basic)\s+)((?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
 # scheme://user:password@host -> the password goes, the user and host stay (they are useful context).
-_URL_PASSWORD_RE = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+:)((?!\[REDACTED)[^\s@/]+)(@)")
+# The user may be empty (redis://:password@host).
+_URL_PASSWORD_RE = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)((?!\[REDACTED)[^\s@/]+)(@)")
 _KEY_WORDS = (
-    r"api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token"
+    r"api[_-]?key|apikey|secret[_-]?key|secret[_-]?access[_-]?key|access[_-]?key|account[_-]?key"
+    r"|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token"
     r"|token|password|passwd|private[_-]?key"
 )
 _ASSIGN_RE = re.compile(
