@@ -71,7 +71,7 @@ def test_files_from_argument_keys_text_and_results() -> None:
 def test_re_seen_item_moves_to_front_with_new_index() -> None:
     msgs = [user("u1", "look at src/a.py and src/b.py"), user("u2", "now src/a.py again")]
     ledger = collect_artifacts(msgs)
-    assert ledger.files == (LedgerItem("src/a.py", 1, True), LedgerItem("src/b.py", 0, True))
+    assert ledger.files == (LedgerItem("src/a.py", 1), LedgerItem("src/b.py", 0))
 
 
 def test_urls_and_identifiers() -> None:
@@ -262,20 +262,3 @@ def test_render_budget_keeps_most_recent(budget: int) -> None:
     if out:
         assert "src/pay/refund.py" in out  # the newest item survives longest
         assert "omitted" in out.splitlines()[-1]
-
-
-def test_mentioned_references_outrank_bulk_tool_output() -> None:
-    listing = "\n".join(f"src/generated/file_{i:04d}.py" for i in range(400))
-    msgs = [
-        user("u1", "Keep an eye on deploy/canary.yaml please."),
-        assistant("a1", "", ("c1", "bash", {"command": "find src"})),
-        result("t1", "c1", listing),
-    ]
-    ledger = collect_artifacts(msgs)
-    salient = {i.value for i in ledger.files if i.salient}
-    assert "deploy/canary.yaml" in salient
-    assert "src/generated/file_0399.py" not in salient
-    # A budget too small for the listing still keeps the mentioned path first, though it is older.
-    out = render_ledger(ledger, summary_text="", max_tokens=60)
-    assert out.index("deploy/canary.yaml") < out.index("src/generated/file_0399.py")
-    assert "src/generated/file_0001.py" not in out

@@ -73,8 +73,6 @@ class LedgerItem:
 
     value: str
     last_seen: int
-    salient: bool = False
-    """Seen in what the user or the agent said or did (text, tool-call arguments), not only in tool output."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +120,9 @@ class _Collector:
     # value -> (message index, sighting number); the sighting number orders "most recent first".
     seen: dict[str, dict[str, tuple[int, int]]] = field(default_factory=lambda: {c: {} for c in _CATEGORIES})
     failures: dict[str, tuple[ToolFailure, int]] = field(default_factory=dict)
-    salient: set[tuple[str, str]] = field(default_factory=set)
     seq: int = 0
 
-    def add(
-        self, category: str, values: Sequence[str], index: int, limit: int | None = None, *, salient: bool = False
-    ) -> None:
+    def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
         # Past the limit, the last values win: later lines of an output are the more recent ones.
         for value in values if limit is None else values[max(len(values) - limit, 0) :]:
@@ -136,20 +131,17 @@ class _Collector:
                 self.seq += 1
                 table.pop(value, None)  # re-insert so the dict stays in sighting order
                 table[value] = (index, self.seq)
-                if salient:
-                    self.salient.add((category, value))
 
-    def add_text(self, text: str, index: int, limit: int | None = None, *, salient: bool = False) -> None:
+    def add_text(self, text: str, index: int, limit: int | None = None) -> None:
         paths, urls, identifiers = _scan(text)
-        self.add("files", paths, index, limit, salient=salient)
-        self.add("urls", urls, index, limit, salient=salient)
-        self.add("identifiers", identifiers, index, limit, salient=salient)
+        self.add("files", paths, index, limit)
+        self.add("urls", urls, index, limit)
+        self.add("identifiers", identifiers, index, limit)
 
     def ledger(self) -> ArtifactLedger:
         def items(category: str) -> tuple[LedgerItem, ...]:
             table = self.seen[category]
-            ordered = sorted(table.items(), key=lambda kv: -kv[1][1])
-            return tuple(LedgerItem(v, i, (category, v) in self.salient) for v, (i, _) in ordered)
+            return tuple(LedgerItem(v, i) for v, (i, _) in sorted(table.items(), key=lambda kv: -kv[1][1]))
 
         failures = tuple(f for f, _ in sorted(self.failures.values(), key=lambda fs: -fs[1]))
         return ArtifactLedger(
@@ -331,17 +323,17 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
     try:
         args: Any = json.loads(call.arguments)
     except ValueError:
-        c.add_text(call.arguments[:MAX_ARGUMENT_SCAN_CHARS], index, salient=True)
+        c.add_text(call.arguments[:MAX_ARGUMENT_SCAN_CHARS], index)
         return
     command_tool = _is_command_tool(call.name)
     for key, value in _walk(args):
         if key in _COMMAND_KEYS and command_tool and (command := _command_text(value)) is not None:
-            c.add("commands", [_one_command(command)], index, salient=True)
-            c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index, salient=True)
+            c.add("commands", [_one_command(command)], index)
+            c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index)
         elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
-            c.add("urls" if "://" in value else "files", [value], index, salient=True)
+            c.add("urls" if "://" in value else "files", [value], index)
         elif isinstance(value, str) and len(value) <= MAX_ARGUMENT_SCAN_CHARS:
-            c.add_text(value, index, salient=True)  # long strings are file contents: their paths are noise
+            c.add_text(value, index)  # long strings are file contents: their paths are noise
 
 
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
@@ -395,7 +387,7 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str) -> ArtifactLedge
 
     def merged(current: tuple[LedgerItem, ...], extra: list[str]) -> tuple[LedgerItem, ...]:
         seen = {item.value for item in current}
-        return current + tuple(LedgerItem(v, -1, True) for v in dict.fromkeys(extra) if v not in seen)
+        return current + tuple(LedgerItem(v, -1) for v in dict.fromkeys(extra) if v not in seen)
 
     failures = list(ledger.tool_failures)
     known = {f.call_id for f in failures}
@@ -432,41 +424,37 @@ def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
             elif isinstance(part, ToolResultPart):
                 _collect_result(c, part, index, tool_names)
             elif isinstance(part, TextPart):
-                c.add_text(part.text, index, salient=True)
-                c.add("commands", _text_commands(part.text), index, PER_RESULT_LIMIT, salient=True)
+                c.add_text(part.text, index)
+                c.add("commands", _text_commands(part.text), index, PER_RESULT_LIMIT)
                 errors = _error_lines(part.text)
                 if message.role == "assistant":  # assistants talk about errors; keep only quoted ones
                     errors = [e for e in errors if _QUOTED_ERROR.search(e)]
                 if message.role in ("user", "assistant"):
-                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in errors], index, salient=True)
+                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in errors], index)
     return c.ledger()
 
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tuple[int, str, str]]:
     """(recency rank, category, shown text) of every item the summary does not contain verbatim."""
-    # (salient, last_seen, category, key checked, shown); tool failures are what the agent did.
-    entries: list[tuple[bool, int, str, str, str]] = []
+    entries: list[tuple[int, str, str, str]] = []  # (last_seen, category, key checked, shown)
     for f in ledger.tool_failures:
-        entries.append((True, f.last_seen, "tool_failures", f.error, f.value))
+        entries.append((f.last_seen, "tool_failures", f.error, f.value))
     failure_errors = {f.error for f in ledger.tool_failures}
     for category in _CATEGORIES:
         for item in getattr(ledger, category):
             if category == "errors" and item.value in failure_errors:
                 continue  # already shown with its tool
-            entries.append((item.salient, item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
-    # What the user or the agent mentioned comes before what only appeared in tool output (one id
-    # quoted in a message matters more than the 500th line of a listing). Within each, the
-    # categories take turns, most recent first, so a flood of one kind cannot push the others out.
+            entries.append((item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
+    # Take the categories in turns, each most recent first, so that a flood of one kind (the ids
+    # of a bulk listing, the lines of a long traceback) cannot push every other kind out.
+    by_category: dict[str, list[tuple[int, str, str, str]]] = {}
+    for entry in sorted(entries, key=lambda e: -e[0]):  # stable: in-message order is kept
+        by_category.setdefault(entry[1], []).append(entry)
     order = ("files", "urls", "identifiers", "commands", "tool_failures", "errors")
-    ranked: list[tuple[bool, int, str, str, str]] = []
-    for salient in (True, False):
-        by_category: dict[str, list[tuple[bool, int, str, str, str]]] = {}
-        for entry in sorted((e for e in entries if e[0] is salient), key=lambda e: -e[1]):  # stable
-            by_category.setdefault(entry[2], []).append(entry)
-        queues = [by_category.get(c, []) for c in order]
-        ranked.extend(q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q))
+    queues = [by_category.get(c, []) for c in order]
+    entries = [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
     missing: list[tuple[int, str, str]] = []
-    for rank, (_, _, category, key, shown) in enumerate(ranked):
+    for rank, (_, category, key, shown) in enumerate(entries):
         if key in summary_text:
             continue
         if redact:
@@ -497,9 +485,8 @@ def _render(missing: list[tuple[int, str, str]], kept: int) -> str:
 
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``). When not everything fits, references only seen in tool output go before
-    those the user or the agent mentioned; within each, the categories share the budget in turns
-    and the oldest go first. Empty when nothing is missing or nothing fits.
+    (``ceil(chars / 4)``). When not everything fits, the categories share the budget in turns and
+    the oldest items of each go first. Empty when nothing is missing or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))
