@@ -81,7 +81,7 @@ class CompactionConfig(BaseModel):
     artifact_ledger: bool = True
     ledger_share: float = Field(default=0.25, gt=0, le=1)
     """Share of ``max_summary_tokens`` the artifact ledger always gets."""
-    ledger_max_tokens: int = Field(default=12_000, ge=0)
+    ledger_max_tokens: int = Field(default=32_000, ge=0)
     """The ledger may grow to this size while the compacted context stays under half the trigger point."""
     redact_secrets: bool = True
 
