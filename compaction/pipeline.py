@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +21,7 @@ from compaction.adapters import from_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
 from compaction.pairs import repair, safe_cut_points, units
-from compaction.redact import redact_secrets
+from compaction.redact import redact_if_needed, redact_secrets
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
@@ -159,8 +160,12 @@ async def prepare(run: Run) -> Prepared:
         instructions=run.instructions,
     )
     if config.summary_mode == "conversation" and run.transcript.format == "openai":
-        prepared.job.conversation = from_canonical(run.transcript).messages
-        prepared.job.kept_messages = len(messages) - layout.tail_start
+        blocker = _conversation_blocker(run.transcript, redact=config.redact_secrets)
+        if blocker is None:
+            prepared.job.conversation = from_canonical(run.transcript).messages
+            prepared.job.kept_messages = len(messages) - layout.tail_start
+        else:
+            run.record["summary_mode"] = f"rendered: {blocker}"
     prepared.summarizer_input, prepared.plan = await _plan(run, prepared.job, visible, settings, config)
     run.record["chunks"] = {
         "spans": [list(s) for s in prepared.plan.spans],
@@ -171,6 +176,21 @@ async def prepare(run: Run) -> Prepared:
     return prepared
 
 
+_PROVIDER_MESSAGE_FIELDS = frozenset({"name", "refusal", "audio", "function_call"})
+
+
+def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None:
+    """Why the agent's own messages cannot be sent to the summarizer as they are (None: they can).
+    Sending them verbatim is what makes the prompt cache hit, so anything that would have to be
+    changed first (metadata payloads, credentials) means the fenced, cleaned rendered mode instead."""
+    for index, message in enumerate(transcript.messages):
+        if set(message.extra) - _PROVIDER_MESSAGE_FIELDS or any(r.extra for r in message.tool_results):
+            return f"message {index} carries metadata that must not reach the summarizer"
+        if redact and redact_if_needed(message.text) != message.text:
+            return f"message {index} contains a credential"
+    return None
+
+
 async def run_pipeline(run: Run) -> CompactionResult:
     p = await prepare(run)
     if p.job is None or p.plan is None:
@@ -179,7 +199,11 @@ async def run_pipeline(run: Run) -> CompactionResult:
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
     # The artifact scan is CPU work on the original zone; it runs while the summarizer calls are in flight.
-    ledger_task = asyncio.create_task(asyncio.to_thread(collect_artifacts, zone)) if config.artifact_ledger else None
+    ledger_task = (
+        asyncio.create_task(asyncio.to_thread(partial(collect_artifacts, zone, redact=config.redact_secrets)))
+        if config.artifact_ledger
+        else None
+    )
     try:
         outcome = await summarize_zone(job, prepared, plan.spans)
     except BaseException:

@@ -54,8 +54,18 @@ _ASSIGN_RE = re.compile(
     r"([^\s\"',;&)}\]]{4,})"
 )
 _PLACEHOLDER = re.compile(
-    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.|~?\.{0,2}/.*)$"
+    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.)$"
 )
+_RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}")
+
+
+def _looks_like_path(value: str) -> bool:
+    """``secret_file: /run/secrets/db`` names a file; ``/kQ9x...`` (an AWS secret key may start with
+    a slash) is the secret itself: base64 padding or a long random segment gives it away."""
+    if not re.match(r"~?\.{0,2}/", value) or "+" in value or "=" in value:
+        return False
+    segments = [part for part in value.split("/") if part]
+    return (len(segments) >= 2 or "." in value) and not any(_RANDOM_SEGMENT.fullmatch(p) for p in segments)
 
 
 def _assignment_kind(key: str) -> str:
@@ -71,7 +81,7 @@ def _assignment_kind(key: str) -> str:
 
 def _replace_assignment(match: re.Match[str]) -> str:
     key, value = match.group(1), match.group(2)
-    if _PLACEHOLDER.match(value):
+    if _PLACEHOLDER.match(value) or _looks_like_path(value):
         return match.group()
     if "token" in key.lower() and value.isdigit():
         return match.group()  # "max_token: 4096" is a number, not a credential
@@ -118,3 +128,19 @@ def looks_like_secret(token: str) -> bool:
     (True, False)
     """
     return _SECRET_TOKEN.search(token) is not None
+
+
+# Cheap literal cues, so that megabytes of ordinary tool output skip the full redaction pass.
+_MAYBE_SECRET = re.compile(
+    r"PRIVATE KEY|eyJ|sk-|sk_|rk_|AKIA|ASIA|AIDA|AROA|gh[pousr]_|github_pat_|xox[baprs]-|AIza"
+    r"|(?i:bearer|basic |passw|secret|token|api[_-]?key)|://[^\s/@]*:[^\s@/]+@"
+)
+
+
+def redact_if_needed(text: str) -> str:
+    """``text`` with secrets redacted, skipping the full pass when no cue of a secret is present.
+
+    >>> redact_if_needed("plain log line"), redact_if_needed("token=abcd1234efgh5678")
+    ('plain log line', 'token=[REDACTED:token]')
+    """
+    return redact_secrets(text)[0] if _MAYBE_SECRET.search(text) else text

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from compaction.redact import redact_if_needed
 from compaction.transcript import (
     ImagePart,
     Message,
@@ -57,10 +58,12 @@ def render_message(message: Message, *, tool_names: dict[str, str] | None = None
     return f"[{message.role}] {body}" if body else f"[{message.role}]"
 
 
-def render_messages(messages: Sequence[Message]) -> str:
-    """The messages as plain text, oldest first, one block per message."""
+def render_messages(messages: Sequence[Message], *, redact: bool = False) -> str:
+    """The messages as plain text, oldest first, one block per message; with ``redact``, credentials
+    are replaced before anything leaves for the summarizer."""
     tool_names = {c.id: c.name for m in messages for c in m.tool_calls}
-    return "\n\n".join(render_message(m, tool_names=tool_names) for m in messages)
+    blocks = (render_message(m, tool_names=tool_names) for m in messages)
+    return "\n\n".join(redact_if_needed(b) if redact else b for b in blocks)
 
 
 def cut_middle(text: str, max_chars: int) -> str:

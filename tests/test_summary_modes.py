@@ -14,9 +14,14 @@ CODING = json.loads(
 )
 
 
-def _compactor(provider: FakeProvider, mode: str) -> Compactor:
+def _compactor(provider: FakeProvider, mode: str, *, redact: bool = False) -> Compactor:
     summarizer = LLMSummarizer("openai/fake-summarizer", api_base=provider.openai_api_base, api_key="k")
-    config = CompactionConfig(window=200_000, summary_mode=mode, max_summary_tokens=1_000)  # type: ignore[arg-type]
+    config = CompactionConfig(
+        window=200_000,
+        summary_mode=mode,  # type: ignore[arg-type]
+        max_summary_tokens=1_000,
+        redact_secrets=redact,  # the example's last messages quote a (masked) token
+    )
     return Compactor("gpt-4o", summarizer, config)
 
 
@@ -44,3 +49,14 @@ async def test_rendered_mode_fences_tool_output_as_data() -> None:
     assert "untrusted data" in json.dumps(sent[0])
     assert "<<<TOOL_OUTPUT " in sent[1]["content"]
     assert "<<<END_TOOL_OUTPUT " in sent[1]["content"]
+
+
+async def test_conversation_mode_falls_back_when_messages_must_be_cleaned_first() -> None:
+    # Verbatim messages would carry a credential (and metadata) to the summarizer: rendered mode instead.
+    messages = [*CODING[:-1], {**CODING[-1], "content": "deploy with api_key=sk-proj-" + "A1b2C3d4" * 5}]
+    async with FakeProvider() as provider:
+        result = await _compactor(provider, "conversation", redact=True).acompact(messages)
+        sent = provider.completion_requests[0].body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert result.record["summary_mode"].startswith("rendered: message ")
+    assert "sk-proj-" not in json.dumps(sent)

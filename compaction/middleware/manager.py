@@ -90,6 +90,22 @@ class _Reading:
     source: str
 
 
+def _stored_messages(store: SessionStore, session_id: str) -> bool:
+    try:
+        return bool(store.messages(session_id))
+    except KeyError:  # a session the store has not seen yet
+        return False
+
+
+def _split_leading_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Mapping[str, Any]]]:
+    """(system prompt, the rest) when ``messages`` open with plain-text system messages."""
+    texts: list[str] = []
+    rest = list(messages)
+    while rest and rest[0].get("role") in ("system", "developer") and isinstance(rest[0].get("content"), str):
+        texts.append(str(rest.pop(0)["content"]))
+    return ("\n\n".join(texts) if texts else None), rest
+
+
 class ContextManager:
     """Holds an agent's context and compacts it at the right moments.
 
@@ -178,6 +194,12 @@ class ContextManager:
         self._work = self._derive(compactor)
         self._refresh_fixed()
         if store is not None:
+            # Leading system messages of a new stored session become its system prompt: stored, they
+            # would sit in front of every summarized run and the summary could never move past them.
+            if system is None and not _stored_messages(store, session_id):
+                system, messages = _split_leading_system(messages)
+                self.system = system
+                self._refresh_fixed()
             store.create_session(session_id, system=system, model=compactor.model)
             if messages:
                 for m in messages:
@@ -231,6 +253,15 @@ class ContextManager:
         """Append messages to the context (and to the store). Each is converted and counted once."""
         if not messages:
             return
+        if self.store is not None and self.system is None and not self._messages and self._summary is None:
+            system, rest = _split_leading_system(messages)
+            if system is not None:
+                self.system = system
+                self.store.create_session(self.session_id, system=system)
+                self._refresh_fixed()
+                messages = tuple(rest)
+                if not messages:
+                    return
         canon = [self._to_canonical(m) for m in messages]
         copies = [dict(m) for m in messages]
         ids: list[int | None] = list(self.store.append(self.session_id, copies)) if self.store else [None] * len(copies)

@@ -32,7 +32,7 @@ from typing import Any
 
 from compaction._cache import memoize_text
 from compaction.patterns import find_error_lines, find_identifiers, find_paths, find_urls
-from compaction.redact import redact_secrets
+from compaction.redact import redact_if_needed, redact_secrets
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = [
@@ -121,6 +121,7 @@ class _Collector:
     seen: dict[str, dict[str, tuple[int, int]]] = field(default_factory=lambda: {c: {} for c in _CATEGORIES})
     failures: dict[str, tuple[ToolFailure, int]] = field(default_factory=dict)
     seq: int = 0
+    redact: bool = True
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
@@ -133,7 +134,7 @@ class _Collector:
                 table[value] = (index, self.seq)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> None:
-        paths, urls, identifiers = _scan(text)
+        paths, urls, identifiers = _scan(text, self.redact)
         self.add("files", paths, index, limit)
         self.add("urls", urls, index, limit)
         self.add("identifiers", identifiers, index, limit)
@@ -155,15 +156,17 @@ class _Collector:
 
 
 @memoize_text()
-def _scan(text: str) -> tuple[list[str], list[str], list[str]]:
+def _scan(text: str, redact: bool = True) -> tuple[list[str], list[str], list[str]]:
     """Paths, URLs and ids of a text; memoized, since a session's old tool outputs are re-scanned at
-    every compaction."""
+    every compaction. Secrets are redacted first: pieces of a key (a line of a private key body
+    looks like a path) must not be listed on their own, where no secret pattern would match them."""
+    text = redact_if_needed(text) if redact else text
     return find_paths(text), find_urls(text), find_identifiers(text)
 
 
 @memoize_text()
-def _error_lines(text: str) -> list[str]:
-    return find_error_lines(text)
+def _error_lines(text: str, redact: bool = True) -> list[str]:
+    return find_error_lines(redact_if_needed(text) if redact else text)
 
 
 # Programs whose invocations people quote in prose ("ran `pytest -x tests/`"): a backticked span
@@ -341,7 +344,7 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
     c.add_text(text, index, PER_RESULT_LIMIT)
     commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
     c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
-    errors = [_trim(line, ERROR_LINE_CHARS) for line in _error_lines(text)]
+    errors = [_trim(line, ERROR_LINE_CHARS) for line in _error_lines(text, c.redact)]
     failed = part.is_error is True or _NONZERO_EXIT.search(text) is not None
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
@@ -406,7 +409,7 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str) -> ArtifactLedge
     )
 
 
-def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
+def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> ArtifactLedger:
     """Collect the exact references of ``messages`` (oldest to newest), deterministically.
 
     >>> from compaction.transcript import Message, TextPart
@@ -414,7 +417,7 @@ def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
     >>> [i.value for i in led.identifiers], led.files[0].last_seen
     (['PAY-1432'], 0)
     """
-    c = _Collector()
+    c = _Collector(redact=redact)
     tool_names: dict[str, str] = {}
     for index, message in enumerate(messages):
         for part in message.parts:
@@ -426,7 +429,7 @@ def collect_artifacts(messages: Sequence[Message]) -> ArtifactLedger:
             elif isinstance(part, TextPart):
                 c.add_text(part.text, index)
                 c.add("commands", _text_commands(part.text), index, PER_RESULT_LIMIT)
-                errors = _error_lines(part.text)
+                errors = _error_lines(part.text, c.redact)
                 if message.role == "assistant":  # assistants talk about errors; keep only quoted ones
                     errors = [e for e in errors if _QUOTED_ERROR.search(e)]
                 if message.role in ("user", "assistant"):

@@ -124,7 +124,7 @@ class SummarizeJob:
             head = (
                 cfg.chunk_prompt.format(index=(index or 0) + 1, count=count) if kind == "chunk" else cfg.summary_prompt
             )
-            body = render_messages(messages)
+            body = render_messages(messages, redact=cfg.redact_secrets)
             if cfg.summarizer_input_max_chars is not None:
                 body = cut_middle(body, cfg.summarizer_input_max_chars)
         notes = self._notes(with_previous=with_previous)
