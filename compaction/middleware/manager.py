@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from compaction.adapters import message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
+from compaction.errors import TranscriptError
 from compaction.middleware import _store
 from compaction.middleware.events import (
     CompactionFailed,
@@ -253,6 +254,9 @@ class ContextManager:
         """Append messages to the context (and to the store). Each is converted and counted once."""
         if not messages:
             return
+        for position, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
         if self.store is not None and self.system is None and not self._messages and self._summary is None:
             system, rest = _split_leading_system(messages)
             if system is not None:

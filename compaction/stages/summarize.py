@@ -203,7 +203,9 @@ async def summarize_zone(
         filled = await _extractive(job, zone[span[0] : span[1]])
         note = f"[Part {index + 1} of {count} could not be summarized by the model ({error})."
         partials.append(note + (" Notes extracted from it follow.]\n" + filled if filled else "]"))
-    if len(failed) == count and not any(p for p in partials if not p.startswith("[Part ")):
+    if not any(p for p in partials if not p.startswith("[Part ")):  # nothing was summarized at all
+        if omitted:
+            reasons.append(f"{len(omitted)} message(s) too large for the summarizer")
         if job.config.extractive_fallback:
             whole = await _extractive(job, zone, with_previous=True)
             if whole:
