@@ -47,7 +47,7 @@ from benchmarks.generate import (  # noqa: E402
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.pairs import validate  # noqa: E402
-from compaction.pipeline import Budget, Prepared, Run, prepare  # noqa: E402
+from compaction.pipeline import Prepared, Run, prepare  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
 from compaction.summarizers.base import SummaryRequest, SummaryResponse  # noqa: E402
@@ -174,31 +174,7 @@ def bench_fit(cases: Sequence[tuple[str, str, int]], *, repeats: int = 1, seed: 
 
 def _make_run(compactor: Compactor, transcript: Transcript) -> Run:
     """The Run that ``Compactor.acompact`` builds (same fields, same budget)."""
-    config = compactor.config
-    return Run(
-        transcript=transcript,
-        counter=compactor.counter,
-        budget=Budget(
-            window=compactor.guard.window,
-            budget=compactor.guard.budget,
-            margin=config.safety_margin,
-            exact=compactor.counter.exact,
-        ),
-        config=config,
-        summarizer=compactor.summarizer,
-        trigger="manual",
-        record={
-            "version": 1,
-            "model": compactor.model,
-            "counter": getattr(compactor.counter, "name", type(compactor.counter).__name__),
-            "config": config.model_dump(mode="json"),
-            "trigger": "manual",
-            "instructions": None,
-            "budget": None,
-            "aggression": 0,
-            "pinned": [],
-        },
-    )
+    return compactor.plan_run(transcript)
 
 
 def _profile_top(profiler: cProfile.Profile, runs: int, limit: int = 8) -> dict[str, list[dict[str, Any]]]:

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 from compaction.adapters import from_canonical, to_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, ContextOverflowError
-from compaction.pipeline import Budget, Run, run_pipeline
+from compaction.pipeline import Budget, Run, prune_settings, run_pipeline
 from compaction.result import CompactionResult, Trigger
-from compaction.stages.prune import PruneSettings, prune_tool_results
+from compaction.stages.prune import prune_tool_results
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter, counter_for_model
 from compaction.transcript import Transcript, TranscriptFormat
@@ -156,7 +156,35 @@ class Compactor:
         tail once per level; ``format`` overrides detection (plain-text chats read the same in both
         formats: pass ``"anthropic"`` so role alternation is kept)."""
         transcript = to_canonical(messages, system, format=format)
-        run = Run(
+        run = self.plan_run(
+            transcript,
+            instructions=instructions,
+            previous_summary=previous_summary,
+            pinned=pinned,
+            tools=tools,
+            trigger=trigger,
+            budget=budget,
+            aggression=aggression,
+            source=messages,
+        )
+        return await run_pipeline(run)
+
+    def plan_run(
+        self,
+        transcript: Transcript,
+        *,
+        instructions: str | None = None,
+        previous_summary: str | None = None,
+        pinned: Collection[str] = (),
+        tools: Sequence[Mapping[str, Any]] = (),
+        trigger: Trigger = "manual",
+        budget: int | None = None,
+        aggression: int = 0,
+        source: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Run:
+        """The pipeline's input for ``transcript``: the one place a run's budget and record are set
+        (``acompact``, dry runs and benchmarks all start here)."""
+        return Run(
             transcript=transcript,
             counter=self.counter,
             budget=Budget(
@@ -174,7 +202,7 @@ class Compactor:
             pinned_ids=frozenset(pinned),
             tools_tokens=self.counter.count_tools(tools) if tools else 0,
             aggression=aggression,
-            source=messages,
+            source=source,
             record={
                 "version": 1,
                 "model": self.model,
@@ -187,7 +215,6 @@ class Compactor:
                 "pinned": sorted(pinned),
             },
         )
-        return await run_pipeline(run)
 
     def compact(
         self, messages: Sequence[Mapping[str, Any]], instructions: str | None = None, **kwargs: Any
@@ -284,14 +311,11 @@ class Compactor:
         self, messages: Sequence[Mapping[str, Any]], system: Any
     ) -> tuple[list[dict[str, Any]], Any] | None:
         transcript = to_canonical(messages, system)
-        settings = PruneSettings(
-            soft_trim_chars=self.config.prune_min_chars,
-            head_chars=self.config.prune_head_chars,
-            tail_chars=self.config.prune_tail_chars,
-            hard_clear_share=self.config.prune_hard_clear_share,
-        )
         outcome = prune_tool_results(
-            transcript.messages, settings=settings, window_tokens=self.guard.window, count=self.counter.count_message
+            transcript.messages,
+            settings=prune_settings(self.config),
+            window_tokens=self.guard.window,
+            count=self.counter.count_message,
         )
         if not outcome.items:
             return None

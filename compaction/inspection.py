@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from compaction.compactor import run_sync
 from compaction.pairs import validate
-from compaction.pipeline import Budget, Run, prepare
+from compaction.pipeline import prepare
 from compaction.transcript import ToolResultPart, Transcript
 from guards import lookup_litellm_model_info
 
@@ -61,19 +61,7 @@ def inspect_transcript(compactor: Compactor, transcript: Transcript, *, budget: 
 
 
 async def _plan(compactor: Compactor, transcript: Transcript, budget: int | None) -> dict[str, Any]:
-    cfg = compactor.config
-    run = Run(
-        transcript=transcript,
-        counter=compactor.counter,
-        budget=Budget(
-            window=compactor.guard.window,
-            budget=min(budget, compactor.guard.budget) if budget else compactor.guard.budget,
-            margin=cfg.safety_margin,
-            exact=compactor.counter.exact,
-        ),
-        config=cfg,
-        summarizer=compactor.summarizer,
-    )
+    run = compactor.plan_run(transcript, budget=budget)
     try:
         prepared = await prepare(run)
     except Exception as exc:  # a plan that cannot fit is itself the answer

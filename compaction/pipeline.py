@@ -88,6 +88,17 @@ class Run:
         return np.fromiter((self.counter.count_message(m) for m in messages), dtype=np.int64, count=len(messages))
 
 
+def prune_settings(config: CompactionConfig) -> PruneSettings:
+    """The pruning stage's settings, from the config (one mapping for every caller)."""
+    return PruneSettings(
+        soft_trim_chars=config.prune_min_chars,
+        head_chars=config.prune_head_chars,
+        tail_chars=config.prune_tail_chars,
+        hard_clear_share=config.prune_hard_clear_share,
+        preview=config.summarizer_tool_preview,
+    )
+
+
 @dataclass
 class Prepared:
     """Everything decided before any model call (what a dry run reports)."""
@@ -138,13 +149,7 @@ async def prepare(run: Run) -> Prepared:
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
         return prepared
 
-    settings = PruneSettings(
-        soft_trim_chars=config.prune_min_chars,
-        head_chars=config.prune_head_chars,
-        tail_chars=config.prune_tail_chars,
-        hard_clear_share=config.prune_hard_clear_share,
-        preview=config.summarizer_tool_preview,
-    )
+    settings = prune_settings(config)
     pruned = prune_tool_results(
         zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
     )
@@ -302,11 +307,7 @@ def _layout(
     pruned_messages: tuple[Message, ...] | None = None
     if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
         kept_indices = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
-        settings = PruneSettings(
-            soft_trim_chars=config.prune_min_chars,
-            head_chars=config.prune_head_chars,
-            tail_chars=config.prune_tail_chars,
-        )
+        settings = prune_settings(config)
         kept = [messages[i] for i in kept_indices]
         outcome = prune_tool_results(
             kept, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
