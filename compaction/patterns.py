@@ -20,6 +20,7 @@ from collections.abc import Callable
 from compaction.redact import looks_like_secret
 
 __all__ = [
+    "error_start",
     "find_error_lines",
     "find_identifiers",
     "find_paths",
@@ -225,6 +226,23 @@ def find_error_lines(text: str) -> list[str]:
     ['Traceback (most recent call last):', 'ValueError: bad', 'exit code 2']
     """
     return _dedupe([text[start:end].strip() for start, end in _error_line_bounds(text)])
+
+
+def error_start(line: str) -> int:
+    """Where the error in ``line`` begins: the start of the word holding its first error cue (0 when
+    there is none), so an overlong line can be shown from the error rather than the prose before it.
+
+    >>> line = "- Last action: edit(path=a.py) -> ok. ERROR AssertionError: expected 3, got 2"
+    >>> line[error_start(line):]
+    'ERROR AssertionError: expected 3, got 2'
+    """
+    m = _ERROR_RE.search(line)
+    if m is None:
+        return 0
+    start = m.start()
+    while start > 0 and (line[start - 1].isalnum() or line[start - 1] in "._"):
+        start -= 1
+    return start
 
 
 def _error_line_bounds(text: str) -> list[tuple[int, int]]:

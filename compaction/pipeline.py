@@ -54,11 +54,15 @@ class Budget:
         return self.effective(tokens) <= self.budget
 
     @property
+    def ceiling(self) -> int:
+        """Raw tokens at which automatic compaction triggers (or the budget, without a trigger)."""
+        return int(min(self.budget, self.threshold or self.budget) / (1 if self.exact else self.margin))
+
+    @property
     def settled(self) -> int:
-        """Raw tokens a compacted context should stay under: half of the trigger point (or of the
-        budget), so the next turns do not re-trigger compaction at once."""
-        ceiling = min(self.budget, self.threshold or self.budget)
-        return int(ceiling / (1 if self.exact else self.margin)) // 2
+        """Raw tokens a compacted context should stay under: half of the trigger point, so the next
+        turns do not re-trigger compaction at once."""
+        return self.ceiling // 2
 
 
 @dataclass
@@ -204,11 +208,8 @@ async def run_pipeline(run: Run) -> CompactionResult:
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
     # The artifact scan is CPU work on the original zone; it runs while the summarizer calls are in flight.
-    ledger_task = (
-        asyncio.create_task(asyncio.to_thread(partial(collect_artifacts, zone, redact=config.redact_secrets)))
-        if config.artifact_ledger
-        else None
-    )
+    scan = partial(_scan_artifacts, zone, p.carried_ledger, job.previous_summary, redact=config.redact_secrets)
+    ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
     try:
         outcome = await summarize_zone(job, prepared, plan.spans)
     except BaseException:
@@ -216,8 +217,6 @@ async def run_pipeline(run: Run) -> CompactionResult:
             ledger_task.cancel()
         raise
     ledger = await ledger_task if ledger_task is not None else None
-    if ledger is not None and p.carried_ledger:
-        ledger = carry_forward(ledger, p.carried_ledger)
     run.record["calls"] = job.log.entries
     run.record["outcome"] = {
         "level": outcome.level,
@@ -238,9 +237,25 @@ async def run_pipeline(run: Run) -> CompactionResult:
         level = "trim"
     else:
         block = _summary_block(
-            run, messages, layout, zone, outcome, ledger, quote_tokens=config.max_summary_tokens // 2
+            run,
+            messages,
+            layout,
+            zone,
+            outcome,
+            ledger,
+            quote_tokens=config.max_summary_tokens // 2,
+            carried_tokens=run.counter.count_text(p.carried_ledger) if p.carried_ledger else 0,
         )
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
+
+
+def _scan_artifacts(
+    zone: Sequence[Message], carried_section: str, previous_summary: str | None, *, redact: bool
+) -> ArtifactLedger:
+    """The zone's artifacts, plus what the earlier compaction kept (its summary's references and
+    its ledger), carried forward deterministically rather than left to the summarizer to copy."""
+    ledger = collect_artifacts(zone, redact=redact)
+    return carry_forward(ledger, carried_section, previous_summary or "")
 
 
 def _strip_previous_summary(
@@ -391,6 +406,7 @@ def _summary_block(
     ledger: ArtifactLedger | None,
     *,
     quote_tokens: int,
+    carried_tokens: int = 0,
 ) -> SummaryBlock:
     config = run.config
     if outcome.text is not None:
@@ -407,7 +423,7 @@ def _summary_block(
         ledger_text = render_ledger(
             ledger,
             summary_text=summary,
-            max_tokens=_ledger_tokens(run, messages, layout, summary, quote_tokens),
+            max_tokens=_ledger_tokens(run, messages, layout, summary, quote_tokens, carried_tokens),
             redact=config.redact_secrets,
         )
         if ledger_text:
@@ -423,16 +439,20 @@ def _summary_block(
     return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request)
 
 
-def _ledger_tokens(run: Run, messages: Sequence[Message], layout: Partition, summary: str, quote_tokens: int) -> int:
+def _ledger_tokens(
+    run: Run, messages: Sequence[Message], layout: Partition, summary: str, quote_tokens: int, carried_tokens: int
+) -> int:
     """The ledger gets at least ``ledger_share`` of the summary budget, and grows up to
     ``ledger_max_tokens`` while the compacted context stays under half of the trigger point (so the
-    next turns do not re-trigger compaction at once)."""
+    next turns do not re-trigger compaction at once). What an earlier ledger carried keeps its room
+    while the context stays under three quarters of the trigger point: a large message in the kept
+    tail (a file just read) must not make the session forget every reference of its past."""
     config = run.config
     floor = int(config.max_summary_tokens * config.ledger_share)
-    target = run.budget.settled
     kept = [messages[i] for i in (*layout.head, *layout.kept_middle)] + list(messages[layout.tail_start :])
     used = run.count(kept) + run.counter.count_text(summary) + BLOCK_OVERHEAD_TOKENS + quote_tokens
-    return max(floor, min(config.ledger_max_tokens, target - used))
+    room = max(run.budget.settled - used, min(carried_tokens, run.budget.ceiling * 3 // 4 - used))
+    return max(floor, min(config.ledger_max_tokens, room))
 
 
 def _finish(

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.stages.ledger import ArtifactLedger, LedgerItem, ToolFailure, collect_artifacts, render_ledger
+from compaction.stages.ledger import (
+    ArtifactLedger,
+    LedgerItem,
+    ToolFailure,
+    carry_forward,
+    collect_artifacts,
+    render_ledger,
+)
 from compaction.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
@@ -257,8 +264,96 @@ def test_secret_only_items_never_appear() -> None:
 
 
 @pytest.mark.parametrize("budget", [20, 35, 50, 80])
-def test_render_budget_keeps_most_recent(budget: int) -> None:
+def test_render_budget_keeps_the_newest_of_each_kind_longest(budget: int) -> None:
     out = render_ledger(sample(), summary_text="", max_tokens=budget)
     if out:
-        assert "src/pay/refund.py" in out  # the newest item survives longest
         assert "omitted" in out.splitlines()[-1]
+        if "src/pay/charge.py" in out:  # two files of src/pay: the newer one goes last
+            assert "src/pay/refund.py" in out
+        if "- src/" in out:  # tests/ has one file, src/pay two: the lone one comes first
+            assert "tests/test_charge.py" in out
+
+
+def test_a_flood_of_one_kind_cannot_push_rarer_references_out() -> None:
+    # A search page's 300 links (newest), and four links to other sites seen before them.
+    rare = [
+        "https://sentry.io/organizations/acme/issues/4201/",
+        "https://github.com/acme/api/pull/77",
+        "https://docs.acme.dev/runbooks/billing",
+        "https://careers.fabrikam.com/jobs/7001-engineer",
+    ]
+    flood = [f"https://www.linkedin.com/jobs/view/{3900000000 + i}/" for i in range(300)]
+    urls = tuple(LedgerItem(u, 10) for u in reversed(flood)) + tuple(LedgerItem(u, 1) for u in rare)
+    out = render_ledger(ArtifactLedger(urls=urls), summary_text="", max_tokens=400)
+    kept = [line[2:] for line in out.splitlines() if line.startswith("- ")]
+    assert all(u in kept for u in rare)
+    assert 20 < len(kept) < 304
+    assert kept[0] == flood[-1]  # shown most recent first
+    assert kept.index(rare[0]) > kept.index(flood[-1])
+
+
+def test_code_and_location_lines_are_not_errors() -> None:
+    grep = "\n".join(
+        [
+            'src/pay/charge.py:88:        raise KeyError(f"missing amount: {row!r}")',
+            '116\t        raise TimeoutError("lock")',
+            ">       raise ValueError(bad)",
+            "tests/test_charge.py:41: KeyError",
+            "E       KeyError: 'amount'",
+            "FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
+        ]
+    )
+    msgs = [assistant("a1", "", ("c1", "bash", {"command": "pytest"})), result("t1", "c1", grep + "\nexit code 1")]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.errors) == [
+        "exit code 1",
+        "FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
+        "KeyError: 'amount'",
+    ]
+    assert ledger.tool_failures[0].error == "KeyError: 'amount'"
+
+
+def test_carry_forward_keeps_references_the_earlier_summary_named() -> None:
+    earlier = render_ledger(sample(), summary_text="", max_tokens=1000)
+    summary = "## Progress\n- Deployed with `kubectl -n pay rollout restart deployment/pay-api`; see OPS-4410."
+    ledger = carry_forward(collect_artifacts([user("u9", "now look at src/new.py")]), earlier, summary)
+    assert values(ledger.files)[:2] == ["src/new.py", "src/pay/refund.py"]
+    assert "OPS-4410" in values(ledger.identifiers)
+    assert "kubectl -n pay rollout restart deployment/pay-api" in values(ledger.commands)
+    assert {i.last_seen for i in ledger.identifiers if i.value == "OPS-4410"} == {-1}
+    assert ledger.tool_failures[0].call_id == "c1"
+    # The next summary drops them: the ledger lists them.
+    out = render_ledger(ledger, summary_text="## Progress\n- moved on", max_tokens=1000)
+    assert "- OPS-4410" in out
+    assert "- kubectl -n pay rollout restart deployment/pay-api" in out
+
+
+def test_what_the_conversation_said_is_not_lost_in_the_flood_of_its_kind() -> None:
+    # The user names one link of a site whose links also flood a tool's output.
+    named = "https://www.linkedin.com/jobs/view/3900000007/"
+    listing = "\n".join(f"https://www.linkedin.com/jobs/view/{3900001000 + i}/" for i in range(50))
+    msgs = [user("u1", f"Apply to {named} first.")]
+    for n in range(6):
+        msgs += [assistant(f"a{n}", "", (f"c{n}", "search", {"q": f"page {n}"})), result(f"t{n}", f"c{n}", listing)]
+        listing = listing.replace("39000", f"39{n + 1}00")
+    ledger = collect_artifacts(msgs)
+    assert named in ledger.mentioned
+    assert not any(u.value in ledger.mentioned for u in ledger.urls[:50])
+    out = render_ledger(ledger, summary_text="", max_tokens=150)
+    assert "omitted" in out
+    assert named in out
+
+
+def test_assistants_quoted_errors_are_collected_from_backticks() -> None:
+    msgs = [
+        assistant("a1", "It fails with `write_file failed: [Errno 13] Permission denied: 'out/x.md'`, retrying."),
+        assistant("a2", "Some errors are expected here."),  # talk about errors, no quote
+    ]
+    ledger = collect_artifacts(msgs)
+    assert values(ledger.errors) == ["write_file failed: [Errno 13] Permission denied: 'out/x.md'"]
+
+
+def test_an_overlong_error_line_is_shown_from_the_error() -> None:
+    line = "- Last action: " + "edit_file(path=src/a.py) -> ok; " * 8 + "ERROR AssertionError: expected 3, got 2"
+    ledger = collect_artifacts([user("u1", line)])
+    assert values(ledger.errors) == ["ERROR AssertionError: expected 3, got 2"]

@@ -1098,3 +1098,47 @@ def test_the_artifact_ledger_carries_forward_across_compactions() -> None:
     assert "OPS-4411" in text
     assert text.count("[CONTEXT SUMMARY]") == 1
     assert text.count("## Artifacts") == 1
+
+
+def test_references_the_earlier_summary_named_survive_when_the_next_summary_drops_them() -> None:
+    kept = "Deployed with `kubectl -n pay rollout restart deployment/pay-api`; the incident is OPS-4410."
+    compactor = make(scripted(kept, default="Work continued."), keep_recent_messages=4)
+    once = compact(compactor, oa_session(12))
+    assert "OPS-4410" in (once.summary or "")
+    assert "- OPS-4410" not in (once.summary or "")  # in the summary, so not in its ledger
+    twice = compact(compactor, once.messages + oa_session(12, system=None, first="Now the second part."))
+    assert twice.compacted
+    summary = twice.summary or ""
+    assert "OPS-4410" not in summary.split("## Artifacts")[0]  # the new summary dropped it ...
+    artifacts = summary[summary.index("## Artifacts") :]
+    assert "- OPS-4410" in artifacts  # ... the ledger did not
+    assert "- kubectl -n pay rollout restart deployment/pay-api" in artifacts
+
+
+def test_a_large_message_in_the_tail_does_not_make_the_ledger_forget_what_it_carried() -> None:
+    """Room for the ledger is normally what keeps the context under half the trigger point; what an
+    earlier ledger carried keeps its room up to three quarters of it, so a file just read (kept in
+    the tail) does not wipe the session's references."""
+    compactor = make(scripted(default="Work continued."), keep_recent_messages=4, window=128_000)
+    first = oa_session(30)
+    paths = [f"services/area{i:03d}/handler_{i}.py" for i in range(232)]
+    for turn in range(29):  # eight distinct paths in each tool result but the last (kept in the tail)
+        first[2 + 4 * turn + 1]["content"] = "\n".join(paths[turn * 8 : turn * 8 + 8])
+    once = compact(compactor, first)
+    assert all(p in (once.summary or "") for p in paths)
+    carried_tokens = compactor.counter.count_text((once.summary or "").split("## Artifacts")[1])
+    floor = int(compactor.config.max_summary_tokens * compactor.config.ledger_share)
+    assert carried_tokens > floor  # losing the carried room would drop references
+
+    budget = compactor.guard.budget
+    grown = once.messages + oa_session(6, system=None, first="Now the second part.")
+    huge = {"role": "tool", "tool_call_id": "call_005", "content": filler(int(budget * 0.5) * 5, "log")}
+    grown[-3] = huge  # the last turn's tool result: in the kept tail
+    trigger = compactor.config.threshold * budget
+    assert compactor.counter.count_text(huge["content"]) > trigger / 2  # over the settled point alone
+    twice = compact(compactor, grown)
+    assert twice.compacted
+    assert dumps(huge) in dumps(twice.messages)  # the tail is kept as it is
+    assert all(p in (twice.summary or "") for p in paths)
+    assert twice.tokens_after < trigger * 0.75
+    no_violations(twice)

@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compaction._cache import memoize_text
-from compaction.patterns import find_error_lines, find_identifiers, find_paths, find_urls
+from compaction.patterns import error_start, find_error_lines, find_identifiers, find_paths, find_urls
 from compaction.redact import redact_if_needed, redact_secrets
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
@@ -41,6 +42,7 @@ __all__ = [
     "ToolFailure",
     "carry_forward",
     "collect_artifacts",
+    "family",
     "render_ledger",
     "split_artifacts",
 ]
@@ -91,7 +93,9 @@ class ToolFailure:
 
 @dataclass(frozen=True)
 class ArtifactLedger:
-    """Artifacts per category, each tuple most recent first."""
+    """Artifacts per category, each tuple most recent first; ``mentioned`` holds the values that
+    were seen in the conversation itself (user or assistant text, tool-call arguments), not only
+    in tool output."""
 
     files: tuple[LedgerItem, ...] = ()
     urls: tuple[LedgerItem, ...] = ()
@@ -99,6 +103,7 @@ class ArtifactLedger:
     commands: tuple[LedgerItem, ...] = ()
     errors: tuple[LedgerItem, ...] = ()
     tool_failures: tuple[ToolFailure, ...] = ()
+    mentioned: frozenset[str] = frozenset()
 
     @property
     def total(self) -> int:
@@ -122,6 +127,9 @@ class _Collector:
     failures: dict[str, tuple[ToolFailure, int]] = field(default_factory=dict)
     seq: int = 0
     redact: bool = True
+    in_output: bool = False
+    """Set while a tool result is collected: what is added then is not "mentioned"."""
+    mentioned: set[str] = field(default_factory=set)
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
@@ -132,6 +140,8 @@ class _Collector:
                 self.seq += 1
                 table.pop(value, None)  # re-insert so the dict stays in sighting order
                 table[value] = (index, self.seq)
+                if not self.in_output:
+                    self.mentioned.add(value)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> None:
         paths, urls, identifiers = _scan(text, self.redact)
@@ -152,6 +162,7 @@ class _Collector:
             commands=items("commands"),
             errors=items("errors"),
             tool_failures=failures,
+            mentioned=frozenset(self.mentioned),
         )
 
 
@@ -164,9 +175,20 @@ def _scan(text: str, redact: bool = True) -> tuple[list[str], list[str], list[st
     return find_paths(text), find_urls(text), find_identifiers(text)
 
 
+# Lines that only look like errors: source code that raises or catches one (a file read, a grep
+# hit, the ">" line of a pytest traceback) and pytest's "path:line: ErrorType" location lines,
+# which repeat the path (listed as a file) and the type (in the "E" line below them).
+_CODE_LINE = re.compile(r"^(?:\d+[\t:|]\s*|[\w./\\-]+:\d+:\s*|>\s*)?(?:raise|throw|except|catch|assert)\b")
+_LOCATION_LINE = re.compile(r"^[\w./\\-]+:\d+: [\w.]+$")
+_PYTEST_MARKER = re.compile(r"^E\s{2,}")  # pytest's "E       ValueError: ..." gutter
+
+
 @memoize_text()
 def _error_lines(text: str, redact: bool = True) -> list[str]:
-    return find_error_lines(redact_if_needed(text) if redact else text)
+    """The error lines of ``text`` as messages: code and location lines left out, gutters removed."""
+    lines = find_error_lines(redact_if_needed(text) if redact else text)
+    kept = (_PYTEST_MARKER.sub("", line) for line in lines if not _CODE_LINE.match(line))
+    return list(dict.fromkeys(line for line in kept if not _LOCATION_LINE.match(line)))
 
 
 # Programs whose invocations people quote in prose ("ran `pytest -x tests/`"): a backticked span
@@ -292,6 +314,13 @@ def _trim(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _error_text(line: str) -> str:
+    """An error line within ERROR_LINE_CHARS; an overlong one is shown from the error itself."""
+    if len(line.strip()) > ERROR_LINE_CHARS:
+        line = line[error_start(line) :]
+    return _trim(line, ERROR_LINE_CHARS)
+
+
 def _command_text(value: Any) -> str | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         # ["bash", "-lc", "pytest -x"] is how some agents spell "pytest -x".
@@ -344,7 +373,7 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
     c.add_text(text, index, PER_RESULT_LIMIT)
     commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
     c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
-    errors = [_trim(line, ERROR_LINE_CHARS) for line in _error_lines(text, c.redact)]
+    errors = [_error_text(line) for line in _error_lines(text, c.redact)]
     failed = part.is_error is True or _NONZERO_EXIT.search(text) is not None
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
@@ -369,13 +398,14 @@ def split_artifacts(summary: str) -> tuple[str, str]:
     return summary[:at].rstrip(), summary[at + 1 :]
 
 
-def carry_forward(ledger: ArtifactLedger, earlier_section: str) -> ArtifactLedger:
-    r"""``ledger`` plus the items of an earlier compaction's "## Artifacts" section, as older than
-    anything new, so successive compactions do not drop what the first one listed (drift).
+def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary: str = "") -> ArtifactLedger:
+    r"""``ledger`` plus what an earlier compaction kept, as older than anything new, so successive
+    compactions do not drop it (drift): the references named in the earlier summary's text (its
+    next version may leave some out), then the items of its "## Artifacts" section.
 
     >>> old = "## Artifacts\nExact references from the compacted span, most recent first:\nFiles:\n- a.py\n- b.py"
-    >>> [i.value for i in carry_forward(ArtifactLedger(files=(LedgerItem("b.py", 3),)), old).files]
-    ['b.py', 'a.py']
+    >>> [i.value for i in carry_forward(ArtifactLedger(files=(LedgerItem("b.py", 3),)), old, "edited c.py").files]
+    ['b.py', 'c.py', 'a.py']
     """
     titles = {title: category for category, title in _TITLES.items()}
     carried: dict[str, list[str]] = {category: [] for category in _TITLES}
@@ -385,27 +415,38 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str) -> ArtifactLedge
             category = titles[line[:-1]]
         elif line.startswith("- ") and category is not None:
             carried[category].append(line[2:])
-    if not any(carried.values()):
+    scan = _Collector()
+    _collect_text(scan, earlier_summary, 0, "user")  # its error lines are errors it chose to keep
+    named = scan.ledger()
+    if not any(carried.values()) and not named.total:
         return ledger
 
-    def merged(current: tuple[LedgerItem, ...], extra: list[str]) -> tuple[LedgerItem, ...]:
+    def merged(current: tuple[LedgerItem, ...], category: str) -> tuple[LedgerItem, ...]:
+        # Older than every new item (index -1 for the summary's, -2 for the section's), order kept.
+        older = [(v.value, -1) for v in getattr(named, category, ())] + [(v, -2) for v in carried[category]]
         seen = {item.value for item in current}
-        return current + tuple(LedgerItem(v, -1) for v in dict.fromkeys(extra) if v not in seen)
+        out = list(current)
+        for value, index in older:
+            if value not in seen:
+                seen.add(value)
+                out.append(LedgerItem(value, index))
+        return tuple(out)
 
     failures = list(ledger.tool_failures)
     known = {f.call_id for f in failures}
     for line in carried["tool_failures"]:
         m = _FAILURE_LINE.match(line)
         if m and m["call"] not in known:
-            failures.append(ToolFailure(m["tool"], m["call"], m["error"], -1))
+            failures.append(ToolFailure(m["tool"], m["call"], m["error"], -2))
             known.add(m["call"])
     return ArtifactLedger(
-        files=merged(ledger.files, carried["files"]),
-        urls=merged(ledger.urls, carried["urls"]),
-        identifiers=merged(ledger.identifiers, carried["identifiers"]),
-        commands=merged(ledger.commands, carried["commands"]),
-        errors=merged(ledger.errors, carried["errors"]),
+        files=merged(ledger.files, "files"),
+        urls=merged(ledger.urls, "urls"),
+        identifiers=merged(ledger.identifiers, "identifiers"),
+        commands=merged(ledger.commands, "commands"),
+        errors=merged(ledger.errors, "errors"),
         tool_failures=tuple(failures),
+        mentioned=ledger.mentioned,
     )
 
 
@@ -425,20 +466,80 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
                 tool_names[part.id] = part.name
                 _collect_call(c, part, index)
             elif isinstance(part, ToolResultPart):
+                c.in_output = True
                 _collect_result(c, part, index, tool_names)
+                c.in_output = False
             elif isinstance(part, TextPart):
-                c.add_text(part.text, index)
-                c.add("commands", _text_commands(part.text), index, PER_RESULT_LIMIT)
-                errors = _error_lines(part.text, c.redact)
-                if message.role == "assistant":  # assistants talk about errors; keep only quoted ones
-                    errors = [e for e in errors if _QUOTED_ERROR.search(e)]
-                if message.role in ("user", "assistant"):
-                    c.add("errors", [_trim(e, ERROR_LINE_CHARS) for e in errors], index)
+                _collect_text(c, part.text, index, message.role)
     return c.ledger()
 
 
-def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tuple[int, str, str]]:
-    """(recency rank, category, shown text) of every item the summary does not contain verbatim."""
+def _collect_text(c: _Collector, text: str, index: int, role: str) -> None:
+    c.add_text(text, index)
+    c.add("commands", _text_commands(text), index, PER_RESULT_LIMIT)
+    errors = _error_lines(text, c.redact)
+    if role == "assistant":  # assistants talk about errors; keep only the ones they quote
+        quoted = [span for span in _BACKTICKED.findall(text) if _error_lines(span, c.redact)]
+        errors = quoted + [e for e in errors if _QUOTED_ERROR.search(e) and not any(q in e for q in quoted)]
+    if role in ("user", "assistant"):
+        c.add("errors", [_error_text(e) for e in errors], index)
+
+
+_URL_SITE = re.compile(r"^[a-zA-Z][\w+.-]*://(?:[^@/?#]*@)?([^/?#:]*)[^/?#]*/?([^/?#]*)")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_ID_PREFIX = re.compile(r"[A-Za-z]+(?=[-_#])")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_PATHLIKE = re.compile(r"\S*[/\\]\S*|\S+\.\w{1,4}\b")
+
+
+def family(category: str, value: str) -> str:
+    """The kind of thing a reference is: its directory, its site and first path segment, its id
+    format, its program (and subcommand), or an error's wording with values and paths blanked out.
+    A flood of one kind (a listing's files, a search page's links, a log's lines) is one family.
+
+    >>> family("files", "src/pay/charge.py"), family("urls", "https://www.linkedin.com/jobs/view/39/")
+    ('src/pay', 'www.linkedin.com/jobs')
+    >>> family("identifiers", "PAY-1432"), family("identifiers", "9f2c4e1"), family("commands", "git commit -m x")
+    ('PAY', 'hex7', 'git commit')
+    >>> family("errors", "ValueError: invalid window: -7") == family("errors", "ValueError: invalid window: -31")
+    True
+    """
+    if category == "files":
+        return value.rstrip("/").rsplit("/", 1)[0] if "/" in value.rstrip("/") else ""
+    if category == "urls":
+        m = _URL_SITE.match(value)
+        return f"{m[1].lower()}/{m[2]}" if m else value
+    if category == "identifiers":
+        if _UUID.fullmatch(value):
+            return "uuid"
+        if _HEX.fullmatch(value):
+            return f"hex{len(value)}"
+        if m := _ID_PREFIX.match(value):
+            return m[0]
+        return re.sub(r"\d+", "9", re.sub(r"[A-Za-z]+", "a", value))
+    if category == "commands":
+        words = value.split()
+        return " ".join(words[:2]) if len(words) > 1 and words[1].isalpha() else (words[0] if words else "")
+    text = _PATHLIKE.sub("<path>", _QUOTED.sub("'…'", value))
+    return " ".join(re.sub(r"\d+", "9", text).split()[:3])
+
+
+_Entry = tuple[int, str, str]  # (recency position, category, shown text)
+
+
+def _source(ledger: ArtifactLedger, key: str, last_seen: int) -> str:
+    """Where an item came from, as part of its family: the conversation's own words (and the
+    earlier summary's), only a tool's output, or only the earlier ledger. A value the user or the
+    agent wrote is not lost in the flood of its kind in tool output, and what an earlier ledger kept
+    takes turns with the new items of its kind instead of queueing behind all of them."""
+    if last_seen == -1 or key in ledger.mentioned:
+        return "said:"
+    return "earlier:" if last_seen < -1 else "output:"
+
+
+def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_Entry]:
+    """Every item the summary does not contain verbatim, in the order the budget takes them."""
     entries: list[tuple[int, str, str, str]] = []  # (last_seen, category, key checked, shown)
     for f in ledger.tool_failures:
         entries.append((f.last_seen, "tool_failures", f.error, f.value))
@@ -448,18 +549,11 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tu
             if category == "errors" and item.value in failure_errors:
                 continue  # already shown with its tool
             entries.append((item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
-    # Take the categories in turns, each most recent first, so that a flood of one kind (the ids
-    # of a bulk listing, the lines of a long traceback) cannot push every other kind out.
-    by_category: dict[str, list[tuple[int, str, str, str]]] = {}
-    for entry in sorted(entries, key=lambda e: -e[0]):  # stable: in-message order is kept
-        by_category.setdefault(entry[1], []).append(entry)
-    order = ("files", "urls", "identifiers", "commands", "tool_failures", "errors")
-    queues = [by_category.get(c, []) for c in order]
-    entries = [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
-    missing: list[tuple[int, str, str]] = []
-    for rank, (_, category, key, shown) in enumerate(entries):
+    by_category: dict[str, list[tuple[_Entry, str]]] = {}  # (entry, family)
+    for position, (last_seen, category, key, shown) in enumerate(sorted(entries, key=lambda e: -e[0])):  # stable
         if key in summary_text:
             continue
+        kind = _source(ledger, shown, last_seen) + family("errors" if category == "tool_failures" else category, key)
         if redact:
             cleaned, n = redact_secrets(shown)
             if n and _WHOLE_REDACTION.fullmatch(cleaned):
@@ -467,13 +561,26 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[tu
             if n and redact_secrets(key)[0] in summary_text:
                 continue
             shown = cleaned
-        missing.append((rank, category, shown))
-    return missing
+        by_category.setdefault(category, []).append(((position, category, shown), kind))
+    # Within a category the families take turns, the rarer first, each newest first; then the
+    # categories take turns. A flood of one kind (the links of a search page, the lines of a log,
+    # a `git log`) cannot push the rarer references out, within a kind or across kinds.
+    queues: list[list[_Entry]] = []
+    for category in ("files", "urls", "identifiers", "commands", "tool_failures", "errors"):
+        items = by_category.get(category, [])
+        sizes = Counter(kind for _, kind in items)
+        turn: Counter[str] = Counter()
+        keyed = []
+        for entry, kind in items:
+            keyed.append((turn[kind], sizes[kind], entry[0], entry))
+            turn[kind] += 1
+        queues.append([entry for *_, entry in sorted(keyed)])
+    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
 
 
-def _render(missing: list[tuple[int, str, str]], kept: int) -> str:
+def _render(missing: list[_Entry], kept: int) -> str:
     lines = ["## Artifacts", "Exact references from the compacted span, most recent first:"]
-    chosen = missing[:kept]
+    chosen = sorted(missing[:kept])
     for category in ("tool_failures", *_CATEGORIES):
         shown = [text for _, cat, text in chosen if cat == category]
         if shown:
