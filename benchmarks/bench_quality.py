@@ -708,8 +708,9 @@ def _drift_table(f: Mapping[str, Any], kind: str) -> list[str]:
         out += [
             "",
             f"Of the {len(later)} lost at a later compaction, {sent} were in that compaction's summarizer input "
-            "(the earlier summary block, ledger included, is passed to the summarizer as text; the new ledger is "
-            "collected from the newly compacted messages only).",
+            "(the earlier summary, without its ledger, is passed to the summarizer to extend; the new ledger is "
+            "collected from the newly compacted messages plus the references the earlier summary named and the "
+            "earlier ledger's items, and what it cannot fit is dropped, rarest kinds last).",
         ]
     return out
 
@@ -869,12 +870,54 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
     return "\n".join(out)
 
 
+SIZES_LONG: tuple[int, ...] = (5000, 20000)
+
+
+def write_long_sessions(path: Path, argv: Sequence[str]) -> dict[str, Any]:
+    """Run the quick-mode benchmark at :data:`SIZES_LONG` and write it as the "long sessions"
+    section of ``path`` (``run_all`` keeps that section: it takes minutes, not part of ``nox -s bench``)."""
+    import datetime as dt
+    import shlex
+
+    from benchmarks.run_all import LONG_SESSIONS, machine, write_section
+
+    info = machine()
+    started = dt.datetime.now(dt.UTC)
+    begin = time.perf_counter()
+    figures = run(quick=True, sizes=SIZES_LONG)
+    seconds = time.perf_counter() - begin
+    command = "python -m benchmarks.bench_quality " + shlex.join(argv)
+    head = [
+        f"{LONG_SESSIONS} (`benchmarks/bench_quality.py` at {', '.join(f'{n:,}' for n in SIZES_LONG)} messages)",
+        "",
+        f"- Date: {started:%Y-%m-%d %H:%M} UTC; machine as above (load average at start: "
+        f"{', '.join(str(x) for x in info['load_average'])})",
+        f"- Command: `{command}` ({seconds:.0f} s); the same sessions, metrics and targets as the quick section "
+        "above, at sizes it does not run",
+        "",
+    ]
+    write_section(path, "\n".join(head) + markdown(figures) + "\n", LONG_SESSIONS)
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_quality")
     parser.add_argument("--full", action="store_true", help="add 5,000 and 20,000 messages; time at full latency")
     parser.add_argument("--sizes", type=int, nargs="*", default=None)
     parser.add_argument("--charts", type=Path, default=None, help="write retention.png and scaling.png here")
+    parser.add_argument(
+        "--long",
+        type=Path,
+        nargs="?",
+        const=ROOT / "benchmarks" / "RESULTS.md",
+        default=None,
+        metavar="RESULTS",
+        help="run 5,000 and 20,000 messages and write them as a section of RESULTS.md",
+    )
     args = parser.parse_args(argv)
+    if args.long is not None:
+        write_long_sessions(args.long, list(argv if argv is not None else sys.argv[1:]))
+        return 0
     figures = run(quick=not args.full, sizes=args.sizes)
     charts: list[str] = []
     if args.charts is not None:

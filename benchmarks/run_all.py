@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+LONG_SESSIONS = "## Quality on long sessions"
 
 
 def machine() -> dict[str, Any]:
@@ -66,6 +67,21 @@ def _kept_section(path: Path, heading: str) -> str:
         return ""
     end = text.find("\n## ", start + len(heading) + 1)
     return text[start + 1 : end if end >= 0 else len(text)].rstrip() + "\n"
+
+
+def write_section(path: Path, section: str, heading: str) -> None:
+    """Replace the section of ``path`` that starts with ``heading`` (up to the next ``## ``
+    heading), or append it; keep the rest (how the commands outside ``run_all`` write theirs)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        tail = "".join(lines[end:])
+        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
+    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
 
 
 def _section(
@@ -141,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load, load_md = _section("bench_load", bench_load.run, bench_load.markdown)
     total = time.perf_counter() - start
     load_end = machine()["load_average"]
+    long_sessions = _kept_section(args.out, LONG_SESSIONS)
     peers = _kept_section(args.out, "## Peers")
 
     lines = [
@@ -184,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "## Load: concurrent sessions with faults (`benchmarks/bench_load.py`)",
         "",
         load_md,
+        "",
+        long_sessions
+        or f"{LONG_SESSIONS}\n\nNot run yet: `python -m benchmarks.bench_quality --long` writes this section.\n",
         "",
         peers or "## Peers\n\nNot run yet: `python3 -m nox -s peers` writes this section (it installs the peers).\n",
     ]

@@ -82,7 +82,8 @@ class CompactionConfig(BaseModel):
     ledger_share: float = Field(default=0.25, gt=0, le=1)
     """Share of ``max_summary_tokens`` the artifact ledger always gets."""
     ledger_max_tokens: int = Field(default=32_000, ge=0)
-    """The ledger may grow to this size while the compacted context stays under half the trigger point."""
+    """The ledger may grow to this size while the compacted context stays under half the trigger point
+    (what an earlier ledger carried keeps its room up to three quarters of it)."""
     redact_secrets: bool = True
 
     # --- fall back ---

@@ -216,3 +216,20 @@ def test_a_session_without_time_rows_renders() -> None:
     assert "Time:" not in text
     checks = bq.targets(figures)
     assert {c["what"] for c in checks} == {"identifier-type retention after 1", "identifier-type retention after 10"}
+
+
+def test_sections_written_outside_run_all_replace_their_own_and_survive_its_rewrite(tmp_path: Path) -> None:
+    from benchmarks.run_all import LONG_SESSIONS, _kept_section, write_section
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Token accounting\n\nfigures\n\n## Peers\n\nold peers\n")
+    write_section(results, f"{LONG_SESSIONS}\n\nfirst run\n", LONG_SESSIONS)  # appended
+    write_section(results, f"{LONG_SESSIONS}\n\nsecond run\n", LONG_SESSIONS)  # replaced in place
+    write_section(results, "## Peers\n\nnew peers\n", "## Peers")
+    text = results.read_text()
+    assert text.count(LONG_SESSIONS) == 1
+    assert "first run" not in text
+    assert "old peers" not in text
+    assert text.index("## Token accounting") < text.index("## Peers") < text.index(LONG_SESSIONS)
+    assert _kept_section(results, LONG_SESSIONS) == f"{LONG_SESSIONS}\n\nsecond run\n"
+    assert _kept_section(results, "## Peers") == "## Peers\n\nnew peers\n"

@@ -39,7 +39,7 @@ from benchmarks.peers.common import (  # noqa: E402
     measure,
     responder,
 )
-from benchmarks.run_all import machine  # noqa: E402
+from benchmarks.run_all import machine, write_section  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.testing.fake_provider import FakeProvider, LatencyModel  # noqa: E402
 
@@ -292,20 +292,6 @@ def render(
     return "\n".join(out)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the Peers section of ``path`` (up to the next ``## `` heading), or append it; keep the rest."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(SECTION)), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def _versions(peers: list[Peer], by_size: dict[int, list[dict[str, Any]]]) -> dict[str, str]:
     out: dict[str, str] = {}
     node = shutil.which("node")
@@ -365,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = render(
         info, started, command, seconds, machine()["load_average"], peers, by_size, args.repeats, versions, args.latency
     )
-    write_section(args.out, section)
+    write_section(args.out, section, SECTION)
     figures = {
         "date": started.isoformat(),
         "command": command,

@@ -3,7 +3,15 @@
 Summaries keep decisions but drop the artifact trail: in published measurements file paths
 survive a compaction ~10 % of the time and commands ~0.2 %. The ledger collects them
 deterministically from the compacted span, and :func:`render_ledger` appends only what the summary
-did not already keep verbatim, newest first, within a token budget, with secrets redacted.
+did not already keep verbatim, within a token budget, with secrets redacted.
+
+What gets the budget when not everything fits: the categories take turns; within a category the
+*families* take turns (a directory, a site, an id format, a program, an error's wording, each
+split by where it was seen: the conversation's own words, tool output, or an earlier ledger),
+rarer families first, newest first within each. A bulk listing (a search page's links, a
+``git log``, a test run's repeated failures) is one family, so it cannot push the one-off
+references out. Across compactions (:func:`carry_forward`) the earlier ledger and the references
+the earlier summary named are carried, so a later summary that drops them does not lose them.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 >>> call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -x"}')
@@ -595,8 +603,10 @@ def _render(missing: list[_Entry], kept: int) -> str:
 
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``). When not everything fits, the categories share the budget in turns and
-    the oldest items of each go first. Empty when nothing is missing or nothing fits.
+    (``ceil(chars / 4)``), each category listed most recent first. When not everything fits, the
+    categories share the budget in turns, and within each the families do (see the module
+    docstring): the oldest items of the largest families go first. Empty when nothing is missing
+    or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))
