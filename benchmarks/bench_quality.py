@@ -658,45 +658,47 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _cause_table(f: Mapping[str, Any], kind: str) -> list[str]:
-    counts: dict[tuple[str, str, str], int] = {}
+def _missed_table(
+    f: Mapping[str, Any], kind: str, missed: str, fields: Sequence[str], title: str, headers: Sequence[str]
+) -> list[str]:
+    """Counts of the ``missed`` facts of every session by ``fields`` (category first), as a table."""
+    counts: dict[tuple[str, ...], int] = {}
     for s in f["sessions"]:
-        for m in s["quality"].get(kind, {}).get("missed_first", []):
-            key = (m["category"], m["summary"], m["ledger"])
+        for m in s["quality"].get(kind, {}).get(missed, []):
+            if missed == "missed_final" and m["category"] not in IDENTIFIER_CATEGORIES:
+                continue
+            key = tuple(m[field] for field in fields)
             counts[key] = counts.get(key, 0) + 1
     if not counts:
         return []
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = sorted(counts.items(), key=lambda kv: (order.get(kv[0][0], 99), -kv[1]))
-    out = [
+    out = [title, "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return out + ["| " + " | ".join([*key, str(k)]) + " |" for key, k in rows]
+
+
+def _cause_table(f: Mapping[str, Any], kind: str) -> list[str]:
+    return _missed_table(
+        f,
+        kind,
+        "missed_first",
+        ("category", "summary", "ledger"),
         f"Where the facts missed after one compaction were lost ({kind}, all sessions):",
-        "",
-        "| category | summary side | ledger side | facts |",
-        "|---|---|---|---|",
-    ]
-    out += [f"| {c} | {a} | {b} | {k} |" for (c, a, b), k in rows]
-    return out
+        ("category", "summary side", "ledger side", "facts"),
+    )
 
 
 def _drift_table(f: Mapping[str, Any], kind: str) -> list[str]:
-    counts: dict[tuple[str, str], int] = {}
-    for s in f["sessions"]:
-        for m in s["quality"].get(kind, {}).get("missed_final", []):
-            if m["category"] not in IDENTIFIER_CATEGORIES:
-                continue
-            key = (m["category"], m["how"])
-            counts[key] = counts.get(key, 0) + 1
-    if not counts:
-        return []
-    order = {c: i for i, c in enumerate(CATEGORIES)}
-    rows = sorted(counts.items(), key=lambda kv: (order.get(kv[0][0], 99), -kv[1]))
-    out = [
+    out = _missed_table(
+        f,
+        kind,
+        "missed_final",
+        ("category", "how"),
         f"Identifier-type facts missing after 10 compactions ({kind}, all sessions), by when they were lost:",
-        "",
-        "| category | how | facts |",
-        "|---|---|---|",
-    ]
-    out += [f"| {c} | {how} | {k} |" for (c, how), k in rows]
+        ("category", "how", "facts"),
+    )
+    if not out:
+        return []
     later = [
         m
         for s in f["sessions"]

@@ -394,6 +394,10 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
         c.failures[part.call_id] = (failure, c.seq)
 
 
+# The message index of carried items: older than every new item (index >= 0).
+NAMED_BY_EARLIER_SUMMARY = -1
+FROM_EARLIER_LEDGER = -2
+
 _SECTION_HEADING = "## Artifacts"
 _FAILURE_LINE = re.compile(r"^(?P<tool>.+?) \((?P<call>[^()]*)\): (?P<error>.*)$")
 
@@ -430,8 +434,8 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
         return ledger
 
     def merged(current: tuple[LedgerItem, ...], category: str) -> tuple[LedgerItem, ...]:
-        # Older than every new item (index -1 for the summary's, -2 for the section's), order kept.
-        older = [(v.value, -1) for v in getattr(named, category, ())] + [(v, -2) for v in carried[category]]
+        older = [(v.value, NAMED_BY_EARLIER_SUMMARY) for v in getattr(named, category, ())]
+        older += [(v, FROM_EARLIER_LEDGER) for v in carried[category]]
         seen = {item.value for item in current}
         out = list(current)
         for value, index in older:
@@ -445,7 +449,7 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
     for line in carried["tool_failures"]:
         m = _FAILURE_LINE.match(line)
         if m and m["call"] not in known:
-            failures.append(ToolFailure(m["tool"], m["call"], m["error"], -2))
+            failures.append(ToolFailure(m["tool"], m["call"], m["error"], FROM_EARLIER_LEDGER))
             known.add(m["call"])
     return ArtifactLedger(
         files=merged(ledger.files, "files"),
@@ -541,9 +545,9 @@ def _source(ledger: ArtifactLedger, key: str, last_seen: int) -> str:
     earlier summary's), only a tool's output, or only the earlier ledger. A value the user or the
     agent wrote is not lost in the flood of its kind in tool output, and what an earlier ledger kept
     takes turns with the new items of its kind instead of queueing behind all of them."""
-    if last_seen == -1 or key in ledger.mentioned:
+    if last_seen == NAMED_BY_EARLIER_SUMMARY or key in ledger.mentioned:
         return "said:"
-    return "earlier:" if last_seen < -1 else "output:"
+    return "earlier:" if last_seen == FROM_EARLIER_LEDGER else "output:"
 
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_Entry]:
