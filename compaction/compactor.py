@@ -356,15 +356,23 @@ def _make_summarizer(summarizer: Summarizer | str | None, config: CompactionConf
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even when an event loop is already running."""
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        # The result is handed over in ``box``, not as the task's result: on its way out,
+        # asyncio.run formats the finished main task (result included) when it restores the SIGINT
+        # handler, and the repr of a 20,000-message result takes a second.
+        box["value"] = await coro
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
+        asyncio.run(main())
+        return box["value"]  # type: ignore[no-any-return]
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            asyncio.run(main())
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 

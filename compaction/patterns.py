@@ -24,6 +24,7 @@ __all__ = [
     "find_error_lines",
     "find_identifiers",
     "find_paths",
+    "find_references",
     "find_urls",
     "important_lines",
     "is_important_line",
@@ -187,8 +188,8 @@ def _id_value(m: re.Match[str]) -> str | None:
     return None if kind == "opaque" and looks_like_secret(value) else value
 
 
-def _identifier_matches(text: str) -> list[tuple[int, str]]:
-    spans = _url_spans(text)
+def _identifier_matches(text: str, spans: list[tuple[int, int, str]] | None = None) -> list[tuple[int, str]]:
+    spans = _url_spans(text) if spans is None else spans
     starts = [s for s, _, _ in spans]
     found: list[tuple[int, str]] = []
     for m in _ID_RE.finditer(text):
@@ -210,6 +211,17 @@ def find_identifiers(text: str) -> list[str]:
     ['req_01HXYZ8K2M3N4P', 'ab12cd34-0000-4000-8000-00000000abcd', 'octo/app#12']
     """
     return _dedupe([value for _, value in _identifier_matches(text)])
+
+
+def find_references(text: str) -> tuple[list[str], list[str], list[str]]:
+    """``(find_paths(text), find_urls(text), find_identifiers(text))``, finding the URLs once.
+
+    >>> find_references("PAY-7 fixed in src/a.py, see https://x.io/PAY-8")
+    (['src/a.py'], ['https://x.io/PAY-8'], ['PAY-7'])
+    """
+    spans = _url_spans(text)
+    urls = _dedupe([url for _, _, url in spans])
+    return find_paths(text), urls, _dedupe([value for _, value in _identifier_matches(text, spans)])
 
 
 def _line_bounds(text: str, pos: int) -> tuple[int, int]:

@@ -130,17 +130,68 @@ def looks_like_secret(token: str) -> bool:
     return _SECRET_TOKEN.search(token) is not None
 
 
-# Cheap literal cues, so that megabytes of ordinary tool output skip the full redaction pass.
-_MAYBE_SECRET = re.compile(
-    r"PRIVATE KEY|eyJ|sk-|sk_|rk_|AKIA|ASIA|AIDA|AROA|gh[pousr]_|github_pat_|xox[baprs]-|AIza"
-    r"|(?i:bearer|basic |passw|secret|token|api[_-]?key)|://[^\s/@]*:[^\s@/]+@"
+# Cheap cues, so that megabytes of ordinary tool output skip the full redaction pass. Every match
+# of the patterns above starts on a line holding one of them (for assignments the cue is the key
+# and its "=" or ":", so "token" in code is not one), which lets a long text be redacted around its
+# cues only. They are matched in the lower-cased text: a case-insensitive alternation is several
+# times slower to scan with, and a cue that matches too often only costs a little time.
+_CUE = re.compile(
+    r"private key|eyj|sk-|sk_|rk_|akia|asia|aida|aroa|gh[pousr]_|github_pat_|xox[baprs]-|aiza"
+    r"|bearer|basic\s|://[^\s/@]*:[^\s@/]+@"
+    rf"|(?:{_KEY_WORDS})[\"']?\s*[:=]|--(?:{_KEY_WORDS})[= ]"
 )
+# Texts at least this long are redacted window by window (see _cue_windows), shorter ones at once.
+_WINDOWED_MIN_CHARS = 4_096
+# A value may follow its key or "Bearer" after line breaks: a window reaches this many non-blank
+# lines past the cue's line.
+_WINDOW_LINES_AFTER = 2
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
+    """Merged ``(start, end)`` spans of whole lines: each line with a cue and the lines after it."""
+    windows: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _CUE.search(lowered, pos)) is not None:
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = cue_line_end = _line_end(text, m.end())
+        taken = 0
+        while end < len(text) and taken < _WINDOW_LINES_AFTER:
+            next_end = _line_end(text, end + 1)
+            taken += bool(text[end + 1 : next_end].strip())
+            end = next_end
+        if windows and start <= windows[-1][1] + 1:
+            windows[-1] = (windows[-1][0], max(end, windows[-1][1]))
+        else:
+            windows.append((start, end))
+        pos = cue_line_end + 1  # cues on the lines taken along still open their own windows
+    return windows
 
 
 def redact_if_needed(text: str) -> str:
-    """``text`` with secrets redacted, skipping the full pass when no cue of a secret is present.
+    """``text`` with secrets redacted, as :func:`redact_secrets` does, skipping the full pass when no
+    cue of a secret is present; a long text is redacted only in the lines around its cues (tool
+    output of megabytes where a few lines of code assign a token).
 
     >>> redact_if_needed("plain log line"), redact_if_needed("token=abcd1234efgh5678")
     ('plain log line', 'token=[REDACTED:token]')
     """
-    return redact_secrets(text)[0] if _MAYBE_SECRET.search(text) else text
+    lowered = text.lower()
+    if _CUE.search(lowered) is None:
+        return text
+    if len(text) < _WINDOWED_MIN_CHARS or len(lowered) != len(text) or "private key" in lowered:
+        return redact_secrets(text)[0]  # short; offsets would differ; a key block spans many lines
+    pieces: list[str] = []
+    last = 0
+    changed = False
+    for start, end in _cue_windows(text, lowered):
+        window = text[start:end]
+        redacted = redact_secrets(window)[0]
+        changed = changed or redacted != window
+        pieces += (text[last:start], redacted)
+        last = end
+    return "".join([*pieces, text[last:]]) if changed else text

@@ -298,6 +298,35 @@ def test_sync_compact_works_inside_a_running_loop() -> None:
     assert asyncio.run(inside()).compacted
 
 
+@pytest.mark.parametrize("inside_a_loop", [False, True])
+def test_run_sync_never_formats_the_result(inside_a_loop: bool) -> None:
+    # asyncio.run formats its finished main task, result included, while restoring the SIGINT
+    # handler; a big CompactionResult took a second to repr. run_sync must not hand it the result.
+    from compaction.compactor import run_sync
+
+    formatted: list[int] = []
+
+    class NoRepr:
+        def __repr__(self) -> str:
+            formatted.append(1)  # asyncio swallows errors raised here: count the calls instead
+            return "NoRepr()"
+
+    async def produce() -> NoRepr:
+        return NoRepr()
+
+    results: list[NoRepr] = []
+
+    async def inside() -> None:  # returns nothing: this asyncio.run must not format it either
+        results.append(run_sync(produce()))
+
+    if inside_a_loop:
+        asyncio.run(inside())
+    else:
+        results.append(run_sync(produce()))
+    assert isinstance(results[0], NoRepr)
+    assert formatted == []
+
+
 async def test_acompact_matches_compact() -> None:
     messages = oa_session(8)
     a = await make().acompact(messages)

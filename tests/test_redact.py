@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.redact import looks_like_secret, redact_secrets
+from compaction.redact import looks_like_secret, redact_if_needed, redact_secrets
 
 RNG = random.Random(1234)
 ALNUM = string.ascii_letters + string.digits
@@ -169,3 +169,37 @@ def test_never_grows_secrets_back(text: str) -> None:
     redacted, count = redact_secrets(text)
     assert count >= 0
     assert redact_secrets(redacted)[1] == 0
+
+
+# Lines of a long tool output: filler, every secret shape, and keys whose value follows a line break.
+_LINES = [
+    "    return self.token_bucket.refill(amount)  # token is not a secret here",
+    "2025-11-03T13:11:11Z INFO gateway request served in 12 ms",
+    "",
+    "   ",
+    f"export OPENAI_API_KEY={OPENAI}",
+    f"aws_access_key_id = {AWS}",
+    f"Authorization: Bearer {fake(ALNUM, 30)}",
+    "Authorization: Bearer",
+    f"    {fake(ALNUM, 24)}1",
+    "password:",
+    f"{fake(ALNUM, 12)}9",
+    "DATABASE_URL=postgres://app:hunter22secret@db.internal:5432/app",
+    f"github: {GITHUB}",
+    f"jwt {JWT}",
+    "access_key: Zx81kQ7Lm2Pq",
+    "client_secret='s3cr3t-value-42'",
+]
+
+
+@given(st.lists(st.sampled_from(_LINES), min_size=40, max_size=400))
+def test_windowed_redaction_matches_the_full_pass(lines: list[str]) -> None:
+    # Long texts are redacted around their cues only: the result must be the full pass's.
+    text = "\n".join(["x" * 120] * 40 + lines)
+    assert len(text) >= 4096
+    assert redact_if_needed(text) == redact_secrets(text)[0]
+
+
+def test_windowed_redaction_keeps_unchanged_text_identical() -> None:
+    text = "\n".join([_LINES[0]] * 200)
+    assert redact_if_needed(text) is text

@@ -37,10 +37,10 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from compaction._cache import memoize_text
-from compaction.patterns import error_start, find_error_lines, find_identifiers, find_paths, find_urls
+from compaction.patterns import error_start, find_error_lines, find_references
 from compaction.redact import redact_if_needed, redact_secrets
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
@@ -151,11 +151,13 @@ class _Collector:
                 if not self.in_output:
                     self.mentioned.add(value)
 
-    def add_text(self, text: str, index: int, limit: int | None = None) -> None:
-        paths, urls, identifiers = _scan(text, self.redact)
-        self.add("files", paths, index, limit)
-        self.add("urls", urls, index, limit)
-        self.add("identifiers", identifiers, index, limit)
+    def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
+        """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
+        found = _scan(text, self.redact)
+        self.add("files", found.paths, index, limit)
+        self.add("urls", found.urls, index, limit)
+        self.add("identifiers", found.identifiers, index, limit)
+        return found.errors
 
     def ledger(self) -> ArtifactLedger:
         def items(category: str) -> tuple[LedgerItem, ...]:
@@ -174,13 +176,21 @@ class _Collector:
         )
 
 
-@memoize_text()
-def _scan(text: str, redact: bool = True) -> tuple[list[str], list[str], list[str]]:
-    """Paths, URLs and ids of a text; memoized, since a session's old tool outputs are re-scanned at
-    every compaction. Secrets are redacted first: pieces of a key (a line of a private key body
-    looks like a path) must not be listed on their own, where no secret pattern would match them."""
+class _Found(NamedTuple):
+    paths: list[str]
+    urls: list[str]
+    identifiers: list[str]
+    errors: list[str]
+
+
+@memoize_text(max_entries=32_768)
+def _scan(text: str, redact: bool = True) -> _Found:
+    """Paths, URLs, ids and error lines of a text; memoized, since a session's old tool outputs are
+    re-scanned at every compaction (and a long session has more of them than the default memo
+    holds). Secrets are redacted first: pieces of a key (a line of a private key body looks like a
+    path) must not be listed on their own, where no secret pattern would match them."""
     text = redact_if_needed(text) if redact else text
-    return find_paths(text), find_urls(text), find_identifiers(text)
+    return _Found(*find_references(text), _errors_in(text))
 
 
 # Lines that only look like errors: source code that raises or catches one (a file read, a grep
@@ -191,12 +201,17 @@ _LOCATION_LINE = re.compile(r"^[\w./\\-]+:\d+: [\w.]+$")
 _PYTEST_MARKER = re.compile(r"^E\s{2,}")  # pytest's "E       ValueError: ..." gutter
 
 
-@memoize_text()
-def _error_lines(text: str, redact: bool = True) -> list[str]:
-    """The error lines of ``text`` as messages: code and location lines left out, gutters removed."""
-    lines = find_error_lines(redact_if_needed(text) if redact else text)
+def _errors_in(text: str) -> list[str]:
+    """The error lines of ``text`` (already redacted) as messages: code and location lines left
+    out, gutters removed."""
+    lines = find_error_lines(text)
     kept = (_PYTEST_MARKER.sub("", line) for line in lines if not _CODE_LINE.match(line))
     return list(dict.fromkeys(line for line in kept if not _LOCATION_LINE.match(line)))
+
+
+def _error_lines(text: str, redact: bool = True) -> list[str]:
+    """The error lines of ``text`` (a short span, not scanned for references), secrets redacted."""
+    return _errors_in(redact_if_needed(text) if redact else text)
 
 
 # Programs whose invocations people quote in prose ("ran `pytest -x tests/`"): a backticked span
@@ -378,10 +393,9 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
 
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
     text = part.text
-    c.add_text(text, index, PER_RESULT_LIMIT)
+    errors = [_error_text(line) for line in c.add_text(text, index, PER_RESULT_LIMIT)]
     commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
     c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
-    errors = [_error_text(line) for line in _error_lines(text, c.redact)]
     failed = part.is_error is True or _NONZERO_EXIT.search(text) is not None
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
@@ -487,9 +501,8 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
 
 
 def _collect_text(c: _Collector, text: str, index: int, role: str) -> None:
-    c.add_text(text, index)
+    errors = c.add_text(text, index)
     c.add("commands", _text_commands(text), index, PER_RESULT_LIMIT)
-    errors = _error_lines(text, c.redact)
     if role == "assistant":  # assistants talk about errors; keep only the ones they quote
         quoted = [span for span in _BACKTICKED.findall(text) if _error_lines(span, c.redact)]
         errors = quoted + [e for e in errors if _QUOTED_ERROR.search(e) and not any(q in e for q in quoted)]
