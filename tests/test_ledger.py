@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -191,7 +192,7 @@ def test_render_lists_only_missing_items_most_recent_first() -> None:
             "## Artifacts",
             "Exact references from the compacted span, most recent first:",
             "Tool failures:",
-            "- bash (c1): FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
+            "- bash: FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
             "Files:",
             "- src/pay/refund.py",
             "URLs:",
@@ -321,7 +322,8 @@ def test_carry_forward_keeps_references_the_earlier_summary_named() -> None:
     assert "OPS-4410" in values(ledger.identifiers)
     assert "kubectl -n pay rollout restart deployment/pay-api" in values(ledger.commands)
     assert {i.last_seen for i in ledger.identifiers if i.value == "OPS-4410"} == {-1}
-    assert ledger.tool_failures[0].call_id == "c1"
+    assert ledger.tool_failures[0].tool == "bash"
+    assert ledger.tool_failures[0].error == "FAILED tests/test_charge.py::test_refund - KeyError: 'amount'"
     # The next summary drops them: the ledger lists them.
     out = render_ledger(ledger, summary_text="## Progress\n- moved on", max_tokens=1000)
     assert "- OPS-4410" in out
@@ -357,3 +359,59 @@ def test_an_overlong_error_line_is_shown_from_the_error() -> None:
     line = "- Last action: " + "edit_file(path=src/a.py) -> ok; " * 8 + "ERROR AssertionError: expected 3, got 2"
     ledger = collect_artifacts([user("u1", line)])
     assert values(ledger.errors) == ["ERROR AssertionError: expected 3, got 2"]
+
+
+def test_repeated_failures_are_one_line_with_a_count_that_carries_forward() -> None:
+    msgs = []
+    for i in range(4):
+        msgs.append(assistant(f"a{i}", "", (f"c{i}", "bash", {"command": "make deploy"})))
+        error = "Error: quota exceeded" if i < 3 else "Error: disk full"
+        msgs.append(result(f"t{i}", f"c{i}", error, is_error=True))
+    out = render_ledger(collect_artifacts(msgs), summary_text="", max_tokens=1000)
+    failures = out.split("Tool failures:\n")[1].split("\n")[:2]
+    assert failures == ["- bash: Error: disk full", "- bash (3 times): Error: quota exceeded"]
+    assert "c0" not in out  # call ids mean nothing once the calls are summarized
+    # The next compaction sees one more quota failure: the count adds up, the line stays one.
+    more = [
+        assistant("a9", "", ("c9", "bash", {"command": "make deploy"})),
+        result("t9", "c9", "Error: quota exceeded", is_error=True),
+    ]
+    carried = carry_forward(collect_artifacts(more), out)
+    again = render_ledger(carried, summary_text="", max_tokens=1000)
+    assert "- bash (4 times): Error: quota exceeded" in again
+    assert again.count("quota exceeded") == 1
+    assert "- bash: Error: disk full" in again
+
+
+def test_failure_lines_of_the_older_format_are_carried() -> None:
+    earlier = "## Artifacts\nTool failures:\n- read_file (toolu_01A): file not found: x.txt"
+    failure = carry_forward(ArtifactLedger(), earlier).tool_failures[0]
+    assert (failure.tool, failure.call_id, failure.error, failure.times) == (
+        "read_file",
+        "toolu_01A",
+        "file not found: x.txt",
+        1,
+    )
+
+
+def test_references_singled_out_in_output_come_before_rows_of_listings() -> None:
+    # Thirty build outputs that each name the commit they built, then ten `git log` listings of
+    # commits of the same format (the newest output): the builds' commits are what mattered.
+    def sha(i: int) -> str:
+        return hashlib.sha1(str(i).encode()).hexdigest()
+
+    msgs = []
+    for n in range(30):
+        msgs.append(assistant(f"a{n}", "", (f"b{n}", "bash", {"command": "make build"})))
+        msgs.append(result(f"r{n}", f"b{n}", f"built from commit {sha(-n - 1)}\nok"))
+    for n in range(10):
+        log = "\n".join(f"commit {sha(i)}" for i in range(n * 100, n * 100 + 20))
+        msgs += [assistant(f"g{n}", "", (f"l{n}", "bash", {"command": "git log"})), result(f"t{n}", f"l{n}", log)]
+    ledger = collect_artifacts(msgs)
+    assert sha(-1) not in ledger.listed
+    assert sha(0) in ledger.listed
+    out = render_ledger(
+        ArtifactLedger(identifiers=ledger.identifiers, listed=ledger.listed), summary_text="", max_tokens=450
+    )
+    assert "omitted" in out
+    assert all(sha(-n - 1) in out for n in range(30))

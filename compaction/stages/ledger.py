@@ -6,11 +6,12 @@ deterministically from the compacted span, and :func:`render_ledger` appends onl
 did not already keep verbatim, within a token budget, with secrets redacted.
 
 What gets the budget when not everything fits: the categories take turns; within a category the
-*families* take turns (a directory, a site, an id format, a program, an error's wording, each
-split by where it was seen: the conversation's own words, tool output, or an earlier ledger),
-rarer families first, newest first within each. A bulk listing (a search page's links, a
-``git log``, a test run's repeated failures) is one family, so it cannot push the one-off
-references out. Across compactions (:func:`carry_forward`) the earlier ledger and the references
+*families* take turns (a directory, a site, an id format, a program with its options, an
+error's type and first word, each split by where it was seen: the conversation's own words, tool
+output, or an earlier ledger), rarer families first, newest first within each. A bulk listing (a
+search page's links, a ``git log``, a test run's repeated failures) is one family, so it cannot
+push the one-off references out, and references seen only as rows of listings come after all the
+others. A tool failure that repeats is one line with its count. Across compactions (:func:`carry_forward`) the earlier ledger and the references
 the earlier summary named are carried, so a later summary that drops them does not lose them.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -60,6 +61,8 @@ COMMAND_CHARS = 300
 # A single tool result (a `find .` listing, a huge log) must not flood the ledger: at most this many
 # items of each kind (the last ones) are taken from one result. Tool-call arguments are always taken whole.
 PER_RESULT_LIMIT = 50
+# A tool output with at least this many values of one family lists them (a `git log`, a search page).
+LISTING_ROWS = 5
 MAX_ARGUMENT_SCAN_CHARS = 2000
 
 _PATH_KEY_WORDS = (
@@ -87,23 +90,23 @@ class LedgerItem:
 
 @dataclass(frozen=True)
 class ToolFailure:
-    """A tool call that failed: the tool, its call id and the first error line of its result."""
+    """A tool call that failed: the tool, its call id and the first error line of its result.
+    ``times`` counts the failures one line of an earlier ledger stood for ("bash (3 times): ...");
+    the call id of a carried failure is not known ("")."""
 
     tool: str
     call_id: str
     error: str
     last_seen: int
-
-    @property
-    def value(self) -> str:
-        return f"{self.tool} ({self.call_id}): {self.error}"
+    times: int = 1
 
 
 @dataclass(frozen=True)
 class ArtifactLedger:
     """Artifacts per category, each tuple most recent first; ``mentioned`` holds the values that
     were seen in the conversation itself (user or assistant text, tool-call arguments), not only
-    in tool output."""
+    in tool output; ``listed`` the values seen only as rows of a listing (a tool output with at
+    least ``LISTING_ROWS`` values of their family: a ``git log``, a search page, a ``find``)."""
 
     files: tuple[LedgerItem, ...] = ()
     urls: tuple[LedgerItem, ...] = ()
@@ -112,6 +115,7 @@ class ArtifactLedger:
     errors: tuple[LedgerItem, ...] = ()
     tool_failures: tuple[ToolFailure, ...] = ()
     mentioned: frozenset[str] = frozenset()
+    listed: frozenset[str] = frozenset()
 
     @property
     def total(self) -> int:
@@ -138,9 +142,13 @@ class _Collector:
     in_output: bool = False
     """Set while a tool result is collected: what is added then is not "mentioned"."""
     mentioned: set[str] = field(default_factory=set)
+    listed: set[str] = field(default_factory=set)
+    singled: set[str] = field(default_factory=set)
+    """Values seen in a tool output other than as rows of a listing."""
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
+        rows = Counter(family(category, v) for v in values) if self.in_output and len(values) >= LISTING_ROWS else None
         # Past the limit, the last values win: later lines of an output are the more recent ones.
         for value in values if limit is None else values[max(len(values) - limit, 0) :]:
             value = value.strip()
@@ -150,6 +158,10 @@ class _Collector:
                 table[value] = (index, self.seq)
                 if not self.in_output:
                     self.mentioned.add(value)
+                elif rows is not None and rows[family(category, value)] >= LISTING_ROWS:
+                    self.listed.add(value)
+                else:
+                    self.singled.add(value)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
         """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
@@ -173,6 +185,7 @@ class _Collector:
             errors=items("errors"),
             tool_failures=failures,
             mentioned=frozenset(self.mentioned),
+            listed=frozenset(self.listed - self.singled - self.mentioned),
         )
 
 
@@ -413,7 +426,8 @@ NAMED_BY_EARLIER_SUMMARY = -1
 FROM_EARLIER_LEDGER = -2
 
 _SECTION_HEADING = "## Artifacts"
-_FAILURE_LINE = re.compile(r"^(?P<tool>.+?) \((?P<call>[^()]*)\): (?P<error>.*)$")
+# "bash: KeyError: 'x'", "bash (3 times): KeyError: 'x'", and the older "bash (call_1): KeyError: 'x'".
+_FAILURE_LINE = re.compile(r"^(?P<tool>[^\s()]+?)(?: \((?:(?P<times>\d+) times|(?P<call>[^()]*))\))?: (?P<error>.*)$")
 
 
 def split_artifacts(summary: str) -> tuple[str, str]:
@@ -459,12 +473,10 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
         return tuple(out)
 
     failures = list(ledger.tool_failures)
-    known = {f.call_id for f in failures}
     for line in carried["tool_failures"]:
-        m = _FAILURE_LINE.match(line)
-        if m and m["call"] not in known:
-            failures.append(ToolFailure(m["tool"], m["call"], m["error"], FROM_EARLIER_LEDGER))
-            known.add(m["call"])
+        if m := _FAILURE_LINE.match(line):
+            times = int(m["times"] or 1)
+            failures.append(ToolFailure(m["tool"], m["call"] or "", m["error"], FROM_EARLIER_LEDGER, times))
     return ArtifactLedger(
         files=merged(ledger.files, "files"),
         urls=merged(ledger.urls, "urls"),
@@ -473,6 +485,7 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
         errors=merged(ledger.errors, "errors"),
         tool_failures=tuple(failures),
         mentioned=ledger.mentioned,
+        listed=ledger.listed,
     )
 
 
@@ -515,19 +528,23 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _ID_PREFIX = re.compile(r"[A-Za-z]+(?=[-_#])")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_OPTION = re.compile(r"--?[A-Za-z][\w-]*")  # "-x", "--tb" of "--tb=short"; not "-5"
 _PATHLIKE = re.compile(r"\S*[/\\]\S*|\S+\.\w{1,4}\b")
 
 
 def family(category: str, value: str) -> str:
     """The kind of thing a reference is: its directory, its site and first path segment, its id
-    format, its program (and subcommand), or an error's wording with values and paths blanked out.
-    A flood of one kind (a listing's files, a search page's links, a log's lines) is one family.
+    format, its program (subcommand and options), or an error's wording with values and paths
+    blanked out. A flood of one kind (a listing's files, a search page's links, a log's lines, the
+    same test run again and again) is one family.
 
     >>> family("files", "src/pay/charge.py"), family("urls", "https://www.linkedin.com/jobs/view/39/")
     ('src/pay', 'www.linkedin.com/jobs')
-    >>> family("identifiers", "PAY-1432"), family("identifiers", "9f2c4e1"), family("commands", "git commit -m x")
-    ('PAY', 'hex7', 'git commit')
-    >>> family("errors", "ValueError: invalid window: -7") == family("errors", "ValueError: invalid window: -31")
+    >>> family("identifiers", "PAY-1432"), family("identifiers", "9f2c4e1")
+    ('PAY', 'hex7')
+    >>> family("commands", "pytest tests/a.py -x -q"), family("commands", "pytest tests/b.py -k 'slow' -x --tb=short")
+    ('pytest -x -q', 'pytest -k -x --tb')
+    >>> family("errors", "ValueError: invalid window: -7") == family("errors", "ValueError: invalid session: 31")
     True
     """
     if category == "files":
@@ -543,11 +560,13 @@ def family(category: str, value: str) -> str:
         if m := _ID_PREFIX.match(value):
             return m[0]
         return re.sub(r"\d+", "9", re.sub(r"[A-Za-z]+", "a", value))
-    if category == "commands":
+    if category == "commands":  # the program, its subcommand and its options: the invocation's shape
         words = value.split()
-        return " ".join(words[:2]) if len(words) > 1 and words[1].isalpha() else (words[0] if words else "")
+        head = words[:2] if len(words) > 1 and words[1].isalpha() else words[:1]
+        options = (m[0] for w in words[len(head) :] if (m := _OPTION.match(w)))
+        return " ".join([*head, *dict.fromkeys(options)])
     text = _PATHLIKE.sub("<path>", _QUOTED.sub("'…'", value))
-    return " ".join(re.sub(r"\d+", "9", text).split()[:3])
+    return " ".join(re.sub(r"\d+", "9", text).split()[:2])
 
 
 _Entry = tuple[int, str, str]  # (recency position, category, shown text)
@@ -555,19 +574,35 @@ _Entry = tuple[int, str, str]  # (recency position, category, shown text)
 
 def _source(ledger: ArtifactLedger, key: str, last_seen: int) -> str:
     """Where an item came from, as part of its family: the conversation's own words (and the
-    earlier summary's), only a tool's output, or only the earlier ledger. A value the user or the
-    agent wrote is not lost in the flood of its kind in tool output, and what an earlier ledger kept
-    takes turns with the new items of its kind instead of queueing behind all of them."""
+    earlier summary's), a tool's output, only rows of listings in tool output, or only the earlier
+    ledger. A value the user or the agent wrote is not lost in the flood of its kind in tool output,
+    and what an earlier ledger kept takes turns with the new items of its kind instead of queueing
+    behind all of them."""
     if last_seen == NAMED_BY_EARLIER_SUMMARY or key in ledger.mentioned:
         return "said:"
-    return "earlier:" if last_seen == FROM_EARLIER_LEDGER else "output:"
+    if last_seen == FROM_EARLIER_LEDGER:
+        return "earlier:"
+    return "listed:" if key in ledger.listed else "output:"
+
+
+def _failure_groups(failures: Sequence[ToolFailure]) -> list[tuple[int, str, str, int]]:
+    """``(last seen, tool, error, times)`` per tool and error: one line for a failure that repeats
+    (call ids say nothing once the calls are summarized, and an agent stuck on one error retries
+    it many times; the count is what tells)."""
+    groups: dict[tuple[str, str], list[int]] = {}  # (tool, error) -> [last seen, times]
+    for f in failures:
+        group = groups.setdefault((f.tool, f.error), [f.last_seen, 0])
+        group[0] = max(group[0], f.last_seen)
+        group[1] += f.times
+    return [(seen, tool, error, times) for (tool, error), (seen, times) in groups.items()]
 
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_Entry]:
     """Every item the summary does not contain verbatim, in the order the budget takes them."""
     entries: list[tuple[int, str, str, str]] = []  # (last_seen, category, key checked, shown)
-    for f in ledger.tool_failures:
-        entries.append((f.last_seen, "tool_failures", f.error, f.value))
+    for last_seen, tool, error, times in _failure_groups(ledger.tool_failures):
+        shown = f"{tool}: {error}" if times == 1 else f"{tool} ({times} times): {error}"
+        entries.append((last_seen, "tool_failures", error, shown))
     failure_errors = {f.error for f in ledger.tool_failures}
     for category in _CATEGORIES:
         for item in getattr(ledger, category):
@@ -589,7 +624,8 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
         by_category.setdefault(category, []).append(((position, category, shown), kind))
     # Within a category the families take turns, the rarer first, each newest first; then the
     # categories take turns. A flood of one kind (the links of a search page, the lines of a log,
-    # a `git log`) cannot push the rarer references out, within a kind or across kinds.
+    # a `git log`) cannot push the rarer references out, within a kind or across kinds; and rows of
+    # listings come after every reference that was said or singled out.
     queues: list[list[_Entry]] = []
     for category in ("files", "urls", "identifiers", "commands", "tool_failures", "errors"):
         items = by_category.get(category, [])
@@ -597,7 +633,7 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
         turn: Counter[str] = Counter()
         keyed = []
         for entry, kind in items:
-            keyed.append((turn[kind], sizes[kind], entry[0], entry))
+            keyed.append((kind.startswith("listed:"), turn[kind], sizes[kind], entry[0], entry))
             turn[kind] += 1
         queues.append([entry for *_, entry in sorted(keyed)])
     return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
