@@ -83,7 +83,8 @@ class CompactionConfig(BaseModel):
     """Share of ``max_summary_tokens`` the artifact ledger always gets."""
     ledger_max_tokens: int = Field(default=32_000, ge=0)
     """The ledger may grow to this size while the compacted context stays under half the trigger point
-    (what an earlier ledger carried keeps its room up to three quarters of it)."""
+    (what an earlier ledger carried keeps its room up to three quarters of it). Measured as
+    characters / 4; a ledger dense with hashes and ids is up to ~30 % more exact tokens."""
     redact_secrets: bool = True
 
     # --- fall back ---
