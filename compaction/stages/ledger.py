@@ -11,8 +11,9 @@ error's type and first word, each split by where it was seen: the conversation's
 output, or an earlier ledger), rarer families first, newest first within each. A bulk listing (a
 search page's links, a ``git log``, a test run's repeated failures) is one family, so it cannot
 push the one-off references out, and references seen only as rows of listings come after all the
-others. A tool failure that repeats is one line with its count. Across compactions (:func:`carry_forward`) the earlier ledger and the references
-the earlier summary named are carried, so a later summary that drops them does not lose them.
+others. A tool failure that repeats is one line with its count. Across compactions
+(:func:`carry_forward`) the earlier ledger and the references the earlier summary named are
+carried, so a later summary that drops them does not lose them.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 >>> call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -x"}')
