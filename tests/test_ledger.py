@@ -415,3 +415,20 @@ def test_references_singled_out_in_output_come_before_rows_of_listings() -> None
     )
     assert "omitted" in out
     assert all(sha(-n - 1) in out for n in range(30))
+
+
+def test_categories_share_the_budget_by_length_not_by_count() -> None:
+    # Short ids and long error lines, far more of each than fit: each category gets about the same
+    # room, so more of the short ids are listed than of the long errors.
+    ids = tuple(LedgerItem(f"PAY-{1000 + i}", 100 - i) for i in range(100))
+    errors = tuple(
+        LedgerItem(f"psycopg.errors.UniqueViolation: duplicate key violates constraint c{i} (id={i})", 100 - i)
+        for i in range(100)
+    )
+    out = render_ledger(ArtifactLedger(identifiers=ids, errors=errors), summary_text="", max_tokens=500)
+    lines = set(out.splitlines())
+    kept_ids = [i.value for i in ids if f"- {i.value}" in lines]
+    kept_errors = [e.value for e in errors if f"- {e.value}" in lines]
+    assert len(kept_ids) > 3 * len(kept_errors) > 0
+    id_chars, error_chars = sum(map(len, kept_ids)), sum(map(len, kept_errors))
+    assert 0.7 < id_chars / error_chars < 1.4

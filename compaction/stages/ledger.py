@@ -5,15 +5,15 @@ survive a compaction ~10 % of the time and commands ~0.2 %. The ledger collects 
 deterministically from the compacted span, and :func:`render_ledger` appends only what the summary
 did not already keep verbatim, within a token budget, with secrets redacted.
 
-What gets the budget when not everything fits: the categories take turns; within a category the
-*families* take turns (a directory, a site, an id format, a program with its options, an
-error's type and first word, each split by where it was seen: the conversation's own words, tool
-output, or an earlier ledger), rarer families first, newest first within each. A bulk listing (a
-search page's links, a ``git log``, a test run's repeated failures) is one family, so it cannot
-push the one-off references out, and references seen only as rows of listings come after all the
-others. A tool failure that repeats is one line with its count. Across compactions
-(:func:`carry_forward`) the earlier ledger and the references the earlier summary named are
-carried, so a later summary that drops them does not lose them.
+What gets the budget when not everything fits: the categories share it evenly by length (more of the
+short ids than of the long error lines); within a category the *families* take turns (a directory, a
+site, an id format, a program with its options, an error's type and first word, each split by where
+it was seen: the conversation's own words, tool output, or an earlier ledger), rarer families first,
+newest first within each. A bulk listing (a search page's links, a ``git log``, a test run's
+repeated failures) is one family, so it cannot push the one-off references out, and references seen
+only as rows of listings come after all the others. A tool failure that repeats is one line with its
+count. Across compactions (:func:`carry_forward`) the earlier ledger and the references the earlier
+summary named are carried, so a later summary that drops them does not lose them.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 >>> call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -x"}')
@@ -33,6 +33,7 @@ Errors:
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -624,7 +625,7 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown), kind))
     # Within a category the families take turns, the rarer first, each newest first; then the
-    # categories take turns. A flood of one kind (the links of a search page, the lines of a log,
+    # categories share the budget (below). A flood of one kind (the links of a search page, the lines of a log,
     # a `git log`) cannot push the rarer references out, within a kind or across kinds; and rows of
     # listings come after every reference that was said or singled out.
     queues: list[list[_Entry]] = []
@@ -637,7 +638,21 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             keyed.append((kind.startswith("listed:"), turn[kind], sizes[kind], entry[0], entry))
             turn[kind] += 1
         queues.append([entry for *_, entry in sorted(keyed)])
-    return [queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)]
+    # The categories take turns by the room they have used: the next item comes from the category
+    # whose chosen lines are shortest so far, so each gets an even share of the budget (a list of
+    # short ids holds more lines than a list of long error messages).
+    order: list[_Entry] = []
+    used = [(0, n) for n in range(len(queues)) if queues[n]]
+    heapq.heapify(used)
+    taken = [0] * len(queues)
+    while used:
+        chars, n = heapq.heappop(used)
+        entry = queues[n][taken[n]]
+        order.append(entry)
+        taken[n] += 1
+        if taken[n] < len(queues[n]):
+            heapq.heappush(used, (chars + len(entry[2]) + 3, n))
+    return order
 
 
 def _render(missing: list[_Entry], kept: int) -> str:
@@ -658,8 +673,8 @@ def _render(missing: list[_Entry], kept: int) -> str:
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
     (``ceil(chars / 4)``), each category listed most recent first. When not everything fits, the
-    categories share the budget in turns, and within each the families do (see the module
-    docstring): the oldest items of the largest families go first. Empty when nothing is missing
+    categories share the budget evenly by length, and within each the families take turns (see the
+    module docstring): the oldest items of the largest families go first. Empty when nothing is missing
     or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
