@@ -7,6 +7,7 @@ lines (error lines, outcomes, paths, links) that are flattened to single lines l
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -557,12 +558,15 @@ class ToolEvent:
     error_lines: list[str] = field(default_factory=list)
     resolved_by: int | None = None
 
-    @property
+    # Both are read for every pair of a failure and a later event (see :func:`resolves`): computed
+    # once, from what the event was created with.
+    @functools.cached_property
     def family(self) -> tuple[str, frozenset[str]] | None:
         if self.command is None:
             return None
         return command_family(self.command)
 
+    @functools.cached_property
     def key(self) -> str:
         if self.command is not None:
             return "exec:" + normalize_command(self.command)
@@ -650,7 +654,7 @@ def resolves(failed: ToolEvent, later: ToolEvent) -> bool:
     of the failed run's arguments (a broader run, e.g. the whole test suite, passing)."""
     if later.failed or later.result is None:
         return False
-    if failed.key() == later.key():
+    if failed.key == later.key:
         return True
     a, b = failed.family, later.family
     if a is None or b is None or not a[0]:
@@ -1060,10 +1064,15 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
     args = parse_arguments(part.arguments)
     kind = tool_kind(part.name, args)
     event = ToolEvent(
-        seq=seq, index=index, phase=phase, call_id=part.id, name=part.name or "(unnamed tool)", kind=kind, args=args
+        seq=seq,
+        index=index,
+        phase=phase,
+        call_id=part.id,
+        name=part.name or "(unnamed tool)",
+        kind=kind,
+        args=args,
+        command=_command_of(args) if kind == "exec" else None,
     )
-    if kind == "exec":
-        event.command = _command_of(args)
     for key in PATH_KEYS:
         value = args.get(key)
         values = [value] if isinstance(value, str) else value if isinstance(value, list) else []

@@ -563,12 +563,12 @@ def _active_and_errors(facts: SpanFacts, sections: Sections, span: int, last_act
     latest_failure: dict[str, ToolEvent] = {}
     for event in events:
         if event.failed:
-            latest_failure[event.key()] = event
+            latest_failure[event.key] = event
     for event in latest_failure.values():
         if event.resolved_by is not None:
             fixer = events[event.resolved_by]
             error = code(event.error_lines[0]) if event.error_lines else outcome(event)
-            later = "a later run" if fixer.key() == event.key() else describe_args(fixer)
+            later = "a later run" if fixer.key == event.key else describe_args(fixer)
             text = f"Resolved: {describe_args(event)} failed with {error}; fixed, {later} -> {outcome(fixer)}"
             active.append(Line(truncate(text, 560), 0.7 + 0.4 * event.index / span, (1, event.seq, 0)))
         else:
