@@ -111,7 +111,7 @@ def compacted_indices(g: GeneratedTranscript, result: CompactionResult) -> list[
     return [i - offset for i, m in enumerate(transcript.messages) if i >= offset and m.id in archived]
 
 
-def _recount(result: CompactionResult) -> int:
+def recount(result: CompactionResult) -> int:
     """An independent exact count of the result: a fresh counter, no shared caches."""
     transcript = to_canonical(result.messages, result.system)
     return TiktokenCounter("o200k_base").count_messages(transcript.messages)
@@ -134,7 +134,7 @@ def bench_fit(cases: Sequence[tuple[str, str, int]], *, repeats: int = 1, seed: 
             result = compactor.compact(g.messages, system=g.system)
             times.append(time.perf_counter() - start)
         assert result is not None
-        recount = _recount(result)
+        exact = recount(result)
         violations = validate(to_canonical(result.messages, result.system))
         zone = compacted_indices(g, result)
         kept = retention(g.facts, transcript_text(result.messages, result.system), zone)
@@ -147,10 +147,10 @@ def bench_fit(cases: Sequence[tuple[str, str, int]], *, repeats: int = 1, seed: 
                 "compacted": result.compacted,
                 "tokens_before": result.tokens_before,
                 "tokens_after": result.tokens_after,
-                "recount": recount,
+                "recount": exact,
                 "budget": result.budget,
-                "fit": recount <= result.budget,
-                "recount_matches": recount == result.tokens_after,
+                "fit": exact <= result.budget,
+                "recount_matches": exact == result.tokens_after,
                 "violations": len(violations),
                 "violation_kinds": sorted({v.kind for v in violations}),
                 "messages_after": len(result.messages),

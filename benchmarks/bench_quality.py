@@ -22,7 +22,9 @@ the message is still one of the context's strings: removed, or rewritten by prun
 retained when its exact text occurs in the strings of the compacted context (the messages' JSON
 strings, decoded, and the Anthropic system prompt). Retention is reported by category after the
 first compaction and after the 10th (every fact compacted at any step counts then). Summary growth:
-o200k tokens of the summary block (summary plus artifact ledger) after each compaction.
+o200k tokens of the summary block (summary plus artifact ledger) after each compaction. Fit and
+integrity: every compaction's result is recounted exactly by a fresh o200k counter
+(``bench_pipeline.recount``) against its budget, and its tool-call/result pairs are validated.
 
 Cost. Summarizer calls (HTTP attempts), the fake's input/output token usage (chars/4), compression
 ratio (tokens before / after, exact o200k), and money as if the summarizer were gpt-4o-mini or
@@ -42,9 +44,10 @@ an upper bound (pipeline work not hidden behind the shorter scaled calls is coun
 ``own`` is the same compaction against the zero-latency server, for reference. ``--full`` runs at
 full latency (scale 1), measured directly.
 
-Targets: identifier-type facts (paths, URLs, ids, commands, errors) retained >= 95 % after one
-compaction and >= 90 % after 10; compaction wall time <= 3 model-call latencies at any size. Numbers,
-decisions, constraints and next steps are reported without a target.
+Targets: every compaction fits its budget with 0 pair violations; identifier-type facts (paths,
+URLs, ids, commands, errors) retained >= 95 % after one compaction and >= 90 % after 10; compaction
+wall time <= 3 model-call latencies at any size. Numbers, decisions, constraints and next steps are
+reported without a target.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_pipeline import recount  # noqa: E402
 from benchmarks.generate import (  # noqa: E402
     CATEGORIES,
     GeneratedTranscript,
@@ -75,6 +79,7 @@ from benchmarks.generate import (  # noqa: E402
 )
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
+from compaction.pairs import validate  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
 from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
@@ -287,6 +292,8 @@ async def drift(
             elif n not in lost_at:
                 lost_at[n] = step
         kept_by_cat = retention(g.facts, text, zone)
+        exact = recount(result)
+        violations = len(validate(to_canonical(result.messages, result.system)))
         record_calls = result.record.get("calls", [])
         if newly_lost := [n for n, k in lost_at.items() if k == step and kept_first.get(n) and first_zone[n] < step]:
             prompts = "\n".join(c.get("prompt") or "" for c in record_calls)
@@ -301,6 +308,10 @@ async def drift(
                 "compacted": result.compacted,
                 "tokens_before": result.tokens_before,
                 "tokens_after": result.tokens_after,
+                "recount": exact,
+                "budget": result.budget,
+                "fit": exact <= result.budget,
+                "violations": violations,
                 "requests": len(record_calls),
                 "llm_calls": result.llm_calls,
                 "input_tokens": result.summarizer_input_tokens,
@@ -627,6 +638,18 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
     for s in f["sessions"]:
         where = f"{s['scenario']} {s['messages']:,}"
         for kind, q in s["quality"].items():
+            steps = q["steps"]
+            fits = sum(1 for st in steps if st["fit"])
+            out.append(
+                {
+                    "what": "fit and 0 pair violations (every compaction)",
+                    "where": f"{where} {kind}",
+                    "value": fits / len(steps),
+                    "pair": [fits, len(steps)],
+                    "target": 1.0,
+                    "met": fits == len(steps) and not any(st["violations"] for st in steps),
+                }
+            )
             for phase, key, target in (
                 ("after 1", "after1", TARGET_AFTER_ONE),
                 ("after 10", "after10", TARGET_AFTER_DRIFT),
@@ -656,6 +679,14 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _fit_cell(steps: Sequence[Mapping[str, Any]]) -> str:
+    fits = sum(1 for st in steps if st["fit"])
+    worst = max(st["recount"] / st["budget"] for st in steps)
+    cell = f"{fits}/{len(steps)} (largest {worst:.0%} of budget) / {sum(st['violations'] for st in steps)}"
+    good = fits == len(steps) and not any(st["violations"] for st in steps)
+    return cell if good else f"**{cell}**"
 
 
 def _missed_table(
@@ -770,8 +801,8 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
         "#### Summary growth: o200k tokens of the summary block (summary + artifact ledger) after each compaction",
         "",
         "| scenario | messages | +/step | summarizer | summary tokens after compaction 1 … 10 | context after 10 "
-        "| compacted | wall, 10 compactions |",
-        "|---|---|---|---|---|---|---|---|",
+        "| compacted | fit (exact recount) / pair violations | wall, 10 compactions |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in f["sessions"]:
         for kind, q in s["quality"].items():
@@ -780,7 +811,7 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
             out.append(
                 f"| {s['scenario']} | {s['messages']:,} | {s['growth']} | {kind} | {growth_list} "
                 f"| {steps[-1]['tokens_after']:,} tok / {steps[-1]['messages_out']} msgs "
-                f"| {q['compactions']}/{len(steps)} | {sum(st['wall_s'] for st in steps):.1f} s |"
+                f"| {q['compactions']}/{len(steps)} | {_fit_cell(steps)} | {sum(st['wall_s'] for st in steps):.1f} s |"
             )
     out += [
         "",

@@ -131,6 +131,7 @@ def test_drift_loop_really_compacts_ten_times() -> None:
         assert after["messages_in"] > before["messages_out"]
     assert all(s["messages_out"] < s["messages_in"] for s in steps)
     assert all(s["summary_tokens"] > 0 for s in steps)
+    assert all(s["fit"] and s["recount"] <= s["budget"] and s["violations"] == 0 for s in steps)
     # Every fed fact message that is gone from the context counts; the zone only grows.
     totals = [bq.share(s["retention"], CATEGORIES)[1] for s in steps]
     assert totals == sorted(totals)
@@ -215,7 +216,12 @@ def test_a_session_without_time_rows_renders() -> None:
     assert "| job_search | 40 | extractive |" in text
     assert "Time:" not in text
     checks = bq.targets(figures)
-    assert {c["what"] for c in checks} == {"identifier-type retention after 1", "identifier-type retention after 10"}
+    assert {c["what"] for c in checks} == {
+        "fit and 0 pair violations (every compaction)",
+        "identifier-type retention after 1",
+        "identifier-type retention after 10",
+    }
+    assert all(c["met"] for c in checks if c["what"].startswith("fit"))
 
 
 def test_sections_written_outside_run_all_replace_their_own_and_survive_its_rewrite(tmp_path: Path) -> None:
