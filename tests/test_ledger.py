@@ -383,6 +383,12 @@ def test_repeated_failures_are_one_line_with_a_count_that_carries_forward() -> N
     assert "- bash: Error: disk full" in again
 
 
+def test_failure_lines_of_tools_with_spaces_in_their_names_are_carried() -> None:
+    earlier = "## Artifacts\nTool failures:\n- web search (2 times): HTTP 429: slow down"
+    failure = carry_forward(ArtifactLedger(), earlier).tool_failures[0]
+    assert (failure.tool, failure.error, failure.times) == ("web search", "HTTP 429: slow down", 2)
+
+
 def test_failure_lines_of_the_older_format_are_carried() -> None:
     earlier = "## Artifacts\nTool failures:\n- read_file (toolu_01A): file not found: x.txt"
     failure = carry_forward(ArtifactLedger(), earlier).tool_failures[0]

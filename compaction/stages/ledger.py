@@ -429,7 +429,7 @@ FROM_EARLIER_LEDGER = -2
 
 _SECTION_HEADING = "## Artifacts"
 # "bash: KeyError: 'x'", "bash (3 times): KeyError: 'x'", and the older "bash (call_1): KeyError: 'x'".
-_FAILURE_LINE = re.compile(r"^(?P<tool>[^\s()]+?)(?: \((?:(?P<times>\d+) times|(?P<call>[^()]*))\))?: (?P<error>.*)$")
+_FAILURE_LINE = re.compile(r"^(?P<tool>.+?)(?: \((?:(?P<times>\d+) times|(?P<call>[^()]*))\))?: (?P<error>.*)$")
 
 
 def split_artifacts(summary: str) -> tuple[str, str]:
