@@ -177,7 +177,7 @@ def _make_run(compactor: Compactor, transcript: Transcript) -> Run:
     return compactor.plan_run(transcript)
 
 
-def _profile_top(profiler: cProfile.Profile, runs: int, limit: int = 8) -> dict[str, list[dict[str, Any]]]:
+def profile_top(profiler: cProfile.Profile, runs: int, limit: int = 8) -> dict[str, list[dict[str, Any]]]:
     """The hot spots of a profile: by self time (anything), and by cumulative time (functions of
     the library, without the wrappers that contain everything), per run, with their share."""
     stats = pstats.Stats(profiler, stream=io.StringIO())
@@ -272,7 +272,7 @@ def bench_planning(*, n: int = 2000, repeats: int = 15, seed: int = 0, profile: 
                 profiler.disable()
 
         asyncio.run(profiled())
-        figures["profile"] = _profile_top(profiler, 5)
+        figures["profile"] = profile_top(profiler, 5)
         figures["prune_actions"] = {
             action: sum(1 for item in run.record.get("prune", []) if item["action"] == action)
             for action in ("trimmed", "cleared")
@@ -388,7 +388,7 @@ def bench_latency(*, repeats: int = 3, seed: int = 0, profile: bool | None = Non
         for _ in range(3):
             compactor.compact(g.messages, system=g.system)
         profiler.disable()
-        figures["profile"] = _profile_top(profiler, 3)
+        figures["profile"] = profile_top(profiler, 3)
     return figures
 
 

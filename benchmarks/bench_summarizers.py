@@ -18,10 +18,8 @@ import argparse
 import asyncio
 import cProfile
 import http.client
-import io
 import json
 import os
-import pstats
 import statistics
 import sys
 import time
@@ -34,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_pipeline import profile_top  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.render import render_messages  # noqa: E402
@@ -103,18 +102,7 @@ def bench_extractive(*, repeats: int = 5, seed: int = 0, profile: bool | None = 
         profiler.enable()
         summarizer.summarize_messages(zone, max_tokens=SUMMARY_TOKENS)
         profiler.disable()
-        stats = pstats.Stats(profiler, stream=io.StringIO())
-        raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
-        total = sum(v[2] for v in raw.values())
-        rows = []
-        for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in raw.items():
-            short = filename.replace(str(ROOT) + "/", "")
-            rows.append((tottime, cumtime, ncalls, f"{short}:{line}({name})"))
-        rows.sort(reverse=True)
-        figures["profile"] = [
-            {"function": f, "calls": n, "self_ms": t * 1e3, "self_share": t / total, "cum_share": c / total}
-            for t, c, n, f in rows[:10]
-        ]
+        figures["profile"] = profile_top(profiler, runs=1, limit=10)["self"]
     return figures
 
 
