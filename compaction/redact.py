@@ -88,6 +88,18 @@ def _replace_assignment(match: re.Match[str]) -> str:
     return f"{key}[REDACTED:{_assignment_kind(key)}]"
 
 
+# Cheap cues, so that text without any (most tool output) skips the full redaction pass. Every
+# match of the patterns above starts on a line holding one of them (for assignments the cue is the key
+# and its "=" or ":", so "token" in code is not one), which lets a long text be redacted around its
+# cues only. They are matched in the lower-cased text: a case-insensitive alternation is several
+# times slower to scan with, and a cue that matches too often only costs a little time.
+_CUE = re.compile(
+    r"private key|eyj|sk-|sk_|rk_|akia|asia|aida|aroa|gh[pousr]_|github_pat_|xox[baprs]-|aiza"
+    r"|bearer|basic\s|://[^\s/@]*:[^\s@/]+@"
+    rf"|(?:{_KEY_WORDS})[\"']?\s*[:=]|--(?:{_KEY_WORDS})[= ]"
+)
+
+
 def redact_secrets(text: str) -> tuple[str, int]:
     """``text`` with credentials replaced by ``[REDACTED:<kind>]``, and how many were replaced.
 
@@ -100,6 +112,12 @@ def redact_secrets(text: str) -> tuple[str, int]:
     >>> redact_secrets("commit 3f9a2c1 at /etc/hosts, id 6f1c0e4a-5b7d-4c2e-9a1b-0d2e3f4a5b6c")[1]
     0
     """
+    if _CUE.search(text.lower()) is None:
+        return text, 0  # no pattern can match: skip the full pass
+    return _redact_all(text)
+
+
+def _redact_all(text: str) -> tuple[str, int]:
     total = 0
     for kind, pattern in _KEY_PATTERNS:
         text, n = pattern.subn(f"[REDACTED:{kind}]", text)
@@ -130,16 +148,6 @@ def looks_like_secret(token: str) -> bool:
     return _SECRET_TOKEN.search(token) is not None
 
 
-# Cheap cues, so that megabytes of ordinary tool output skip the full redaction pass. Every match
-# of the patterns above starts on a line holding one of them (for assignments the cue is the key
-# and its "=" or ":", so "token" in code is not one), which lets a long text be redacted around its
-# cues only. They are matched in the lower-cased text: a case-insensitive alternation is several
-# times slower to scan with, and a cue that matches too often only costs a little time.
-_CUE = re.compile(
-    r"private key|eyj|sk-|sk_|rk_|akia|asia|aida|aroa|gh[pousr]_|github_pat_|xox[baprs]-|aiza"
-    r"|bearer|basic\s|://[^\s/@]*:[^\s@/]+@"
-    rf"|(?:{_KEY_WORDS})[\"']?\s*[:=]|--(?:{_KEY_WORDS})[= ]"
-)
 # Texts at least this long are redacted window by window (see _cue_windows), shorter ones at once.
 _WINDOWED_MIN_CHARS = 4_096
 # A value may follow its key or "Bearer" after line breaks: a window reaches this many non-blank
@@ -173,24 +181,25 @@ def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
 
 
 def redact_if_needed(text: str) -> str:
-    """``text`` with secrets redacted, as :func:`redact_secrets` does, skipping the full pass when no
-    cue of a secret is present; a long text is redacted only in the lines around its cues (tool
-    output of megabytes where a few lines of code assign a token).
+    """``text`` with secrets redacted, as :func:`redact_secrets` does; a long text is redacted only
+    in the lines around its cues (tool output of megabytes where a few lines of code assign a token).
 
     >>> redact_if_needed("plain log line"), redact_if_needed("token=abcd1234efgh5678")
     ('plain log line', 'token=[REDACTED:token]')
     """
+    if len(text) < _WINDOWED_MIN_CHARS:
+        return redact_secrets(text)[0]
     lowered = text.lower()
     if _CUE.search(lowered) is None:
         return text
-    if len(text) < _WINDOWED_MIN_CHARS or len(lowered) != len(text) or "private key" in lowered:
-        return redact_secrets(text)[0]  # short; offsets would differ; a key block spans many lines
+    if len(lowered) != len(text) or "private key" in lowered:
+        return _redact_all(text)[0]  # offsets would differ; a key block spans many lines
     pieces: list[str] = []
     last = 0
     changed = False
     for start, end in _cue_windows(text, lowered):
         window = text[start:end]
-        redacted = redact_secrets(window)[0]
+        redacted = _redact_all(window)[0]
         changed = changed or redacted != window
         pieces += (text[last:start], redacted)
         last = end
