@@ -150,20 +150,22 @@ class _Collector:
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
-        rows = Counter(family(category, v) for v in values) if self.in_output and len(values) >= LISTING_ROWS else None
+        rows: set[str] = set()  # the values of this output that are rows of a listing
+        if self.in_output and len(values) >= LISTING_ROWS:
+            kinds = [family(category, v) for v in values]
+            sizes = Counter(kinds)
+            rows = {v for v, kind in zip(values, kinds, strict=True) if sizes[kind] >= LISTING_ROWS}
         # Past the limit, the last values win: later lines of an output are the more recent ones.
-        for value in values if limit is None else values[max(len(values) - limit, 0) :]:
-            value = value.strip()
+        for raw in values if limit is None else values[max(len(values) - limit, 0) :]:
+            value = raw.strip()
             if value:
                 self.seq += 1
                 table.pop(value, None)  # re-insert so the dict stays in sighting order
                 table[value] = (index, self.seq)
                 if not self.in_output:
                     self.mentioned.add(value)
-                elif rows is not None and rows[family(category, value)] >= LISTING_ROWS:
-                    self.listed.add(value)
                 else:
-                    self.singled.add(value)
+                    (self.listed if raw in rows else self.singled).add(value)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
         """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
@@ -625,9 +627,9 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown), kind))
     # Within a category the families take turns, the rarer first, each newest first; then the
-    # categories share the budget (below). A flood of one kind (the links of a search page, the lines of a log,
-    # a `git log`) cannot push the rarer references out, within a kind or across kinds; and rows of
-    # listings come after every reference that was said or singled out.
+    # categories share the budget (below). A flood of one kind (the links of a search page, the
+    # lines of a log, a `git log`) cannot push the rarer references out, within a kind or across
+    # kinds; and rows of listings come after every reference that was said or singled out.
     queues: list[list[_Entry]] = []
     for category in ("files", "urls", "identifiers", "commands", "tool_failures", "errors"):
         items = by_category.get(category, [])
