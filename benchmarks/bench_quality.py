@@ -639,7 +639,7 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
         where = f"{s['scenario']} {s['messages']:,}"
         for kind, q in s["quality"].items():
             steps = q["steps"]
-            fits = sum(1 for st in steps if st["fit"])
+            fits, intact = _integrity(steps)
             out.append(
                 {
                     "what": "fit and 0 pair violations (every compaction)",
@@ -647,7 +647,7 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "value": fits / len(steps),
                     "pair": [fits, len(steps)],
                     "target": 1.0,
-                    "met": fits == len(steps) and not any(st["violations"] for st in steps),
+                    "met": intact,
                 }
             )
             for phase, key, target in (
@@ -681,12 +681,17 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _fit_cell(steps: Sequence[Mapping[str, Any]]) -> str:
+def _integrity(steps: Sequence[Mapping[str, Any]]) -> tuple[int, bool]:
+    """How many compactions fit their budget, and whether all did with 0 pair violations."""
     fits = sum(1 for st in steps if st["fit"])
+    return fits, fits == len(steps) and not any(st["violations"] for st in steps)
+
+
+def _fit_cell(steps: Sequence[Mapping[str, Any]]) -> str:
+    fits, intact = _integrity(steps)
     worst = max(st["recount"] / st["budget"] for st in steps)
     cell = f"{fits}/{len(steps)} (largest {worst:.0%} of budget) / {sum(st['violations'] for st in steps)}"
-    good = fits == len(steps) and not any(st["violations"] for st in steps)
-    return cell if good else f"**{cell}**"
+    return cell if intact else f"**{cell}**"
 
 
 def _missed_table(
