@@ -193,9 +193,9 @@ def test_render_lists_only_missing_items_most_recent_first() -> None:
             "Exact references from the compacted span, most recent first:",
             "Tool failures:",
             "- bash: FAILED tests/test_charge.py::test_refund - KeyError: 'amount'",
-            "Files:",
+            "Files (tool-call arguments):",
             "- src/pay/refund.py",
-            "URLs:",
+            "URLs (named in the conversation):",
             "- https://docs.example.com/pay",
             "Errors:",
             "- exit code 1",
@@ -265,14 +265,27 @@ def test_secret_only_items_never_appear() -> None:
 
 
 @pytest.mark.parametrize("budget", [20, 35, 50, 80])
-def test_render_budget_keeps_the_newest_of_each_kind_longest(budget: int) -> None:
+def test_render_budget_keeps_what_was_said_before_call_arguments(budget: int) -> None:
     out = render_ledger(sample(), summary_text="", max_tokens=budget)
     if out:
         assert "omitted" in out.splitlines()[-1]
-        if "src/pay/charge.py" in out:  # two files of src/pay: the newer one goes last
-            assert "src/pay/refund.py" in out
-        if "- src/" in out:  # tests/ has one file, src/pay two: the lone one comes first
-            assert "tests/test_charge.py" in out
+        if "src/pay/refund.py" in out:  # read by the agent's call; the user named src/pay/charge.py
+            assert "src/pay/charge.py" in out
+
+
+def test_render_budget_keeps_the_newest_of_each_kind_longest() -> None:
+    pay = [LedgerItem(f"src/pay/module_{i}.py", 10 + i) for i in reversed(range(8))]
+    files = (*pay, LedgerItem("tests/test_a.py", 1))
+    # tests/ has one file, src/pay eight: the lone one comes first, then src/pay newest first.
+    priority = ["tests/test_a.py", *(f.value for f in pay)]
+    counts = set()
+    for budget in range(20, 120):
+        out = render_ledger(ArtifactLedger(files=files), summary_text="", max_tokens=budget)
+        kept = [line[2:] for line in out.splitlines() if line.startswith("- ")]
+        assert set(kept) == set(priority[: len(kept)])
+        assert kept == [f.value for f in files if f.value in kept]  # shown most recent first
+        counts.add(len(kept))
+    assert {1, 2, 3, 9} <= counts
 
 
 def test_a_flood_of_one_kind_cannot_push_rarer_references_out() -> None:
@@ -318,7 +331,9 @@ def test_carry_forward_keeps_references_the_earlier_summary_named() -> None:
     earlier = render_ledger(sample(), summary_text="", max_tokens=1000)
     summary = "## Progress\n- Deployed with `kubectl -n pay rollout restart deployment/pay-api`; see OPS-4410."
     ledger = carry_forward(collect_artifacts([user("u9", "now look at src/new.py")]), earlier, summary)
-    assert values(ledger.files)[:2] == ["src/new.py", "src/pay/refund.py"]
+    assert values(ledger.files) == ["src/new.py", "src/pay/charge.py", "src/pay/refund.py", "tests/test_charge.py"]
+    assert "src/pay/charge.py" in ledger.mentioned  # the heading said so
+    assert "src/pay/refund.py" in ledger.called
     assert "OPS-4410" in values(ledger.identifiers)
     assert "kubectl -n pay rollout restart deployment/pay-api" in values(ledger.commands)
     assert {i.last_seen for i in ledger.identifiers if i.value == "OPS-4410"} == {-1}
@@ -438,3 +453,92 @@ def test_categories_share_the_budget_by_length_not_by_count() -> None:
     assert len(kept_ids) > 3 * len(kept_errors) > 0
     id_chars, error_chars = sum(map(len, kept_ids)), sum(map(len, kept_errors))
     assert 0.7 < id_chars / error_chars < 1.4
+
+
+def test_a_table_of_links_in_prose_is_a_listing_and_a_lone_link_is_said() -> None:
+    table = "\n".join(f"| Role {i} | https://www.linkedin.com/jobs/view/{3900000000 + i}/ |" for i in range(6))
+    lone = "https://www.glassdoor.co.uk/Reviews/fabrikam-Reviews-E1.htm"
+    ledger = collect_artifacts([assistant("a1", f"Scores for today:\n{table}\nReviews: {lone}")])
+    assert lone in ledger.mentioned
+    assert lone not in ledger.listed
+    rows = [u.value for u in ledger.urls if "linkedin" in u.value]
+    assert len(rows) == 6
+    assert set(rows) <= ledger.listed
+    assert not set(rows) & ledger.mentioned
+
+
+def test_arguments_of_calls_rank_after_what_the_conversation_said() -> None:
+    # The user asks for six test runs; the agent then runs forty others of the same shape.
+    asked = [f"pytest tests/test_vip_{i}.py -x" for i in range(6)]
+    msgs = [user(f"u{i}", f"Also run `{c}` before you finish.") for i, c in enumerate(asked)]
+    for i in range(40):
+        msgs += [
+            assistant(f"a{i}", "", (f"c{i}", "bash", {"command": f"pytest tests/test_{i}.py -x"})),
+            result(f"t{i}", f"c{i}", "1 passed"),
+        ]
+    ledger = collect_artifacts(msgs)
+    assert set(asked) <= ledger.mentioned
+    assert "pytest tests/test_39.py -x" in ledger.called
+    only_commands = ArtifactLedger(commands=ledger.commands, mentioned=ledger.mentioned, called=ledger.called)
+    out = render_ledger(only_commands, summary_text="", max_tokens=110)
+    kept = [line[2:] for line in out.splitlines() if line.startswith("- ")]
+    assert "omitted" in out
+    assert len(kept) < 12
+    assert set(asked) <= set(kept)  # all of them, though older than the runs
+    assert "Commands (tool-call arguments):\n- pytest tests/test_39.py -x" in out  # then the newest runs
+
+
+def test_carried_items_keep_where_they_were_seen() -> None:
+    # A first compaction had room for a git log's rows; the next one has less room and new items:
+    # the carried rows go before the commit a build singled out, however often they are carried.
+    def sha(i: int) -> str:
+        return hashlib.sha1(str(i).encode()).hexdigest()
+
+    built = sha(-1)
+    msgs = [
+        assistant("a0", "", ("b0", "bash", {"command": "make build"})),
+        result("r0", "b0", f"built from commit {built}\nok"),
+        assistant("a1", "", ("l1", "bash", {"command": "git log"})),
+        result("t1", "l1", "\n".join(f"commit {sha(i)}" for i in range(20))),
+    ]
+    first = render_ledger(collect_artifacts(msgs), summary_text="", max_tokens=2000)
+    assert f"Identifiers:\n- {built}" in first
+    assert "Identifiers (rows of listings):" in first
+    earlier = first
+    shown_rows = []
+    for step in range(3):  # carried again and again, with new references each time
+        new = collect_artifacts([user(f"u{step}", f"Also check PAY-{step} and src/step_{step}.py")])
+        ledger = carry_forward(new, earlier)
+        rows = {sha(i) for i in range(20) if f"- {sha(i)}" in earlier}
+        assert rows
+        assert rows <= ledger.listed
+        assert built not in ledger.listed
+        shown_rows.append(len(rows))
+        earlier = render_ledger(ledger, summary_text="", max_tokens=250)
+        assert f"- {built}" in earlier
+        assert f"- PAY-{step}" in earlier
+        assert f"- src/step_{step}.py" in earlier
+    assert shown_rows[0] == 20 > shown_rows[-1]  # the rows made room
+    # An earlier ledger without source headings (an older version's) is read as tool output.
+    old = "## Artifacts\nIdentifiers:\n- PAY-7"
+    carried = carry_forward(ArtifactLedger(), old)
+    assert values(carried.identifiers) == ["PAY-7"]
+    assert not carried.mentioned
+    assert not carried.listed
+
+
+def test_tool_failures_and_errors_share_one_part_of_the_budget() -> None:
+    files = tuple(LedgerItem(f"src/area_{i}/module.py", 300 - i) for i in range(100))
+    errors = tuple(
+        LedgerItem(f"ValueError: bad value {i} in the {i}th batch of the import", 200 - i) for i in range(100)
+    )
+    failures = tuple(
+        ToolFailure("bash", f"c{i}", f"KeyError: 'key_{i}' while loading row {i}", 100 - i) for i in range(100)
+    )
+    ledger = ArtifactLedger(files=files, errors=errors, tool_failures=failures)
+    out = render_ledger(ledger, summary_text="", max_tokens=800)
+    lines = out.splitlines()
+    file_chars = sum(len(line) for line in lines if line.startswith("- src/"))
+    error_chars = sum(len(line) for line in lines if line.startswith(("- ValueError", "- bash")))
+    assert "omitted" in lines[-1]
+    assert 0.8 < file_chars / error_chars < 1.25  # not a third of the room for files, two for errors

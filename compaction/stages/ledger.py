@@ -5,15 +5,18 @@ survive a compaction ~10 % of the time and commands ~0.2 %. The ledger collects 
 deterministically from the compacted span, and :func:`render_ledger` appends only what the summary
 did not already keep verbatim, within a token budget, with secrets redacted.
 
-What gets the budget when not everything fits: the categories share it evenly by length (more of the
-short ids than of the long error lines); within a category the *families* take turns (a directory, a
-site, an id format, a program with its options, an error's type and first word, each split by where
-it was seen: the conversation's own words, tool output, or an earlier ledger), rarer families first,
-newest first within each. A bulk listing (a search page's links, a ``git log``, a test run's
-repeated failures) is one family, so it cannot push the one-off references out, and references seen
-only as rows of listings come after all the others. A tool failure that repeats is one line with its
-count. Across compactions (:func:`carry_forward`) the earlier ledger and the references the earlier
-summary named are carried, so a later summary that drops them does not lose them.
+What gets the budget when not everything fits: the categories (errors and tool failures counting as
+one) share it evenly by length (more of the short ids than of the long error lines); within a
+category the *families* take turns (a directory, a site, an id format, a program with its options,
+an error's type and first word, each split by where it was seen: the conversation's own words, a
+tool call's arguments, a tool's output, rows of listings; and whether an earlier ledger kept it),
+rarer families first, newest first within each. What the conversation said and what a tool
+reported on its own rank first, then the arguments of the agent's own calls, then references seen
+only as rows of listings (a search page's links, a ``git log``, a table of links), so a bulk listing
+cannot push the one-off references out. A tool failure that repeats is one line with its count.
+Each category is listed under a heading that says where its items were seen, so a later compaction
+that carries them forward (:func:`carry_forward`, with the references the earlier summary named, so
+a later summary that drops them does not lose them) ranks them as before.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 >>> call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -x"}')
@@ -117,6 +120,7 @@ class ArtifactLedger:
     errors: tuple[LedgerItem, ...] = ()
     tool_failures: tuple[ToolFailure, ...] = ()
     mentioned: frozenset[str] = frozenset()
+    called: frozenset[str] = frozenset()
     listed: frozenset[str] = frozenset()
 
     @property
@@ -141,17 +145,19 @@ class _Collector:
     failures: dict[str, tuple[ToolFailure, int]] = field(default_factory=dict)
     seq: int = 0
     redact: bool = True
-    in_output: bool = False
-    """Set while a tool result is collected: what is added then is not "mentioned"."""
-    mentioned: set[str] = field(default_factory=set)
-    listed: set[str] = field(default_factory=set)
+    where: str = "said"
+    """What is being collected: the conversation's own words ("said"), a tool call's arguments
+    ("called") or a tool's output ("output")."""
+    said: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
     singled: set[str] = field(default_factory=set)
     """Values seen in a tool output other than as rows of a listing."""
+    listed: set[str] = field(default_factory=set)
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
-        rows: set[str] = set()  # the values of this output that are rows of a listing
-        if self.in_output and len(values) >= LISTING_ROWS:
+        rows: set[str] = set()  # the values that are rows of a listing (a search page, a table of links)
+        if len(values) >= LISTING_ROWS:
             kinds = [family(category, v) for v in values]
             sizes = Counter(kinds)
             rows = {v for v, kind in zip(values, kinds, strict=True) if sizes[kind] >= LISTING_ROWS}
@@ -162,10 +168,10 @@ class _Collector:
                 self.seq += 1
                 table.pop(value, None)  # re-insert so the dict stays in sighting order
                 table[value] = (index, self.seq)
-                if not self.in_output:
-                    self.mentioned.add(value)
+                if raw in rows:
+                    self.listed.add(value)
                 else:
-                    (self.listed if raw in rows else self.singled).add(value)
+                    {"said": self.said, "called": self.called}.get(self.where, self.singled).add(value)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
         """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
@@ -188,8 +194,9 @@ class _Collector:
             commands=items("commands"),
             errors=items("errors"),
             tool_failures=failures,
-            mentioned=frozenset(self.mentioned),
-            listed=frozenset(self.listed - self.singled - self.mentioned),
+            mentioned=frozenset(self.said),
+            called=frozenset(self.called - self.said),
+            listed=frozenset(self.listed - self.singled - self.said - self.called),
         )
 
 
@@ -392,6 +399,14 @@ def _is_command_tool(name: str) -> bool:
 
 
 def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
+    c.where = "called"
+    try:
+        _collect_arguments(c, call, index)
+    finally:
+        c.where = "said"
+
+
+def _collect_arguments(c: _Collector, call: ToolCallPart, index: int) -> None:
     try:
         args: Any = json.loads(call.arguments)
     except ValueError:
@@ -430,6 +445,20 @@ NAMED_BY_EARLIER_SUMMARY = -1
 FROM_EARLIER_LEDGER = -2
 
 _SECTION_HEADING = "## Artifacts"
+# Where an item was seen (see _source), in the order a category lists them, and the suffix of the
+# heading it is listed under: a later compaction that carries the item forward reads it back, so
+# an item keeps its rank however often it is carried.
+_SOURCES = {
+    "said": " (named in the conversation)",
+    "called": " (tool-call arguments)",
+    "output": "",
+    "listed": " (rows of listings)",
+}
+# When not everything fits, what the conversation said and what a tool reported on its own come
+# first; then the arguments of the agent's own calls (the trajectory the summary narrates: the
+# files it opened, the commands it ran, the ids it fetched, repeated call after call); rows of
+# listings last.
+_RANKS = {"said": 0, "output": 0, "called": 1, "listed": 2}
 # "bash: KeyError: 'x'", "bash (3 times): KeyError: 'x'", and the older "bash (call_1): KeyError: 'x'".
 _FAILURE_LINE = re.compile(r"^(?P<tool>.+?)(?: \((?:(?P<times>\d+) times|(?P<call>[^()]*))\))?: (?P<error>.*)$")
 
@@ -451,14 +480,19 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
     >>> [i.value for i in carry_forward(ArtifactLedger(files=(LedgerItem("b.py", 3),)), old, "edited c.py").files]
     ['b.py', 'c.py', 'a.py']
     """
-    titles = {title: category for category, title in _TITLES.items()}
+    titles = {
+        title + suffix: (category, source) for category, title in _TITLES.items() for source, suffix in _SOURCES.items()
+    }
     carried: dict[str, list[str]] = {category: [] for category in _TITLES}
+    sources: dict[str, set[str]] = {source: set() for source in _SOURCES}
     category: str | None = None
+    source = "output"
     for line in earlier_section.splitlines():
         if line.endswith(":") and line[:-1] in titles:
-            category = titles[line[:-1]]
+            category, source = titles[line[:-1]]
         elif line.startswith("- ") and category is not None:
             carried[category].append(line[2:])
+            sources[source].add(line[2:])
     scan = _Collector()
     _collect_text(scan, earlier_summary, 0, "user")  # its error lines are errors it chose to keep
     named = scan.ledger()
@@ -488,8 +522,12 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
         commands=merged(ledger.commands, "commands"),
         errors=merged(ledger.errors, "errors"),
         tool_failures=tuple(failures),
-        mentioned=ledger.mentioned,
-        listed=ledger.listed,
+        mentioned=ledger.mentioned | sources["said"],
+        called=ledger.called | sources["called"],
+        # A carried row stays a row unless this span singled it out; a row of this span that was
+        # singled out before is not one.
+        listed=(ledger.listed - sources["output"])
+        | (sources["listed"] - {i.value for c in _CATEGORIES for i in getattr(ledger, c)}),
     )
 
 
@@ -509,9 +547,9 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
                 tool_names[part.id] = part.name
                 _collect_call(c, part, index)
             elif isinstance(part, ToolResultPart):
-                c.in_output = True
+                c.where = "output"
                 _collect_result(c, part, index, tool_names)
-                c.in_output = False
+                c.where = "said"
             elif isinstance(part, TextPart):
                 _collect_text(c, part.text, index, message.role)
     return c.ledger()
@@ -573,20 +611,19 @@ def family(category: str, value: str) -> str:
     return " ".join(re.sub(r"\d+", "9", text).split()[:2])
 
 
-_Entry = tuple[int, str, str]  # (recency position, category, shown text)
+_Entry = tuple[int, str, str, str]  # (recency position, category, shown text, source)
 
 
 def _source(ledger: ArtifactLedger, key: str, last_seen: int) -> str:
-    """Where an item came from, as part of its family: the conversation's own words (and the
-    earlier summary's), a tool's output, only rows of listings in tool output, or only the earlier
-    ledger. A value the user or the agent wrote is not lost in the flood of its kind in tool output,
-    and what an earlier ledger kept takes turns with the new items of its kind instead of queueing
-    behind all of them."""
+    """Where an item was seen: the conversation's own words (or the earlier summary's), a tool
+    call's arguments, a tool's output, or only rows of listings. It is part of the item's family, so
+    a value the user or the agent wrote is not lost in the flood of its kind in tool output; an
+    earlier ledger's items keep the source they were listed under."""
     if last_seen == NAMED_BY_EARLIER_SUMMARY or key in ledger.mentioned:
-        return "said:"
-    if last_seen == FROM_EARLIER_LEDGER:
-        return "earlier:"
-    return "listed:" if key in ledger.listed else "output:"
+        return "said"
+    if key in ledger.called:
+        return "called"
+    return "listed" if key in ledger.listed else "output"
 
 
 def _failure_groups(failures: Sequence[ToolFailure]) -> list[tuple[int, str, str, int]]:
@@ -617,7 +654,11 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
     for position, (last_seen, category, key, shown) in enumerate(sorted(entries, key=lambda e: -e[0])):  # stable
         if key in summary_text:
             continue
-        kind = _source(ledger, shown, last_seen) + family("errors" if category == "tool_failures" else category, key)
+        source = _source(ledger, shown, last_seen)
+        # What an earlier ledger kept takes turns with the new items of its kind instead of
+        # queueing behind all of them.
+        carried = "earlier " if last_seen == FROM_EARLIER_LEDGER else ""
+        kind = f"{carried}{source}:" + family("errors" if category == "tool_failures" else category, key)
         if redact:
             cleaned, n = redact_secrets(shown)
             if n and _WHOLE_REDACTION.fullmatch(cleaned):
@@ -625,19 +666,20 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             if n and redact_secrets(key)[0] in summary_text:
                 continue
             shown = cleaned
-        by_category.setdefault(category, []).append(((position, category, shown), kind))
-    # Within a category the families take turns, the rarer first, each newest first; then the
-    # categories share the budget (below). A flood of one kind (the links of a search page, the
-    # lines of a log, a `git log`) cannot push the rarer references out, within a kind or across
-    # kinds; and rows of listings come after every reference that was said or singled out.
+        by_category.setdefault(category, []).append(((position, category, shown, source), kind))
+    # Within a category the families take turns, the rarer first, each newest first, after the
+    # rank of their source (_RANKS); then the categories share the budget (below). A flood of one
+    # kind (the links of a search page, the lines of a log, a `git log`) cannot push the rarer
+    # references out, within a kind or across kinds. A failed call's error is an error: tool
+    # failures and errors share one part of the budget.
     queues: list[list[_Entry]] = []
-    for category in ("files", "urls", "identifiers", "commands", "tool_failures", "errors"):
-        items = by_category.get(category, [])
+    for group in (("files",), ("urls",), ("identifiers",), ("commands",), ("tool_failures", "errors")):
+        items = [x for category in group for x in by_category.get(category, [])]
         sizes = Counter(kind for _, kind in items)
         turn: Counter[str] = Counter()
         keyed = []
         for entry, kind in items:
-            keyed.append((kind.startswith("listed:"), turn[kind], sizes[kind], entry[0], entry))
+            keyed.append((_RANKS[entry[3]], turn[kind], sizes[kind], entry[0], entry))
             turn[kind] += 1
         queues.append([entry for *_, entry in sorted(keyed)])
     # The categories take turns by the room they have used: the next item comes from the category
@@ -661,10 +703,11 @@ def _render(missing: list[_Entry], kept: int) -> str:
     lines = ["## Artifacts", "Exact references from the compacted span, most recent first:"]
     chosen = sorted(missing[:kept])
     for category in ("tool_failures", *_CATEGORIES):
-        shown = [text for _, cat, text in chosen if cat == category]
-        if shown:
-            lines.append(f"{_TITLES[category]}:")
-            lines.extend(f"- {text}" for text in shown)
+        for source, suffix in _SOURCES.items():
+            shown = [text for _, cat, text, seen in chosen if cat == category and seen == source]
+            if shown:
+                lines.append(f"{_TITLES[category]}{suffix}:")
+                lines.extend(f"- {text}" for text in shown)
     omitted = len(missing) - kept
     if omitted:
         noun = "reference" if omitted == 1 else "references"
