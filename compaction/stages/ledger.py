@@ -108,10 +108,11 @@ class ToolFailure:
 
 @dataclass(frozen=True)
 class ArtifactLedger:
-    """Artifacts per category, each tuple most recent first; ``mentioned`` holds the values that
-    were seen in the conversation itself (user or assistant text, tool-call arguments), not only
-    in tool output; ``listed`` the values seen only as rows of a listing (a tool output with at
-    least ``LISTING_ROWS`` values of their family: a ``git log``, a search page, a ``find``)."""
+    """Artifacts per category, each tuple most recent first. Where the values were seen:
+    ``mentioned`` holds those the conversation itself wrote (user or assistant text); ``called``
+    those seen in tool-call arguments but never written; ``listed`` those seen only as rows of a
+    listing (a tool output or a message with at least ``LISTING_ROWS`` values of their family: a
+    ``git log``, a search page, a table of links). The others were singled out in tool output."""
 
     files: tuple[LedgerItem, ...] = ()
     urls: tuple[LedgerItem, ...] = ()
@@ -170,8 +171,10 @@ class _Collector:
                 table[value] = (index, self.seq)
                 if raw in rows:
                     self.listed.add(value)
+                elif self.where == "output":
+                    self.singled.add(value)
                 else:
-                    {"said": self.said, "called": self.called}.get(self.where, self.singled).add(value)
+                    (self.called if self.where == "called" else self.said).add(value)
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
         """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
