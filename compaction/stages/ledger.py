@@ -704,11 +704,12 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
 
 def _render(missing: list[_Entry], kept: int) -> str:
     lines = ["## Artifacts", "Exact references from the compacted span, most recent first:"]
-    chosen = sorted(missing[:kept])
+    groups: dict[tuple[str, str], list[str]] = {}
+    for _, category, text, source in sorted(missing[:kept]):
+        groups.setdefault((category, source), []).append(text)
     for category in ("tool_failures", *_CATEGORIES):
         for source, suffix in _SOURCES.items():
-            shown = [text for _, cat, text, seen in chosen if cat == category and seen == source]
-            if shown:
+            if shown := groups.get((category, source)):
                 lines.append(f"{_TITLES[category]}{suffix}:")
                 lines.extend(f"- {text}" for text in shown)
     omitted = len(missing) - kept
