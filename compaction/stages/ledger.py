@@ -402,14 +402,6 @@ def _is_command_tool(name: str) -> bool:
 
 
 def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
-    c.where = "called"
-    try:
-        _collect_arguments(c, call, index)
-    finally:
-        c.where = "said"
-
-
-def _collect_arguments(c: _Collector, call: ToolCallPart, index: int) -> None:
     try:
         args: Any = json.loads(call.arguments)
     except ValueError:
@@ -548,7 +540,9 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
         for part in message.parts:
             if isinstance(part, ToolCallPart):
                 tool_names[part.id] = part.name
+                c.where = "called"
                 _collect_call(c, part, index)
+                c.where = "said"
             elif isinstance(part, ToolResultPart):
                 c.where = "output"
                 _collect_result(c, part, index, tool_names)
