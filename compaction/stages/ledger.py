@@ -715,10 +715,11 @@ def _render(missing: list[_Entry], kept: int) -> str:
 
 def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
     """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``), each category listed most recent first. When not everything fits, the
-    categories share the budget evenly by length, and within each the families take turns (see the
-    module docstring): the oldest items of the largest families go first. Empty when nothing is missing
-    or nothing fits.
+    (``ceil(chars / 4)``), each category listed most recent first under a heading per source (where
+    its items were seen). When not everything fits, the categories share the budget evenly by length,
+    and within each the families take turns after the rank of their source (see the module
+    docstring): rows of listings, then the oldest items of the largest families go first. Empty when
+    nothing is missing or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))
