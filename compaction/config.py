@@ -78,13 +78,21 @@ class CompactionConfig(BaseModel):
     "conversation" (OpenAI-format transcripts, single-pass only): the agent's own conversation plus a
     final summarization request, so the prefix is byte-identical to the agent's last request and
     hits the provider's prompt cache; falls back to "rendered" when the chunked path is needed."""
+    summary_block_share: float = Field(default=0.0625, gt=0, le=0.5)
+    """The summary block (summary, artifact ledger, quoted last request, markers) is at most this share
+    of the window, in the counter's tokens: 8,000 at a 128,000-token window. Every later turn re-sends
+    the block, so it stays small; what it leaves out stays one recall away (:mod:`compaction.recall`)."""
+    summary_block_max_tokens: int | None = Field(default=None, ge=256)
+    """An explicit cap on the summary block, instead of ``summary_block_share`` of the window."""
     artifact_ledger: bool = True
     ledger_share: float = Field(default=0.25, gt=0, le=1)
-    """Share of ``max_summary_tokens`` the artifact ledger always gets."""
-    ledger_max_tokens: int = Field(default=32_000, ge=0)
-    """The ledger may grow to this size while the compacted context stays under half the trigger point
-    (what an earlier ledger carried keeps its room up to three quarters of it). Measured as
-    characters / 4; a ledger dense with hashes and ids is up to ~30 % more exact tokens."""
+    """Share of the summary block the artifact ledger always gets (the summary gets the rest, up to
+    ``max_summary_tokens``); the ledger also takes whatever room the summary leaves unused."""
+    ledger_max_tokens: int | None = Field(default=None, ge=0)
+    """None (the default): the ledger is an index that fills the block cap. A number asks for a larger
+    ledger, beyond the block cap: it grows to this many tokens while the compacted context stays under
+    half the trigger point (what an earlier ledger carried keeps its room up to three quarters of it);
+    more references verbatim in context, less room before the next compaction."""
     redact_secrets: bool = True
 
     # --- fall back ---
@@ -127,3 +135,15 @@ class CompactionConfig(BaseModel):
     @property
     def auto_compaction_enabled(self) -> bool:
         return self.enabled and self.threshold != 0
+
+    def block_cap(self, window: int) -> int:
+        """The summary block's cap in tokens for a model with this window.
+
+        >>> CompactionConfig().block_cap(128_000), CompactionConfig().block_cap(32_000)
+        (8000, 2000)
+        >>> CompactionConfig(summary_block_max_tokens=3_000).block_cap(128_000)
+        3000
+        """
+        if self.summary_block_max_tokens is not None:
+            return self.summary_block_max_tokens
+        return int(window * self.summary_block_share)

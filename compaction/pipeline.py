@@ -243,7 +243,6 @@ async def run_pipeline(run: Run) -> CompactionResult:
             zone,
             outcome,
             ledger,
-            quote_tokens=config.max_summary_tokens // 2,
             carried_tokens=run.counter.count_text(p.carried_ledger) if p.carried_ledger else 0,
         )
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
@@ -282,7 +281,7 @@ def _layout(
     """Protect, then make sure what is kept leaves room for the summary: shrink the tail to safe
     cuts, then the summary allowance, then prune oversized tool results in the kept messages.
     Raises CompactionError when even the protected content alone cannot fit."""
-    config = run.config
+    config = within_block_cap(run.config, run.budget.window)
     keep = config.keep_recent_messages >> run.aggression
     keep_tokens = config.keep_recent_tokens >> run.aggression if config.keep_recent_tokens is not None else None
 
@@ -301,6 +300,8 @@ def _layout(
 
     def allowance(cfg: CompactionConfig) -> int:
         ledger = int(cfg.max_summary_tokens * cfg.ledger_share) if cfg.artifact_ledger else 0
+        if cfg.artifact_ledger and cfg.ledger_max_tokens is None:
+            ledger = min(ledger, int(cfg.block_cap(run.budget.window) * cfg.ledger_share))
         return cfg.max_summary_tokens + ledger + BLOCK_OVERHEAD_TOKENS
 
     layout = layout_for(keep, keep_tokens)
@@ -405,7 +406,6 @@ def _summary_block(
     outcome: SummaryOutcome,
     ledger: ArtifactLedger | None,
     *,
-    quote_tokens: int,
     carried_tokens: int = 0,
 ) -> SummaryBlock:
     config = run.config
@@ -418,16 +418,6 @@ def _summary_block(
             summary += f" ({outcome.reason})"
     if config.redact_secrets:
         summary, _ = redact_secrets(summary)
-    body = summary
-    if ledger is not None:
-        ledger_text = render_ledger(
-            ledger,
-            summary_text=summary,
-            max_tokens=_ledger_tokens(run, messages, layout, summary, quote_tokens, carried_tokens),
-            redact=config.redact_secrets,
-        )
-        if ledger_text:
-            body = summary.rstrip() + "\n\n" + ledger_text
     last_request = None
     if layout.last_request_in_zone and layout.last_user_request is not None:
         request = messages[layout.last_user_request]
@@ -435,22 +425,64 @@ def _summary_block(
         if last_request and config.redact_secrets:
             last_request, _ = redact_secrets(last_request)
         if last_request:
-            last_request = truncate_to_tokens(last_request, max(64, quote_tokens), run.counter.count_text)
-    return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request)
+            last_request = truncate_to_tokens(
+                last_request, quote_tokens(config, run.budget.window), run.counter.count_text
+            )
+    body = summary
+    if ledger is not None:
+        ledger_text = render_ledger(
+            ledger,
+            summary_text=summary,
+            max_tokens=_ledger_tokens(run, messages, layout, summary, last_request, carried_tokens),
+            redact=config.redact_secrets,
+            count=run.counter.count_text,
+        )
+        if ledger_text:
+            body = summary.rstrip() + "\n\n" + ledger_text
+    archived = [m.id for m in zone]
+    span = (archived[0], archived[-1]) if archived else None
+    return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request, archive_span=span)
+
+
+def quote_tokens(config: CompactionConfig, window: int) -> int:
+    """The most the quoted last request may take of the summary block (its original is archived)."""
+    return max(64, min(config.max_summary_tokens // 2, config.block_cap(window) // 8))
+
+
+def within_block_cap(config: CompactionConfig, window: int) -> CompactionConfig:
+    """``config`` with ``max_summary_tokens`` lowered, when needed, so that the summary, the ledger's
+    share and the block's markers fit the summary block's cap (:meth:`CompactionConfig.block_cap`)."""
+    cap = config.block_cap(window)
+    ledger = int(cap * config.ledger_share) if config.artifact_ledger else 0
+    room = max(64, cap - ledger - BLOCK_OVERHEAD_TOKENS)
+    return config if config.max_summary_tokens <= room else config.model_copy(update={"max_summary_tokens": room})
 
 
 def _ledger_tokens(
-    run: Run, messages: Sequence[Message], layout: Partition, summary: str, quote_tokens: int, carried_tokens: int
+    run: Run,
+    messages: Sequence[Message],
+    layout: Partition,
+    summary: str,
+    last_request: str | None,
+    carried_tokens: int,
 ) -> int:
-    """The ledger gets at least ``ledger_share`` of the summary budget, and grows up to
-    ``ledger_max_tokens`` while the compacted context stays under half of the trigger point (so the
+    """The ledger's room. By default it is what the block cap leaves after the summary, the quoted last
+    request and the markers (counted with the run's counter, exact for exact tokenizers): an index of
+    the references that matter most, the rest one recall away.
+
+    With ``ledger_max_tokens`` set, the ledger gets at least ``ledger_share`` of the summary budget and
+    grows up to that size while the compacted context stays under half of the trigger point (so the
     next turns do not re-trigger compaction at once). What an earlier ledger carried keeps its room
     while the context stays under three quarters of the trigger point: a large message in the kept
     tail (a file just read) must not make the session forget every reference of its past."""
     config = run.config
+    count = run.counter.count_text
+    block = count(summary) + BLOCK_OVERHEAD_TOKENS + (count(last_request) if last_request else 0)
+    if config.ledger_max_tokens is None:
+        return max(0, config.block_cap(run.budget.window) - block)
     floor = int(config.max_summary_tokens * config.ledger_share)
     kept = [messages[i] for i in (*layout.head, *layout.kept_middle)] + list(messages[layout.tail_start :])
-    used = run.count(kept) + run.counter.count_text(summary) + BLOCK_OVERHEAD_TOKENS + quote_tokens
+    used = run.count(kept) + block
     room = max(run.budget.settled - used, min(carried_tokens, run.budget.ceiling * 3 // 4 - used))
     return max(floor, min(config.ledger_max_tokens, room))
 

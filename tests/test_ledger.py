@@ -542,3 +542,58 @@ def test_tool_failures_and_errors_share_one_part_of_the_budget() -> None:
     error_chars = sum(len(line) for line in lines if line.startswith(("- ValueError", "- bash")))
     assert "omitted" in lines[-1]
     assert 0.8 < file_chars / error_chars < 1.25  # not a third of the room for files, two for errors
+
+
+def test_edits_and_failed_commands_are_collected_with_their_source() -> None:
+    msgs = [
+        assistant(
+            "a1",
+            "",
+            ("c1", "str_replace_editor", {"command": "view", "path": "/repo/src/read_only.py"}),
+            ("c2", "str_replace_editor", {"command": "str_replace", "path": "/repo/src/fixed.py", "old_str": "a"}),
+            ("c3", "write_file", {"path": "notes/plan.md", "content": "plan"}),
+            ("c4", "bash", {"command": "pytest tests/test_fixed.py -x"}),
+            ("c5", "bash", {"command": "ls src"}),
+        ),
+        result("r1", "c1", "1\timport os"),
+        result("r2", "c2", "ok"),
+        result("r3", "c3", "written"),
+        result("r4", "c4", "FAILED tests/test_fixed.py::test_a - AssertionError: 1 != 2", is_error=True),
+        result("r5", "c5", "a.py b.py"),
+    ]
+    ledger = collect_artifacts(msgs)
+    assert ledger.edited == {"/repo/src/fixed.py", "notes/plan.md"}
+    assert ledger.failed == {"pytest tests/test_fixed.py -x"}
+    out = render_ledger(ledger, summary_text="", max_tokens=2_000)
+    assert "Files (edited):\n- notes/plan.md\n- /repo/src/fixed.py" in out
+    assert "Commands (failed):\n- pytest tests/test_fixed.py -x" in out
+    # Carried forward, the sources survive: an edited file stays edited, a failed command failed.
+    carried = carry_forward(ArtifactLedger(), out)
+    assert carried.edited == ledger.edited
+    assert carried.failed == ledger.failed
+
+
+def test_index_tier_named_edited_and_failed_before_what_tools_reported() -> None:
+    # One edited file and one failed command among many references a tool merely printed: under a
+    # small budget the index keeps the first two, whatever the categories.
+    printed = tuple(LedgerItem(f"https://example.org/page/{i}", 100 + i) for i in range(40))
+    paths = tuple(LedgerItem(f"build/out/artifact_{i}.o", 50 + i) for i in range(40))
+    ledger = ArtifactLedger(
+        urls=printed,
+        files=(*paths, LedgerItem("src/core.py", 3)),
+        commands=(LedgerItem("make test", 2),),
+        edited=frozenset({"src/core.py"}),
+        failed=frozenset({"make test"}),
+    )
+    out = render_ledger(ledger, summary_text="", max_tokens=60)
+    assert "- src/core.py" in out
+    assert "- make test" in out
+    assert "omitted" in out
+
+
+def test_render_measures_with_the_given_counter() -> None:
+    files = tuple(LedgerItem(f"src/module_{i}.py", i) for i in range(100))
+    ledger = ArtifactLedger(files=files)
+    per_char = render_ledger(ledger, summary_text="", max_tokens=600, count=len)
+    quarter = render_ledger(ledger, summary_text="", max_tokens=600)
+    assert len(per_char) <= 600 < len(quarter) <= 2_400

@@ -937,7 +937,13 @@ def test_summary_merged_into_the_first_user_message_between_markers() -> None:
     assert block.strip().startswith(START)
     assert block.strip().endswith(END)
     assert "THE SUMMARY" in block
-    assert "(34 earlier messages were compacted into this summary; their originals are archived.)" in block
+    trailer = re.search(
+        r"\(34 earlier messages were compacted into this summary; their originals are archived \((\S+) to (\S+)\) "
+        r"and can be recalled by archive id or exact text\.\)",
+        block,
+    )
+    assert trailer is not None
+    assert {trailer[1], trailer[2]} <= set(result.archive)  # the span's first and last archived message
     assert dumps(result.messages[0]) == dumps(messages[0])
 
 

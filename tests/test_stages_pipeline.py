@@ -418,6 +418,9 @@ def test_summary_block_render_and_split_round_trip() -> None:
     message = Message(role="user", parts=(TextPart(text="task"), TextPart(text="\n\n" + rendered)), id="u1")
     stripped, body = split_previous_summary(message, CONFIG)
     assert body == "## 1. Goals\n- fix it"  # no trailer, no quoted request
+    named = SummaryBlock(body="- x", compacted_messages=3, archive_span=("m_a1", "m_c3")).render(CONFIG)
+    assert "(3 earlier messages were compacted into this summary; their originals are archived (m_a1 to m_c3)" in named
+    assert split_previous_summary(Message(role="user", parts=(TextPart(text=named),), id="u2"), CONFIG)[1] == "- x"
     assert stripped is not None
     assert stripped.parts == (TextPart(text="task"),)
     alone = Message(role="user", parts=(TextPart(text=rendered),), id="s1")

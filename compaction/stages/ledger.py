@@ -1,22 +1,25 @@
-"""The artifact ledger: exact references (files, URLs, ids, commands, errors) a summary must not lose.
+"""The artifact ledger: an index of the exact references (files, URLs, ids, commands, errors) a
+summary must not lose.
 
 Summaries keep decisions but drop the artifact trail: in published measurements file paths
 survive a compaction ~10 % of the time and commands ~0.2 %. The ledger collects them
 deterministically from the compacted span, and :func:`render_ledger` appends only what the summary
-did not already keep verbatim, within a token budget, with secrets redacted.
+did not already keep verbatim, within a token budget (the run's counter), with secrets redacted.
+It is an index, not a dump: the originals stay archived and one recall away, so the ledger lists
+what an agent most needs to name without asking.
 
-What gets the budget when not everything fits: the categories (errors and tool failures counting as
-one) share it evenly by length (more of the short ids than of the long error lines); within a
-category the *families* take turns (a directory, a site, an id format, a program with its options,
-an error's type and first word, each split by where it was seen: the conversation's own words, a
-tool call's arguments, a tool's output, rows of listings; and whether an earlier ledger kept it),
-rarer families first, newest first within each. What the conversation said and what a tool
-reported on its own rank first, then the arguments of the agent's own calls, then references seen
-only as rows of listings (a search page's links, a ``git log``, a table of links), so a bulk listing
-cannot push the one-off references out. A tool failure that repeats is one line with its count.
-Each category is listed under a heading that says where its items were seen, so a later compaction
-that carries them forward (:func:`carry_forward`, with the references the earlier summary named, so
-a later summary that drops them does not lose them) ranks them as before.
+What gets the budget when not everything fits, in tiers: first what the conversation itself named
+(the user's or the agent's words), the files the agent's calls edited and the commands that failed;
+then what tools reported and what the agent's calls touched; rows of listings last. Within a tier
+the categories (errors and tool failures counting as one) share the budget evenly by length (more
+of the short ids than of the long error lines); within a category the *families* take turns (a
+directory, a site, an id format, a program with its options, an error's type and first word, each
+split by where it was seen and whether an earlier ledger kept it), rarer families first, newest
+first within each, so a bulk listing cannot push the one-off references out. A tool failure that
+repeats is one line with its count. Each category is listed under a heading that says where its
+items were seen, so a later compaction that carries them forward (:func:`carry_forward`, with the
+references the earlier summary named, so a later summary that drops them does not lose them)
+ranks them as before.
 
 >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 >>> call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -x"}')
@@ -41,7 +44,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -123,6 +126,10 @@ class ArtifactLedger:
     mentioned: frozenset[str] = frozenset()
     called: frozenset[str] = frozenset()
     listed: frozenset[str] = frozenset()
+    edited: frozenset[str] = frozenset()
+    """Files the agent's calls wrote or edited."""
+    failed: frozenset[str] = frozenset()
+    """Commands whose call failed."""
 
     @property
     def total(self) -> int:
@@ -154,6 +161,10 @@ class _Collector:
     singled: set[str] = field(default_factory=set)
     """Values seen in a tool output other than as rows of a listing."""
     listed: set[str] = field(default_factory=set)
+    edited: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    command_of: dict[str, str] = field(default_factory=dict)
+    """Call id -> the command the call ran (a failed result names its command)."""
 
     def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
         table = self.seen[category]
@@ -200,6 +211,8 @@ class _Collector:
             mentioned=frozenset(self.said),
             called=frozenset(self.called - self.said),
             listed=frozenset(self.listed - self.singled - self.said - self.called),
+            edited=frozenset(self.edited),
+            failed=frozenset(self.failed),
         )
 
 
@@ -397,6 +410,40 @@ def _walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
         yield key, value
 
 
+# A call edits files when its arguments carry new content (the keys of common edit tools), or when its
+# tool is named for writing and it is not a read-only sub-command ("view" of an editor tool).
+_EDIT_KEYS = frozenset(
+    [
+        "old_str",
+        "new_str",
+        "old_string",
+        "new_string",
+        "content",
+        "contents",
+        "file_text",
+        "patch",
+        "diff",
+        "edits",
+        "new_content",
+        "insert_line",
+    ]
+)
+_EDIT_WORDS = frozenset(
+    ["edit", "edits", "write", "create", "patch", "apply", "replace", "save", "insert", "append", "overwrite"]
+)
+_READ_COMMANDS = frozenset(["view", "read", "cat", "open", "show", "list", "ls", "get"])
+
+
+def _is_edit(name: str, args: Any) -> bool:
+    if not isinstance(args, dict):
+        return False
+    if _EDIT_KEYS & {str(k).lower() for k in args}:
+        return True
+    named = bool(_EDIT_WORDS & set(re.split(r"[^a-z]+", name.lower())))
+    sub = args.get("command")
+    return named and not (isinstance(sub, str) and sub.strip().lower() in _READ_COMMANDS)
+
+
 def _is_command_tool(name: str) -> bool:
     return any(word in _COMMAND_TOOL_WORDS for word in re.split(r"[^a-z]+", name.lower()))
 
@@ -408,12 +455,16 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
         c.add_text(call.arguments[:MAX_ARGUMENT_SCAN_CHARS], index)
         return
     command_tool = _is_command_tool(call.name)
+    edit = _is_edit(call.name, args)
     for key, value in _walk(args):
         if key in _COMMAND_KEYS and command_tool and (command := _command_text(value)) is not None:
-            c.add("commands", [_one_command(command)], index)
+            c.command_of[call.id] = _one_command(command)
+            c.add("commands", [c.command_of[call.id]], index)
             c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index)
         elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
             c.add("urls" if "://" in value else "files", [value], index)
+            if edit and "://" not in value:
+                c.edited.add(value.strip())
         elif isinstance(value, str) and len(value) <= MAX_ARGUMENT_SCAN_CHARS:
             c.add_text(value, index)  # long strings are file contents: their paths are noise
 
@@ -429,6 +480,8 @@ def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names:
         errors = [_trim(first, ERROR_LINE_CHARS)]
     c.add("errors", errors, index, PER_RESULT_LIMIT)
     if failed:
+        if part.call_id in c.command_of:
+            c.failed.add(c.command_of[part.call_id])
         c.seq += 1
         failure = ToolFailure(tool_names.get(part.call_id, "tool"), part.call_id, errors[0], index)
         c.failures.pop(part.call_id, None)
@@ -445,6 +498,8 @@ _SECTION_HEADING = "## Artifacts"
 # an item keeps its rank however often it is carried.
 _SOURCES = {
     "said": " (named in the conversation)",
+    "edited": " (edited)",
+    "failed": " (failed)",
     "called": " (tool-call arguments)",
     "output": "",
     "listed": " (rows of listings)",
@@ -453,7 +508,7 @@ _SOURCES = {
 # first; then the arguments of the agent's own calls (the trajectory the summary narrates: the
 # files it opened, the commands it ran, the ids it fetched, repeated call after call); rows of
 # listings last.
-_RANKS = {"said": 0, "output": 0, "called": 1, "listed": 2}
+_RANKS = {"said": 0, "edited": 0, "failed": 0, "output": 1, "called": 1, "listed": 2}
 # "bash: KeyError: 'x'", "bash (3 times): KeyError: 'x'", and the older "bash (call_1): KeyError: 'x'".
 _FAILURE_LINE = re.compile(r"^(?P<tool>.+?)(?: \((?:(?P<times>\d+) times|(?P<call>[^()]*))\))?: (?P<error>.*)$")
 
@@ -519,6 +574,8 @@ def carry_forward(ledger: ArtifactLedger, earlier_section: str, earlier_summary:
         tool_failures=tuple(failures),
         mentioned=ledger.mentioned | sources["said"],
         called=ledger.called | sources["called"],
+        edited=ledger.edited | sources["edited"],
+        failed=ledger.failed | sources["failed"],
         # A carried row stays a row unless this span singled it out; a row of this span that was
         # singled out before is not one.
         listed=(ledger.listed - sources["output"])
@@ -608,6 +665,10 @@ def family(category: str, value: str) -> str:
     return " ".join(re.sub(r"\d+", "9", text).split()[:2])
 
 
+def _quarter_chars(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
 _Entry = tuple[int, str, str, str]  # (recency position, category, shown text, source)
 
 
@@ -618,6 +679,10 @@ def _source(ledger: ArtifactLedger, key: str, last_seen: int) -> str:
     earlier ledger's items keep the source they were listed under."""
     if last_seen == NAMED_BY_EARLIER_SUMMARY or key in ledger.mentioned:
         return "said"
+    if key in ledger.edited:
+        return "edited"
+    if key in ledger.failed:
+        return "failed"
     if key in ledger.called:
         return "called"
     return "listed" if key in ledger.listed else "output"
@@ -679,20 +744,22 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             keyed.append((_RANKS[entry[3]], turn[kind], sizes[kind], entry[0], entry))
             turn[kind] += 1
         queues.append([entry for *_, entry in sorted(keyed)])
-    # The categories take turns by the room they have used: the next item comes from the category
-    # whose chosen lines are shortest so far, so each gets an even share of the budget (a list of
-    # short ids holds more lines than a list of long error messages).
+    # Tiers first: everything named in the conversation, edited or failed, in every category, before
+    # what tools reported or the agent's calls merely touched, before rows of listings. Within a
+    # tier the categories take turns by the room they have used: the next item comes from the
+    # category whose chosen lines are shortest so far, so each gets an even share of the budget (a
+    # list of short ids holds more lines than a list of long error messages).
     order: list[_Entry] = []
-    used = [(0, n) for n in range(len(queues)) if queues[n]]
+    used = [(_RANKS[queues[n][0][3]], 0, n) for n in range(len(queues)) if queues[n]]
     heapq.heapify(used)
     taken = [0] * len(queues)
     while used:
-        chars, n = heapq.heappop(used)
+        _, chars, n = heapq.heappop(used)
         entry = queues[n][taken[n]]
         order.append(entry)
         taken[n] += 1
         if taken[n] < len(queues[n]):
-            heapq.heappush(used, (chars + len(entry[2]) + 3, n))
+            heapq.heappush(used, (_RANKS[queues[n][taken[n]][3]], chars + len(entry[2]) + 3, n))
     return order
 
 
@@ -713,13 +780,21 @@ def _render(missing: list[_Entry], kept: int) -> str:
     return "\n".join(lines)
 
 
-def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int, redact: bool = True) -> str:
-    """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens``
-    (``ceil(chars / 4)``), each category listed most recent first under a heading per source (where
-    its items were seen). When not everything fits, the categories share the budget evenly by length,
-    and within each the families take turns after the rank of their source (see the module
-    docstring): rows of listings, then the oldest items of the largest families go first. Empty when
-    nothing is missing or nothing fits.
+def render_ledger(
+    ledger: ArtifactLedger,
+    *,
+    summary_text: str,
+    max_tokens: int,
+    redact: bool = True,
+    count: Callable[[str], int] | None = None,
+) -> str:
+    """The "## Artifacts" section for the items ``summary_text`` lacks, within ``max_tokens`` as
+    ``count`` measures them (the run's token counter; ``ceil(chars / 4)`` without one), each category
+    listed most recent first under a heading per source (where its items were seen). When not
+    everything fits, what was named in the conversation, edited or failed comes first in every
+    category; within that tier and the next ones the categories share the budget evenly by length,
+    and within each the families take turns (see the module docstring): rows of listings, then the
+    oldest items of the largest families go first. Empty when nothing is missing or nothing fits.
 
     >>> led = ArtifactLedger(files=(LedgerItem("src/b.py", 3), LedgerItem("src/a.py", 1)))
     >>> print(render_ledger(led, summary_text="edited src/a.py", max_tokens=100))
@@ -729,9 +804,10 @@ def render_ledger(ledger: ArtifactLedger, *, summary_text: str, max_tokens: int,
     - src/b.py
     """
     missing = _missing(ledger, summary_text, redact)
+    measure = count or _quarter_chars
 
     def fits(kept: int) -> bool:
-        return math.ceil(len(_render(missing, kept)) / 4) <= max_tokens
+        return measure(_render(missing, kept)) <= max_tokens
 
     if not missing:
         return ""

@@ -25,6 +25,8 @@ class SummaryBlock:
     body: str
     compacted_messages: int
     last_request: str | None = None
+    archive_span: tuple[str, str] | None = None
+    """The archive ids of the first and last compacted message, named so the agent can recall them."""
 
     def render(self, config: CompactionConfig) -> str:
         markers = (config.summary_start_marker, config.summary_end_marker)
@@ -32,11 +34,17 @@ class SummaryBlock:
         if self.last_request:
             parts.append(f"{config.last_request_prefix}\n{defang_markers(self.last_request.strip(), markers)}")
         parts.append(
-            f"({self.compacted_messages} earlier messages were compacted into this summary; "
-            "their originals are archived.)"
+            f"({self.compacted_messages} earlier messages were compacted into this summary; {self._archived()}"
         )
         parts.append(config.summary_end_marker)
         return "\n\n".join(parts)
+
+    def _archived(self) -> str:
+        if self.archive_span is None:
+            return "their originals are archived.)"
+        first, last = self.archive_span
+        ids = first if first == last else f"{first} to {last}"
+        return f"their originals are archived ({ids}) and can be recalled by archive id or exact text.)"
 
 
 def defang_markers(text: str, markers: Sequence[str]) -> str:
