@@ -46,6 +46,8 @@ FOCUS_PREFIX = "Summary focus requested: "
 SECTION_WEIGHT: tuple[float, ...] = (3.0, 1.0, 1.5, 1.4, 2.0, 1.8, 3.0)
 PIN_BONUS = 10.0
 TOP_BONUS = 4.0
+ESSENTIAL_SHARE = 0.7  # of the room: essential lines (what an agent needs to continue) are placed first
+
 # Each section's share of the room in the first fitting pass.
 SECTION_SHARE: tuple[float, ...] = (0.18, 0.16, 0.14, 0.14, 0.14, 0.12, 0.12)
 MAX_LINE = 600
@@ -60,7 +62,8 @@ class Line:
     ``score`` ranks lines when space is short (higher is kept first); ``order`` places kept lines
     within their section; ``pinned`` lines are kept first and truncated rather than dropped;
     ``covers`` names identifiers the line exists to carry, so it is skipped when other kept lines
-    already contain all of them.
+    already contain all of them. ``essential`` lines (constraints, decisions, next steps, measured
+    numbers) are placed before any other unpinned line, within :data:`ESSENTIAL_SHARE` of the room.
     """
 
     text: str
@@ -70,6 +73,7 @@ class Line:
     covers: tuple[str, ...] = ()
     fuzzy: bool = False  # free text: also dropped when it nearly repeats a better line
     alt: str | None = None  # a shorter form, used when the full line does not fit
+    essential: bool = False
 
 
 Sections = list[list[Line]]
@@ -190,21 +194,38 @@ def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[fl
     chosen: list[list[Line]] = [[] for _ in sections]
     kept_texts: list[str] = []
     value = 0.0
-    # Pass 1 gives each section a fair share of the room; pass 2 hands what is left to the best
+    # Pass 0 places the pinned lines, then the essential ones (up to ESSENTIAL_SHARE of the room);
+    # pass 1 gives each section a fair share of what is left; pass 2 hands the rest to the best
     # remaining lines wherever they are. Pinned lines ignore the shares.
     room = max_chars - used
-    quota = [int(room * share) for share in SECTION_SHARE]
+    essential_end = used + int(room * ESSENTIAL_SHARE)
     spent = [0] * len(sections)
     taken: set[int] = set()
-    for pass_number in (1, 2):
-        for index, (neg, s, _order, _text, line) in enumerate(candidates):
+    # Essential lines compete on their own score, whatever their section.
+    essentials = sorted(
+        (k for k, c in enumerate(candidates) if c[4].essential and not c[4].pinned),
+        key=lambda k: (-candidates[k][4].score, candidates[k][1], candidates[k][2]),
+    )
+    first_pass = [k for k, c in enumerate(candidates) if c[4].pinned] + essentials
+    quota: list[int] = []
+    for pass_number in (0, 1, 2):
+        if pass_number == 1:
+            left = max_chars - used
+            quota = [int(left * share) for share in SECTION_SHARE]
+            spent = [0] * len(sections)
+        order = first_pass if pass_number == 0 else range(len(candidates))
+        for index in order:
+            neg, s, _order, _text, line = candidates[index]
             if index in taken:
                 continue
             if line.covers and all(any(ident in t for t in kept_texts) for ident in line.covers):
                 continue
             first = not chosen[s]
             refund = marker_cost[s] if first else 0
-            limit = max_chars if pass_number == 2 or line.pinned else min(max_chars, used + quota[s] - spent[s])
+            if pass_number == 0:
+                limit = max_chars if line.pinned else min(max_chars, essential_end)
+            else:
+                limit = max_chars if pass_number == 2 or line.pinned else min(max_chars, used + quota[s] - spent[s])
             text = _fitting_text(line, max_chars - used, limit - used, refund, first)
             if text is None:
                 continue

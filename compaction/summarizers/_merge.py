@@ -1,0 +1,331 @@
+"""Merging summaries: partial summaries into one, or an earlier summary with a new span's.
+
+A summary (this summarizer's or a model's) is parsed back into its seven sections, each line
+scored; the sources are merged oldest first. Goals and the timeline read oldest first, the other
+sections newest first; only the newest source's actions are "last"; an older unresolved error
+whose command later succeeded moves to "resolved". Constraints, decisions and pending tasks of an
+earlier part stay (a constraint is not dropped because it is old) unless a later one supersedes
+them (the same subject restated with other values).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._events import UNRESOLVED_PREFIX
+from compaction.summarizers._extract import (
+    SpanFacts,
+    command_family,
+    matches_terms,
+    normalize_command,
+    split_sentences,
+    tfidf_centrality,
+    tokens,
+)
+from compaction.summarizers._score import mmr_order
+from compaction.summarizers._sections import Line, Sections, dedupe, empty_sections, parse_sections
+from compaction.summarizers._segment import Unit
+from compaction.summarizers._select import (
+    CONSTRAINT_PREFIX,
+    LAST_REQUEST_PREFIX,
+    PENDING_PREFIX,
+    REQUEST_PREFIX,
+    essential_line,
+    is_pleasantry,
+    same_subject,
+)
+
+__all__ = ["merge_sources", "move_resolved", "parsed_lines"]
+
+_CHRONOLOGICAL = (0, 1)  # goals and timeline read oldest first; other sections newest first
+_CUE_PIN = re.compile(r"^(?:Constraint|Primary request):|\b(?:never|always|must|don'?t|do not)\b", re.I)
+_OUR_PREFIX = re.compile(r"^([A-Z][A-Za-z' ]{2,40}):\s")
+
+
+# What a line of a parsed summary is, judged by how this module words its lines: a score
+# adjustment, and whether the line only exists to carry an identifier (then it is skipped when
+# another kept line already holds that identifier).
+_LINE_KINDS: tuple[tuple[re.Pattern[str], float, bool], ...] = tuple(
+    (re.compile(pattern), delta, carrier)
+    for pattern, delta, carrier in (
+        (r"^Last user request: ", 1.0, False),
+        (r"^Unresolved: ", 0.6, False),
+        (r"^`[^`]+` - modified", 0.6, False),
+        (r"^Assistant's stated next step: ", 0.5, False),
+        (r"^Question for the user: ", 0.3, False),
+        (r"^`[^`]+` - (?:read|used in commands)", 0.1, False),
+        (r"^(?:Earlier action|Earlier assistant message): ", -0.4, False),
+        (r"^(?:Command|Hash|Ticket|Uuid) `", -0.3, True),
+        (r"^`[^`]+` - (?:seen in tool output|mentioned in conversation)", -0.3, True),
+        (r"^https?://\S+(?! \(fetched)", -0.1, True),
+        (r"^Other links seen in tool output: ", -0.6, False),
+    )
+)
+_CARRIED = re.compile(r"`([^`]+)`|^(https?://\S+)")
+
+
+def _line_kind(text: str) -> tuple[float, tuple[str, ...]]:
+    for pattern, delta, carrier in _LINE_KINDS:
+        if pattern.search(text):
+            if not carrier:
+                return delta, ()
+            match = _CARRIED.search(text)
+            value = (match.group(1) or match.group(2)) if match else None
+            return delta, (value,) if value else ()
+    return 0.0, ()
+
+
+def parsed_lines(texts: Sequence[str], terms: Sequence[str]) -> list[Sections]:
+    """Each summary text as scored sections (oldest text first)."""
+    parsed = [parse_sections(t) for t in texts]
+    flat: list[tuple[int, int, int, str]] = []
+    for src, (sections, preamble) in enumerate(parsed):
+        # Text before any heading (a narrative summary): its sentences join the timeline, in order.
+        sentences = [sentence for line in preamble for sentence in split_sentences(line)]
+        for k, sentence in enumerate(sentences):
+            flat.append((src, 0 if _CUE_PIN.search(sentence) else 1, k - len(sentences), sentence))
+        for s, lines in enumerate(sections):
+            for k, line in enumerate(lines):
+                flat.append((src, s, k, line))
+    docs = [tokens(item[3]) for item in flat]
+    central = tfidf_centrality(docs)
+    count = len(texts)
+    out: list[Sections] = [empty_sections() for _ in texts]
+    relevance: dict[tuple[int, int, int], float] = {}
+    for (src, s, k, text), weight, doc in zip(flat, central, docs, strict=True):
+        recency = (src + 1) / count
+        delta, covers = _line_kind(text)
+        score = 0.3 + 0.7 * float(weight) + 0.4 * recency - 0.01 * min(max(k, 0), 50) + delta
+        if any(ch.isdigit() for ch in text) or "/" in text or "`" in text:
+            score += 0.3
+        if matches_terms(doc, terms):
+            score += 0.8
+        if k < 0:
+            text = "Earlier: " + text
+        pin = s == 0 and text.startswith(REQUEST_PREFIX)
+        relevance[(src, s, len(out[src][s]))] = 0.5 * recency + 0.5 * float(weight)
+        out[src][s].append(
+            Line(text, round(score, 9), (float(k), 0.0, 0.0), pinned=pin, covers=covers, fuzzy=not covers)
+        )
+    _mark_essential(out, relevance)
+    for source in out:
+        _one_summary_per_source(source)
+    return out
+
+
+def _essential_kind(section: int, text: str) -> str | None:
+    """Which essential fact a parsed line states (a constraint, decision, next step or measured
+    number), judged by this module's prefixes or, for any other wording, by the classifier."""
+    if text.startswith(CONSTRAINT_PREFIX):
+        return "constraint"
+    if section == 0 and text.startswith((REQUEST_PREFIX, "Later request: ", "Summary focus")):
+        return None
+    if section == 5 and text.startswith(PENDING_PREFIX):
+        return "next_step"
+    if section not in (0, 2, 5):
+        return None
+    role = "user" if section == 0 or text.startswith("User: ") else "assistant"
+    kind = primary(classify([Unit(0, 0, role, 1, text.removeprefix("User: "), "prose")])[0])
+    wanted = {0: ("constraint",), 2: ("decision", "number"), 5: ("next_step",)}[section]
+    return kind if kind in wanted else None
+
+
+def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], float]) -> None:
+    """Mark the parsed lines that state essential facts, ranked within their kind by MMR over all
+    sources (newer and more central first); a line that a newer source supersedes is dropped."""
+    found: dict[str, list[tuple[int, int, int]]] = {}
+    for src, sections in enumerate(out):
+        for s, lines in enumerate(sections):
+            for k, line in enumerate(lines):
+                kind = _essential_kind(s, line.text)
+                if kind is not None:
+                    found.setdefault(kind, []).append((src, s, k))
+    drop: set[tuple[int, int, int]] = set()
+    for kind, places in found.items():
+        texts = [_statement(out[src][s][k].text) for src, s, k in places]
+        alive = [
+            i
+            for i, (src, _s, _k) in enumerate(places)
+            if kind == "number"
+            or not any(places[j][0] > src and same_subject(texts[j], texts[i]) for j in range(len(places)))
+        ]
+        drop.update(places[i] for i in range(len(places)) if i not in alive)
+        order = mmr_order([texts[i] for i in alive], [relevance[places[i]] for i in alive])
+        for rank, pick in enumerate(order):
+            src, s, k = places[alive[pick]]
+            line = out[src][s][k]
+            marked = essential_line(kind, rank, line.text, line.order, alt=line.alt)
+            out[src][s][k] = replace(marked, pinned=line.pinned)
+    for src, s, k in sorted(drop, reverse=True):
+        del out[src][s][k]
+
+
+_PREFIXES = re.compile(r"^(?:Earlier: |Constraint: |Pending: |User asked: |User: )+")
+
+
+def _statement(text: str) -> str:
+    return _PREFIXES.sub("", text)
+
+
+def _one_summary_per_source(sections: Sections) -> None:
+    """A text holding several summaries one after another (glued by a caller) reads as one: only
+    its first primary request stays primary, and only its last "last request" stays in section 7
+    (earlier ones become later requests in section 1; earlier stated plans are dropped)."""
+    primary_seen = False
+    for k, line in enumerate(sections[0]):
+        if line.text.startswith(REQUEST_PREFIX):
+            if primary_seen:
+                sections[0][k] = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
+            primary_seen = True
+    lasts = [k for k, line in enumerate(sections[6]) if line.text.startswith(LAST_REQUEST_PREFIX)]
+    if len(lasts) > 1:
+        keep: list[Line] = []
+        for k, line in enumerate(sections[6]):
+            if k >= lasts[-1] or not _OUR_PREFIX.match(line.text):
+                keep.append(line)
+            elif line.text.startswith(LAST_REQUEST_PREFIX):
+                sections[0].append(_relabel(line, LAST_REQUEST_PREFIX, "Later request: ", 0.0, unpin=True))
+        sections[6] = keep
+
+
+_STALE_PREFIXES = (("Last action: ", "Earlier action: "), ("Latest assistant message: ", "Earlier assistant message: "))
+
+
+def _relabel(line: Line, old: str, new: str, penalty: float, *, unpin: bool = False) -> Line:
+    return replace(
+        line,
+        text=new + line.text[len(old) :],
+        score=line.score - penalty,
+        pinned=line.pinned and not unpin,
+        alt=None,
+    )
+
+
+def merge_sources(sources: Sequence[Sections]) -> Sections:
+    """Merge several sources' sections (oldest source first) into one set of sections.
+
+    Goals and the timeline stay oldest first; the other sections list the newest source first.
+    Only the newest source's actions are "last"; only the oldest source's first request is the
+    primary one; an older unresolved error whose command a newer source ran successfully moves
+    to section 5 as resolved; the next step comes from the newest source that has one.
+    """
+    merged = empty_sections()
+    count = len(sources)
+    succeeded = [_succeeded_commands(sections) for sections in sources]
+    open_errors = [
+        {_first_command(line.text) for line in sections[5] if line.text.startswith(UNRESOLVED_PREFIX)}
+        for sections in sources
+    ]
+    have_primary = False  # an older source already covers the start of the session
+    for rank, sections in enumerate(sources):
+        newest = rank == count - 1
+        later_ok: set[str] = set().union(*succeeded[rank + 1 :]) if not newest else set()
+        for s in range(6):
+            direction = rank if s in _CHRONOLOGICAL else -rank
+            for line in sections[s]:
+                target = s
+                if s == 0 and line.text.startswith(REQUEST_PREFIX):
+                    if have_primary:
+                        line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
+                elif s == 4 and not newest:
+                    for old, new in _STALE_PREFIXES:
+                        if line.text.startswith(old):
+                            line = _relabel(line, old, new, 0.5)
+                            break
+                elif s == 5 and not newest and line.text.startswith(UNRESOLVED_PREFIX):
+                    command = _first_command(line.text)
+                    if command and any(command in errors for errors in open_errors[rank + 1 :]):
+                        continue  # the newer source reports the same failing command
+                    if command and any(_same_or_broader(command, ok) for ok in later_ok):
+                        line = _relabel(line, UNRESOLVED_PREFIX, "Resolved later: ", 0.3)
+                        target = 4
+                bonus = 0.5 if s == 4 and newest else 0.0
+                merged[target].append(replace(line, order=(float(direction), *line.order), score=line.score + bonus))
+        if any(sections):
+            have_primary = True
+    # Next step: the newest source's lines; older lines only for prefixes the newer ones lack.
+    seen_prefixes: set[str] = set()
+    newest_with_lines = True
+    for rank in range(count - 1, -1, -1):
+        lines = sources[rank][6]
+        if not lines:
+            continue
+        for line in lines:
+            match = _OUR_PREFIX.match(line.text)
+            prefix = match.group(1) if match else None
+            if newest_with_lines or (prefix is not None and prefix not in seen_prefixes):
+                merged[6].append(replace(line, order=(float(-rank), *line.order)))
+            elif line.text.startswith(LAST_REQUEST_PREFIX):
+                # A superseded "last" request is still something the user asked for (unless the
+                # same summary already lists it as a request).
+                request = line.text[len(LAST_REQUEST_PREFIX) :]
+                listed = [
+                    ln.text.split(": ", 1)[1][:60]
+                    for ln in sources[rank][0]
+                    if ln.text.startswith((REQUEST_PREFIX, "Later request: "))
+                ]
+                if not any(head and head in request for head in listed):
+                    kept = [p for p in split_sentences(request) if not is_pleasantry(p)] or [request]
+                    later = replace(line, text="Later request: " + " ".join(kept), pinned=False, alt=None)
+                    merged[0].append(replace(later, order=(float(rank), 1e9, 0.0)))
+        for line in lines:
+            match = _OUR_PREFIX.match(line.text)
+            if match:
+                seen_prefixes.add(match.group(1))
+        newest_with_lines = False
+    return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(merged)]
+
+
+_OK_LINE = re.compile(r"-> ok\b|, last ok\b|fixed, ")
+
+
+def _succeeded_commands(sections: Sections) -> set[str]:
+    """Commands a summary reports as having run successfully (in its own wording)."""
+    out: set[str] = set()
+    for lines in sections:
+        for line in lines:
+            if _OK_LINE.search(line.text):
+                for command in _BACKTICKED.findall(line.text)[:1]:
+                    out.update(_chain(command))
+    return out
+
+
+def _chain(command: str) -> list[str]:
+    """The commands of a successful ``a && b`` chain: each of them succeeded."""
+    return [normalize_command(part) for part in re.split(r"\s*&&\s*", command) if part.strip()]
+
+
+def _first_command(text: str) -> str:
+    commands = _BACKTICKED.findall(text)
+    return normalize_command(commands[0]) if commands else ""
+
+
+def _same_or_broader(failed: str, later: str) -> bool:
+    failed_cmd = normalize_command(failed)
+    if failed_cmd == later:
+        return True
+    program, args = command_family(failed_cmd)
+    other_program, other_args = command_family(later)
+    return bool(program) and program == other_program and other_args <= args
+
+
+_BACKTICKED = re.compile(r"`([^`]+)`")
+
+
+def move_resolved(previous: list[Sections], facts: SpanFacts) -> None:
+    """Unresolved errors of the previous summary whose command now succeeded move to section 5."""
+    sections = previous[0]
+    successes = [c for e in facts.events if e.command and not e.failed and e.result for c in _chain(e.command)]
+    if not successes:
+        return
+    keep: list[Line] = []
+    for line in sections[5]:
+        commands = _BACKTICKED.findall(line.text) if line.text.startswith(UNRESOLVED_PREFIX) else []
+        if commands and any(_same_or_broader(commands[0], ok) for ok in successes):
+            sections[4].append(_relabel(line, UNRESOLVED_PREFIX, "Resolved since the previous summary: ", 0.3))
+        else:
+            keep.append(line)
+    sections[5] = keep

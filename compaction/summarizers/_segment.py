@@ -1,0 +1,229 @@
+"""Step 1 of the extractive summarizer: a span of messages as units, each with its speaker and form.
+
+A unit is one sentence a person said (the user or the assistant), or one line of tool output that
+reports a measured quantity (``latency: 12.5 ms``). Each unit knows who said it, which message it
+came from and its *form*: ``prose`` for natural language, ``code`` for source lines, diffs, log and
+shell lines, ``listing`` for table rows and lists of file names, ``output`` for a tool output line.
+Only prose can be a constraint, a request or a decision: the later steps rely on the form, so a
+numbered source line pasted into a user message (``1549: self.exclude = x``) is never read as a
+rule the user set.
+
+>>> from compaction.transcript import Message, TextPart
+>>> msg = Message(role="user", parts=(TextPart(text="Never push to main.\\n    42: x = y\\n"),), id="u")
+>>> [(u.role, u.form, u.text) for u in segment([msg])]
+[('user', 'prose', 'Never push to main.'), ('user', 'code', '42: x = y')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compaction.summarizers._extract import clean, split_sentences, truncate
+from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = ["Unit", "line_form", "measurement", "segment"]
+
+MAX_OUTPUT_LINE = 160  # a measurement line longer than this is prose or data, not a reported value
+_SCAN_LIMIT = 200_000  # characters of one tool result read for measurement lines
+
+
+@dataclass
+class Unit:
+    """One sentence or tool-output line of the span, with what the later steps attach to it."""
+
+    uid: int
+    msg: int  # index of its message in the span
+    role: str  # "user" | "assistant" | "tool"
+    phase: int  # how many user turns came before it (its request's number)
+    text: str
+    form: str  # "prose" | "code" | "listing" | "output"
+    source: str = ""  # for tool output: the call that produced it
+    labels: frozenset[str] = frozenset()  # set by the classify step
+    score: float = 0.0  # set by the score step
+    extra: dict[str, str] = field(default_factory=dict)  # what a step found (a measurement's label, ...)
+
+
+# --------------------------------------------------------------------------------------------
+# The form of a line
+# --------------------------------------------------------------------------------------------
+
+_NUMBERED = re.compile(r"^\s*(?:L?\d{1,6}[:|\t]|\d{1,6}\s{2,}|\d{1,6}\s*[-:]\s*(?=\S*[=(){};.]))")
+_DIFF = re.compile(r"^(?:[+-]{3}\s|@@\s|diff --git|index [0-9a-f]{6,}|[+-](?=\s*[\w@#({\[<\"'/}]))")
+_SHELL = re.compile(r"^\s*(?:\$|>>>|\.\.\.|In \[\d+\]:|PS [A-Z]:\\|[\w.-]+@[\w.-]+:\S*[$#])\s")
+_LOG = re.compile(
+    r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|TRACE)\]?[\s:]|"
+    r"File \"[^\"]+\", line \d+|Traceback \(most recent|at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,})"
+)
+_CODE_START = re.compile(
+    r"^\s*(?:def|class|import|from\s+[\w.]+\s+import|return|raise|if|elif|else|for|while|try|except|finally|with|"
+    r"async|await|yield|lambda|pass|assert|del|const|let|var|function|public|private|protected|static|fn|func|package|"
+    r"#include|#define|using|namespace|struct|enum|impl|match|case|switch|break|continue|self\.|this\.|@\w)"
+    r"(?:\s|\(|:|$)"
+)
+_CODE_END = re.compile(r"(?:[{};]|\)\s*:|:\s*$|=>|->\s*\w+\s*:?)\s*$")
+_CALL = re.compile(r"[A-Za-z_][\w.]*\([^)]*\)")
+_ASSIGN = re.compile(r"^\s*[\w.\[\]'\"]+\s*(?:[-+*/|&]?=|:=)\s*\S")
+_PATHLIKE = re.compile(r"^[\w.@~+-]*[./][\w./@~+-]*/?$")
+_WORD = re.compile(r"^[\"'(\[]*[^\W\d_](?:[^\W\d_]|['\u2019-](?=[^\W\d_]))*[\"')\].,;:!?\u3002\uff0c\uff01\uff1f]*$")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+\u2022>]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
+_CODE_SPAN = re.compile(r"`[^`]+`")
+
+
+def _natural_share(line: str) -> tuple[int, float]:
+    """How many tokens of the line are plain words, and their share of all tokens (a code span
+    counts as one token, so prose that quotes code stays prose)."""
+    tokens = _CODE_SPAN.sub(" X ", line).split()
+    if not tokens:
+        return 0, 0.0
+    words = sum(1 for t in tokens if _WORD.match(t))
+    return words, words / len(tokens)
+
+
+def line_form(line: str) -> str:
+    """``prose``, ``code`` or ``listing`` for one line a person wrote, judged by its shape only.
+
+    >>> line_form("We must keep Python 3.11 support.")
+    'prose'
+    >>> line_form("1549: self.value_field.exclude = self.exclude")
+    'code'
+    >>> line_form("AUTHORS.rst CHANGELOG.rst setup.py")
+    'listing'
+    """
+    stripped = line.strip()
+    if stripped.startswith("|") and stripped.count("|") >= 2:
+        return "listing"
+    stripped = _LIST_MARK.sub("", stripped) or stripped
+    if _NUMBERED.match(stripped) or _DIFF.match(stripped) or _SHELL.match(stripped) or _LOG.match(stripped):
+        return "code"
+    tokens = stripped.split()
+    if len(tokens) >= 2 and all(_PATHLIKE.match(t.strip(",;")) for t in tokens):
+        return "listing"
+    words, share = _natural_share(stripped)
+    if _CODE_START.match(stripped) and (share < 0.75 or _CODE_END.search(stripped) or _CALL.search(stripped)):
+        return "code"
+    if _ASSIGN.match(stripped) and share < 0.6:
+        return "code"
+    if words == len(stripped.split()):
+        return "prose"
+    if words < 2 or share < 0.45:
+        return "code" if any(ch in stripped for ch in "=(){}[];<>") else "listing"
+    return "prose"
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements in tool output
+# --------------------------------------------------------------------------------------------
+
+# A quantity: a number with a unit, a percentage, money, a ratio or a decimal. Dates, versions and
+# numbers inside identifiers are not quantities (the look-arounds keep them out).
+QUANTITY = re.compile(
+    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
+    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
+    r"|\d+(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
+    r"min(?:utes?)?|h(?:ours?)?|days?|weeks?|months?|years?|[kMG]?Hz|[kMG]?W|kWh|MWh|\u00b0C|\u00b0F|K|"
+    r"req/s|rps|qps|QPS|ops/s|tokens?|x)\b)"
+    r"|\d+\.\d+(?![\w-]|\.\d))"
+)
+_COUNT_VALUE = re.compile(r"\d{1,3}(?:,\d{3})*\s[a-z]{3,}s\b")  # "342 applicants", "17 items"
+_LABEL = re.compile(r"^[A-Za-z][a-z0-9@%]*(?:[ -][A-Za-z0-9@%()]+){0,5}$")
+_MEASURE_LINE = re.compile(r"^(?P<label>[^:=]{2,48}?)\s*(?::|=)\s+(?P<value>\S.{0,60})$")
+
+
+def measurement(line: str) -> tuple[str, str] | None:
+    """``(label, value)`` when a line reports one measured quantity: ``p95 latency = 740.9 ms``,
+    ``index size: 12.5 GB``. The label must be a few plain words (not a constant such as
+    ``MAX_RETRIES`` or a path) and the value must start with, or be, a quantity.
+
+    >>> measurement("line coverage: 71.9%")
+    ('line coverage', '71.9%')
+    >>> measurement("TOKEN_TIMEOUT_S = 2138") is None
+    True
+    """
+    match = _MEASURE_LINE.match(line.strip())
+    if match is None:
+        return None
+    label, value = match.group("label").strip(), match.group("value").strip()
+    if not _LABEL.match(label) or label.isupper():
+        return None
+    found = QUANTITY.search(value) or _COUNT_VALUE.match(value)
+    if found is None or found.start() > 6:
+        return None
+    return label, value
+
+
+# --------------------------------------------------------------------------------------------
+# Segmenting a span
+# --------------------------------------------------------------------------------------------
+
+_FENCE_MARK = re.compile(r"^\s*(?:```|~~~)")
+
+
+def _person_units(text: str) -> list[tuple[str, str]]:
+    """``(form, text)`` for each sentence or non-prose line of what a person wrote."""
+    out: list[tuple[str, str]] = []
+    in_fence = False
+    for raw in text.splitlines():
+        if _FENCE_MARK.match(raw):
+            in_fence = not in_fence
+            continue
+        if not raw.strip():
+            continue
+        if in_fence:
+            out.append(("code", truncate(clean(raw), MAX_OUTPUT_LINE)))
+            continue
+        stripped = raw.strip()
+        if stripped.startswith("|") and not stripped.endswith("|") and stripped.count("|") >= 2:
+            # Text after a table row's last cell is not part of the table.
+            row, _, tail = stripped.rpartition("|")
+            out.append(("listing", truncate(clean(row + "|"), MAX_OUTPUT_LINE)))
+            raw = tail
+        form = line_form(raw)
+        if form == "prose":
+            out.extend(("prose", sentence) for sentence in split_sentences(raw))
+        else:
+            out.append((form, truncate(clean(raw), MAX_OUTPUT_LINE)))
+    return [(form, text) for form, text in out if text]
+
+
+def _call_label(part: ToolCallPart) -> str:
+    """A short name for a call (its tool and first short argument), naming a measurement's source."""
+    args = clean(part.arguments)
+    return truncate(f"{part.name} {args}" if args and args != "{}" else part.name, 90)
+
+
+def segment(messages: Sequence[Message]) -> list[Unit]:
+    """The span's units in order: sentences and non-prose lines of the user's and the assistant's
+    text, and the measurement lines of tool results."""
+    units: list[Unit] = []
+    calls: dict[str, str] = {}
+    phase = 0
+
+    def add(msg: int, role: str, form: str, text: str, source: str = "") -> None:
+        units.append(Unit(uid=len(units), msg=msg, role=role, phase=phase, text=text, form=form, source=source))
+
+    for index, message in enumerate(messages):
+        if message.role == "system":
+            continue
+        person = "user" if message.is_user_turn else "assistant" if message.role == "assistant" else None
+        if person == "user":
+            phase += 1
+        for part in message.parts:
+            if isinstance(part, TextPart) and person is not None:
+                for form, text in _person_units(part.text):
+                    add(index, person, form, text)
+            elif isinstance(part, ToolCallPart):
+                calls[part.id] = _call_label(part)
+            elif isinstance(part, ToolResultPart):
+                text = part.text if len(part.text) <= _SCAN_LIMIT else part.text[:_SCAN_LIMIT]
+                if ":" not in text and "=" not in text:
+                    continue
+                for raw in text.splitlines():
+                    if len(raw) > MAX_OUTPUT_LINE or not any(ch.isdigit() for ch in raw):
+                        continue
+                    found = measurement(clean(raw))
+                    if found is not None:
+                        add(index, "tool", "output", clean(raw), calls.get(part.call_id, "a tool"))
+                        units[-1].extra["label"] = found[0]
+    return units

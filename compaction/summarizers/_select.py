@@ -1,0 +1,345 @@
+"""Step 4 of the extractive summarizer: the classified, scored units as the summary's lines.
+
+What an agent needs to continue comes first: every constraint the user set (section 1), every
+decision with its reason and every measured number (section 3), every pending task or next step
+(sections 6 and 7). Those lines are *essential*: the budget fitter places them before any other
+unpinned line, ordered by maximal marginal relevance within their kind so that, when room is
+short, a spread of different facts survives rather than near-copies. Each is the speaker's own
+sentence, never paraphrased. When a later statement supersedes an earlier one (the same subject
+with other values: "keep X under 1100 words", later "under 2300 words"), only the later one stays;
+a measured quantity keeps its earlier values as a short history.
+
+The narrative lines (the primary and later requests, findings per request, the latest assistant
+message) come from the same units and are kept as room allows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from compaction.summarizers._classify import primary
+from compaction.summarizers._extract import NARRATION_RE, SpanFacts, clean, tokens, truncate
+from compaction.summarizers._score import mmr_order
+from compaction.summarizers._sections import Line, Sections
+from compaction.summarizers._segment import QUANTITY, Unit
+
+__all__ = [
+    "CONSTRAINT_PREFIX",
+    "LAST_REQUEST_PREFIX",
+    "REQUEST_PREFIX",
+    "essential_line",
+    "is_pleasantry",
+    "same_subject",
+    "select_units",
+]
+
+CONSTRAINT_PREFIX = "Constraint: "
+REQUEST_PREFIX = "Primary request: "
+LAST_REQUEST_PREFIX = "Last user request: "
+PENDING_PREFIX = "Pending: "
+STATED_PREFIX = "Assistant's stated next step: "
+QUESTION_PREFIX = "Question for the user: "
+
+# Base scores of essential lines (the fitter orders essential lines by score alone): constraints
+# first, then decisions, next steps and numbers interleaved by their rank within their kind.
+_BASE = {"constraint": 3.0, "decision": 2.0, "next_step": 2.0, "number": 1.9}
+_RANK_STEP = 0.02
+_MAX_MMR = 400  # candidates of one kind ordered by MMR; the rest follow by relevance
+_MAX_HISTORY = 5  # earlier values listed after a measured quantity
+_MAX_TIMELINE = 60
+_TIMELINE_PER_PHASE = 10
+
+
+# --------------------------------------------------------------------------------------------
+# Superseding statements
+# --------------------------------------------------------------------------------------------
+
+_NUMBERISH = re.compile(r"^[\d.,:%/+-]+[a-z]{0,3}$", re.I)
+_EDGE = "\"'`()[]{}<>,;:!?."
+
+
+def _subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(identifiers, words) of a statement: names with ``/ . _ -`` or digits, but not bare numbers
+    or versions; and its content words."""
+    ids = set()
+    for raw in text.split():
+        token = raw.strip(_EDGE)
+        if token and not _NUMBERISH.match(token) and any(ch in token for ch in "/._-0123456789"):
+            ids.add(token)
+    return frozenset(ids), frozenset(tokens(text))
+
+
+def same_subject(later: str, earlier: str, *, threshold: float = 0.8) -> bool:
+    """Does ``later`` restate ``earlier`` with other values (the same names, nearly the same words)?
+
+    >>> same_subject("Keep the report under 2300 words.", "Keep the report under 1100 words.")
+    True
+    >>> same_subject("Never push to release/2025.08.", "Never push to release/2025.01.")
+    False
+    """
+    ids_a, words_a = _subject(later)
+    ids_b, words_b = _subject(earlier)
+    if ids_a != ids_b or not words_a or not words_b:
+        return False
+    return len(words_a & words_b) >= threshold * len(words_a | words_b)
+
+
+def _latest_distinct(units: Sequence[Unit]) -> list[Unit]:
+    """The units (in order) that no later unit repeats or supersedes."""
+    kept: list[Unit] = []
+    seen: set[str] = set()
+    for unit in reversed(units):
+        key = clean(unit.text).lower()
+        if key in seen or any(same_subject(other.text, unit.text) for other in kept):
+            continue
+        seen.add(key)
+        kept.append(unit)
+    kept.reverse()
+    return kept
+
+
+def _ranked(units: Sequence[Unit]) -> list[Unit]:
+    """``units`` in MMR order (relevance = their score)."""
+    by_score = sorted(units, key=lambda u: (-u.score, u.uid))
+    head, tail = by_score[:_MAX_MMR], by_score[_MAX_MMR:]
+    order = mmr_order([u.text for u in head], [u.score for u in head])
+    return [head[k] for k in order] + tail
+
+
+def essential_line(kind: str, rank: int, text: str, order: tuple[float, ...], alt: str | None = None) -> Line:
+    """An essential line of ``kind`` at ``rank`` within its kind (0 is the most relevant)."""
+    score = round(_BASE[kind] - _RANK_STEP * rank, 9)
+    return Line(text, score, order, essential=True, alt=alt)
+
+
+# --------------------------------------------------------------------------------------------
+# Requests and constraints (section 1)
+# --------------------------------------------------------------------------------------------
+
+_PLEASANTRY = re.compile(
+    r"^(?:ok(?:ay)?|thanks?(?: you)?|great(?: work| job)?|nice|good|cool|perfect|"
+    r"awesome|excellent|hi|hello|hey|yes|no|sure|right)\b[\s,.!]*",
+    re.I,
+)
+
+
+def is_pleasantry(text: str) -> bool:
+    """A bare acknowledgement ("Thanks.", "OK, great!")."""
+    return len(text.split()) <= 3 and _PLEASANTRY.match(text) is not None
+
+
+def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[str]:
+    """The sentences of a user turn that say what is wanted: prose only, no list headers
+    ("Constraints:"), no bare pleasantries, and no constraints (listed on their own) unless
+    ``constraints``."""
+    out: list[str] = []
+    for unit in units:
+        if unit.form != "prose" or ("constraint" in unit.labels and not constraints):
+            continue
+        if (unit.text.endswith(":") and len(unit.text) < 40) or is_pleasantry(unit.text):
+            continue
+        out.append(unit.text)
+    return out
+
+
+def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set[int]) -> None:
+    by_msg: dict[int, list[Unit]] = {}
+    for unit in units:
+        if unit.role == "user":
+            by_msg.setdefault(unit.msg, []).append(unit)
+    for number, turn in enumerate(facts.user_turns):
+        mine = by_msg.get(turn.msg, [])
+        requests = request_text(mine)
+        if not requests and number == 0:
+            requests = request_text(mine, constraints=True)[:1] or [u.text for u in mine[:1]]
+        if not requests:
+            if not turn.images:
+                continue
+            requests = [f"({turn.images} image(s) without text)"]
+        request = truncate(" ".join(requests), 400 if number == 0 else 260)
+        if number == 0:
+            lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
+        elif turn.msg != facts.last_user_msg:
+            recency = turn.msg / max(facts.messages, 1)
+            lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (turn.msg, 0, 0)))
+    constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
+    for rank, unit in enumerate(_ranked(constraints)):
+        used.add(unit.uid)
+        lines.append(essential_line("constraint", rank, CONSTRAINT_PREFIX + unit.text, (unit.msg, 1, unit.uid)))
+
+
+# --------------------------------------------------------------------------------------------
+# Decisions and measured numbers (section 3)
+# --------------------------------------------------------------------------------------------
+
+
+def _decisions(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
+    candidates = [u for u in units if u.uid not in used and primary(u) == "decision"]
+    texts: dict[int, str] = {}
+    for unit in candidates:
+        text = unit.text
+        following = units[unit.uid + 1] if unit.uid + 1 < len(units) else None
+        if (
+            following is not None
+            and following.msg == unit.msg
+            and following.form == "prose"
+            and "reason" not in unit.labels
+            and "reason" in following.labels
+            and len(text) + len(following.text) < 480
+        ):
+            text = text + " " + following.text  # the reason, said in the next sentence
+            used.add(following.uid)
+        texts[unit.uid] = text
+    kept = _latest_distinct(candidates)
+    for rank, unit in enumerate(_ranked(kept)):
+        used.add(unit.uid)
+        who = "User: " if unit.role == "user" else ""
+        lines.append(essential_line("decision", rank, who + texts[unit.uid], (0, unit.msg, unit.uid)))
+    used.update(u.uid for u in candidates)
+
+
+_DIGITS = re.compile(r"\d[\d,.]*")
+
+
+def _quantities(text: str) -> list[str]:
+    return [m.group().strip() for m in QUANTITY.finditer(text)]
+
+
+def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
+    """One line per measured quantity: its latest statement, where it came from, and its earlier
+    values (a reported value that changed is a history, not a contradiction)."""
+    groups: dict[str, list[Unit]] = {}
+    for unit in units:
+        if unit.uid in used or primary(unit) != "number":
+            continue
+        if unit.form == "output":
+            key = "label:" + unit.extra.get("label", unit.text).lower()
+        else:
+            key = "text:" + _DIGITS.sub("#", unit.text.lower())
+        groups.setdefault(key, []).append(unit)
+    heads: list[Unit] = []
+    history: dict[int, list[str]] = {}
+    for members in groups.values():
+        head = members[-1]
+        heads.append(head)
+        latest = set(_quantities(head.text))
+        earlier: list[str] = []
+        for unit in reversed(members[:-1]):
+            value = unit.text.split(":", 1)[-1].split("=", 1)[-1].strip() if unit.form == "output" else None
+            for item in [value] if value else _quantities(unit.text):
+                if item not in latest and item not in earlier:
+                    earlier.append(item)
+        history[head.uid] = earlier
+        used.update(u.uid for u in members)
+    for rank, unit in enumerate(_ranked(heads)):
+        text = unit.text
+        if unit.form == "output":
+            text += f" (in {unit.source} output)"
+        earlier = history[unit.uid]
+        if earlier:
+            more = len(earlier) - _MAX_HISTORY
+            text += " (earlier: " + ", ".join(earlier[:_MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
+        alt = truncate(unit.text, 200)
+        lines.append(essential_line("number", rank, text, (1, unit.msg, unit.uid), alt=alt))
+
+
+# --------------------------------------------------------------------------------------------
+# Pending work and the next step (sections 6 and 7)
+# --------------------------------------------------------------------------------------------
+
+
+def _pending(units: Sequence[Unit], facts: SpanFacts, sections: Sections, used: set[int]) -> None:
+    final_turn = facts.last_user_msg
+    plans = [
+        u
+        for u in units
+        if u.role == "assistant"
+        and u.msg > final_turn
+        and u.uid not in used
+        and ("intent" in u.labels or "next_step" in u.labels)
+    ]
+    if plans:  # the latest message that states a plan: earlier ones were carried out since
+        plans = [u for u in plans if u.msg == plans[-1].msg][-3:]
+    for unit in plans:
+        used.add(unit.uid)
+        sections[6].append(Line(STATED_PREFIX + unit.text, 1.5 + unit.score, (1, unit.msg, unit.uid), essential=True))
+    for unit in units:
+        if unit.uid not in used and unit.role == "assistant" and unit.msg > final_turn and "question" in unit.labels:
+            used.add(unit.uid)
+            sections[5].append(Line(QUESTION_PREFIX + unit.text, 1.2 + unit.score, (2, unit.msg, unit.uid)))
+    steps = [u for u in units if u.uid not in used and u.msg != final_turn and primary(u) == "next_step"]
+    for rank, unit in enumerate(_ranked(_latest_distinct(steps))):
+        who = "" if unit.role == "assistant" else "User asked: "
+        sections[5].append(essential_line("next_step", rank, PENDING_PREFIX + who + unit.text, (1, unit.msg, unit.uid)))
+    used.update(u.uid for u in steps)
+
+
+def next_step_lines(facts: SpanFacts, lines: list[Line], *, replied: bool) -> None:
+    """The last user request, verbatim (pinned), and whether work on it has started."""
+    if facts.last_user_msg < 0:
+        return
+    turn = next(t for t in facts.user_turns if t.msg == facts.last_user_msg)
+    request = truncate(clean(turn.text), 1200) or f"({turn.images} image(s) without text)"
+    lines.append(Line(LAST_REQUEST_PREFIX + request, 3.0, (0, 0, 0), pinned=True))
+    if not replied:
+        lines.append(Line("Work on the last user request has not started yet.", 0.5, (2, 0, 0)))
+
+
+# --------------------------------------------------------------------------------------------
+# Narrative (sections 2 and 5)
+# --------------------------------------------------------------------------------------------
+
+
+def _findings(units: Iterable[Unit], lines: list[Line], used: set[int]) -> None:
+    """The assistant's findings and results per request, not its narration ("Reading x first.")."""
+    per_phase: dict[int, list[Unit]] = {}
+    for unit in units:
+        if unit.uid in used or unit.role != "assistant" or unit.form != "prose" or "question" in unit.labels:
+            continue
+        if len(unit.text.split()) < 5 or unit.text.endswith(":"):
+            continue
+        telling = bool({"progress", "reason", "number"} & unit.labels) or any(ch in unit.text for ch in "/`_")
+        if not telling or (NARRATION_RE.match(unit.text) and "reason" not in unit.labels):
+            continue
+        per_phase.setdefault(unit.phase, []).append(unit)
+    chosen: list[Unit] = []
+    for items in per_phase.values():
+        items.sort(key=lambda u: (-u.score, u.uid))
+        chosen.extend(items[:_TIMELINE_PER_PHASE])
+    chosen.sort(key=lambda u: (-u.score, u.uid))
+    for unit in chosen[:_MAX_TIMELINE]:
+        used.add(unit.uid)
+        lines.append(Line(unit.text, unit.score, (unit.msg, 1, unit.uid), fuzzy=True))
+
+
+def _latest_message(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set[int]) -> None:
+    if facts.last_assistant_msg < 0:
+        return
+    mine = [u for u in units if u.msg == facts.last_assistant_msg and u.uid not in used and u.form == "prose"]
+    if mine:
+        used.update(u.uid for u in mine)
+        text = "Latest assistant message: " + truncate(" ".join(u.text for u in mine), 320)
+        lines.append(Line(text, 1.6, (0, facts.last_assistant_msg, 0)))
+
+
+def first_requests(units: Sequence[Unit]) -> dict[int, str]:
+    """For each user turn (by message index), its first sentence saying what is wanted."""
+    by_msg: dict[int, list[Unit]] = {}
+    for unit in units:
+        if unit.role == "user":
+            by_msg.setdefault(unit.msg, []).append(unit)
+    return {msg: (request_text(items, constraints=True) or [items[0].text])[0] for msg, items in by_msg.items()}
+
+
+def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *, replied: bool) -> set[int]:
+    """Add the lines made of units to ``sections`` (in place); the ids of the units used."""
+    used: set[int] = set()
+    next_step_lines(facts, sections[6], replied=replied)
+    _goals(units, facts, sections[0], used)
+    _pending(units, facts, sections, used)
+    _decisions(units, sections[2], used)
+    _numbers(units, sections[2], used)
+    _latest_message(units, facts, sections[4], used)
+    _findings(units, sections[1], used)
+    return used

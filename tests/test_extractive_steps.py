@@ -1,0 +1,342 @@
+"""The extractive summarizer's steps, each on its own: segment, classify, score, select (and merge).
+
+The end-to-end behaviour (structure, budgets, identifiers, merging) is in ``test_extractive.py``;
+here each step is checked against small hand-written inputs, so a failure names the step at fault.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import re
+
+import pytest
+
+from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._extract import extract
+from compaction.summarizers._score import mmr_order, score_units, similarity
+from compaction.summarizers._sections import empty_sections, fit
+from compaction.summarizers._segment import Unit, line_form, measurement, segment
+from compaction.summarizers._select import same_subject, select_units
+from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
+from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+STEP_MODULES = (
+    "compaction.summarizers._segment",
+    "compaction.summarizers._classify",
+    "compaction.summarizers._score",
+    "compaction.summarizers._select",
+    "compaction.summarizers.extractive",
+)
+
+
+def user(text: str, mid: str = "u") -> Message:
+    return Message(role="user", parts=(TextPart(text=text),), id=mid)
+
+
+def assistant(text: str, mid: str = "a", calls: tuple[ToolCallPart, ...] = ()) -> Message:
+    return Message(role="assistant", parts=(TextPart(text=text), *calls), id=mid)
+
+
+def tool(call_id: str, text: str, mid: str = "t") -> Message:
+    return Message(role="tool", parts=(ToolResultPart(call_id=call_id, content=text),), id=mid)
+
+
+def kind(text: str, role: str = "user", form: str = "prose") -> str:
+    return primary(classify([Unit(0, 0, role, 1, text, form)])[0])
+
+
+@pytest.mark.parametrize("module", STEP_MODULES)
+def test_documented_examples(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{module} has no examples"
+    assert result.failed == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Segment
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "form"),
+    [
+        ("Never push to main; create a branch for the fix.", "prose"),
+        ("Run `pytest -x tests/test_a.py` before you finish.", "prose"),
+        ("请顺便检查一下这个模块的类型注解。", "prose"),
+        ("OK.", "prose"),
+        ("1549: self.value_field.exclude = self.exclude", "code"),
+        ("    42\tdef load(path):", "code"),
+        ("def load(path: str) -> bytes:", "code"),
+        ("x = compute(y)", "code"),
+        ("+    return self.value", "code"),
+        ("@@ -12,7 +12,9 @@ class Foo:", "code"),
+        ("$ pip install -e .", "code"),
+        ('  File "/app/main.py", line 3, in <module>', "code"),
+        ("2025-11-21T01:13:37.617Z ERROR worker crashed", "code"),
+        ("AUTHORS.rst CHANGELOG.rst setup.py tox.ini", "listing"),
+        ("| company | title | rate |", "listing"),
+    ],
+)
+def test_line_form(line: str, form: str) -> None:
+    assert line_form(line) == form
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("line coverage: 71.9%", ("line coverage", "71.9%")),
+        ("p95 latency = 740.9 ms", ("p95 latency", "740.9 ms")),
+        ("energy use = 12,633 kWh per year", ("energy use", "12,633 kWh per year")),
+        ("applicant count: 342 applicants", ("applicant count", "342 applicants")),
+        ("recall@10 = 0.7383", ("recall@10", "0.7383")),
+        ("TOKEN_TIMEOUT_S = 2138", None),
+        ("Job id: 4130902786", None),
+        ("Date: 2026-02-03", None),
+        ("timeout: float = 8.0", None),
+        ("src/app.py:12: error: bad", None),
+    ],
+)
+def test_measurement_lines(line: str, expected: tuple[str, str] | None) -> None:
+    assert measurement(line) == expected
+
+
+def test_segment_roles_forms_and_sources() -> None:
+    call = ToolCallPart(id="c1", name="bash", arguments='{"command": "pytest -q"}')
+    messages = [
+        user("Fix the flaky test. Never push to main.\n```\nx = 1\n```\n| a | b |  Keep it short."),
+        assistant("Running the tests.", calls=(call,)),
+        tool("c1", "collected 12 items\nline coverage: 81.5%\n12 passed in 0.4s"),
+    ]
+    units = segment(messages)
+    assert [(u.role, u.form, u.text) for u in units] == [
+        ("user", "prose", "Fix the flaky test."),
+        ("user", "prose", "Never push to main."),
+        ("user", "code", "x = 1"),
+        ("user", "listing", "| a | b |"),
+        ("user", "prose", "Keep it short."),
+        ("assistant", "prose", "Running the tests."),
+        ("tool", "output", "line coverage: 81.5%"),
+    ]
+    assert units[-1].source.startswith("bash")
+    assert units[-1].extra["label"] == "line coverage"
+    assert [u.uid for u in units] == list(range(len(units)))
+    assert all(u.phase == 1 for u in units)
+
+
+# --------------------------------------------------------------------------------------------
+# Classify
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "role", "expected"),
+    [
+        ("Never push directly to main.", "user", "constraint"),
+        ("Important: Don't add new dependencies.", "user", "constraint"),
+        ("Keep the public signature of load() unchanged.", "user", "constraint"),
+        ("Only include roles posted in the last 5 days.", "user", "constraint"),
+        ("We must keep Python 3.11 support, so no 3.12-only syntax.", "user", "constraint"),
+        ("From now on, write the report in French.", "user", "constraint"),
+        ("Fine, but keep the change small.", "user", "constraint"),
+        ("Keep going.", "user", "request"),
+        ("Can you fix it?", "user", "request"),
+        ("Profile it and speed it up.", "user", "request"),
+        ("I'll use a token bucket, because the queue drops events.", "assistant", "decision"),
+        ("I'm going to split the migration; the reason is that the table is large.", "assistant", "decision"),
+        ("Let's drop the cache, since it serves stale data.", "user", "decision"),
+        ("We decided to go with Postgres instead of MySQL.", "assistant", "decision"),
+        ("Next, I will open a PR and ask Ana for review.", "assistant", "next_step"),
+        ("Next step: backfill the orders table.", "assistant", "next_step"),
+        ("When that's done, rebuild the comparison table.", "user", "next_step"),
+        ("TODO: confirm whether the test should be skipped.", "assistant", "next_step"),
+        ("The p95 latency is now 740.9 ms.", "assistant", "number"),
+        ("Measured line coverage: 67.2%.", "assistant", "number"),
+        ("Last time the applicant count was 342 applicants, so use that as the baseline.", "user", "number"),
+        ("Should I also bump the version?", "assistant", "question"),
+        ("Fixed the rounding bug in money.py.", "assistant", "progress"),
+        ("Let me find where this is handled.", "assistant", "other"),
+        ("I'll run `pytest --since 2026-01-01` to confirm.", "assistant", "other"),
+    ],
+)
+def test_speech_acts(text: str, role: str, expected: str) -> None:
+    assert kind(text, role) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "1549: self.value_field.exclude = self.exclude",
+        "AUTHORS.rst CHANGELOG.rst setup.py",
+        "    if not allowed: raise ValueError('never')",
+        "- assert only_once(x) is True",
+    ],
+)
+def test_code_and_listings_are_never_constraints_or_requests(line: str) -> None:
+    units = classify(segment([user(line)]))
+    assert units
+    for unit in units:
+        assert unit.form != "prose"
+        assert not {"constraint", "request", "decision"} & unit.labels
+
+
+def test_constraints_and_requests_come_from_the_user() -> None:
+    assert kind("Never push directly to main.", "assistant") != "constraint"
+    assert kind("Never push directly to main.", "tool", "output") == "number"  # output only reports
+    assert "request" not in classify([Unit(0, 0, "assistant", 1, "Run the tests.", "prose")])[0].labels
+
+
+# --------------------------------------------------------------------------------------------
+# Score
+# --------------------------------------------------------------------------------------------
+
+
+def test_similarity_and_mmr_prefer_a_spread() -> None:
+    texts = ["drop the cache in billing", "drop the cache in billing now", "use a queue for payouts"]
+    sims = similarity(texts)
+    assert sims.shape == (3, 3)
+    assert sims[0, 1] > 0.8 > sims[0, 2]
+    assert mmr_order(texts, [1.0, 0.95, 0.6]) == [0, 2, 1]
+    assert mmr_order(texts, [1.0, 0.95, 0.6], lam=1.0) == [0, 1, 2]
+    assert mmr_order([], []) == []
+
+
+def test_score_units_rises_with_recency_and_focus() -> None:
+    units = [Unit(k, k, "assistant", 1, "the cache serves stale data", "prose") for k in range(3)]
+    units.append(Unit(3, 0, "assistant", 1, "refund rounding is off", "prose"))
+    score_units(units, messages=3, terms=("refund",))
+    assert units[0].score < units[1].score < units[2].score
+    assert units[3].score > units[0].score + 0.4  # same position, but it matches the focus term
+
+
+# --------------------------------------------------------------------------------------------
+# Select (and fit)
+# --------------------------------------------------------------------------------------------
+
+
+def _select(messages: list[Message]) -> tuple[list[list[str]], list[Unit]]:
+    facts = extract(messages)
+    units = classify(segment(messages))
+    score_units(units, facts.messages)
+    sections = empty_sections()
+    select_units(units, facts, sections, replied=True)
+    return [[line.text for line in lines] for lines in sections], units
+
+
+def test_every_essential_fact_is_kept_verbatim() -> None:
+    messages = [
+        user("Speed up the importer. Never run migrations against the prod database."),
+        assistant("Decision: I'll batch the inserts, because row-by-row inserts take 40 minutes."),
+        assistant("The import time is now 3.2 min."),
+        assistant("Next, I will add a regression test for `importer.load_rows()`."),
+        user("Thanks. Only touch files under src/importer/."),
+    ]
+    sections, _units = _select(messages)
+    assert "Constraint: Never run migrations against the prod database." in sections[0]
+    assert "Constraint: Only touch files under src/importer/." in sections[0]
+    assert "Decision: I'll batch the inserts, because row-by-row inserts take 40 minutes." in sections[2]
+    assert "The import time is now 3.2 min." in sections[2]
+    assert "Pending: Next, I will add a regression test for `importer.load_rows()`." in sections[5]
+
+
+def test_a_later_statement_supersedes_an_earlier_one() -> None:
+    assert same_subject("Keep the final report under 2300 words.", "Keep the final report under 1100 words.")
+    assert not same_subject("Never apply to Contoso again.", "Never apply to Fabrikam again.")
+    messages = [
+        user("Research heat pumps. Keep the final report under 1100 words."),
+        assistant("Measured seasonal COP: 2.9."),
+        user("Keep the final report under 2300 words."),
+        assistant("Measured seasonal COP: 3.4."),
+        user("Thanks."),
+    ]
+    sections, _units = _select(messages)
+    goals = "\n".join(sections[0])
+    assert "under 2300 words" in goals
+    assert "under 1100 words" not in goals
+    numbers = [line for line in sections[2] if "seasonal COP" in line]
+    assert numbers == ["Measured seasonal COP: 3.4. (earlier: 2.9)"]
+
+
+def test_tool_output_measurements_name_their_source() -> None:
+    call = ToolCallPart(id="c1", name="bash", arguments='{"command": "make bench"}')
+    messages = [
+        user("Benchmark the parser."),
+        assistant("Running the benchmark.", calls=(call,)),
+        tool("c1", "warming up\nparse time: 41.5 ms\ndone"),
+        user("Thanks."),
+    ]
+    sections, _units = _select(messages)
+    assert any(line.startswith("parse time: 41.5 ms (in bash") for line in sections[2])
+
+
+def test_essential_lines_are_kept_before_narration_when_room_is_short() -> None:
+    messages = [user("Tidy the repository. Never delete the docs folder.")]
+    for k in range(60):
+        messages.append(assistant(f"Looked at module number {k} and found nothing unusual in src/pkg/mod{k}.py."))
+    messages.append(assistant("Decision: I'll keep the old API, because two services still call it."))
+    messages.append(user("Thanks."))
+    text = ExtractiveSummarizer().summarize_messages(messages, max_tokens=420)
+    assert "Never delete the docs folder." in text
+    assert "Decision: I'll keep the old API, because two services still call it." in text
+
+
+def test_fit_places_essential_lines_first() -> None:
+    from compaction.summarizers._sections import Line
+
+    sections = empty_sections()
+    sections[1] = [Line(f"narration line number {k} " + "x" * 60, 5.0, (k,)) for k in range(30)]
+    sections[2] = [Line("Decision: keep it", 0.1, (0,), essential=True)]
+    text = fit(sections, 700)
+    assert text is not None
+    assert "Decision: keep it" in text
+
+
+def test_summary_fits_in_word_pieces_too() -> None:
+    dense = " ".join(f"src/pkg_{k}/mod_{k}.py:{k}" for k in range(400))
+    messages = [user("Look at these files: " + dense), assistant("I read them all in src/pkg_1/.")]
+    text = ExtractiveSummarizer().summarize_messages(messages, max_tokens=600)
+    assert piece_tokens(text) <= 600
+    assert len(text) <= 600 * 4
+
+
+def test_piece_tokens_counts_dense_text_higher_than_chars_over_four() -> None:
+    assert piece_tokens("") == 0
+    prose = "The quick brown fox jumps over the lazy dog. " * 10
+    assert abs(piece_tokens(prose) - len(prose) / 4.4) < 0.25 * len(prose) / 4
+    dense = "a/b_c.d:12 " * 40
+    assert piece_tokens(dense) > len(dense) / 4
+
+
+# --------------------------------------------------------------------------------------------
+# Merge
+# --------------------------------------------------------------------------------------------
+
+
+def test_old_constraints_and_decisions_survive_a_merge() -> None:
+    summarizer = ExtractiveSummarizer()
+    first = summarizer.summarize_messages(
+        [
+            user("Migrate the billing service. Never force-push to main."),
+            assistant("Decision: I'll move billing to Postgres, because MySQL lacks the JSON operators we use."),
+        ],
+        max_tokens=1500,
+    )
+    later_parts = [
+        summarizer.summarize_messages(
+            [user(f"Now port module {k}."), assistant(f"Ported module {k}; its {k} tests pass in src/m{k}.py.")],
+            max_tokens=1500,
+        )
+        for k in range(6)
+    ]
+    merged = summarizer.merge_summaries([first, *later_parts], max_tokens=1200)
+    assert "Never force-push to main." in merged
+    assert "because MySQL lacks the JSON operators we use" in merged
+
+
+def test_a_newer_part_supersedes_an_older_constraint_in_a_merge() -> None:
+    summarizer = ExtractiveSummarizer()
+    old = summarizer.summarize_messages([user("Write the report. Keep it under 1100 words.")], max_tokens=800)
+    new = summarizer.summarize_messages([user("Keep it under 2300 words.")], max_tokens=800)
+    merged = summarizer.merge_summaries([old, new], max_tokens=800)
+    assert "under 2300 words" in merged
+    assert not re.search(r"Constraint: .*under 1100 words", merged)
