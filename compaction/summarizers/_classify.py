@@ -116,7 +116,9 @@ _DEFERRED = _rx(
     r"it|the|these|those|you|we)\b[^,]{0,60},|before (?:you finish|finishing|we finish|the end)\b|tomorrow\b)"
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
-_TODO = _rx(r"\b(?:todo|to-do|still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b")
+_TODO = _rx(
+    r"\bnext steps?:|\b(?:todo|to-do|still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
+)
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
 _IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|right now|now)\.?$")
 _PROGRESS = _rx(

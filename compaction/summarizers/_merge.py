@@ -135,7 +135,8 @@ def _essential_kind(section: int, text: str) -> str | None:
 
 def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], float]) -> None:
     """Mark the parsed lines that state essential facts, ranked within their kind by MMR over all
-    sources (newer and more central first); a line that a newer source supersedes is dropped."""
+    sources (newer and more central first); a constraint or decision that a newer source supersedes
+    is dropped (a task is not superseded by another task, nor a measurement by a later value)."""
     found: dict[str, list[tuple[int, int, int]]] = {}
     for src, sections in enumerate(out):
         for s, lines in enumerate(sections):
@@ -149,7 +150,7 @@ def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], f
         alive = [
             i
             for i, (src, _s, _k) in enumerate(places)
-            if kind == "number"
+            if kind in ("number", "next_step")
             or not any(places[j][0] > src and same_subject(texts[j], texts[i]) for j in range(len(places)))
         ]
         drop.update(places[i] for i in range(len(places)) if i not in alive)

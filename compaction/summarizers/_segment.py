@@ -157,6 +157,7 @@ def measurement(line: str) -> tuple[str, str] | None:
 # Segmenting a span
 # --------------------------------------------------------------------------------------------
 
+_CJK_STOP = re.compile(r"(?<=[\u3002\uff01\uff1f])\s*(?=\S)")
 _FENCE_MARK = re.compile(r"^\s*(?:```|~~~)")
 
 
@@ -181,7 +182,9 @@ def _person_units(text: str) -> list[tuple[str, str]]:
             raw = tail
         form = line_form(raw)
         if form == "prose":
-            out.extend(("prose", sentence) for sentence in split_sentences(raw))
+            for sentence in split_sentences(raw):
+                # A full-width stop ends a sentence even when no space follows it.
+                out.extend(("prose", piece) for piece in _CJK_STOP.split(sentence) if piece)
         else:
             out.append((form, truncate(clean(raw), MAX_OUTPUT_LINE)))
     return [(form, text) for form, text in out if text]

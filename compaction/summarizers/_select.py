@@ -85,13 +85,13 @@ def same_subject(later: str, earlier: str, *, threshold: float = 0.8) -> bool:
     return len(words_a & words_b) >= threshold * len(words_a | words_b)
 
 
-def _latest_distinct(units: Sequence[Unit]) -> list[Unit]:
-    """The units (in order) that no later unit repeats or supersedes."""
+def _latest_distinct(units: Sequence[Unit], *, supersede: bool = True) -> list[Unit]:
+    """The units (in order) that no later unit repeats or (with ``supersede``) supersedes."""
     kept: list[Unit] = []
     seen: set[str] = set()
     for unit in reversed(units):
         key = clean(unit.text).lower()
-        if key in seen or any(same_subject(other.text, unit.text) for other in kept):
+        if key in seen or (supersede and any(same_subject(other.text, unit.text) for other in kept)):
             continue
         seen.add(key)
         kept.append(unit)
@@ -268,8 +268,10 @@ def _pending(units: Sequence[Unit], facts: SpanFacts, sections: Sections, used: 
         if unit.uid not in used and unit.role == "assistant" and unit.msg > final_turn and "question" in unit.labels:
             used.add(unit.uid)
             sections[5].append(Line(QUESTION_PREFIX + unit.text, 1.2 + unit.score, (2, unit.msg, unit.uid)))
+    # Tasks are not superseded by other tasks (two reviews of two roles are two tasks): only
+    # repeats are dropped.
     steps = [u for u in units if u.uid not in used and u.msg != final_turn and primary(u) == "next_step"]
-    for rank, unit in enumerate(_ranked(_latest_distinct(steps))):
+    for rank, unit in enumerate(_ranked(_latest_distinct(steps, supersede=False))):
         who = "" if unit.role == "assistant" else "User asked: "
         sections[5].append(essential_line("next_step", rank, PENDING_PREFIX + who + unit.text, (1, unit.msg, unit.uid)))
     used.update(u.uid for u in steps)
