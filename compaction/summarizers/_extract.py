@@ -233,125 +233,11 @@ _TABLE_SEP = re.compile(r"^\s*\|?[\s:|-]+\|?\s*$")
 _EMPHASIS = re.compile(r"\*\*|__")
 MAX_SENTENCE = 400
 
-CONSTRAINT_RE = re.compile(
-    r"\b(?:never|always|must(?:n't| not)?|don'?t|do not|does not|(?<![-\w])only|required?|requires|"
-    r"should(?:n't| not)|cannot|can'?t|make sure|ensure|avoid|no more than|at most|at least|without|"
-    r"keep|exclude|excluding|under no circumstances|forbidden|not allowed)\b",
-    re.I,
-)
-DECISION_RE = re.compile(
-    r"\b(?:decided?|decision|will use|we'll use|i'll use|going with|go with|chose|choose|chosen|"
-    r"opt(?:ed)? (?:for|to)|instead of|rather than|because|switch(?:ed|ing)? to|prefer(?:red)?|"
-    r"settled on|the plan is|approach|trade-?off|root cause|i'll score|will score|exclud(?:e|ed|ing)|"
-    r"ruled? out|"
-    r"the fix is|the cause is|caused by)\b",
-    re.I,
-)
-REASON_RE = re.compile(r"\b(?:because|since|so that|due to|given that|which means|otherwise)\b", re.I)
-TODO_RE = re.compile(
-    r"\b(?:todo|fixme|pending|not yet|still (?:need|needs|to|failing|fails|open|broken)|remaining|"
-    r"left to do|follow[- ]up|blocked|waiting (?:for|on)|unresolved|outstanding|haven'?t|"
-    r"has not been|have not been|needs? to be|leaving (?:it|this|that)|later)\b",
-    re.I,
-)
-INTENT_RE = re.compile(
-    r"\b(?:next|i'll|i will|i'm going to|going to|let me|then i|plan to|about to|will now|now i|"
-    r"we'll|we will|i can now)\b",
-    re.I,
-)
-PROGRESS_RE = re.compile(
-    r"\b(?:found|fixed|fix(?:es)?|passe[sd]|pass|fail(?:s|ed|ing)?|works?|done|complete[d]?|added|"
-    r"created|updated|changed|removed|wrote|written|implemented|confirmed|verified|identified|"
-    r"scored?|ranked|results?|all tests|shortlist(?:ed)?|matches|reproduced)\b"
-    r"|\b\d+(?:\.\d+)?/10\b|\b\d+ (?:passed|failed|errors?)\b",
-    re.I,
-)
-NUMBER_RE = re.compile(r"\d")
-# Running every cue pattern on every sentence is the summarizer's main cost; a pattern only runs
-# when the sentence contains one of its trigger words (one word of each of its phrases).
-_WORD = re.compile(r"[a-z']+")
-_TRIGGERS: dict[str, frozenset[str]] = {
-    name: frozenset(words.split())
-    for name, words in (
-        (
-            "constraint",
-            "never always must mustn't don't dont do does only required require requires should "
-            "shouldn't cannot can't cant sure ensure avoid more most least without keep exclude "
-            "excluding circumstances forbidden allowed",
-        ),
-        (
-            "decision",
-            "decide decided decision use going go chose choose chosen opt opted instead rather because "
-            "switch switched switching prefer preferred settled plan approach trade tradeoff root score "
-            "exclude excluded excluding rule ruled fix cause caused",
-        ),
-        ("reason", "because since so due given means otherwise"),
-        (
-            "todo",
-            "todo fixme pending yet still remaining left follow blocked waiting unresolved outstanding "
-            "haven't havent been need needs leaving later",
-        ),
-        ("intent", "next i'll will going let then plan about now we'll"),
-        (
-            "progress",
-            "found fixed fix fixes passes passed pass fail fails failed failing work works done complete "
-            "completed added created updated changed removed wrote written implemented confirmed verified "
-            "identified score scored ranked result results tests shortlist shortlisted matches reproduced",
-        ),
-    )
-}
-_CUE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = ()  # filled below, after the patterns
-
-
-def cue_flags(sentence: str) -> set[str]:
-    """The cue categories a sentence matches: constraint, decision, reason, todo, intent, progress."""
-    words = set(_WORD.findall(sentence.lower()))
-    has_digit = NUMBER_RE.search(sentence) is not None
-    found: set[str] = set()
-    for name, pattern in _CUE_PATTERNS:
-        if (words & _TRIGGERS[name] or (name == "progress" and has_digit)) and pattern.search(sentence):
-            found.add(name)
-    return found
-
-
-# A path, link, quoted code, or a measured number (decimals, units, scores, percentages, money).
-FACT_RE = re.compile(
-    r"\w/\w|://|`|\b\d+\.\d+|\d+(?:%|/\d+|\s?(?:ms|s|kb|mb|gb|k)\b)|[\u00a3$\u20ac]\s?\d|\b\d{3,}\b", re.I
-)
-_CUE_PATTERNS = (
-    ("constraint", CONSTRAINT_RE),
-    ("decision", DECISION_RE),
-    ("reason", REASON_RE),
-    ("todo", TODO_RE),
-    ("intent", INTENT_RE),
-    ("progress", PROGRESS_RE),
-)
-_FACT_CHARS = frozenset("/`0123456789\u00a3$\u20ac")
 NARRATION_RE = re.compile(
     r"^(?:(?:now|next|then|first|so|ok|okay|and)[, ]+)?(?:let me|let's|i'll|i will|i'm going to|i am going to|"
     r"[a-z]+ing\b(?! (?:is|was|are|were)\b))",
     re.I,
 )
-
-
-@dataclass
-class Sentence:
-    """One sentence said by the user or the assistant."""
-
-    sid: int
-    msg: int  # message index in the span
-    role: str  # "user" | "assistant"
-    phase: int
-    text: str
-    question: bool = False
-    constraint: bool = False
-    decision: bool = False
-    reason: bool = False
-    todo: bool = False
-    intent: bool = False
-    progress: bool = False
-    has_id: bool = False
-    score: float = 0.0
 
 
 def split_sentences(text: str) -> list[str]:
@@ -840,7 +726,6 @@ class SpanFacts:
     messages: int
     chars: int
     user_turns: list[UserTurn]
-    sentences: list[Sentence]
     events: list[ToolEvent]
     paths: dict[str, PathFact]
     urls: dict[str, UrlFact]
@@ -975,7 +860,6 @@ def _url_label(text: str, start: int, url: str) -> str:
 def extract(messages: Sequence[Message]) -> SpanFacts:
     """Read a span of canonical messages into facts."""
     users: list[UserTurn] = []
-    sentences: list[Sentence] = []
     events: list[ToolEvent] = []
     by_call: dict[str, ToolEvent] = {}
     collector = _Collector()
@@ -993,13 +877,11 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
             images = sum(1 for _ in message.iter_images())
             users.append(UserTurn(msg=index, phase=phase, text=text, images=images))
             last_user = index
-            _add_sentences(sentences, text, index, "user", phase)
             collector.scan(text, index, talked=True)
         elif message.role == "assistant":
             text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
             if text.strip():
                 last_assistant = index
-                _add_sentences(sentences, text, index, "assistant", phase)
                 collector.scan(text, index, talked=True)
         for part in message.parts:
             if isinstance(part, ToolCallPart):
@@ -1033,7 +915,6 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
         messages=len(messages),
         chars=chars,
         user_turns=users,
-        sentences=sentences,
         events=events,
         paths=collector.paths,
         urls=collector.urls,
@@ -1041,23 +922,6 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
         last_assistant_msg=last_assistant,
         last_user_msg=last_user,
     )
-
-
-def _add_sentences(out: list[Sentence], text: str, msg: int, role: str, phase: int) -> None:
-    for sentence in split_sentences(text):
-        item = Sentence(sid=len(out), msg=msg, role=role, phase=phase, text=sentence)
-        item.question = sentence.endswith("?")
-        flags = cue_flags(sentence)
-        item.constraint = "constraint" in flags
-        item.decision = "decision" in flags
-        item.reason = "reason" in flags
-        item.todo = "todo" in flags
-        item.intent = "intent" in flags
-        item.progress = "progress" in flags
-        item.has_id = not _FACT_CHARS.isdisjoint(sentence) and bool(
-            FACT_RE.search(sentence) or TICKET_RE.search(sentence) or HASH_RE.search(sentence)
-        )
-        out.append(item)
 
 
 def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: _Collector) -> ToolEvent:
