@@ -16,6 +16,7 @@ rule the user set.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -191,9 +192,16 @@ def _person_units(text: str) -> list[tuple[str, str]]:
 
 
 def _call_label(part: ToolCallPart) -> str:
-    """A short name for a call (its tool and first short argument), naming a measurement's source."""
-    args = clean(part.arguments)
-    return truncate(f"{part.name} {args}" if args and args != "{}" else part.name, 90)
+    """A short name for a call (its tool and, when short, its first argument, whole and quoted),
+    naming a measurement's source. Nothing is cut, so no identifier is shown half."""
+    try:
+        args = json.loads(part.arguments) if part.arguments.strip() else {}
+    except ValueError:
+        args = {}
+    first = next(iter(args.values()), None) if isinstance(args, dict) else None
+    if isinstance(first, str) and first.strip() and len(first) <= 80 and "\n" not in first and "`" not in first:
+        return f"{part.name} `{first.strip()}`"
+    return part.name
 
 
 def segment(messages: Sequence[Message]) -> list[Unit]:
