@@ -138,6 +138,9 @@ def test_segment_roles_forms_and_sources() -> None:
         ("Only include roles posted in the last 5 days.", "user", "constraint"),
         ("We must keep Python 3.11 support, so no 3.12-only syntax.", "user", "constraint"),
         ("From now on, write the report in French.", "user", "constraint"),
+        ("You must not modify the tests.", "user", "constraint"),
+        ("Always run the tests before you submit.", "user", "constraint"),
+        ("TimeDelta serialization precision", "user", "other"),
         ("Fine, but keep the change small.", "user", "constraint"),
         ("Keep going.", "user", "request"),
         ("Can you fix it?", "user", "request"),
@@ -170,6 +173,11 @@ def test_speech_acts(text: str, role: str, expected: str) -> None:
         "AUTHORS.rst CHANGELOG.rst setup.py",
         "    if not allowed: raise ValueError('never')",
         "- assert only_once(x) is True",
+        "    from marshmallow.fields import TimeDelta",
+        "ImportError: cannot import name 'TimeDelta'",
+        "(Open file: /marshmallow-code__marshmallow/src/marshmallow/fields.py)",
+        "[File: /repo/src/fields.py (1997 lines total)]",
+        "AUTHORS.rst CHANGELOG.rst CODE_OF_CONDUCT.md LICENSE README.rst setup.cfg tox.ini",
     ],
 )
 def test_code_and_listings_are_never_constraints_or_requests(line: str) -> None:

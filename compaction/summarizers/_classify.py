@@ -78,6 +78,7 @@ _NOT_VERBS = _words(
     because although though unless whereas yes hi hello hey thanks thank great nice good cool perfect
     awesome sounds looks seems makes done finished ok okay sure right well fine not also still"""
 )
+_ADVERBS = _words("always never only just also please first then still")
 _AUX_NEXT = _words("is are was were has have had will would can could should may might must does did")
 _NEGATED_START = _rx(r"^(?:don'?t|do not|never|no longer|no more|avoid|stop|refrain from)\b")
 _RESTRICTIVE_VERB = _words(
@@ -147,8 +148,12 @@ def _clauses(text: str) -> list[str]:
 def _imperative(clause: str) -> bool:
     """Does the clause start with a verb in its base form (``Keep ...``, ``Run ...``)?"""
     words = clause.split()
+    while len(words) > 1 and words[0].lower() in _ADVERBS:
+        words = words[1:]  # "Always run ...", "Only include ..."
     if not words:
         return False
+    if any(ch.isupper() for ch in words[0][1:]):
+        return False  # "TimeDelta precision", "CI is red": a name, not a verb
     first = words[0].lower().strip("\"'`*(")
     if not first.isalpha() or first in _NOT_VERBS or words[0][0].isdigit():
         return False

@@ -55,15 +55,22 @@ _DIFF = re.compile(r"^(?:[+-]{3}\s|@@\s|diff --git|index [0-9a-f]{6,}|[+-](?=\s*
 _SHELL = re.compile(r"^\s*(?:\$|>>>|\.\.\.|In \[\d+\]:|PS [A-Z]:\\|[\w.-]+@[\w.-]+:\S*[$#])\s")
 _LOG = re.compile(
     r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|TRACE)\]?[\s:]|"
-    r"File \"[^\"]+\", line \d+|Traceback \(most recent|at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,})"
+    r"File \"[^\"]+\", line \d+|Traceback \(most recent|[\w.]*(?:Error|Exception|Warning|Failure)\b:|"
+    r"at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,})"
+)
+# Keywords that open a line of code whatever follows, and keywords that also open English sentences
+# ("if", "for", "with"), which need a second sign of code.
+_CODE_ALWAYS = re.compile(
+    r"^\s*(?:def|class|import|from\s+[\w.]+\s+import|return|raise|elif|except|finally|lambda|assert|del|yield|"
+    r"async\s+def|await|const|let|var|function|fn|func|package|#include|#define|namespace|struct|impl|self\.|this\.|"
+    r"@\w+)(?:\s|\(|:|$)"
 )
 _CODE_START = re.compile(
-    r"^\s*(?:def|class|import|from\s+[\w.]+\s+import|return|raise|if|elif|else|for|while|try|except|finally|with|"
-    r"async|await|yield|lambda|pass|assert|del|const|let|var|function|public|private|protected|static|fn|func|package|"
-    r"#include|#define|using|namespace|struct|enum|impl|match|case|switch|break|continue|self\.|this\.|@\w)"
-    r"(?:\s|\(|:|$)"
+    r"^\s*(?:if|else|for|while|try|with|pass|public|private|protected|static|using|enum|match|case|switch|break|"
+    r"continue)(?:\s|\(|:|$)"
 )
 _CODE_END = re.compile(r"(?:[{};]|\)\s*:|:\s*$|=>|->\s*\w+\s*:?)\s*$")
+_BRACKETED = re.compile(r"^(?:\([^()]*\)|\[[^\[\]]*\])$")
 _CALL = re.compile(r"[A-Za-z_][\w.]*\([^)]*\)")
 _ASSIGN = re.compile(r"^\s*[\w.\[\]'\"]+\s*(?:[-+*/|&]?=|:=)\s*\S")
 _PATHLIKE = re.compile(r"^[\w.@~+-]*[./][\w./@~+-]*/?$")
@@ -101,6 +108,8 @@ def line_form(line: str) -> str:
     tokens = stripped.split()
     if len(tokens) >= 2 and all(_PATHLIKE.match(t.strip(",;")) for t in tokens):
         return "listing"
+    if _CODE_ALWAYS.match(stripped) or _BRACKETED.match(stripped):
+        return "code"  # a bracketed line is a tool's status note ("(Open file: x.py)"), not speech
     words, share = _natural_share(stripped)
     if _CODE_START.match(stripped) and (share < 0.75 or _CODE_END.search(stripped) or _CALL.search(stripped)):
         return "code"
