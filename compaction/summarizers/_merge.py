@@ -111,6 +111,7 @@ def parsed_lines(texts: Sequence[str], terms: Sequence[str]) -> list[Sections]:
             Line(text, round(score, 9), (float(k), 0.0, 0.0), pinned=pin, covers=covers, fuzzy=not covers)
         )
     _mark_essential(out, relevance)
+    _drop_repeated_requests(out)
     for source in out:
         _one_summary_per_source(source)
     return out
@@ -162,6 +163,24 @@ def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], f
             out[src][s][k] = replace(marked, pinned=line.pinned)
     for src, s, k in sorted(drop, reverse=True):
         del out[src][s][k]
+
+
+_LATER_REQUEST = "Later request: "
+
+
+def _drop_repeated_requests(out: list[Sections]) -> None:
+    """A later request that a newer source repeats with other values is listed once, newest."""
+    seen: list[str] = []
+    for sections in reversed(out):
+        keep: list[Line] = []
+        for line in reversed(sections[0]):
+            if line.text.startswith(_LATER_REQUEST):
+                request = line.text[len(_LATER_REQUEST) :]
+                if any(same_subject(other, request, threshold=0.7) for other in seen):
+                    continue
+                seen.append(request)
+            keep.append(line)
+        sections[0] = keep[::-1]
 
 
 _PREFIXES = re.compile(r"^(?:Earlier: |Constraint: |Pending: |User asked: |User: )+")

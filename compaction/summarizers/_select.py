@@ -55,13 +55,15 @@ _TIMELINE_PER_PHASE = 10
 # Superseding statements
 # --------------------------------------------------------------------------------------------
 
+_LEAD = re.compile(r"^(?:[A-Za-z][\w' -]{0,30}:\s+)+")
 _NUMBERISH = re.compile(r"^[\d.,:%/+-]+[a-z]{0,3}$", re.I)
 _EDGE = "\"'`()[]{}<>,;:!?."
 
 
 def _subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(identifiers, words) of a statement: names with ``/ . _ -`` or digits, but not bare numbers
-    or versions; and its content words."""
+    """(identifiers, words) of a statement, after any short lead label ("Important: "): names with
+    ``/ . _ -`` or digits, but not bare numbers or versions; and its content words."""
+    text = _LEAD.sub("", text)
     ids = set()
     for raw in text.split():
         token = raw.strip(_EDGE)
@@ -137,6 +139,8 @@ def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[st
     for unit in units:
         if unit.form != "prose" or ("constraint" in unit.labels and not constraints):
             continue
+        if not constraints and primary(unit) in ("decision", "number", "next_step"):
+            continue  # listed in its own section
         if (unit.text.endswith(":") and len(unit.text) < 40) or is_pleasantry(unit.text):
             continue
         out.append(unit.text)
@@ -148,6 +152,7 @@ def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set
     for unit in units:
         if unit.role == "user":
             by_msg.setdefault(unit.msg, []).append(unit)
+    later: list[tuple[int, str]] = []
     for number, turn in enumerate(facts.user_turns):
         mine = by_msg.get(turn.msg, [])
         requests = request_text(mine)
@@ -161,8 +166,16 @@ def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set
         if number == 0:
             lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
         elif turn.msg != facts.last_user_msg:
-            recency = turn.msg / max(facts.messages, 1)
-            lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (turn.msg, 0, 0)))
+            later.append((turn.msg, request))
+    # A request repeated with other values ("run the search for 2026-03-22", then "... 2026-03-23")
+    # is listed once, as its latest form.
+    kept: list[tuple[int, str]] = []
+    for msg, request in reversed(later):
+        if not any(same_subject(other, request, threshold=0.7) for _msg, other in kept):
+            kept.append((msg, request))
+    for msg, request in kept:
+        recency = msg / max(facts.messages, 1)
+        lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
     for rank, unit in enumerate(_ranked(constraints)):
         used.add(unit.uid)
