@@ -14,7 +14,7 @@ SQLite's file lock instead of failing half-way. Within one process each thread g
 connection (see :class:`SQLiteSessionStore` for why); ``":memory:"`` stores, which exist only inside
 one connection, share a single connection behind a lock instead.
 
-Schema (version 1, in ``PRAGMA user_version``; created on first open)::
+Schema (version 2, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
 
     sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at)
     messages    (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, message, created_at)
@@ -22,7 +22,17 @@ Schema (version 1, in ``PRAGMA user_version``; created on first open)::
     compactions (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, at, tokens_before, tokens_after,
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
                 INDEX compactions_by_session (session_id, id)
-    archive     (archive_id TEXT PRIMARY KEY, session_id, message, created_at)
+    archive     (id INTEGER PRIMARY KEY, session_id, archive_id, message, created_at, role, text)
+                UNIQUE (session_id, archive_id), INDEX archive_by_archive_id (archive_id, id)
+    archive_phrases  FTS5 (text), trigram tokenizer: verbatim substrings (paths, URLs, hashes)
+    archive_words    FTS5 (text), unicode61 tokenizer (``_`` inside words): words, ranked by BM25
+
+Recall (:meth:`SQLiteSessionStore.search_archive`). ``archive.text`` is the archived message's
+searchable text (:func:`compaction.recall.archive_text`: text, tool calls, tool results; secrets
+redacted); both FTS5 tables index it as external-content tables, filled by a trigger on insert
+(the archive is append-only, enforced by triggers like the messages). Version 1 files (archive
+keyed by ``archive_id`` alone, so two sessions could not archive the same id, and no index) are
+rebuilt on open, in the same transaction, with their text backfilled.
 
 JSON columns (``system``, ``message``, ``record``) hold UTF-8 JSON text (``ensure_ascii=False``)
 and are declared ``TEXT``: a column declared ``JSON`` gets NUMERIC affinity in SQLite, which would
@@ -41,11 +51,11 @@ from contextlib import AbstractContextManager, contextmanager
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
-from compaction.store import CompactionEntry, SessionContext, StoredMessage
+from compaction.store import ArchiveHit, ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
@@ -97,6 +107,58 @@ _SCHEMA: Final[tuple[str, ...]] = (
     """CREATE TRIGGER compactions_no_delete BEFORE DELETE ON compactions
        BEGIN SELECT RAISE(ABORT, 'compaction history is append-only: DELETE is not allowed'); END""",
 )
+
+
+# Version 1 -> 2: the archive keyed by (session, archive id), its searchable text and the FTS5
+# indexes. Run in order on a version 1 database, then the old rows are copied in (see _migrate_v2).
+_ARCHIVE_V2: Final[tuple[str, ...]] = (
+    "ALTER TABLE archive RENAME TO archive_v1",
+    """CREATE TABLE archive (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        archive_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        UNIQUE (session_id, archive_id)
+    )""",
+    "CREATE INDEX archive_by_archive_id ON archive (archive_id, id)",
+    "CREATE VIRTUAL TABLE archive_phrases USING fts5(text, content='archive', content_rowid='id', tokenize='trigram')",
+    "CREATE VIRTUAL TABLE archive_words USING fts5(text, content='archive', content_rowid='id',"
+    " tokenize=\"unicode61 remove_diacritics 0 tokenchars '_'\")",
+    """CREATE TRIGGER archive_indexed AFTER INSERT ON archive BEGIN
+         INSERT INTO archive_phrases (rowid, text) VALUES (new.id, new.text);
+         INSERT INTO archive_words (rowid, text) VALUES (new.id, new.text);
+       END""",
+    """CREATE TRIGGER archive_no_update BEFORE UPDATE ON archive
+       BEGIN SELECT RAISE(ABORT, 'the archive is append-only: UPDATE is not allowed'); END""",
+    """CREATE TRIGGER archive_no_delete BEFORE DELETE ON archive
+       BEGIN SELECT RAISE(ABORT, 'the archive is append-only: DELETE is not allowed'); END""",
+)
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Rebuild the archive of a version 1 database with its searchable text and FTS5 indexes."""
+    from compaction.recall._text import archive_text
+
+    for statement in _ARCHIVE_V2:
+        conn.execute(statement)
+    old = conn.execute("SELECT archive_id, session_id, message, created_at FROM archive_v1 ORDER BY rowid")
+    while batch := old.fetchmany(500):
+        conn.executemany(
+            "INSERT INTO archive (session_id, archive_id, message, created_at, role, text) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (session_id, archive_id, message, created_at, *archive_text(_loads_message(message)))
+                for archive_id, session_id, message, created_at in batch
+            ],
+        )
+    conn.execute("DROP TABLE archive_v1")
+
+
+def _fts_string(text: str) -> str:
+    """``text`` as one FTS5 string (a phrase), whatever characters it holds."""
+    return '"' + text.replace('"', '""') + '"'
 
 
 class SessionNotFound(KeyError):
@@ -222,15 +284,19 @@ class SQLiteSessionStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version == 0:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version > SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(
                     f"{self._path}: session store schema version {version} is newer than this "
                     f"library supports ({SCHEMA_VERSION}); upgrade compaction"
                 )
+            # A new file gets version 1 and then every migration, so both paths build one schema.
+            if version == 0:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            if version < 2:
+                _migrate_v2(conn)
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -454,7 +520,9 @@ class SQLiteSessionStore:
         another worker compacted first and the result is ``False`` with nothing changed. Otherwise
         set the summary and ``summary_through_id = new_through_id``, add ``entry`` to the history
         and ``archive`` (archive id -> original message) to the archive, and return ``True``.
-        An archive id that is already stored keeps its first message (``INSERT OR IGNORE``).
+        An archive id that the session already stored keeps its first message (``INSERT OR
+        IGNORE``): the original, not a later rewrite. Each archived message is indexed for
+        :meth:`search_archive` in the same transaction.
 
         Caller errors raise instead of returning ``False`` (retrying could never succeed):
         ``ValueError`` when ``new_through_id`` is not above ``expected_through_id``, is not a
@@ -474,8 +542,15 @@ class SQLiteSessionStore:
                 f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
             )
         record_json = _dumps(dict(entry.record), "entry.record")
+        from compaction.recall._text import archive_text
+
         archive_rows = [
-            (str(archive_id), session_id, _dumps(dict(message), f"archived message {archive_id!r}"))
+            (
+                session_id,
+                str(archive_id),
+                _dumps(dict(message), f"archived message {archive_id!r}"),
+                *archive_text(message),
+            )
             for archive_id, message in archive.items()
         ]
         now = time.time()
@@ -514,7 +589,8 @@ class SQLiteSessionStore:
                 ),
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO archive (archive_id, session_id, message, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO archive (session_id, archive_id, message, role, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
                 [(*row, now) for row in archive_rows],
             )
         return True
@@ -548,14 +624,77 @@ class SQLiteSessionStore:
     def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
         """The archived original message stored under ``archive_id``, or ``None``.
 
-        Archive ids are global to the store; pass ``session_id`` to only find an id archived by
-        that session (recommended when sessions belong to different users).
+        Archive ids are per session: pass ``session_id`` to only find an id archived by that
+        session (recommended when sessions belong to different users). Without it, the first
+        message archived under that id by any session.
         """
         with self._connection() as conn:
             if session_id is None:
-                row = conn.execute("SELECT message FROM archive WHERE archive_id = ?", (archive_id,)).fetchone()
+                row = conn.execute(
+                    "SELECT message FROM archive WHERE archive_id = ? ORDER BY id LIMIT 1", (archive_id,)
+                ).fetchone()
             else:
                 row = conn.execute(
-                    "SELECT message FROM archive WHERE archive_id = ? AND session_id = ?", (archive_id, session_id)
+                    "SELECT message FROM archive WHERE session_id = ? AND archive_id = ?", (session_id, archive_id)
                 ).fetchone()
         return None if row is None else _loads_message(row[0])
+
+    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+        """Recall: the messages this session archived that match ``query``, best first, ``limit``
+        of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
+
+        The messages holding ``query`` verbatim (case-insensitive, any whitespace) are the answer,
+        exact case first; candidates come from the trigram index (every whitespace-separated piece
+        of 3 or more characters), each checked in Python. When none holds it, the messages sharing
+        its words, ranked by FTS5's BM25. Raises ``ValueError`` for a blank query or a negative
+        ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
+        """
+        from compaction.recall._text import Phrase, query_words, rank_verbatim
+
+        _check_session_id(session_id)
+        query = query.strip() if isinstance(query, str) else ""
+        if not query:
+            raise ValueError("the query is empty")
+        if limit < 0 or offset < 0:
+            raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
+        phrase = Phrase(query)
+        pieces = [piece for piece in query.split() if len(piece) >= 3]
+        with self._read() as conn:
+            self._require_session(conn, session_id)
+            if pieces:  # the trigram index finds the candidates (CROSS JOIN: FTS5 first)
+                rows = conn.execute(
+                    "SELECT a.id, a.archive_id, a.role, a.text FROM archive_phrases CROSS JOIN archive AS a"
+                    " ON a.id = archive_phrases.rowid WHERE archive_phrases MATCH ? AND a.session_id = ?",
+                    (" AND ".join(map(_fts_string, pieces)), session_id),
+                )
+            else:  # too short for trigrams: read the session's archive
+                rows = conn.execute(
+                    "SELECT id, archive_id, role, text FROM archive WHERE session_id = ?", (session_id,)
+                )
+            found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
+            if found:
+                ranked = [(key, *phrase.rank(found[key][3])) for key in found]
+                scores = {key: score for key, _, score in ranked}
+                order = rank_verbatim(ranked)
+                hits = tuple(
+                    ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
+                    for key in order[offset : offset + limit]
+                )
+                return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
+            words = query_words(query)
+            if not words:
+                return ArchiveSearch((), total=0, verbatim=0, offset=offset)
+            match = " OR ".join(map(_fts_string, words))
+            join = (
+                " FROM archive_words CROSS JOIN archive AS a ON a.id = archive_words.rowid"
+                " WHERE archive_words MATCH ? AND a.session_id = ?"
+            )
+            total = conn.execute("SELECT count(*)" + join, (match, session_id)).fetchone()[0]
+            page = conn.execute(
+                "SELECT a.archive_id, a.role, a.text, -bm25(archive_words) AS score"
+                + join
+                + " ORDER BY score DESC, a.id DESC LIMIT ? OFFSET ?",
+                (match, session_id, limit, offset),
+            ).fetchall()
+        hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in page)
+        return ArchiveSearch(hits, total=int(total), verbatim=0, offset=offset)

@@ -10,7 +10,7 @@ The embedded default implementation is :class:`compaction.sqlite_store.SQLiteSes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,6 +51,37 @@ class CompactionEntry:
     trigger: str = "manual"
 
 
+@dataclass(frozen=True)
+class ArchiveHit:
+    """An archived message a recall search found: its archive id, canonical role (``tool`` for tool
+    results) and searchable text (text parts, tool calls and tool results; secrets redacted).
+    ``verbatim`` is True when the text holds the query as a whole; ``score`` ranks by the words."""
+
+    archive_id: str
+    role: str
+    text: str
+    verbatim: bool = False
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class ArchiveSearch:
+    """One page of a recall search, best first: messages holding the query verbatim (exact case
+    first), then messages sharing its words (BM25). ``total`` hits in all, ``verbatim`` of them
+    verbatim; ``offset`` is the rank of the page's first hit. Iterating yields the page's hits."""
+
+    hits: tuple[ArchiveHit, ...]
+    total: int
+    verbatim: int
+    offset: int = 0
+
+    def __iter__(self) -> Iterator[ArchiveHit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
@@ -81,8 +112,13 @@ class SessionStore(Protocol):
     def history(self, session_id: str) -> list[CompactionEntry]:
         """The session's compactions, oldest first."""
 
-    def archived(self, archive_id: str) -> dict[str, Any] | None:
-        """An archived original message by its archive id (as named in summaries and placeholders)."""
+    def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
+        """An archived original message by its archive id (as named in summaries and placeholders);
+        with ``session_id``, only one that session archived."""
+
+    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+        """Recall: the session's archived messages that match ``query`` (see :class:`ArchiveSearch`),
+        ``limit`` of them from rank ``offset``. Raises ``ValueError`` for a blank query."""
 
     def set_model(self, session_id: str, model: str) -> None:
         """Record a model change; the budget is re-derived from the new model's window."""

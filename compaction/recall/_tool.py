@@ -1,0 +1,335 @@
+"""The ``recall`` tool: its definition for the model, and the answer to a call, bounded and redacted.
+
+The answer is plain text the model reads: which archived messages match (each with its archive
+id, role and a snippet around the match) or one archived message in full, a page at a time, never
+more than ``max_tokens`` (default 2,000) tokens. A bad call gets an answer that says what is
+wrong, never an exception: the agent loop goes on and the model can call again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+from compaction.recall._text import WORD, Phrase, archive_text, query_words
+from compaction.store import ArchiveHit, ArchiveSearch, SessionStore
+from compaction.tokens import TokenCounter
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_PAGE_SIZE",
+    "MAX_QUERY_CHARS",
+    "RECALL_TOOL_NAME",
+    "RecallSource",
+    "StoreRecall",
+    "answer_recall",
+    "recall_tool",
+]
+
+RECALL_TOOL_NAME: Final = "recall"
+DEFAULT_MAX_TOKENS: Final = 2_000
+DEFAULT_PAGE_SIZE: Final = 8
+MAX_QUERY_CHARS: Final = 1_000
+_MIN_MAX_TOKENS: Final = 200
+_ARGUMENTS: Final = ("query", "archive_id", "page")
+
+_DESCRIPTION: Final = (
+    "Search the earlier conversation that was compacted out of your context: the original messages "
+    "behind the summary (what was said, tool calls and their full output). Give `query` as an exact "
+    "identifier (a file path, URL, commit hash, ticket id, command, error text) to find every message "
+    "that contains it verbatim, or as words to find related messages, best first; each hit names its "
+    "archive id. Give `archive_id` (named in the summary or in a hit) to read that message in full. "
+    "Long answers come in pages: call again with `page` 2, 3 ..."
+)
+_PARAMETERS: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "An exact identifier (path, URL, hash, id, command, error) or a few words.",
+        },
+        "archive_id": {
+            "type": "string",
+            "description": "The archive id of one message to read in full (with `query`: the page holding it).",
+        },
+        "page": {"type": "integer", "minimum": 1, "description": "Page of the answer, from 1 (default 1)."},
+    },
+    "additionalProperties": False,
+}
+
+
+def recall_tool(format: Literal["openai", "anthropic"] = "openai") -> dict[str, Any]:
+    """The ``recall`` tool definition: an OpenAI Chat Completions ``tools`` entry, or an Anthropic
+    Messages ``tools`` entry (``input_schema``). A new dict each time (callers may modify it).
+
+    >>> recall_tool()["function"]["name"], sorted(recall_tool("anthropic")["input_schema"]["properties"])
+    ('recall', ['archive_id', 'page', 'query'])
+    """
+    parameters = json.loads(json.dumps(_PARAMETERS))
+    if format == "anthropic":
+        return {"name": RECALL_TOOL_NAME, "description": _DESCRIPTION, "input_schema": parameters}
+    if format != "openai":
+        raise ValueError(f"format must be 'openai' or 'anthropic', got {format!r}")
+    return {
+        "type": "function",
+        "function": {"name": RECALL_TOOL_NAME, "description": _DESCRIPTION, "parameters": parameters},
+    }
+
+
+@runtime_checkable
+class RecallSource(Protocol):
+    """Where recall searches: :class:`~compaction.recall.MemoryRecallIndex` or :class:`StoreRecall`."""
+
+    def search(self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0) -> ArchiveSearch:
+        """The archived messages matching ``query``, best first (``ValueError`` for a blank query)."""
+        ...
+
+    def fetch(self, archive_id: str) -> ArchiveHit | None:
+        """One archived message with its whole searchable text, or None."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreRecall:
+    """A session of a :class:`~compaction.store.SessionStore` as a :class:`RecallSource`.
+
+    Archive ids may repeat across sessions; everything here is scoped to ``session_id``."""
+
+    store: SessionStore
+    session_id: str
+
+    def search(self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0) -> ArchiveSearch:
+        return self.store.search_archive(self.session_id, query, limit=limit, offset=offset)
+
+    def fetch(self, archive_id: str) -> ArchiveHit | None:
+        message = self.store.archived(archive_id, session_id=self.session_id)
+        if message is None:
+            return None
+        role, text = archive_text(message)
+        return ArchiveHit(archive_id, role, text)
+
+
+@dataclass(frozen=True)
+class _Request:
+    query: str | None
+    archive_id: str | None
+    page: int | None
+
+
+class _BadCall(ValueError):
+    pass
+
+
+def answer_recall(
+    source: RecallSource,
+    arguments: str | Mapping[str, Any],
+    *,
+    counter: TokenCounter | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> str:
+    """The text answering one ``recall`` call with ``arguments`` (the call's JSON text or object).
+
+    At most ``max_tokens`` tokens by ``counter`` (a chars/4 estimate without one); search answers
+    show ``page_size`` hits a page. Bad arguments, an unknown archive id or a page past the end get
+    an answer starting ``recall error:`` that says what to do instead.
+
+    >>> from compaction.recall import MemoryRecallIndex
+    >>> index = MemoryRecallIndex({"m_1": {"role": "user", "content": "Deploy with make deploy ENV=staging"}})
+    >>> print(answer_recall(index, '{"query": "make deploy"}'))
+    recall: 1 archived message holds "make deploy" verbatim (page 1 of 1).
+    [1] archive id m_1 (user):
+    Deploy with make deploy ENV=staging
+    >>> print(answer_recall(index, {"page": 2}))
+    recall error: give `query` (an exact identifier or words) or `archive_id` (a message to read in full).
+    """
+    if max_tokens < _MIN_MAX_TOKENS:
+        raise ValueError(f"max_tokens must be >= {_MIN_MAX_TOKENS}, got {max_tokens}")
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
+    count = counter.count_text if counter is not None else _estimate
+    try:
+        request = _parse(arguments)
+        if request.archive_id is not None:
+            return _read(source, request, count, max_tokens)
+        assert request.query is not None
+        return _search(source, request.query, request.page or 1, count, max_tokens, page_size)
+    except _BadCall as exc:
+        return f"recall error: {exc}"
+
+
+def _estimate(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _parse(arguments: str | Mapping[str, Any]) -> _Request:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            raise _BadCall(
+                f'the arguments are not valid JSON ({exc}); send an object like {{"query": "..."}}'
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise _BadCall(f"the arguments must be a JSON object, got {type(arguments).__name__}")
+    unknown = sorted(str(key) for key in arguments if key not in _ARGUMENTS)
+    if unknown:
+        raise _BadCall(f"unknown argument {', '.join(map(repr, unknown))}; the arguments are query, archive_id, page")
+    query = _text_argument(arguments, "query")
+    if query is not None and len(query) > MAX_QUERY_CHARS:
+        raise _BadCall(f"the query is {len(query):,} characters; search for at most {MAX_QUERY_CHARS:,}")
+    archive_id = _text_argument(arguments, "archive_id")
+    if query is None and archive_id is None:
+        raise _BadCall("give `query` (an exact identifier or words) or `archive_id` (a message to read in full).")
+    page = arguments.get("page")
+    if isinstance(page, str) and page.strip().isdigit():
+        page = int(page)
+    if page is not None and (isinstance(page, bool) or not isinstance(page, int) or page < 1):
+        raise _BadCall(f"page must be a whole number from 1, got {page!r}")
+    return _Request(query, archive_id, page)
+
+
+def _text_argument(arguments: Mapping[str, Any], name: str) -> str | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _BadCall(f"{name} must be a string, got {type(value).__name__} {json.dumps(value)[:60]}")
+    return value.strip() or None
+
+
+# --- search ------------------------------------------------------------------------------
+
+
+def _search(
+    source: RecallSource, query: str, page: int, count: Callable[[str], int], max_tokens: int, page_size: int
+) -> str:
+    found = source.search(query, limit=page_size, offset=(page - 1) * page_size)
+    pages = max(1, math.ceil(found.total / page_size))
+    shown = json.dumps(query, ensure_ascii=False)
+    if found.total == 0:
+        return (
+            f"recall: no archived message matches {shown}. Try a shorter exact piece of it (a file name, "
+            "an id) or other words."
+        )
+    if not found.hits:
+        return f"recall error: page {page} is past the last page ({pages}) for {shown}."
+    noun = "message holds" if found.total == 1 else "messages hold"
+    if found.verbatim:
+        head = f"recall: {found.total:,} archived {noun} {shown} verbatim (page {page} of {pages})."
+    else:
+        share = "message shares" if found.total == 1 else "messages share"
+        head = (
+            f"recall: no archived message holds {shown} verbatim; {found.total:,} {share} its words, "
+            f"best first (page {page} of {pages})."
+        )
+    tail = f'More: recall {{"query": {shown}, "page": {page + 1}}}.' if page < pages else ""
+    words = query_words(query)
+    phrase = Phrase(query)
+
+    def render(chars: int) -> str:
+        lines = [head]
+        for rank, hit in enumerate(found.hits, start=found.offset + 1):
+            lines.append(f"[{rank}] archive id {hit.archive_id} ({hit.role}):")
+            lines.append(_snippet(hit, phrase, words, chars))
+        if tail:
+            lines.append(tail)
+        return "\n".join(lines)
+
+    return _fit(render, count, max_tokens, start=max_tokens * 4 // len(found.hits))
+
+
+def _snippet(hit: ArchiveHit, phrase: Phrase, words: list[str], chars: int) -> str:
+    """About ``chars`` characters of the hit's text around its match (the whole match always)."""
+    text = hit.text
+    span = phrase.find(text) if hit.verbatim else _first_word(text, words)
+    if len(text) <= chars:
+        return text
+    start, end = span if span is not None else (0, 0)
+    room = max(0, chars - (end - start))
+    begin = max(0, start - room // 3)
+    finish = min(len(text), max(end, begin + chars))
+    begin = max(0, min(begin, finish - chars))
+    return ("…" if begin > 0 else "") + text[begin:finish] + ("…" if finish < len(text) else "")
+
+
+def _first_word(text: str, words: list[str]) -> tuple[int, int] | None:
+    """The first occurrence of a query word in ``text`` as a whole word (case-insensitive)."""
+    wanted = set(words)
+    for match in WORD.finditer(text):
+        if match.group().lower() in wanted:
+            return match.span()
+    return None
+
+
+def _fit(render: Callable[[int], str], count: Callable[[str], int], max_tokens: int, *, start: int) -> str:
+    """``render(chars)`` with the largest snippet size, from ``start`` down, that fits the cap."""
+    chars = max(start, 1)
+    for _ in range(12):
+        text = render(chars)
+        tokens = count(text)
+        if tokens <= max_tokens:
+            return text
+        chars = int(chars * max_tokens / tokens * 0.9)
+        if chars < 40:
+            break
+    text = render(40)
+    while count(text) > max_tokens:  # tiny caps with many hits: cut the answer itself
+        text = text[: len(text) * 9 // 10]
+    return text
+
+
+# --- read one message --------------------------------------------------------------------
+
+
+def _read(source: RecallSource, request: _Request, count: Callable[[str], int], max_tokens: int) -> str:
+    assert request.archive_id is not None
+    hit = source.fetch(request.archive_id)
+    shown = json.dumps(request.archive_id, ensure_ascii=False)
+    if hit is None:
+        return (
+            f"recall error: no archived message has the id {shown}. Use an id named in the summary or in a "
+            "recall hit, or search with `query`."
+        )
+    budget = max_tokens - count(f"recall: archive id {hit.archive_id} ({hit.role}), part 99 of 99.") - 40
+    parts = _parts(hit.text, count, budget)
+    page = request.page
+    note = ""
+    if page is None and request.query is not None:
+        span = Phrase(request.query).find(hit.text)
+        if span is None:
+            note = f" The query {json.dumps(request.query, ensure_ascii=False)} is not in this message."
+        else:
+            page = next(i for i, (begin, end) in enumerate(parts, start=1) if span[0] < end or end == len(hit.text))
+            note = f" Part {page} holds {json.dumps(request.query, ensure_ascii=False)}."
+    page = page or 1
+    if page > len(parts):
+        return f"recall error: page {page} is past the last part ({len(parts)}) of archive id {shown}."
+    begin, end = parts[page - 1]
+    head = f"recall: archive id {hit.archive_id} ({hit.role}), part {page} of {len(parts)}.{note}"
+    more = f'\nMore: recall {{"archive_id": {shown}, "page": {page + 1}}}.' if page < len(parts) else ""
+    return f"{head}\n{hit.text[begin:end]}{more}"
+
+
+def _parts(text: str, count: Callable[[str], int], budget: int) -> list[tuple[int, int]]:
+    """``(begin, end)`` of consecutive parts of ``text`` of at most ``budget`` tokens each, cut at
+    a line break when one is near the end of a part."""
+    if not text:
+        return [(0, 0)]
+    parts: list[tuple[int, int]] = []
+    begin = 0
+    size = budget * 4
+    while begin < len(text):
+        end = min(len(text), begin + size)
+        while end > begin + 1 and count(text[begin:end]) > budget:
+            end = begin + max(1, int((end - begin) * budget / count(text[begin:end]) * 0.95))
+        if end < len(text):
+            newline = text.rfind("\n", begin + (end - begin) * 3 // 4, end)
+            if newline > begin:
+                end = newline + 1
+        parts.append((begin, end))
+        begin = end
+    return parts

@@ -1,0 +1,467 @@
+"""Recall of what compaction archived: the in-memory index and the SQLite store answer alike, the
+tool answer is bounded, paged and redacted, and exact identifiers are found by one query."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.recall import (
+    RECALL_TOOL_NAME,
+    MemoryRecallIndex,
+    RecallSource,
+    StoreRecall,
+    answer_recall,
+    archive_text,
+    recall_tool,
+)
+from compaction.sqlite_store import _SCHEMA, SCHEMA_VERSION, SQLiteSessionStore
+from compaction.store import CompactionEntry, SessionStore
+from compaction.tokens import counter_for_model
+
+Archive = dict[str, dict[str, Any]]
+
+OPENAI_KEY = "sk-proj-" + "a1B2c3D4" * 6
+HASH = "3f9a2c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39"
+URL = "https://example.com/search?q=refund%20KRW&page=2&sort=desc#results"
+PATH = "/pydicom__pydicom/pydicom/dataset.py"
+COMMAND = "pytest tests/billing/test_refunds.py -k 'krw and not slow' -x -q"
+
+
+def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        ],
+    }
+
+
+def identifier_archive() -> Archive:
+    """Each identifier in one message, among messages holding look-alikes (its words, other spacing)."""
+    return {
+        "m_dunder": {"role": "assistant", "content": "The fix: call super().__init__(**kwargs) first."},
+        "m_init": {"role": "assistant", "content": "init the kwargs, then call super and init again"},
+        "m_ab": {"role": "user", "content": "rename a__b to a_b everywhere"},
+        "m_a_b": {"role": "user", "content": "a_b and a b are fine, a.b too"},
+        "m_stars": {"role": "user", "content": "never pass **kwargs through the public API"},
+        "m_url": tool_call("c1", "fetch", url=URL),
+        "m_url_result": {"role": "tool", "tool_call_id": "c1", "content": "200 OK, 3 results"},
+        "m_path": tool_call("c2", "read_file", path=PATH),
+        "m_path_result": {"role": "tool", "tool_call_id": "c2", "content": "class Dataset(dict):\n    pass"},
+        "m_other_path": {"role": "user", "content": "pydicom/pydicom/dataset.py is the wrong copy"},
+        "m_hash": {"role": "tool", "tool_call_id": "c3", "content": f"commit {HASH}\nAuthor: dev"},
+        "m_cmd": tool_call("c4", "bash", command=COMMAND),
+        "m_cmd_result": {"role": "tool", "tool_call_id": "c4", "content": "1 failed, 12 passed"},
+        "m_ticket": {"role": "user", "content": "Billing reports PAY-1437: KRW refunds show two decimals."},
+        "m_dotted": {"role": "assistant", "content": "compaction.recall._text.Phrase does the matching"},
+    }
+
+
+def store_source(archive: Mapping[str, Mapping[str, Any]], store: SQLiteSessionStore | None = None) -> StoreRecall:
+    store = store or SQLiteSessionStore(":memory:")
+    save(store, "s1", archive)
+    return StoreRecall(store, "s1")
+
+
+def save(store: SQLiteSessionStore, session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> None:
+    """One compaction of ``session_id`` that archived ``archive``."""
+    store.create_session(session_id)
+    through = store.context(session_id).summary_through_id
+    new = store.append(session_id, [{"role": "user", "content": "next"}])[0]
+    entry = CompactionEntry(
+        at=0.0, tokens_before=10, tokens_after=5, messages_compacted=len(archive), fallback_level="full",
+        summary="s", summary_through_id=new,
+    )  # fmt: skip
+    assert store.save_compaction(
+        session_id, expected_through_id=through, new_through_id=new, summary="s", entry=entry, archive=archive
+    )
+
+
+SOURCES: dict[str, Callable[[Archive], RecallSource]] = {"memory": MemoryRecallIndex, "sqlite": store_source}
+
+
+@pytest.fixture(params=sorted(SOURCES))
+def make_source(request: pytest.FixtureRequest) -> Callable[[Archive], RecallSource]:
+    return SOURCES[request.param]
+
+
+# --- exact identifiers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "archive_id"),
+    [
+        ("super().__init__(**kwargs)", "m_dunder"),
+        ("__init__", "m_dunder"),
+        ("a__b", "m_ab"),
+        ("**kwargs", "m_stars"),  # the first message holding it with the stars, exact case
+        (URL, "m_url"),
+        ("q=refund%20KRW&page=2", "m_url"),
+        (PATH, "m_path"),
+        (HASH, "m_hash"),
+        (HASH[:7], "m_hash"),  # a short hash finds the full one
+        (COMMAND, "m_cmd"),
+        ("PAY-1437", "m_ticket"),
+        ("compaction.recall._text.Phrase", "m_dotted"),
+    ],
+)
+def test_an_exact_identifier_is_found_by_one_query(
+    make_source: Callable[[Archive], RecallSource], query: str, archive_id: str
+) -> None:
+    source = make_source(identifier_archive())
+    found = source.search(query)
+    assert found.verbatim == found.total >= 1
+    assert all(hit.verbatim and query.lower() in hit.text.lower() for hit in found)
+    assert archive_id in [hit.archive_id for hit in found]
+    answer = answer_recall(source, {"query": query})
+    assert f"archive id {archive_id} " in answer
+    assert query in answer
+
+
+def test_look_alikes_are_not_verbatim_hits(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(identifier_archive())
+    assert [hit.archive_id for hit in source.search("a__b")] == ["m_ab"]
+    assert [hit.archive_id for hit in source.search(PATH)] == ["m_path"]
+    # "**kwargs" is in two messages; a plain "kwargs" also in the one without the stars.
+    assert {hit.archive_id for hit in source.search("**kwargs")} == {"m_dunder", "m_stars"}
+    assert {hit.archive_id for hit in source.search("kwargs")} == {"m_dunder", "m_stars", "m_init"}
+
+
+def test_case_insensitive_with_exact_case_first(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(
+        {
+            "m_upper": {"role": "user", "content": "the KRW amounts"},
+            "m_lower": {"role": "user", "content": "krw krw krw krw (lower case, said often)"},
+        }
+    )
+    assert [hit.archive_id for hit in source.search("KRW")] == ["m_upper", "m_lower"]
+    assert [hit.archive_id for hit in source.search("krw")] == ["m_lower", "m_upper"]
+
+
+def test_whitespace_in_the_query_matches_any_whitespace(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source({"m_1": {"role": "user", "content": "run\tmake   bench\nITER=3 now"}})
+    assert [hit.archive_id for hit in source.search("make bench ITER=3")] == ["m_1"]
+
+
+def test_words_rank_by_bm25_when_nothing_is_verbatim(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(
+        {
+            "m_both": {"role": "user", "content": "the receipt email shows KRW refunds with decimals"},
+            "m_one": {"role": "user", "content": "a receipt was sent"},
+            "m_none": {"role": "user", "content": "unrelated text about lint"},
+        }
+    )
+    found = source.search("refund decimals in the receipt email")
+    assert found.verbatim == 0
+    assert [hit.archive_id for hit in found] == ["m_both", "m_one"]
+    assert found.hits[0].score > found.hits[1].score > 0
+    assert "share its words" in answer_recall(source, {"query": "refund decimals in the receipt email"})
+
+
+def test_no_match_and_blank_queries(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(identifier_archive())
+    assert source.search("zzqx-nothing-like-it").total == 0
+    assert answer_recall(source, {"query": "zzqx"}).startswith('recall: no archived message matches "zzqx"')
+    with pytest.raises(ValueError, match="empty"):
+        source.search("   ")
+
+
+def test_short_and_punctuation_queries(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source({"m_1": {"role": "user", "content": "x -> y"}, "m_2": {"role": "user", "content": "ok go"}})
+    assert [hit.archive_id for hit in source.search("->")] == ["m_1"]
+    assert [hit.archive_id for hit in source.search("go")] == ["m_2"]
+
+
+# --- formats -----------------------------------------------------------------------------------
+
+
+def anthropic_archive() -> Archive:
+    return {
+        "toolu_call": {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Reading the settings."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "conf/app.yaml"}},
+            ],
+        },
+        "toolu_result": {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "text", "text": "retry_limit: 7\nregion: eu-west-1"}],
+                    "is_error": False,
+                }
+            ],
+        },
+        "toolu_error": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ENOENT", "is_error": True}],
+        },
+    }
+
+
+def test_both_formats_index_calls_arguments_and_results(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source({**anthropic_archive(), **identifier_archive()})
+    assert [(h.archive_id, h.role) for h in source.search("conf/app.yaml")] == [("toolu_call", "assistant")]
+    assert [(h.archive_id, h.role) for h in source.search("eu-west-1")] == [("toolu_result", "tool")]
+    assert {h.archive_id for h in source.search("read_file")} == {"m_path", "toolu_call"}
+    assert source.search("ENOENT").hits[0].text == "[tool error] ENOENT"
+    assert [h.archive_id for h in source.search("1 failed, 12 passed")] == ["m_cmd_result"]
+
+
+def test_archive_text_renders_arguments_verbatim() -> None:
+    role, text = archive_text(tool_call("c1", "bash", command='grep -rn "__init__" src\nwc -l', timeout=30))
+    assert role == "assistant"
+    assert text == '[tool call] bash\ncommand: grep -rn "__init__" src\nwc -l\ntimeout: 30'
+    # Something the adapters cannot read is still searchable as JSON.
+    assert archive_text({"role": "narrator", "content": "odd"})[1] == '{"role": "narrator", "content": "odd"}'
+
+
+# --- the answer: paging, token cap, redaction, errors ------------------------------------------
+
+
+def many(n: int, word: str = "deploy.sh") -> Archive:
+    return {f"m_{i:02d}": {"role": "user", "content": f"step {i}: run {word} on host {i}"} for i in range(n)}
+
+
+def test_search_pages(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(many(20))
+    answers = [answer_recall(source, {"query": "deploy.sh", "page": page}) for page in (1, 2, 3)]
+    assert answers[0].startswith('recall: 20 archived messages hold "deploy.sh" verbatim (page 1 of 3).')
+    assert 'More: recall {"query": "deploy.sh", "page": 2}.' in answers[0]
+    assert "More:" not in answers[2]
+    ids = [line.split()[3] for answer in answers for line in answer.splitlines() if line.startswith("[")]
+    assert sorted(ids) == sorted(many(20))
+    assert answer_recall(source, {"query": "deploy.sh", "page": 4}) == (
+        'recall error: page 4 is past the last page (3) for "deploy.sh".'
+    )
+    assert answer_recall(source, {"query": "deploy.sh", "page": 3}).count("[") == 4
+
+
+def test_search_offsets_are_consistent(make_source: Callable[[Archive], RecallSource]) -> None:
+    source = make_source(many(20))
+    whole = [hit.archive_id for hit in source.search("deploy.sh", limit=20)]
+    pieces = [hit.archive_id for offset in (0, 7, 14) for hit in source.search("deploy.sh", limit=7, offset=offset)]
+    assert whole == pieces
+    assert len(set(whole)) == 20
+
+
+@pytest.mark.parametrize("counter_model", [None, "gpt-4o"])
+def test_the_answer_stays_under_the_token_cap(
+    make_source: Callable[[Archive], RecallSource], counter_model: str | None
+) -> None:
+    counter = counter_for_model(counter_model) if counter_model else None
+    count = counter.count_text if counter else (lambda text: (len(text) + 3) // 4)
+    filler = "\n".join(f"line {i}: 東京 log output {i * 7919 % 1000}" for i in range(1500))
+    archive = {
+        f"m_{i}": {"role": "tool", "tool_call_id": f"c{i}", "content": f"{filler}\nNEEDLE-{i}\n{filler}"}
+        for i in range(10)
+    }
+    source = make_source(archive)
+    answer = answer_recall(source, {"query": "NEEDLE"}, counter=counter, max_tokens=1_000)
+    assert count(answer) <= 1_000
+    assert answer.count("NEEDLE-") == 8  # the whole match is in every snippet
+    # Read by id: every part fits, the parts are the whole text, with the query: its part first.
+    text = source.fetch("m_3")
+    assert text is not None
+    parts = []
+    page = 1
+    while True:
+        answer = answer_recall(source, {"archive_id": "m_3", "page": page}, counter=counter, max_tokens=1_000)
+        assert count(answer) <= 1_000
+        head, _, body = answer.partition("\n")
+        assert head.startswith(f"recall: archive id m_3 (tool), part {page} of ")
+        more = body.rfind("\nMore: recall {")
+        parts.append(body if more < 0 else body[:more])
+        if more < 0:
+            break
+        page += 1
+    assert "".join(parts) == text.text
+    located = answer_recall(source, {"archive_id": "m_3", "query": "NEEDLE-3"}, counter=counter, max_tokens=1_000)
+    position, seen = text.text.index("NEEDLE-3"), 0
+    holding = next(i for i, part in enumerate(parts, start=1) if (seen := seen + len(part)) > position)
+    assert located.splitlines()[0].endswith(f'part {holding} of {len(parts)}. Part {holding} holds "NEEDLE-3".')
+    assert "NEEDLE-3" in located
+
+
+def test_secrets_are_redacted_in_index_and_answers(make_source: Callable[[Archive], RecallSource]) -> None:
+    archive = {
+        "m_env": {"role": "user", "content": f"export OPENAI_API_KEY={OPENAI_KEY} then run deploy.sh"},
+        "m_curl": tool_call("c1", "bash", command="curl -H 'Authorization: Bearer abcdef123456' https://api.x"),
+    }
+    source = make_source(archive)
+    for arguments in ({"query": "deploy.sh"}, {"query": "OPENAI_API_KEY"}, {"archive_id": "m_env"}):
+        answer = answer_recall(source, arguments)
+        assert OPENAI_KEY not in answer
+        assert "[REDACTED:openai_key]" in answer
+    answer = answer_recall(source, {"query": "Authorization"})
+    assert "abcdef123456" not in answer and "[REDACTED:bearer_token]" in answer
+    assert source.search(OPENAI_KEY).total == 0  # a secret is not in the index at all
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ("{not json", "the arguments are not valid JSON"),
+        ("[1, 2]", "the arguments must be a JSON object, got list"),
+        ({"q": "x"}, "unknown argument 'q'; the arguments are query, archive_id, page"),
+        ({}, "give `query` (an exact identifier or words) or `archive_id`"),
+        ({"query": "   "}, "give `query`"),
+        ({"query": 42}, "query must be a string, got int 42"),
+        ({"query": "x", "page": 0}, "page must be a whole number from 1, got 0"),
+        ({"query": "x", "page": "two"}, "page must be a whole number from 1, got 'two'"),
+        ({"query": "x", "page": True}, "page must be a whole number from 1, got True"),
+        ({"query": "x" * 1_001}, "the query is 1,001 characters; search for at most 1,000"),
+        ({"archive_id": "m_nope"}, 'no archived message has the id "m_nope"'),
+        ({"archive_id": "m_dunder", "page": 2}, 'page 2 is past the last part (1) of archive id "m_dunder"'),
+    ],
+)
+def test_bad_calls_get_an_error_answer(
+    make_source: Callable[[Archive], RecallSource], arguments: Any, error: str
+) -> None:
+    answer = answer_recall(make_source(identifier_archive()), arguments)
+    assert answer.startswith("recall error: ")
+    assert error in answer
+
+
+def test_page_as_a_numeric_string_is_accepted(make_source: Callable[[Archive], RecallSource]) -> None:
+    assert "(page 2 of 3)" in answer_recall(make_source(many(20)), '{"query": "deploy.sh", "page": "2"}')
+
+
+def test_answer_recall_rejects_a_bad_configuration() -> None:
+    with pytest.raises(ValueError, match="max_tokens must be >= 200"):
+        answer_recall(MemoryRecallIndex(), {"query": "x"}, max_tokens=10)
+    with pytest.raises(ValueError, match="page_size must be >= 1"):
+        answer_recall(MemoryRecallIndex(), {"query": "x"}, page_size=0)
+
+
+def test_tool_definitions() -> None:
+    openai = recall_tool()
+    assert openai["type"] == "function"
+    assert openai["function"]["name"] == RECALL_TOOL_NAME == "recall"
+    schema = openai["function"]["parameters"]
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {"query", "archive_id", "page"}
+    anthropic = recall_tool("anthropic")
+    assert set(anthropic) == {"name", "description", "input_schema"}
+    assert anthropic["input_schema"] == schema
+    assert json.loads(json.dumps(anthropic)) == anthropic
+    recall_tool()["function"]["parameters"]["properties"].clear()  # a fresh copy every time
+    assert recall_tool()["function"]["parameters"] == schema
+    with pytest.raises(ValueError, match="format must be"):
+        recall_tool("gemini")  # type: ignore[arg-type]
+
+
+# --- the in-memory index -----------------------------------------------------------------------
+
+
+def test_memory_index_is_extendable_and_keeps_first_versions() -> None:
+    index = MemoryRecallIndex(many(3))
+    assert len(index) == 3
+    assert (
+        index.add_archive(
+            {
+                "m_00": {"role": "user", "content": "pruned copy"},
+                "m_new": {"role": "user", "content": "later deploy.sh"},
+            }
+        )
+        == 1
+    )
+    assert len(index) == 4 and "m_new" in index
+    assert index.fetch("m_00") is not None and "deploy.sh" in index.fetch("m_00").text  # type: ignore[union-attr]
+    assert [hit.archive_id for hit in index.search("later deploy.sh")] == ["m_new"]
+    assert index.search("deploy.sh").total == 4
+    assert index.fetch("m_missing") is None
+    assert isinstance(index, RecallSource)
+
+
+# --- the SQLite store --------------------------------------------------------------------------
+
+
+def test_store_index_stays_in_sync_and_is_scoped_per_session() -> None:
+    store = SQLiteSessionStore(":memory:")
+    assert isinstance(store, SessionStore)
+    save(store, "s1", {"m_1": {"role": "user", "content": "first deploy.sh run"}})
+    save(store, "s1", {"m_2": {"role": "user", "content": "later deploy.sh run"}})
+    # The same archive id in another session is that session's own message.
+    save(store, "s2", {"m_1": {"role": "user", "content": "other tenant: deploy.sh secrets"}})
+    assert [h.archive_id for h in store.search_archive("s1", "deploy.sh")] == ["m_2", "m_1"]
+    assert [h.text for h in store.search_archive("s2", "deploy.sh")] == ["other tenant: deploy.sh secrets"]
+    assert store.search_archive("s1", "tenant").total == 0
+    assert store.archived("m_1", session_id="s2") == {"role": "user", "content": "other tenant: deploy.sh secrets"}
+    assert store.archived("m_1") == {"role": "user", "content": "first deploy.sh run"}  # the first archived
+    recall = StoreRecall(store, "s2")
+    assert recall.fetch("m_1") is not None and recall.fetch("m_2") is None
+    with pytest.raises(KeyError):
+        store.search_archive("nope", "x")
+
+
+def test_store_archive_is_append_only(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    with SQLiteSessionStore(db) as store:
+        save(store, "s1", {"m_1": {"role": "user", "content": "deploy.sh"}})
+    raw = sqlite3.connect(db)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        raw.execute("UPDATE archive SET text = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        raw.execute("DELETE FROM archive")
+    secret_free = raw.execute("SELECT count(*) FROM archive_phrases WHERE archive_phrases MATCH '\"deploy.sh\"'")
+    assert secret_free.fetchone()[0] == 1
+    raw.close()
+
+
+def version_1_database(db: Path, archive: Mapping[str, Mapping[str, Any]]) -> None:
+    """A database as the previous release wrote it: schema version 1, archive keyed by archive id."""
+    raw = sqlite3.connect(db)
+    for statement in _SCHEMA:
+        raw.execute(statement)
+    raw.execute("PRAGMA user_version = 1")
+    raw.execute("INSERT INTO sessions VALUES ('old', NULL, 'gpt-4o', 's', NULL, 0, 0)")
+    raw.execute(
+        'INSERT INTO messages (session_id, message, created_at) VALUES (\'old\', \'{"role":"user","content":"hi"}\', 0)'
+    )
+    for archive_id, message in archive.items():
+        raw.execute("INSERT INTO archive VALUES (?, 'old', ?, 0)", (archive_id, json.dumps(message)))
+    raw.commit()
+    raw.close()
+
+
+def test_an_old_database_gets_the_index_on_open(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    version_1_database(db, identifier_archive())
+    with SQLiteSessionStore(db) as store:
+        assert [h.archive_id for h in store.search_archive("old", PATH)] == ["m_path"]
+        assert [h.archive_id for h in store.search_archive("old", HASH[:7])] == ["m_hash"]
+        assert store.archived("m_dunder", session_id="old") == identifier_archive()["m_dunder"]
+        save(store, "old", {"m_new": {"role": "user", "content": f"again {PATH}"}})
+        assert [h.archive_id for h in store.search_archive("old", PATH)] == ["m_new", "m_path"]
+    raw = sqlite3.connect(db)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"archive", "archive_phrases", "archive_words"} <= tables and "archive_v1" not in tables
+    raw.close()
+    with SQLiteSessionStore(db) as store:  # opening again migrates nothing more
+        assert store.search_archive("old", PATH).total == 2
+
+
+# --- documented examples -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module", ["compaction.recall", "compaction.recall._text", "compaction.recall._memory", "compaction.recall._tool"]
+)
+def test_documented_examples(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{module} has no examples"
+    assert result.failed == 0
