@@ -35,7 +35,7 @@ from compaction.summarizers._select import (
     REQUEST_PREFIX,
     essential_line,
     is_pleasantry,
-    same_subject,
+    latest_of_each,
 )
 
 __all__ = ["merge_sources", "move_resolved", "parsed_lines"]
@@ -148,12 +148,11 @@ def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], f
     drop: set[tuple[int, int, int]] = set()
     for kind, places in found.items():
         texts = [_statement(out[src][s][k].text) for src, s, k in places]
-        alive = [
-            i
-            for i, (src, _s, _k) in enumerate(places)
-            if kind in ("number", "next_step")
-            or not any(places[j][0] > src and same_subject(texts[j], texts[i]) for j in range(len(places)))
-        ]
+        # Oldest source first, so "later" is "newer"; numbers and tasks are not superseded.
+        by_age = sorted(range(len(places)), key=lambda i: places[i])
+        alive = sorted(
+            by_age[j] for j in latest_of_each([texts[i] for i in by_age], supersede=kind not in ("number", "next_step"))
+        )
         drop.update(places[i] for i in range(len(places)) if i not in alive)
         order = mmr_order([texts[i] for i in alive], [relevance[places[i]] for i in alive])
         for rank, pick in enumerate(order):
@@ -170,17 +169,14 @@ _LATER_REQUEST = "Later request: "
 
 def _drop_repeated_requests(out: list[Sections]) -> None:
     """A later request that a newer source repeats with other values is listed once, newest."""
-    seen: list[str] = []
-    for sections in reversed(out):
-        keep: list[Line] = []
-        for line in reversed(sections[0]):
-            if line.text.startswith(_LATER_REQUEST):
-                request = line.text[len(_LATER_REQUEST) :]
-                if any(same_subject(other, request, threshold=0.7) for other in seen):
-                    continue
-                seen.append(request)
-            keep.append(line)
-        sections[0] = keep[::-1]
+    places = [(src, k) for src, sections in enumerate(out) for k, line in enumerate(sections[0])]
+    places = [(src, k) for src, k in places if out[src][0][k].text.startswith(_LATER_REQUEST)]
+    texts = [out[src][0][k].text[len(_LATER_REQUEST) :] for src, k in places]
+    kept = {places[i] for i in latest_of_each(texts, threshold=0.7)}
+    for src, sections in enumerate(out):
+        sections[0] = [
+            line for k, line in enumerate(sections[0]) if not line.text.startswith(_LATER_REQUEST) or (src, k) in kept
+        ]
 
 
 _PREFIXES = re.compile(r"^(?:Earlier: |Constraint: |Pending: |User asked: |User: )+")

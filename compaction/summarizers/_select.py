@@ -30,6 +30,7 @@ __all__ = [
     "REQUEST_PREFIX",
     "essential_line",
     "is_pleasantry",
+    "latest_of_each",
     "same_subject",
     "select_units",
 ]
@@ -87,18 +88,40 @@ def same_subject(later: str, earlier: str, *, threshold: float = 0.8) -> bool:
     return len(words_a & words_b) >= threshold * len(words_a | words_b)
 
 
-def _latest_distinct(units: Sequence[Unit], *, supersede: bool = True) -> list[Unit]:
-    """The units (in order) that no later unit repeats or (with ``supersede``) supersedes."""
-    kept: list[Unit] = []
+def latest_of_each(texts: Sequence[str], *, threshold: float = 0.8, supersede: bool = True) -> list[int]:
+    """Indices (in order) of the texts that no later text repeats or, with ``supersede``, restates
+    (:func:`same_subject`). Subjects are compared only within a group of equal identifiers, so a
+    long session costs about one pass, not one comparison per pair.
+
+    >>> latest_of_each(["Use 2 workers.", "Never push.", "Use 4 workers.", "Never push."])
+    [2, 3]
+    """
+    kept: list[int] = []
     seen: set[str] = set()
-    for unit in reversed(units):
-        key = clean(unit.text).lower()
-        if key in seen or (supersede and any(same_subject(other.text, unit.text) for other in kept)):
+    groups: dict[frozenset[str], list[frozenset[str]]] = {}
+    for index in range(len(texts) - 1, -1, -1):
+        key = clean(texts[index]).lower()
+        if key in seen:
             continue
         seen.add(key)
-        kept.append(unit)
-    kept.reverse()
-    return kept
+        if supersede:
+            ids, words = _subject(texts[index])
+            group = groups.setdefault(ids, [])
+            if words and any(
+                min(len(words), len(other)) >= threshold * max(len(words), len(other))
+                and len(words & other) >= threshold * len(words | other)
+                for other in group
+            ):
+                continue
+            if words:
+                group.append(words)
+        kept.append(index)
+    return kept[::-1]
+
+
+def _latest_distinct(units: Sequence[Unit], *, supersede: bool = True) -> list[Unit]:
+    """The units (in order) that no later unit repeats or (with ``supersede``) supersedes."""
+    return [units[k] for k in latest_of_each([u.text for u in units], supersede=supersede)]
 
 
 def _ranked(units: Sequence[Unit]) -> list[Unit]:
@@ -169,11 +192,8 @@ def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set
             later.append((turn.msg, request))
     # A request repeated with other values ("run the search for 2026-03-22", then "... 2026-03-23")
     # is listed once, as its latest form.
-    kept: list[tuple[int, str]] = []
-    for msg, request in reversed(later):
-        if not any(same_subject(other, request, threshold=0.7) for _msg, other in kept):
-            kept.append((msg, request))
-    for msg, request in kept:
+    for k in latest_of_each([request for _msg, request in later], threshold=0.7):
+        msg, request = later[k]
         recency = msg / max(facts.messages, 1)
         lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
