@@ -306,7 +306,8 @@ def test_secrets_are_redacted_in_index_and_answers(make_source: Callable[[Archiv
         assert OPENAI_KEY not in answer
         assert "[REDACTED:openai_key]" in answer
     answer = answer_recall(source, {"query": "Authorization"})
-    assert "abcdef123456" not in answer and "[REDACTED:bearer_token]" in answer
+    assert "abcdef123456" not in answer
+    assert "[REDACTED:bearer_token]" in answer
     assert source.search(OPENAI_KEY).total == 0  # a secret is not in the index at all
 
 
@@ -351,7 +352,8 @@ def test_tool_definitions() -> None:
     assert openai["type"] == "function"
     assert openai["function"]["name"] == RECALL_TOOL_NAME == "recall"
     schema = openai["function"]["parameters"]
-    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"query", "archive_id", "page"}
     anthropic = recall_tool("anthropic")
     assert set(anthropic) == {"name", "description", "input_schema"}
@@ -378,8 +380,10 @@ def test_memory_index_is_extendable_and_keeps_first_versions() -> None:
         )
         == 1
     )
-    assert len(index) == 4 and "m_new" in index
-    assert index.fetch("m_00") is not None and "deploy.sh" in index.fetch("m_00").text  # type: ignore[union-attr]
+    assert len(index) == 4
+    assert "m_new" in index
+    assert index.fetch("m_00") is not None
+    assert "deploy.sh" in index.fetch("m_00").text
     assert [hit.archive_id for hit in index.search("later deploy.sh")] == ["m_new"]
     assert index.search("deploy.sh").total == 4
     assert index.fetch("m_missing") is None
@@ -402,7 +406,8 @@ def test_store_index_stays_in_sync_and_is_scoped_per_session() -> None:
     assert store.archived("m_1", session_id="s2") == {"role": "user", "content": "other tenant: deploy.sh secrets"}
     assert store.archived("m_1") == {"role": "user", "content": "first deploy.sh run"}  # the first archived
     recall = StoreRecall(store, "s2")
-    assert recall.fetch("m_1") is not None and recall.fetch("m_2") is None
+    assert recall.fetch("m_1") is not None
+    assert recall.fetch("m_2") is None
     with pytest.raises(KeyError):
         store.search_archive("nope", "x")
 
@@ -449,7 +454,8 @@ def test_an_old_database_gets_the_index_on_open(tmp_path: Path) -> None:
     raw = sqlite3.connect(db)
     assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"archive", "archive_phrases", "archive_words"} <= tables and "archive_v1" not in tables
+    assert {"archive", "archive_phrases", "archive_words"} <= tables
+    assert "archive_v1" not in tables
     raw.close()
     with SQLiteSessionStore(db) as store:  # opening again migrates nothing more
         assert store.search_archive("old", PATH).total == 2
@@ -465,3 +471,292 @@ def test_documented_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0, f"{module} has no examples"
     assert result.failed == 0
+
+
+# --- the ContextManager answers recall by itself -----------------------------------------------
+
+NEEDLE = "/srv/billing/refunds/krw_rounding.py"
+TASK = "Fix the KRW refund rounding; never push to main."
+
+
+def agent_session(turns: int = 12) -> list[dict[str, Any]]:
+    """A task, then read_file turns; the first tool result names NEEDLE (it will be compacted)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for i in range(turns):
+        body = f"rounding helper lives in {NEEDLE} (line 88)\n" if i == 0 else ""
+        messages += [
+            tool_call(f"call_{i}", "read_file", path=f"src/mod_{i}.py"),
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": body + f"mod_{i}: log line 12345\n" * 120},
+        ]
+    return messages
+
+
+def anthropic_session(turns: int = 12) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for i in range(turns):
+        body = f"rounding helper lives in {NEEDLE} (line 88)\n" if i == 0 else ""
+        messages += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{i}", "name": "read_file", "input": {"path": f"m{i}.py"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": body + "log line\n" * 300}],
+            },
+        ]
+    return messages
+
+
+def manager(messages: list[dict[str, Any]], **options: Any) -> Any:
+    from compaction.compactor import Compactor
+    from compaction.config import CompactionConfig
+    from compaction.middleware import ContextManager
+    from compaction.tokens import EstimateCounter
+
+    config = CompactionConfig(
+        window=40_000, reserve_tokens=8_000, threshold=0.5, keep_recent_messages=4, max_summary_tokens=800
+    )
+    compactor = Compactor(options.pop("model", "test-model"), None, config, counter=EstimateCounter())
+    return ContextManager(compactor, messages=messages, **options)
+
+
+def openai_response(*calls: tuple[str, str, dict[str, Any]], text: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, name, args in calls
+        ]
+    return {"choices": [{"message": message}], "usage": {"prompt_tokens": 900, "completion_tokens": 20}}
+
+
+def anthropic_response(*calls: tuple[str, str, dict[str, Any]], text: str = "") -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": i, "name": name, "input": args} for i, name, args in calls]
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "usage": {"input_tokens": 900, "output_tokens": 20},
+    }
+
+
+def pairs_ok(cm: Any) -> bool:
+    from compaction.adapters import to_canonical
+    from compaction.pairs import validate
+
+    return validate(to_canonical(cm.messages, cm.system)) == []
+
+
+async def test_manager_offers_recall_only_after_a_compaction() -> None:
+    cm = manager(agent_session())
+    assert cm.tools == []
+    assert cm.recall_source is None
+    tokens = cm.tokens
+    result = await cm.compact_now()
+    assert result.compacted
+    assert [t["function"]["name"] for t in cm.tools] == [RECALL_TOOL_NAME]
+    assert cm.recall_source is not None
+    assert cm.recall_source.search(NEEDLE).total == 1
+    assert cm.tokens < tokens
+    cm.set_tools([recall_tool(), {"type": "function", "function": {"name": "bash", "parameters": {}}}])
+    assert [t["function"]["name"] for t in cm.tools] == ["bash", RECALL_TOOL_NAME]  # offered once
+    off = manager(agent_session(), recall=False)
+    await off.compact_now()
+    assert off.tools == []
+    assert off.recall_source is None
+
+
+async def test_manager_answers_recall_calls_and_calls_the_model_again() -> None:
+    cm = manager(agent_session())
+    await cm.compact_now()
+    sent: list[list[dict[str, Any]]] = []
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        sent.append(messages)
+        if len(sent) == 1:
+            return openai_response(("r1", RECALL_TOOL_NAME, {"query": NEEDLE}))
+        return openai_response(text="The helper is in krw_rounding.py.")
+
+    response = await cm.complete(call=call)
+    assert response["choices"][0]["message"]["content"] == "The helper is in krw_rounding.py."
+    assert len(sent) == 2
+    answer = sent[1][-1]
+    assert answer["role"] == "tool"
+    assert answer["tool_call_id"] == "r1"
+    assert NEEDLE in answer["content"]
+    assert "(line 88)" in answer["content"]
+    assert sent[1][-2]["tool_calls"][0]["function"]["name"] == RECALL_TOOL_NAME
+    assert cm.messages[-2:] == sent[1][-2:]
+    assert cm.measure().source == "usage"
+    assert pairs_ok(cm)
+
+
+async def test_manager_recall_rounds_are_bounded() -> None:
+    cm = manager(agent_session(), max_recall_rounds=2)
+    await cm.compact_now()
+    calls = 0
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return openai_response((f"r{calls}", RECALL_TOOL_NAME, {"query": "log line", "page": min(calls, 2)}))
+
+    response = await cm.complete(call=call)
+    assert calls == 3  # two rounds answered by the manager, the third response returned
+    assert response["choices"][0]["message"]["tool_calls"][0]["id"] == "r3"
+    cm.append(response["choices"][0]["message"])  # the caller appends it as always
+    assert cm.messages[-1]["role"] == "tool"
+    assert cm.messages[-1]["tool_call_id"] == "r3"
+    assert "(page 2 of 2)" in cm.messages[-1]["content"]
+    assert pairs_ok(cm)
+
+
+async def test_mixed_calls_openai_the_answers_follow_the_appended_assistant_message() -> None:
+    cm = manager(agent_session())
+    await cm.compact_now()
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        return openai_response(("r1", RECALL_TOOL_NAME, {"query": NEEDLE}), ("b1", "bash", {"command": "ls"}))
+
+    response = await cm.complete(call=call)
+    message = response["choices"][0]["message"]
+    assert [c["id"] for c in message["tool_calls"]] == ["r1", "b1"]
+    cm.append(message)
+    assert cm.messages[-1]["tool_call_id"] == "r1"
+    assert NEEDLE in cm.messages[-1]["content"]
+    cm.append({"role": "tool", "tool_call_id": "b1", "content": "README.md"})  # the caller runs the rest
+    assert [m.get("tool_call_id") for m in cm.messages[-3:]] == [None, "r1", "b1"]
+    assert pairs_ok(cm)
+
+
+async def test_mixed_calls_anthropic_the_answers_join_the_next_user_message() -> None:
+    cm = manager(anthropic_session(), system="Be brief.")
+    await cm.compact_now()
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        return anthropic_response(("toolu_r", RECALL_TOOL_NAME, {"query": NEEDLE}), ("toolu_b", "bash", {"cmd": "ls"}))
+
+    assert "input_schema" in cm.tools[0]  # Anthropic messages, no tools of the caller: Anthropic format
+    response = await cm.complete(call=call)
+    theirs = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "ok"}]}
+    cm.append({"role": "assistant", "content": response["content"]}, theirs)
+    assert theirs["content"] == [{"type": "tool_result", "tool_use_id": "toolu_b", "content": "ok"}]  # not mutated
+    last = cm.messages[-1]["content"]
+    assert [b["tool_use_id"] for b in last] == ["toolu_r", "toolu_b"]
+    assert NEEDLE in last[0]["content"]
+    assert pairs_ok(cm)
+    # When the caller appends only the assistant message, the answers go in before the next call.
+    sent: list[list[dict[str, Any]]] = []
+
+    async def record(messages: list[dict[str, Any]], system: Any) -> Any:
+        sent.append(messages)
+        if len(sent) == 1:
+            return anthropic_response(("toolu_r2", RECALL_TOOL_NAME, {"query": NEEDLE}), ("toolu_b2", "bash", {}))
+        return anthropic_response(text="done")
+
+    response = await cm.complete(call=record)
+    cm.append({"role": "assistant", "content": response["content"]})
+    await cm.complete(call=record)
+    assert sent[1][-1]["content"][0]["tool_use_id"] == "toolu_r2"
+
+
+async def test_all_recall_anthropic_rounds_keep_the_anthropic_format() -> None:
+    cm = manager(anthropic_session(), system="Be brief.")
+    await cm.compact_now()
+    sent: list[list[dict[str, Any]]] = []
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        sent.append(messages)
+        if len(sent) == 1:  # an OpenAI-shaped response (litellm) to an Anthropic-format context
+            return openai_response(("r1", RECALL_TOOL_NAME, {"query": NEEDLE}), text="Looking it up.")
+        return anthropic_response(text="found it")
+
+    await cm.complete(call=call)
+    assistant, answer = sent[1][-2:]
+    assert assistant["content"][0] == {"type": "text", "text": "Looking it up."}
+    assert assistant["content"][1]["type"] == "tool_use"
+    assert assistant["content"][1]["input"] == {"query": NEEDLE}
+    assert answer["content"][0]["tool_use_id"] == "r1"
+    assert NEEDLE in answer["content"][0]["content"]
+    assert pairs_ok(cm)
+
+
+async def test_store_mode_answers_from_the_session_archive(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    save(store, "other", {"m_x": {"role": "user", "content": f"another session also saw {NEEDLE}"}})
+    cm = manager(agent_session(), store=store, session_id="job-1")
+    assert cm.tools == []
+    await cm.compact_now()
+    assert isinstance(cm.recall_source, StoreRecall)
+    sent: list[list[dict[str, Any]]] = []
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        sent.append(messages)
+        if len(sent) == 1:
+            return openai_response(("r1", RECALL_TOOL_NAME, {"query": NEEDLE}))
+        return openai_response(text="ok")
+
+    await cm.complete(call=call)
+    answer = sent[1][-1]["content"]
+    assert answer.startswith(f'recall: 1 archived message holds "{NEEDLE}" verbatim')  # not the other session's
+    assert "another session" not in answer
+    stored = [m.message for m in store.messages("job-1")]
+    assert stored[-1] == sent[1][-1]  # the recall round is stored like any other message
+    reopened = manager([], store=store, session_id="job-1")
+    assert [t["function"]["name"] for t in reopened.tools] == [RECALL_TOOL_NAME]
+
+
+async def test_without_recall_a_recall_call_is_returned_untouched() -> None:
+    cm = manager(agent_session(), recall=False)
+    await cm.compact_now()
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        return openai_response(("r1", RECALL_TOOL_NAME, {"query": NEEDLE}))
+
+    before = len(cm.messages)
+    await cm.complete(call=call)
+    assert len(cm.messages) == before
+
+
+async def test_manager_against_litellm_and_the_fake_provider_gets_the_original_text_back() -> None:
+    """Round 1: litellm's mock returns a real ModelResponse with a recall call; round 2 goes over
+    HTTP to the fake provider, whose recorded request holds the archived original."""
+    from compaction.summarizers._litellm import load_litellm
+    from compaction.testing import FakeProvider
+
+    litellm = load_litellm()
+    cm = manager(agent_session())
+    await cm.compact_now()
+    async with FakeProvider() as server:
+        rounds = 0
+
+        async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+            nonlocal rounds
+            rounds += 1
+            common = {"messages": messages, "tools": cm.tools, "api_key": "k", "_skip_mcp_handler": True}
+            if rounds == 1:
+                mock = [
+                    {
+                        "id": "call_r1",
+                        "type": "function",
+                        "function": {"name": "recall", "arguments": json.dumps({"query": NEEDLE})},
+                    }
+                ]
+                return await litellm.acompletion(model="openai/agent", mock_tool_calls=mock, **common)
+            return await litellm.acompletion(model="openai/agent", api_base=server.openai_api_base, **common)
+
+        response = await cm.complete(call=call)
+        assert rounds == 2
+        request = server.completion_requests[-1]
+        assert [t["function"]["name"] for t in request.body["tools"]] == [RECALL_TOOL_NAME]
+        role, text = request.messages[-1]
+        assert role == "tool"
+        assert NEEDLE in text
+        assert "(line 88)" in text
+        assert request.body["messages"][-2]["tool_calls"][0]["id"] == "call_r1"
+    assert response.choices[0].message.content
+    assert cm.measure().source == "usage"

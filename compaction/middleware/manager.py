@@ -45,6 +45,16 @@ from compaction.middleware.events import (
     handlers_of,
 )
 from compaction.middleware.usage import UsageReport, parse_usage
+from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
+from compaction.recall._memory import MemoryRecallIndex
+from compaction.recall._tool import (
+    DEFAULT_MAX_TOKENS,
+    RECALL_TOOL_NAME,
+    RecallSource,
+    StoreRecall,
+    answer_recall,
+    recall_tool,
+)
 from compaction.result import CompactionResult, Trigger
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import REPLY_PRIMING, CalibratedCounter, TokenCounter, counter_for_model
@@ -107,6 +117,24 @@ def _split_leading_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str | 
     return ("\n\n".join(texts) if texts else None), rest
 
 
+def _tool_name(tool: Mapping[str, Any]) -> Any:
+    function = tool.get("function")
+    return function.get("name") if isinstance(function, Mapping) else tool.get("name")
+
+
+@dataclass
+class _PendingRecall:
+    """Answers to the recall calls of a response returned to the caller, until its assistant
+    message is appended (and, Anthropic, the user message of tool results after it)."""
+
+    ids: frozenset[str]
+    answers: list[tuple[str, str]]
+    after_assistant: bool = False
+
+    def blocks(self) -> list[dict[str, Any]]:
+        return [{"type": "tool_result", "tool_use_id": i, "content": text} for i, text in self.answers]
+
+
 class ContextManager:
     """Holds an agent's context and compacts it at the right moments.
 
@@ -126,6 +154,18 @@ class ContextManager:
     :class:`CompactionStarted` / :class:`CompactionFinished` / :class:`CompactionFailed` (sync or async
     callables, or a list). ``recount`` (e.g. a :class:`~compaction.provider_counter.ProviderTokenCounter`)
     sets the context size after a compaction (seed 002's recount).
+
+    Recall (``recall=True``, the default). Once something has been compacted, :meth:`complete`
+    offers the model the ``recall`` tool (:func:`compaction.recall.recall_tool`, in the format of
+    your tools, else of the messages; :attr:`tools` includes it for a ``call`` that sends tools
+    itself) and answers its calls from the archive: the store's FTS5 index in store mode, else an
+    in-memory index fed by every compaction's archive. When every call of a response is ``recall``,
+    the manager appends the assistant message and the answers (at most ``recall_max_tokens`` each)
+    and calls the model again, at most ``max_recall_rounds`` times per :meth:`complete`; it returns
+    the first other response. When a response mixes ``recall`` with other calls (or the rounds are
+    used up), it is returned as usual: append the assistant message as always, and the manager
+    adds the ``recall`` answers right after it (Anthropic: inside your next user message of tool
+    results); run the other calls and skip ``recall``. ``recall=False`` offers nothing.
 
     >>> import asyncio
     >>> from compaction import Compactor, CompactionConfig
@@ -154,7 +194,12 @@ class ContextManager:
         logger: logging.Logger | None = None,
         recount: TokenCounter | None = None,
         tools: Sequence[Mapping[str, Any]] = (),
+        recall: bool = True,
+        recall_max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_recall_rounds: int = 3,
     ) -> None:
+        if max_recall_rounds < 0:
+            raise ValueError(f"max_recall_rounds must be >= 0, got {max_recall_rounds}")
         if every_n_iterations is not None and every_n_iterations < 1:
             raise ValueError(f"every_n_iterations must be >= 1, got {every_n_iterations}")
         if keep_recent_iterations is not None and keep_recent_iterations < 0:
@@ -192,6 +237,11 @@ class ContextManager:
         self._through_id: int | None = None
         self.system = system
         self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
+        self.recall = recall
+        self.recall_max_tokens = recall_max_tokens
+        self.max_recall_rounds = max_recall_rounds
+        self._recall_index = MemoryRecallIndex() if store is None else None
+        self._recall_pending: _PendingRecall | None = None
         self._work = self._derive(compactor)
         self._refresh_fixed()
         if store is not None:
@@ -235,8 +285,19 @@ class ContextManager:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        """Tool schemas counted with the context and passed to the model by :meth:`complete`."""
-        return list(self._tools)
+        """Tool schemas counted with the context and passed to the model by :meth:`complete`
+        (yours, and ``recall`` once something has been compacted)."""
+        return self._offered_tools()
+
+    @property
+    def recall_source(self) -> RecallSource | None:
+        """Where ``recall`` searches, once something has been compacted (None before, or with
+        ``recall=False``): the store's archive of this session, or the in-memory index."""
+        if not self.recall:
+            return None
+        if self.store is not None:
+            return StoreRecall(self.store, self.session_id) if self._summary is not None else None
+        return self._recall_index if self._recall_index else None
 
     @property
     def work_compactor(self) -> Compactor:
@@ -245,7 +306,7 @@ class ContextManager:
 
     def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
         """Replace the tool schemas (they count toward the context size)."""
-        new = [dict(t) for t in tools]
+        new = [dict(t) for t in tools if _tool_name(t) != RECALL_TOOL_NAME or not self.recall]
         if new != self._tools:
             self._tools = new
             self._refresh_fixed()
@@ -257,6 +318,8 @@ class ContextManager:
         for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
+        if self._recall_pending is not None:
+            messages = self._with_recall_answers(messages)
         if self.store is not None and self.system is None and not self._messages and self._summary is None:
             system, rest = _split_leading_system(messages)
             if system is not None:
@@ -440,10 +503,32 @@ class ContextManager:
         tools = kwargs.pop("tools", None)
         if tools is not None:
             self.set_tools(tools)
+        self._flush_recall_answers()
+        rounds = 0
+        while True:
+            response = await self._complete_once(call, kwargs)
+            source = self.recall_source
+            parsed = parse_response(response) if source is not None else None
+            calls = [c for c in parsed.calls if c.name == RECALL_TOOL_NAME] if parsed is not None else []
+            if source is None or parsed is None or not calls:
+                return response
+            answers = [(c.id, self._answer_recall(source, c.arguments)) for c in calls]
+            if len(calls) == len(parsed.calls) and rounds < self.max_recall_rounds:
+                rounds += 1
+                fmt: Literal["openai", "anthropic"] = parsed.format
+                if self._format in ("openai", "anthropic"):  # the context's own format wins
+                    fmt = "anthropic" if self._format == "anthropic" else "openai"
+                self.logger.info("Recall: answered %s call(s), calling the model again (round %s)", len(calls), rounds)
+                self.append(assistant_message(parsed, fmt), *tool_result_messages(answers, fmt))
+                continue
+            self._recall_pending = _PendingRecall(frozenset(c.id for c in calls), answers)
+            return response
+
+    async def _complete_once(self, call: Any, kwargs: dict[str, Any]) -> Any:
         request, system, prepended = self._request(self._messages)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
-        outcome = await self._work.complete(request, system=system, call=call, tools=self._tools, **kwargs)
+        outcome = await self._work.complete(request, system=system, call=call, tools=self._offered_tools(), **kwargs)
         self.last_outcome = outcome
         if outcome.compactions or outcome.truncated_tool_results:
             async with self._lock:
@@ -554,6 +639,7 @@ class ContextManager:
         result = await self._work.acompact(request, instructions, system=system, tools=self._tools, trigger=trigger)
         if result.compacted:
             self._adopt(result.messages, result.system, prepended)
+            self._archive_for_recall(result.archive)
         return result
 
     async def _compact_stored(
@@ -629,6 +715,8 @@ class ContextManager:
                 )
         else:
             self._adopt(final, outcome.system, prepended=False)
+            for compaction in outcome.compactions:
+                self._archive_for_recall(compaction.archive)
         if outcome.compactions:
             await self._after_compaction()
         after = self.measure()
@@ -828,7 +916,82 @@ class ContextManager:
     def _refresh_fixed(self) -> None:
         base = self._base
         self._system_inner = base.count_message(self._system_message()) if self.system is not None else 0
-        self._tools_inner = base.count_tools(self._tools) if self._tools else 0
+        tools = self._offered_tools()
+        self._tools_inner = base.count_tools(tools) if tools else 0
+
+    # --- recall --------------------------------------------------------------------------
+
+    def _offered_tools(self) -> list[dict[str, Any]]:
+        if self.recall_source is None or any(_tool_name(t) == RECALL_TOOL_NAME for t in self._tools):
+            return list(self._tools)
+        if any("input_schema" in t for t in self._tools):
+            fmt: Literal["openai", "anthropic"] = "anthropic"
+        elif self._tools or self._format != "anthropic":
+            fmt = "openai"
+        else:
+            fmt = "anthropic"
+        return [*self._tools, recall_tool(fmt)]
+
+    def _archive_for_recall(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
+        """Memory mode: index what a compaction archived (the store indexes its own archive)."""
+        if self._recall_index is None or not archive:
+            return
+        offered = self.recall_source is not None
+        self._recall_index.add_archive(archive)
+        if not offered:
+            self._refresh_fixed()  # the recall tool is offered from now on and counts
+
+    def _answer_recall(self, source: RecallSource, arguments: str) -> str:
+        try:
+            return answer_recall(source, arguments, counter=self._work.counter, max_tokens=self.recall_max_tokens)
+        except Exception as exc:  # a broken store must not break the agent loop: the model reads why
+            self.logger.warning("Recall failed: %s", exc)
+            return f"recall error: the archive could not be searched ({type(exc).__name__}: {exc})"
+
+    def _with_recall_answers(self, messages: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+        """``messages`` with the pending recall answers woven in: right after the assistant message
+        that made the calls (OpenAI tool messages), or inside the next user message (Anthropic,
+        whose tool results must share one user message)."""
+        out: list[Mapping[str, Any]] = []
+        for message in messages:
+            pending = self._recall_pending
+            if pending is None:
+                out.append(message)
+            elif pending.after_assistant:
+                content = message.get("content")
+                if message.get("role") == "user" and isinstance(content, list):
+                    out.append({**message, "content": [*pending.blocks(), *content]})
+                else:
+                    out += [*tool_result_messages(pending.answers, "anthropic"), message]
+                self._recall_pending = None
+            else:
+                out.append(message)
+                if message.get("role") == "assistant" and pending.ids & self._call_ids(message):
+                    if (message_format(message) or self._format) == "anthropic":
+                        pending.after_assistant = True
+                    else:
+                        out += tool_result_messages(pending.answers, "openai")
+                        self._recall_pending = None
+        return tuple(out)
+
+    def _flush_recall_answers(self) -> None:
+        """Before the next model call: answers still waiting for the next user message go in now."""
+        pending, self._recall_pending = self._recall_pending, None
+        if pending is None:
+            return
+        if pending.after_assistant:
+            self.append(*tool_result_messages(pending.answers, "anthropic"))
+        else:
+            self.logger.warning(
+                "Recall: %s answer(s) dropped: the assistant message that called recall was not appended",
+                len(pending.answers),
+            )
+
+    def _call_ids(self, message: Mapping[str, Any]) -> set[str]:
+        try:
+            return {call.id for call in self._to_canonical(message).tool_calls}
+        except (TranscriptError, TypeError):
+            return set()
 
     @staticmethod
     def _to_canonical(message: Mapping[str, Any]) -> Message:
@@ -900,6 +1063,7 @@ class ContextManager:
         messages.extend(stored)
         ids.extend(s.id for s in context.messages)
         self._replace(messages, ids)
+        self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 
     def __repr__(self) -> str:
         return (
