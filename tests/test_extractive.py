@@ -581,6 +581,46 @@ def test_large_span_completes() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# What an agent needs to continue
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("scenario", "fmt"), [("coding", "openai"), ("job_search", "anthropic")])
+def test_one_compaction_keeps_what_an_agent_needs_to_continue(scenario: str, fmt: str) -> None:
+    """On a generated 1,500-message session compacted once at a 128,000-token window: the planted
+    decisions, constraints and next steps of the compacted zone are kept verbatim (85 % or more),
+    and so is every measured number the summarizer was shown."""
+    from benchmarks import bench_quality as bq
+    from benchmarks.generate import generate
+    from compaction import CompactionConfig, Compactor
+
+    g = generate(scenario, 1540, seed=0, format=fmt)  # type: ignore[arg-type]
+    fed = bq.safe_end(g.messages, 1500)
+    result = Compactor("gpt-4o", None, CompactionConfig(window=128_000)).compact(g.messages[:fed], system=g.system)
+    zone = bq.compacted_zone(g, fed, result.messages, result.system)
+    kept = bq.zone_retention(g.facts, result.messages, result.system, zone)
+    for category in ("decision", "constraint", "next_step"):
+        got, total = kept[category]
+        assert total >= 3
+        assert got >= 0.85 * total, (category, got, total)
+    shown = "\n".join(call.get("prompt") or "" for call in result.record["calls"])
+    summary = result.summary or ""
+    numbers = [f.value for f in g.facts if f.category == "number" and f.message_index in zone and f.value in shown]
+    assert numbers
+    assert [n for n in numbers if n not in summary] == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_constraints_in_the_examples_are_things_the_user_said(name: str) -> None:
+    text = summarize(name)
+    said = " ".join(" ".join(m.text.split()) for m in load(name).messages if m.is_user_turn)
+    constraints = [line for line in section_text(text, 1).split("\n") if line.startswith("Constraint: ")]
+    assert constraints
+    for line in constraints:
+        assert line.removeprefix("Constraint: ").rstrip(".") in said, line
+
+
+# --------------------------------------------------------------------------------------------
 # Properties on generated transcripts
 # --------------------------------------------------------------------------------------------
 
