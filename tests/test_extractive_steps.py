@@ -150,6 +150,8 @@ def test_segment_roles_forms_and_sources() -> None:
         ("Let's drop the cache, since it serves stale data.", "user", "decision"),
         ("We decided to go with Postgres instead of MySQL.", "assistant", "decision"),
         ("Next, I will open a PR and ask Ana for review.", "assistant", "next_step"),
+        ("Next, I will profile sharding.fanout() with 883,000 events.", "assistant", "next_step"),
+        ("I'll score each role with the rubric: stack 30%, remote 20%.", "assistant", "decision"),
         ("Next step: backfill the orders table.", "assistant", "next_step"),
         ("When that's done, rebuild the comparison table.", "user", "next_step"),
         ("TODO: confirm whether the test should be skipped.", "assistant", "next_step"),

@@ -231,15 +231,18 @@ def labels_of(unit: Unit) -> frozenset[str]:
             found.add("constraint")
     elif question:
         found.add("question")
+    deferred = _DEFERRED.search(body) is not None
+    intent = _INTENT.search(body) is not None
+    step = label_kind == "next_step" or _TODO.search(body) or (deferred and (intent or "request" in found or commits))
+    # A commitment that only says how a deferred step will be done is that step, not a decision.
+    method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
     if not question and (
         label_kind == "decision"
         or (_EXPLICIT_CHOICE.search(body) and (commits or unit.role == "user" or "reason" in found))
-        or (commits and ("reason" in found or (_METHOD.search(body) and not _IMMEDIATE.search(body))))
+        or (commits and ("reason" in found or method))
     ):
         found.add("decision")
-    deferred = _DEFERRED.search(body) is not None
-    intent = _INTENT.search(body) is not None
-    if label_kind == "next_step" or _TODO.search(body) or (deferred and (intent or "request" in found or commits)):
+    if step:
         found.add("next_step")
     elif intent and not _IMMEDIATE.search(body):
         found.add("intent")
