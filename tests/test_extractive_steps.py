@@ -350,3 +350,25 @@ def test_a_newer_part_supersedes_an_older_constraint_in_a_merge() -> None:
     merged = summarizer.merge_summaries([old, new], max_tokens=800)
     assert "under 2300 words" in merged
     assert not re.search(r"Constraint: .*under 1100 words", merged)
+
+
+def test_tool_output_relayed_as_a_user_message_is_not_the_users_word() -> None:
+    observation = (
+        'Found 1 matches for "fields.py" in /repo/src:\n/repo/src/marshmallow/fields.py\n'
+        "AUTHORS.rst\nCHANGELOG.rst\nLICENSE\nNOTICE\nsetup.py\n"
+        "1549:            self.value_field.exclude = self.exclude\n"
+        "(Open file: /repo/src/marshmallow/fields.py)\n(Current directory: /repo)\nbash-$"
+    )
+    messages = [
+        user("Fix the TimeDelta rounding bug. You must not modify the tests.", "u1"),
+        assistant("Let me look for the field definitions.", "a1"),
+        user(observation, "u2"),
+        assistant("Found it in fields.py.", "a2"),
+    ]
+    units = classify(segment(messages))
+    assert all(u.role == "tool" for u in units if u.msg == 2)
+    text = ExtractiveSummarizer().summarize_messages(messages, max_tokens=1500)
+    assert "Constraint: You must not modify the tests." in text
+    assert "Last user request: Fix the TimeDelta rounding bug. You must not modify the tests." in text
+    assert "Later request" not in text
+    assert "Found 1 matches" not in text.split("## 2.")[0]

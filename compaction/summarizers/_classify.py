@@ -90,7 +90,8 @@ _UNIVERSAL = _rx(
     r"at (?:most|least)|no (?:more|less|fewer) than|more than|less than|under \d|over \d)\b"
 )
 _OBLIGATION = _rx(
-    r"\b(?:must(?:n'?t| not)?|should(?:n'?t| not)|may not|(?:has|have) to|needs? to be|is required|are required|"
+    r"\b(?:must(?:n'?t| not)?|should(?:n'?t| not)|may not|(?:can|may) only|(?:has|have) to|needs? to be|"
+    r"is required|are required|"
     r"not allowed|forbidden|prohibited|mandatory|under no circumstances)\b"
 )
 _STANDING = _rx(r"\b(?:from now on|going forward|in future|in the future|for all future|at all times)\b")
@@ -121,7 +122,7 @@ _TODO = _rx(
     r"\bnext steps?:|\b(?:todo|to-do|still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
 )
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
-_IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|right now|now)\.?$")
+_IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|start(?:ing)? (?:by|with)|right now|now)\b")
 _PROGRESS = _rx(
     r"\b(?:found|fixed|passe[sd]|passing|fail(?:s|ed|ing)|done|complete[d]?|added|created|updated|changed|"
     r"removed|wrote|written|implemented|confirmed|verified|identified|reproduced|resolved|merged|committed)\b"

@@ -74,6 +74,8 @@ def _timeline(facts: SpanFacts, lines: list[Line], span: int, first_request: dic
         text = "Continued earlier work" + (f": {activity}" if activity else " (its request is not in this span)")
         lines.append(Line(text, 0.9, (-1, 0, 0)))
     for turn in facts.user_turns:
+        if turn.msg not in first_request and not turn.images:
+            continue  # tool output relayed as a user message: no request of the user's
         request = truncate(first_request.get(turn.msg, "(no text)"), 160)
         activity = _activity(by_phase.get(turn.phase, []))
         text = f"User asked: {request}" + (f" -> {activity}" if activity else "")
@@ -240,9 +242,9 @@ def _actions_and_errors(facts: SpanFacts, sections: Sections, span: int, last_ac
             open_items.append(Line(truncate(text, 300), 0.8, (0, event.seq, 1)))
 
 
-def replied(facts: SpanFacts) -> bool:
-    """Has the assistant said or done anything since the last user request?"""
-    return facts.last_assistant_msg > facts.last_user_msg or any(e.index > facts.last_user_msg for e in facts.events)
+def replied(facts: SpanFacts, last_user_msg: int) -> bool:
+    """Has the assistant said or done anything since the user's last request (at ``last_user_msg``)?"""
+    return facts.last_assistant_msg > last_user_msg or any(e.index > last_user_msg for e in facts.events)
 
 
 def event_lines(

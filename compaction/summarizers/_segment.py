@@ -115,7 +115,9 @@ def line_form(line: str) -> str:
         return "code"
     if _ASSIGN.match(stripped) and share < 0.6:
         return "code"
-    if words == len(stripped.split()):
+    if len(tokens) == 1 and not stripped.endswith((".", "!", "?", "\u3002", "\uff01", "\uff1f")):
+        return "listing"  # one bare word or name per line: an item of a list ("LICENSE", "docs/")
+    if words == len(tokens):
         return "prose"
     if words < 2 or share < 0.45:
         return "code" if any(ch in stripped for ch in "=(){}[];<>") else "listing"
@@ -200,6 +202,13 @@ def _person_units(text: str) -> list[tuple[str, str]]:
     return [(form, text) for form, text in out if text]
 
 
+def _mostly_output(pieces: Sequence[tuple[str, str]]) -> bool:
+    """Are most of the characters of these pieces code, listings or output rather than prose?"""
+    prose = sum(len(text) for form, text in pieces if form == "prose")
+    other = sum(len(text) for form, text in pieces if form != "prose")
+    return other > prose
+
+
 def _call_label(part: ToolCallPart) -> str:
     """A short name for a call (its tool and, when short, its first argument, whole and quoted),
     naming a measurement's source. Nothing is cut, so no identifier is shown half."""
@@ -231,8 +240,12 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
             phase += 1
         for part in message.parts:
             if isinstance(part, TextPart) and person is not None:
-                for form, text in _person_units(part.text):
-                    add(index, person, form, text)
+                pieces = _person_units(part.text)
+                # A user turn that is mostly code, listings and log lines relays tool output (agent
+                # frameworks that send observations as user messages): none of it is the user's word.
+                relayed = person == "user" and _mostly_output(pieces)
+                for form, text in pieces:
+                    add(index, "tool" if relayed else person, form, text)
             elif isinstance(part, ToolCallPart):
                 calls[part.id] = _call_label(part)
             elif isinstance(part, ToolResultPart):

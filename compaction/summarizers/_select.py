@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from compaction.summarizers._classify import primary
-from compaction.summarizers._extract import NARRATION_RE, SpanFacts, clean, tokens, truncate
+from compaction.summarizers._extract import NARRATION_RE, SpanFacts, UserTurn, clean, tokens, truncate
 from compaction.summarizers._score import mmr_order
 from compaction.summarizers._sections import Line, Sections
 from compaction.summarizers._segment import QUANTITY, Unit
@@ -170,13 +170,14 @@ def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[st
     return out
 
 
-def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set[int]) -> None:
+def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
         if unit.role == "user":
             by_msg.setdefault(unit.msg, []).append(unit)
     later: list[tuple[int, str]] = []
-    for number, turn in enumerate(facts.user_turns):
+    last = turns[-1].msg if turns else -1
+    for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
         requests = request_text(mine)
         if not requests and number == 0:
@@ -188,13 +189,14 @@ def _goals(units: Sequence[Unit], facts: SpanFacts, lines: list[Line], used: set
         request = truncate(" ".join(requests), 400 if number == 0 else 260)
         if number == 0:
             lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
-        elif turn.msg != facts.last_user_msg:
+        elif turn.msg != last:
             later.append((turn.msg, request))
     # A request repeated with other values ("run the search for 2026-03-22", then "... 2026-03-23")
     # is listed once, as its latest form.
+    span = max((turns[-1].msg if turns else 0), 1)
     for k in latest_of_each([request for _msg, request in later], threshold=0.7):
         msg, request = later[k]
-        recency = msg / max(facts.messages, 1)
+        recency = msg / span
         lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
     for rank, unit in enumerate(_ranked(constraints)):
@@ -282,8 +284,7 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _pending(units: Sequence[Unit], facts: SpanFacts, sections: Sections, used: set[int]) -> None:
-    final_turn = facts.last_user_msg
+def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int]) -> None:
     plans = [
         u
         for u in units
@@ -310,11 +311,17 @@ def _pending(units: Sequence[Unit], facts: SpanFacts, sections: Sections, used: 
     used.update(u.uid for u in steps)
 
 
-def next_step_lines(facts: SpanFacts, lines: list[Line], *, replied: bool) -> None:
+def user_turns(units: Sequence[Unit], facts: SpanFacts) -> list[UserTurn]:
+    """The user turns in which the user said something (not tool output relayed as a user message)."""
+    said = {u.msg for u in units if u.role == "user"}
+    return [turn for turn in facts.user_turns if turn.msg in said or (turn.images and not turn.text.strip())]
+
+
+def next_step_lines(turns: Sequence[UserTurn], lines: list[Line], *, replied: bool) -> None:
     """The last user request, verbatim (pinned), and whether work on it has started."""
-    if facts.last_user_msg < 0:
+    if not turns:
         return
-    turn = next(t for t in facts.user_turns if t.msg == facts.last_user_msg)
+    turn = turns[-1]
     request = truncate(clean(turn.text), 1200) or f"({turn.images} image(s) without text)"
     lines.append(Line(LAST_REQUEST_PREFIX + request, 3.0, (0, 0, 0), pinned=True))
     if not replied:
@@ -370,9 +377,10 @@ def first_requests(units: Sequence[Unit]) -> dict[int, str]:
 def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *, replied: bool) -> set[int]:
     """Add the lines made of units to ``sections`` (in place); the ids of the units used."""
     used: set[int] = set()
-    next_step_lines(facts, sections[6], replied=replied)
-    _goals(units, facts, sections[0], used)
-    _pending(units, facts, sections, used)
+    turns = user_turns(units, facts)
+    next_step_lines(turns, sections[6], replied=replied)
+    _goals(units, turns, sections[0], used)
+    _pending(units, turns[-1].msg if turns else -1, sections, used)
     _decisions(units, sections[2], used)
     _numbers(units, sections[2], used)
     _latest_message(units, facts, sections[4], used)

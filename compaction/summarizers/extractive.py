@@ -54,7 +54,7 @@ from compaction.summarizers._sections import (
     parse_sections,
 )
 from compaction.summarizers._segment import segment
-from compaction.summarizers._select import first_requests, select_units
+from compaction.summarizers._select import first_requests, select_units, user_turns
 from compaction.summarizers.base import (
     EmptySummaryError,
     SummarizerError,
@@ -228,7 +228,8 @@ def build_sections(
     units = classify(segment(messages))
     score_units(units, facts.messages, terms)
     sections = empty_sections()
-    select_units(units, facts, sections, replied=replied(facts))
+    turns = user_turns(units, facts)
+    select_units(units, facts, sections, replied=replied(facts, turns[-1].msg if turns else -1))
     early = any(unit.phase == 0 for unit in units)
     event_lines(facts, sections, terms, first_requests(units), early=early, last_actions=last_actions)
     return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(sections)]
