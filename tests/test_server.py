@@ -227,6 +227,7 @@ def test_openapi_schema_is_complete(srv: Running) -> None:
         ("/v1/sessions/{session_id}/compact", "post"),
         ("/v1/sessions/{session_id}/compactions", "get"),
         ("/v1/sessions/{session_id}/events", "get"),
+        ("/v1/sessions/{session_id}/recall", "get"),
         ("/v1/archive/{archive_id}", "get"),
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == expected

@@ -12,7 +12,8 @@ the session store's ``archive`` table). Recall searches them:
 A query matches verbatim first (a path, URL, ``__dunder__`` or dotted name, hash, ticket id,
 command: case-insensitive, as a substring); only when nothing holds it verbatim do messages that
 share its words answer, ranked by BM25. :func:`recall_tool` is the tool definition (OpenAI or
-Anthropic) and :func:`answer_recall` answers a call: paged, at most ~2,000 tokens, secrets redacted.
+Anthropic) and :func:`answer_recall` answers a call (:func:`recall` with the hits too): paged, at
+most ~2,000 tokens, secrets redacted.
 :class:`~compaction.middleware.ContextManager` offers the tool and answers it by itself.
 
 >>> index = MemoryRecallIndex()
@@ -32,9 +33,11 @@ from compaction.recall._tool import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_PAGE_SIZE,
     RECALL_TOOL_NAME,
+    RecallAnswer,
     RecallSource,
     StoreRecall,
     answer_recall,
+    recall,
     recall_tool,
 )
 from compaction.store import ArchiveHit, ArchiveSearch
@@ -46,9 +49,11 @@ __all__ = [
     "ArchiveHit",
     "ArchiveSearch",
     "MemoryRecallIndex",
+    "RecallAnswer",
     "RecallSource",
     "StoreRecall",
     "answer_recall",
     "archive_text",
+    "recall",
     "recall_tool",
 ]

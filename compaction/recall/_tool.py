@@ -23,9 +23,11 @@ __all__ = [
     "DEFAULT_PAGE_SIZE",
     "MAX_QUERY_CHARS",
     "RECALL_TOOL_NAME",
+    "RecallAnswer",
     "RecallSource",
     "StoreRecall",
     "answer_recall",
+    "recall",
     "recall_tool",
 ]
 
@@ -113,6 +115,30 @@ class StoreRecall:
 
 
 @dataclass(frozen=True)
+class RecallAnswer:
+    """The answer to one recall call: ``text`` is what the model reads (bounded, redacted).
+
+    ``hits`` are the page's hits of a search, or the message read by archive id; ``total`` how many
+    messages match (1 for a read), ``verbatim`` how many of them hold the query verbatim; ``page``
+    and ``pages`` count hits pages of a search or parts of a message. ``error`` says what was wrong
+    with the call (``text`` then starts with ``recall error:``); ``not_found`` marks an unknown
+    archive id."""
+
+    text: str
+    hits: tuple[ArchiveHit, ...] = ()
+    total: int = 0
+    verbatim: int = 0
+    page: int = 1
+    pages: int = 0
+    error: str | None = None
+    not_found: bool = False
+
+
+def _error(message: str, *, page: int = 1, pages: int = 0, not_found: bool = False) -> RecallAnswer:
+    return RecallAnswer(f"recall error: {message}", page=page, pages=pages, error=message, not_found=not_found)
+
+
+@dataclass(frozen=True)
 class _Request:
     query: str | None
     archive_id: str | None
@@ -131,11 +157,8 @@ def answer_recall(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     page_size: int = DEFAULT_PAGE_SIZE,
 ) -> str:
-    """The text answering one ``recall`` call with ``arguments`` (the call's JSON text or object).
-
-    At most ``max_tokens`` tokens by ``counter`` (a chars/4 estimate without one); search answers
-    show ``page_size`` hits a page. Bad arguments, an unknown archive id or a page past the end get
-    an answer starting ``recall error:`` that says what to do instead.
+    """The text answering one ``recall`` call with ``arguments`` (the call's JSON text or object):
+    :func:`recall` ``(...).text``.
 
     >>> from compaction.recall import MemoryRecallIndex
     >>> index = MemoryRecallIndex({"m_1": {"role": "user", "content": "Deploy with make deploy ENV=staging"}})
@@ -145,6 +168,29 @@ def answer_recall(
     Deploy with make deploy ENV=staging
     >>> print(answer_recall(index, {"page": 2}))
     recall error: give `query` (an exact identifier or words) or `archive_id` (a message to read in full).
+    """
+    return recall(source, arguments, counter=counter, max_tokens=max_tokens, page_size=page_size).text
+
+
+def recall(
+    source: RecallSource,
+    arguments: str | Mapping[str, Any],
+    *,
+    counter: TokenCounter | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> RecallAnswer:
+    """Answer one ``recall`` call with ``arguments`` (the call's JSON text or object).
+
+    The text is at most ``max_tokens`` tokens by ``counter`` (a chars/4 estimate without one);
+    search answers show ``page_size`` hits a page. Bad arguments, an unknown archive id or a page
+    past the end get an answer whose text starts ``recall error:`` and says what to do instead.
+
+    >>> from compaction.recall import MemoryRecallIndex
+    >>> index = MemoryRecallIndex({"m_1": {"role": "tool", "tool_call_id": "c1", "content": "ok " * 3000}})
+    >>> answer = recall(index, {"archive_id": "m_1", "page": 2}, max_tokens=500)
+    >>> answer.page, answer.pages, answer.hits[0].role, answer.text.splitlines()[0]
+    (2, 5, 'tool', 'recall: archive id m_1 (tool), part 2 of 5.')
     """
     if max_tokens < _MIN_MAX_TOKENS:
         raise ValueError(f"max_tokens must be >= {_MIN_MAX_TOKENS}, got {max_tokens}")
@@ -158,7 +204,7 @@ def answer_recall(
         assert request.query is not None
         return _search(source, request.query, request.page or 1, count, max_tokens, page_size)
     except _BadCall as exc:
-        return f"recall error: {exc}"
+        return _error(str(exc))
 
 
 def _estimate(text: str) -> int:
@@ -206,17 +252,18 @@ def _text_argument(arguments: Mapping[str, Any], name: str) -> str | None:
 
 def _search(
     source: RecallSource, query: str, page: int, count: Callable[[str], int], max_tokens: int, page_size: int
-) -> str:
+) -> RecallAnswer:
     found = source.search(query, limit=page_size, offset=(page - 1) * page_size)
-    pages = max(1, math.ceil(found.total / page_size))
+    pages = math.ceil(found.total / page_size)
     shown = json.dumps(query, ensure_ascii=False)
     if found.total == 0:
-        return (
+        text = (
             f"recall: no archived message matches {shown}. Try a shorter exact piece of it (a file name, "
             "an id) or other words."
         )
+        return RecallAnswer(text, page=page)
     if not found.hits:
-        return f"recall error: page {page} is past the last page ({pages}) for {shown}."
+        return _error(f"page {page} is past the last page ({pages}) for {shown}.", page=page, pages=pages)
     noun = "message holds" if found.total == 1 else "messages hold"
     if found.verbatim:
         head = f"recall: {found.total:,} archived {noun} {shown} verbatim (page {page} of {pages})."
@@ -239,7 +286,8 @@ def _search(
             lines.append(tail)
         return "\n".join(lines)
 
-    return _fit(render, count, max_tokens, start=max_tokens * 4 // len(found.hits))
+    text = _fit(render, count, max_tokens, start=max_tokens * 4 // len(found.hits))
+    return RecallAnswer(text, found.hits, found.total, found.verbatim, page, pages)
 
 
 def _snippet(hit: ArchiveHit, phrase: Phrase, words: list[str], chars: int) -> str:
@@ -285,33 +333,44 @@ def _fit(render: Callable[[int], str], count: Callable[[str], int], max_tokens: 
 # --- read one message --------------------------------------------------------------------
 
 
-def _read(source: RecallSource, request: _Request, count: Callable[[str], int], max_tokens: int) -> str:
+def _read(source: RecallSource, request: _Request, count: Callable[[str], int], max_tokens: int) -> RecallAnswer:
     assert request.archive_id is not None
     hit = source.fetch(request.archive_id)
     shown = json.dumps(request.archive_id, ensure_ascii=False)
     if hit is None:
-        return (
-            f"recall error: no archived message has the id {shown}. Use an id named in the summary or in a "
-            "recall hit, or search with `query`."
+        return _error(
+            f"no archived message has the id {shown}. Use an id named in the summary or in a recall hit, "
+            "or search with `query`.",
+            not_found=True,
         )
-    budget = max_tokens - count(f"recall: archive id {hit.archive_id} ({hit.role}), part 99 of 99.") - 40
-    parts = _parts(hit.text, count, budget)
+
+    def frame(page: int, pages: int, note: str) -> tuple[str, str]:
+        head = f"recall: archive id {hit.archive_id} ({hit.role}), part {page} of {pages}.{note}"
+        more = f'\nMore: recall {{"archive_id": {shown}, "page": {page + 1}}}.' if page < pages else ""
+        return head, more
+
+    head, more = frame(99, 100, _NOT_HELD)
+    parts = _parts(hit.text, count, max_tokens - count(head + more) - 8)
     page = request.page
     note = ""
     if page is None and request.query is not None:
         span = Phrase(request.query).find(hit.text)
         if span is None:
-            note = f" The query {json.dumps(request.query, ensure_ascii=False)} is not in this message."
+            note = _NOT_HELD
         else:
             page = next(i for i, (begin, end) in enumerate(parts, start=1) if span[0] < end or end == len(hit.text))
-            note = f" Part {page} holds {json.dumps(request.query, ensure_ascii=False)}."
+            note = f" Part {page} holds the query."
     page = page or 1
     if page > len(parts):
-        return f"recall error: page {page} is past the last part ({len(parts)}) of archive id {shown}."
+        return _error(
+            f"page {page} is past the last part ({len(parts)}) of archive id {shown}.", page=page, pages=len(parts)
+        )
     begin, end = parts[page - 1]
-    head = f"recall: archive id {hit.archive_id} ({hit.role}), part {page} of {len(parts)}.{note}"
-    more = f'\nMore: recall {{"archive_id": {shown}, "page": {page + 1}}}.' if page < len(parts) else ""
-    return f"{head}\n{hit.text[begin:end]}{more}"
+    head, more = frame(page, len(parts), note)
+    return RecallAnswer(f"{head}\n{hit.text[begin:end]}{more}", (hit,), 1, 0, page, len(parts))
+
+
+_NOT_HELD: Final = " The query is not in this message."
 
 
 def _parts(text: str, count: Callable[[str], int], budget: int) -> list[tuple[int, int]]:

@@ -10,6 +10,7 @@ Endpoints (all JSON unless noted)::
     POST /v1/sessions/{id}/compact               compact now (seed 004's /compact), with instructions
     GET  /v1/sessions/{id}/compactions           the compaction history
     GET  /v1/sessions/{id}/events                text/event-stream: compaction.started/finished/failed
+    GET  /v1/sessions/{id}/recall                search (q) or read (archive_id) what compaction archived
     GET  /v1/archive/{archive_id}                an archived original message
 
 Errors are ``{"error": {"type", "message", "index", "field", "request_id"}}``; a 500 carries a
@@ -73,6 +74,8 @@ from compaction.server.schemas import (
     ErrorBody,
     ErrorResponse,
     Health,
+    RecallHit,
+    RecallResponse,
     SessionCompactRequest,
     SessionCompactResult,
     SessionContextResponse,
@@ -597,7 +600,9 @@ class CompactionService:
 
             async def job() -> CompactionResult | None:  # on the worker loop
                 try:
-                    manager = ContextManager(compactor, session_id=session_id, store=self.store, on_event=on_event)
+                    manager = ContextManager(
+                        compactor, session_id=session_id, store=self.store, on_event=on_event, recall=False
+                    )  # it only compacts: no model call to offer the recall tool to (clients use /recall)
                 except TranscriptError as exc:  # a stored message the adapters reject
                     raise _transcript_error(exc) from None
                 try:
@@ -703,6 +708,38 @@ class CompactionService:
                 )
                 for e in entries
             ],
+        )
+
+    async def recall(
+        self, session_id: str, query: str | None, archive_id: str | None, page: int | None, max_tokens: int
+    ) -> RecallResponse:
+        from compaction.recall import StoreRecall, recall
+
+        if query is None and archive_id is None:
+            raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
+        ctx = await self.context(session_id)
+        counter = self.compactor(ctx.model or self.settings.model, session=True).counter
+        arguments = {"query": query, "archive_id": archive_id, "page": page}
+        answer = await self.run_store(
+            recall, StoreRecall(self.store, session_id), arguments, counter=counter, max_tokens=max_tokens
+        )
+        if answer.not_found:
+            raise _not_found("archived message", str(archive_id))
+        if answer.error is not None and answer.pages == 0:  # not a page past the end: the arguments
+            raise ApiError(422, "invalid_request", answer.error)
+        return RecallResponse(
+            session_id=session_id,
+            query=query,
+            archive_id=archive_id,
+            page=answer.page,
+            pages=answer.pages,
+            total=answer.total,
+            verbatim=answer.verbatim,
+            hits=[
+                RecallHit(archive_id=h.archive_id, role=h.role, verbatim=h.verbatim, score=h.score) for h in answer.hits
+            ],
+            answer=answer.text,
+            error=answer.error,
         )
 
     async def archived(self, archive_id: str, session_id: str | None) -> ArchivedMessage:
@@ -1087,6 +1124,31 @@ def create_app(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    @app.get(
+        "/v1/sessions/{session_id}/recall",
+        response_model=RecallResponse,
+        tags=["sessions"],
+        responses=_responses(404, 422),
+    )
+    async def recall(
+        session_id: SessionId,
+        q: str | None = Query(
+            default=None,
+            min_length=1,
+            max_length=1_000,
+            description="an exact identifier (path, URL, hash, id) or words",
+        ),
+        archive_id: str | None = Query(
+            default=None, min_length=1, max_length=200, description="read this archived message (with q: its part)"
+        ),
+        page: int | None = Query(default=None, ge=1, le=100_000, description="page of hits, or part of the message"),
+        max_tokens: int = Query(default=2_000, ge=200, le=100_000, description="cap of the answer text"),
+    ) -> RecallResponse:
+        """Recall what this session's compactions archived: messages holding `q` verbatim (exact
+        identifiers match as substrings), else sharing its words (BM25); or the message `archive_id`,
+        a part at a time. The `answer` is the recall tool's text, secrets redacted."""
+        return await service.recall(session_id, q, archive_id, page, max_tokens)
 
     @app.get(
         "/v1/archive/{archive_id}", response_model=ArchivedMessage, tags=["sessions"], responses=_responses(404, 422)

@@ -29,6 +29,8 @@ __all__ = [
     "ErrorBody",
     "ErrorResponse",
     "Health",
+    "RecallHit",
+    "RecallResponse",
     "SessionCompactRequest",
     "SessionCompactResult",
     "SessionContextResponse",
@@ -284,6 +286,29 @@ class CompactionHistory(BaseModel):
 class ArchivedMessage(BaseModel):
     archive_id: str
     message: Message
+
+
+class RecallHit(BaseModel):
+    archive_id: str
+    role: str = Field(description="canonical role: tool for tool results")
+    verbatim: bool = Field(description="the message holds the query verbatim")
+    score: float
+
+
+class RecallResponse(BaseModel):
+    """A recall search (``q``) or read (``archive_id``) of the messages a session's compactions
+    archived: ``answer`` is the recall tool's answer, what a model reads (bounded, secrets redacted)."""
+
+    session_id: str
+    query: str | None
+    archive_id: str | None
+    page: int
+    pages: int = Field(description="pages of hits (search) or parts of the message (read)")
+    total: int = Field(description="matching messages (search), 1 (read)")
+    verbatim: int = Field(description="how many of the matching messages hold the query verbatim")
+    hits: list[RecallHit]
+    answer: str
+    error: str | None = Field(default=None, description="what was wrong with the call (a page past the last)")
 
 
 EventTrigger = Literal["manual", "threshold", "iterations", "overflow"]
