@@ -22,16 +22,10 @@ from hypothesis import strategies as st
 
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
-from compaction.summarizers._extract import (
-    clean_path,
-    command_family,
-    error_lines,
-    find_ids,
-    split_sentences,
-    tfidf_centrality,
-    truncate,
-)
+from compaction.summarizers._extract import clean_path, find_ids, split_sentences, truncate
+from compaction.summarizers._score import tfidf_centrality
 from compaction.summarizers._sections import minimum_chars
+from compaction.summarizers._tools import command_family, error_lines
 from compaction.summarizers.base import EmptySummaryError, SummarizerError, SummaryRequest
 from compaction.summarizers.extractive import (
     SECTION_TITLES,

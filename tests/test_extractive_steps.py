@@ -13,7 +13,7 @@ import re
 import pytest
 
 from compaction.summarizers._classify import classify, primary
-from compaction.summarizers._extract import extract
+from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
 from compaction.summarizers._sections import empty_sections, fit
 from compaction.summarizers._segment import Unit, line_form, measurement, segment

@@ -10,19 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compaction.summarizers._extract import (
-    PathFact,
-    SpanFacts,
-    ToolEvent,
-    code,
-    describe_args,
-    matches_terms,
-    normalize_command,
-    outcome,
-    tokens,
-    truncate,
-)
+from compaction.summarizers._extract import code, truncate
+from compaction.summarizers._facts import PathFact, SpanFacts
+from compaction.summarizers._score import matches_terms, tokens
 from compaction.summarizers._sections import Line, Sections
+from compaction.summarizers._tools import ToolEvent, describe_args, normalize_command, outcome
 
 __all__ = ["UNRESOLVED_PREFIX", "event_lines", "replied"]
 

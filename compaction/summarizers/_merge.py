@@ -16,16 +16,9 @@ from dataclasses import replace
 
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._events import UNRESOLVED_PREFIX
-from compaction.summarizers._extract import (
-    SpanFacts,
-    command_family,
-    matches_terms,
-    normalize_command,
-    split_sentences,
-    tfidf_centrality,
-    tokens,
-)
-from compaction.summarizers._score import mmr_order
+from compaction.summarizers._extract import split_sentences
+from compaction.summarizers._facts import SpanFacts
+from compaction.summarizers._score import matches_terms, mmr_order, tfidf_centrality, tokens
 from compaction.summarizers._sections import Line, Sections, dedupe, empty_sections, parse_sections
 from compaction.summarizers._segment import Unit
 from compaction.summarizers._select import (
@@ -37,6 +30,7 @@ from compaction.summarizers._select import (
     is_pleasantry,
     latest_of_each,
 )
+from compaction.summarizers._tools import command_family, normalize_command
 
 __all__ = ["merge_sources", "move_resolved", "parsed_lines"]
 

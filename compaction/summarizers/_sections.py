@@ -11,7 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compaction.summarizers._extract import STOPWORDS, clean, truncate
+from compaction.summarizers._extract import clean, truncate
+from compaction.summarizers._score import STOPWORDS
 
 SECTION_TITLES: tuple[str, ...] = (
     "Goals and constraints",

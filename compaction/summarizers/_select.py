@@ -19,8 +19,9 @@ import re
 from collections.abc import Iterable, Sequence
 
 from compaction.summarizers._classify import primary
-from compaction.summarizers._extract import NARRATION_RE, SpanFacts, UserTurn, clean, tokens, truncate
-from compaction.summarizers._score import mmr_order
+from compaction.summarizers._extract import NARRATION_RE, clean, truncate
+from compaction.summarizers._facts import SpanFacts, UserTurn
+from compaction.summarizers._score import mmr_order, tokens
 from compaction.summarizers._sections import Line, Sections
 from compaction.summarizers._segment import QUANTITY, Unit
 

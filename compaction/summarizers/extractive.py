@@ -38,9 +38,10 @@ from collections.abc import Sequence
 
 from compaction.summarizers._classify import classify
 from compaction.summarizers._events import event_lines, replied
-from compaction.summarizers._extract import SpanFacts, clean, extract, instruction_terms, message_chars, truncate
+from compaction.summarizers._extract import clean, truncate
+from compaction.summarizers._facts import SpanFacts, extract, message_chars
 from compaction.summarizers._merge import merge_sources, move_resolved, parsed_lines
-from compaction.summarizers._score import score_units
+from compaction.summarizers._score import instruction_terms, score_units
 from compaction.summarizers._sections import (
     FOCUS_PREFIX,
     SECTION_TITLES,
