@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compaction.summarizers._extract import clean, split_sentences, truncate
+from compaction.summarizers._extract import clean, guard, split_sentences, truncate
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["Unit", "line_form", "measurement", "segment"]
@@ -256,7 +256,7 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                     if len(raw) > MAX_OUTPUT_LINE or not any(ch.isdigit() for ch in raw):
                         continue
                     found = measurement(clean(raw))
-                    if found is not None:
-                        add(index, "tool", "output", clean(raw), calls.get(part.call_id, "a tool"))
+                    if found is not None:  # marked when it addresses the model (never followed)
+                        add(index, "tool", "output", guard(clean(raw)), calls.get(part.call_id, "a tool"))
                         units[-1].extra["label"] = found[0]
     return units
