@@ -8,6 +8,7 @@ and modified (section 4), the last actions and resolved errors (section 5) and t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from compaction.summarizers._extract import code, truncate
@@ -201,6 +202,18 @@ def _files(facts: SpanFacts, lines: list[Line], span: int, terms: Sequence[str])
         lines.append(Line(text, 0.1, (4, 0, 0)))
 
 
+_ARCHIVED = re.compile(r"^(?:ok|failed): \[[^\]]*\barchived as (\S+?)\]$")
+
+
+def _stated(text: str) -> str:
+    """An outcome as a phrase: a result cleared before summarizing is named by its archive id."""
+    match = _ARCHIVED.match(text)
+    if match is None:
+        return text.removeprefix("failed: ")
+    archived = f"(output archived as {match.group(1)})"
+    return "ok " + archived if text.startswith("ok") else archived
+
+
 def _actions_and_errors(facts: SpanFacts, sections: Sections, span: int, last_actions: int) -> None:
     """The last few actions with their outcome, errors fixed later (section 5), unresolved ones and
     calls without a result (section 6)."""
@@ -217,9 +230,9 @@ def _actions_and_errors(facts: SpanFacts, sections: Sections, span: int, last_ac
     for event in latest_failure.values():
         if event.resolved_by is not None:
             fixer = events[event.resolved_by]
-            error = code(event.error_lines[0]) if event.error_lines else outcome(event)
+            error = code(event.error_lines[0]) if event.error_lines else _stated(outcome(event))
             later = "a later run" if fixer.key == event.key else describe_args(fixer)
-            text = f"Resolved: {describe_args(event)} failed with {error}; fixed, {later} -> {outcome(fixer)}"
+            text = f"Resolved: {describe_args(event)} failed with {error}; fixed, {later} -> {_stated(outcome(fixer))}"
             active.append(Line(truncate(text, 560), 0.7 + 0.4 * event.index / span, (1, event.seq, 0)))
         else:
             errors = [code(line) for line in event.error_lines[:2]] or [outcome(event)]
