@@ -385,3 +385,13 @@ def test_a_measurement_line_that_addresses_the_model_is_marked() -> None:
     text = ExtractiveSummarizer().summarize_messages(messages, max_tokens=1500)
     line = next(line for line in text.splitlines() if "p99 latency: 12 ms" in line)
     assert "[untrusted tool text]" in line
+
+
+def test_a_cleared_result_is_named_by_its_archive_id() -> None:
+    from compaction.summarizers._events import _stated
+
+    cleared = "[tool result cleared to save context: bash output of 5,243 characters, archived as m_9c46d3]"
+    assert _stated("failed: " + cleared) == "(output archived as m_9c46d3)"
+    assert _stated("ok: " + cleared) == "ok (output archived as m_9c46d3)"
+    assert _stated("failed: KeyError: 'x'") == "KeyError: 'x'"
+    assert _stated("ok: 12 passed") == "ok: 12 passed"
