@@ -1,7 +1,8 @@
 """The ``compaction`` command: inspect, compact and demo transcripts from the shell.
 
-Exit codes: 0 ok; 2 usage; 3 file not found or unreadable; 4 not JSON; 5 invalid transcript
-(the message names the index); 6 compaction impossible; 7 unknown model or window too small.
+Exit codes: 0 ok; 1 recall found nothing; 2 usage; 3 file not found or unreadable (or not a session
+store); 4 not JSON; 5 invalid transcript (the message names the index); 6 compaction impossible;
+7 unknown model or window too small; 8 unknown session or archive id.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from compaction.errors import CompactionError, TranscriptError
 
 EXIT_USAGE, EXIT_FILE, EXIT_JSON, EXIT_TRANSCRIPT, EXIT_COMPACTION, EXIT_MODEL = 2, 3, 4, 5, 6, 7
+EXIT_NO_MATCH, EXIT_NOT_FOUND = 1, 8
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 
 
@@ -125,6 +127,43 @@ def _report_lines(result: Any, seconds: float) -> list[str]:
     ]
 
 
+def cmd_recall(args: argparse.Namespace) -> int:
+    """Search (or read by archive id) what a stored session's compactions archived."""
+    import sqlite3
+
+    from compaction.recall import StoreRecall, recall
+    from compaction.sqlite_store import SQLiteSessionStore
+
+    if args.query is None and args.id is None:
+        raise CliError("give a QUERY or --id ARCHIVE_ID", EXIT_USAGE)
+    if args.max_tokens < 200:
+        raise CliError(f"--max-tokens must be at least 200, got {args.max_tokens}", EXIT_USAGE)
+    if not Path(args.db).is_file():
+        raise CliError(f"no such file: {args.db}", EXIT_FILE)
+    try:
+        store = SQLiteSessionStore(args.db)
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"{args.db} is not a session store: {exc}", EXIT_FILE) from None
+    with store:
+        if args.session not in store.sessions():
+            raise CliError(f"no session {args.session!r} in {args.db}", EXIT_NOT_FOUND)
+        arguments = {"query": args.query, "archive_id": args.id, "page": args.page}
+        answer = recall(StoreRecall(store, args.session), arguments, max_tokens=args.max_tokens)
+    if args.json:
+        hits = [
+            {"archive_id": h.archive_id, "role": h.role, "verbatim": h.verbatim, "score": h.score} for h in answer.hits
+        ]
+        fields = {"total": answer.total, "verbatim": answer.verbatim, "page": answer.page, "pages": answer.pages}
+        print(json.dumps({**fields, "hits": hits, "answer": answer.text, "error": answer.error}, ensure_ascii=False))
+    elif answer.error is None:
+        print(answer.text)
+    if answer.not_found:
+        raise CliError(answer.error or "unknown archive id", EXIT_NOT_FOUND)
+    if answer.error is not None:
+        raise CliError(answer.error, EXIT_USAGE)
+    return 0 if answer.total else EXIT_NO_MATCH
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from compaction.demo import run_demo
 
@@ -168,6 +207,16 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="show the plan and its cost; call no model")
     compact.set_defaults(func=cmd_compact)
 
+    recall = sub.add_parser("recall", help="search what compaction archived in a session store (SQLite)")
+    recall.add_argument("db", help="the session store's SQLite file")
+    recall.add_argument("query", nargs="?", help="an exact identifier (path, URL, hash, id, command) or words")
+    recall.add_argument("--session", required=True, help="the session id")
+    recall.add_argument("--id", help="read this archived message (with QUERY: the part that holds it)")
+    recall.add_argument("--page", type=int, help="page of hits, or part of the message (from 1)")
+    recall.add_argument("--max-tokens", type=int, default=2_000, help="cap of the answer (default 2,000, chars/4)")
+    recall.add_argument("--json", action="store_true", help="machine-readable output")
+    recall.set_defaults(func=cmd_recall, trailing_positional="query")
+
     demo = sub.add_parser("demo", help="compact the bundled example session offline (no API key)")
     demo.add_argument("--example", default="coding_session", help="bundled example name")
     demo.add_argument("--window", type=int, default=32_000, help="context window for the demo (default 32,000)")
@@ -183,7 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives an optional positional (recall's QUERY) nothing when an option comes before it
+    # ("recall DB --session ID QUERY"): a single leftover word fills it.
+    slot = getattr(args, "trailing_positional", None)
+    if slot and len(extra) == 1 and getattr(args, slot) is None and not extra[0].startswith("-"):
+        setattr(args, slot, extra.pop())
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code: int = args.func(args)
         return code

@@ -760,3 +760,39 @@ async def test_manager_against_litellm_and_the_fake_provider_gets_the_original_t
         assert request.body["messages"][-2]["tool_calls"][0]["id"] == "call_r1"
     assert response.choices[0].message.content
     assert cm.measure().source == "usage"
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def test_cli_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compaction.cli import main
+
+    db = tmp_path / "sessions.db"
+    with SQLiteSessionStore(db) as store:
+        save(store, "job-1", identifier_archive())
+        store.create_session("empty")
+    assert main(["recall", str(db), "--session", "job-1", PATH]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'recall: 1 archived message holds "{PATH}" verbatim (page 1 of 1).')
+    assert "archive id m_path (assistant)" in out
+    assert main(["recall", str(db), "--session", "job-1", "--id", "m_hash", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["hits"] == [{"archive_id": "m_hash", "role": "tool", "verbatim": False, "score": 0.0}]
+    assert HASH in body["answer"]
+    assert main(["recall", str(db), "--session", "empty", PATH]) == 1  # nothing matched
+    assert "no archived message matches" in capsys.readouterr().out
+    cases = [
+        (["recall", str(db), "--session", "job-1"], 2, "give a QUERY or --id ARCHIVE_ID"),
+        (["recall", str(db), "--session", "job-1", "x", "--max-tokens", "50"], 2, "--max-tokens must be at least"),
+        (["recall", str(db), "--session", "job-1", PATH, "--page", "3"], 2, "page 3 is past the last page (1)"),
+        (["recall", str(tmp_path / "nope.db"), "--session", "job-1", "x"], 3, "no such file"),
+        (["recall", str(db), "--session", "nobody", "x"], 8, "no session 'nobody'"),
+        (["recall", str(db), "--session", "job-1", "--id", "m_zz"], 8, 'no archived message has the id "m_zz"'),
+    ]
+    for argv, code, message in cases:
+        assert main(argv) == code, argv
+        assert message in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("not a database " * 100)
+    assert main(["recall", str(tmp_path / "notes.txt"), "--session", "job-1", "x"]) == 3
+    assert "is not a session store" in capsys.readouterr().err
