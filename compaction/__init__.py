@@ -65,9 +65,18 @@ _EXPORTS: dict[str, str] = {
     "UsageReport": "compaction.middleware",
     "parse_usage": "compaction.middleware",
     "ProviderTokenCounter": "compaction.provider_counter",
+    "RECALL_TOOL_NAME": "compaction.recall",
+    "MemoryRecallIndex": "compaction.recall",
+    "RecallAnswer": "compaction.recall",
+    "RecallSource": "compaction.recall",
+    "StoreRecall": "compaction.recall",
+    "answer_recall": "compaction.recall",
+    "recall_tool": "compaction.recall",
     "SQLiteSessionStore": "compaction.sqlite_store",
     "SessionNotFound": "compaction.sqlite_store",
     "SessionStore": "compaction.store",
+    "ArchiveHit": "compaction.store",
+    "ArchiveSearch": "compaction.store",
     "SessionContext": "compaction.store",
     "StoredMessage": "compaction.store",
     "CompactionEntry": "compaction.store",
@@ -77,6 +86,9 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "RECALL_TOOL_NAME",
+    "ArchiveHit",
+    "ArchiveSearch",
     "CalibratedCounter",
     "CompactionConfig",
     "CompactionDecision",
@@ -95,16 +107,20 @@ __all__ = [
     "EmptySummaryError",
     "ExtractiveSummarizer",
     "LLMSummarizer",
+    "MemoryRecallIndex",
     "Message",
     "PairViolation",
     "ProviderMessages",
     "ProviderTokenCounter",
+    "RecallAnswer",
+    "RecallSource",
     "RepairReport",
     "SQLiteSessionStore",
     "ScriptedSummarizer",
     "SessionContext",
     "SessionNotFound",
     "SessionStore",
+    "StoreRecall",
     "StoredMessage",
     "Summarizer",
     "SummarizerError",
@@ -118,11 +134,13 @@ __all__ = [
     "Unit",
     "UsageReport",
     "__version__",
+    "answer_recall",
     "areplay",
     "counter_for_model",
     "detect_format",
     "from_canonical",
     "parse_usage",
+    "recall_tool",
     "repair",
     "replay",
     "run_sync",
@@ -163,9 +181,25 @@ if TYPE_CHECKING:
     )
     from compaction.pairs import PairViolation, RepairReport, Unit, repair, safe_cut_points, units, validate
     from compaction.provider_counter import ProviderTokenCounter
+    from compaction.recall import (
+        RECALL_TOOL_NAME,
+        MemoryRecallIndex,
+        RecallAnswer,
+        RecallSource,
+        StoreRecall,
+        answer_recall,
+        recall_tool,
+    )
     from compaction.result import CompactionResult
     from compaction.sqlite_store import SessionNotFound, SQLiteSessionStore
-    from compaction.store import CompactionEntry, SessionContext, SessionStore, StoredMessage
+    from compaction.store import (
+        ArchiveHit,
+        ArchiveSearch,
+        CompactionEntry,
+        SessionContext,
+        SessionStore,
+        StoredMessage,
+    )
     from compaction.summarizers.base import (
         EmptySummaryError,
         Summarizer,
