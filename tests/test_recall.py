@@ -796,3 +796,17 @@ def test_cli_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("not a database " * 100)
     assert main(["recall", str(tmp_path / "notes.txt"), "--session", "job-1", "x"]) == 3
     assert "is not a session store" in capsys.readouterr().err
+
+
+def test_bench_recall_finds_every_archived_identifier(tmp_path: Path) -> None:
+    from benchmarks import bench_recall
+
+    row = bench_recall.bench_scenario("coding", 400, counter_for_model("gpt-4o"), tmp_path)
+    assert row["facts"] > 0
+    for kind in ("memory", "sqlite"):
+        figures = row["indexes"][kind]
+        assert figures["queries"] == row["facts"]
+        assert figures["found"] == figures["queries"], figures["missed"]
+    text = bench_recall.markdown({"model": "gpt-4o", "window": 128_000, "seed": 3, "size": 400, "rows": [row]}, "cmd")
+    assert text.startswith("### Recall (400 messages)\n\n`cmd`")
+    assert "| coding (openai) |" in text

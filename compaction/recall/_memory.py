@@ -55,6 +55,7 @@ class MemoryRecallIndex:
         self._freqs: dict[str, array[int]] = {}
         self._lengths = array("i")
         self._total_length = 0
+        self._total_chars = 0
         self._vocab: tuple[str, list[str], list[int]] | None = None
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         if archive:
@@ -62,6 +63,11 @@ class MemoryRecallIndex:
 
     def __len__(self) -> int:
         return len(self._ids)
+
+    @property
+    def chars(self) -> int:
+        """Characters of searchable text held (what the index costs in memory, about twice that)."""
+        return self._total_chars
 
     def __contains__(self, archive_id: object) -> bool:
         return archive_id in self._by_id
@@ -82,6 +88,7 @@ class MemoryRecallIndex:
             self._ids.append(archive_id)
             self._roles.append(role)
             self._texts.append(text)
+            self._total_chars += len(text)
             counts: dict[str, int] = {}
             for match in WORD.finditer(text):
                 word = match.group().lower()

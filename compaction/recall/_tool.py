@@ -39,25 +39,17 @@ _MIN_MAX_TOKENS: Final = 200
 _ARGUMENTS: Final = ("query", "archive_id", "page")
 
 _DESCRIPTION: Final = (
-    "Search the earlier conversation that was compacted out of your context: the original messages "
-    "behind the summary (what was said, tool calls and their full output). Give `query` as an exact "
-    "identifier (a file path, URL, commit hash, ticket id, command, error text) to find every message "
-    "that contains it verbatim, or as words to find related messages, best first; each hit names its "
-    "archive id. Give `archive_id` (named in the summary or in a hit) to read that message in full. "
-    "Long answers come in pages: call again with `page` 2, 3 ..."
+    "Search the earlier conversation compacted out of your context (the original messages behind the "
+    "summary, tool output included). `query`: an exact identifier (path, URL, hash, ticket id, command, "
+    "error) finds every message holding it verbatim; words find related messages. `archive_id` (named in "
+    "the summary or a hit) reads one message in full. Long answers are paged: call again with `page`."
 )
 _PARAMETERS: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
-        "query": {
-            "type": "string",
-            "description": "An exact identifier (path, URL, hash, id, command, error) or a few words.",
-        },
-        "archive_id": {
-            "type": "string",
-            "description": "The archive id of one message to read in full (with `query`: the page holding it).",
-        },
-        "page": {"type": "integer", "minimum": 1, "description": "Page of the answer, from 1 (default 1)."},
+        "query": {"type": "string", "description": "An exact identifier or a few words."},
+        "archive_id": {"type": "string", "description": "The archive id of a message to read in full."},
+        "page": {"type": "integer", "minimum": 1, "description": "Page of the answer (default 1)."},
     },
     "additionalProperties": False,
 }
