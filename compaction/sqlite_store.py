@@ -161,6 +161,26 @@ def _fts_string(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+def _trigram_pieces(query: str) -> list[str]:
+    """Substrings of ``query`` that every text holding it verbatim holds too, few and likely rare, for
+    the trigram index to find candidates with: up to three of its words of 3 or more characters,
+    those with digits first (ids, hashes, numbers), then the longest. A long phrase would make FTS5
+    walk the position lists of all its trigrams (``https``, ``.com``...); three words are ~2x faster.
+    Without such words, its whitespace-separated pieces of 3 or more characters.
+
+    >>> _trigram_pieces("https://github.com/acme/refunds/issues/4312")
+    ['4312', 'refunds', 'issues']
+    """
+    from compaction.recall._text import WORD
+
+    words = sorted(
+        {m.group() for m in WORD.finditer(query) if len(m.group()) >= 3},
+        key=lambda w: (any(c.isdigit() for c in w), len(w), w),
+        reverse=True,
+    )
+    return words[:3] or [piece for piece in query.split() if len(piece) >= 3]
+
+
 class SessionNotFound(KeyError):
     """The session id is not in the store. A :class:`KeyError`, so ``except KeyError`` catches it.
 
@@ -644,8 +664,8 @@ class SQLiteSessionStore:
         of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
 
         The messages holding ``query`` verbatim (case-insensitive, any whitespace) are the answer,
-        exact case first; candidates come from the trigram index (every whitespace-separated piece
-        of 3 or more characters), each checked in Python. When none holds it, the messages sharing
+        exact case first; candidates come from the trigram index (see :func:`_trigram_pieces`),
+        each checked in Python. When none holds it, the messages sharing
         its words, ranked by FTS5's BM25. Raises ``ValueError`` for a blank query or a negative
         ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
         """
@@ -658,7 +678,7 @@ class SQLiteSessionStore:
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
         phrase = Phrase(query)
-        pieces = [piece for piece in query.split() if len(piece) >= 3]
+        pieces = _trigram_pieces(query)
         with self._read() as conn:
             self._require_session(conn, session_id)
             if pieces:  # the trigram index finds the candidates (CROSS JOIN: FTS5 first)
