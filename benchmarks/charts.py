@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_quality import (
-    IDENTIFIER_CATEGORIES,
     SUMMARIZERS,
-    TARGET_AFTER_DRIFT,
-    TARGET_AFTER_ONE,
+    TARGET_CONTINUE,
     TARGET_UNITS,
 )
 from benchmarks.generate import CATEGORIES
@@ -65,17 +63,22 @@ def retention_chart(figures: Mapping[str, Any], path: Path) -> Path:
             xs = [i + offset for i, c in enumerate(CATEGORIES)]
             ys = [100 * pooled[c][0] / pooled[c][1] if pooled.get(c, (0, 0))[1] else 0 for c in CATEGORIES]
             ax.bar(xs, ys, width, label=label, color=_COLORS[key])
-        n_ids = len(IDENTIFIER_CATEGORIES)
-        ax.hlines(100 * TARGET_AFTER_ONE, -0.5, n_ids - 0.5, colors=_COLORS["after1"], linestyles="--", linewidth=1)
-        ax.hlines(100 * TARGET_AFTER_DRIFT, -0.5, n_ids - 0.5, colors=_COLORS["after10"], linestyles=":", linewidth=1)
+        if kind == "extractive":  # what an agent needs to continue, after one compaction (offline)
+            for i, c in enumerate(CATEGORIES):
+                if c in TARGET_CONTINUE:
+                    ax.hlines(100 * TARGET_CONTINUE[c], i - 0.5, i + 0.5, colors=_COLORS["after1"], linestyles="--")
         ax.set_xticks(range(len(CATEGORIES)))
         ax.set_xticklabels([c.replace("_", " ") for c in CATEGORIES], rotation=40, ha="right", fontsize=8)
         ax.set_ylim(0, 105)
         ax.set_title(f"{kind} summarizer", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("facts kept verbatim (%)")
+    axes[0][0].set_ylabel("facts verbatim in context (%)")
     axes[0][0].legend(fontsize=8, loc="upper right")
-    fig.suptitle("Planted facts of the compacted zone retained, all sessions (targets dashed)", fontsize=10)
+    fig.suptitle(
+        "Planted facts of the compacted zone verbatim in context, all sessions (targets dashed; every "
+        "identifier-type fact is also one recall away)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
