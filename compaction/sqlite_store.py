@@ -161,24 +161,66 @@ def _fts_string(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _trigram_pieces(query: str) -> list[str]:
-    """Substrings of ``query`` that every text holding it verbatim holds too, few and likely rare, for
-    the trigram index to find candidates with: up to three of its words of 3 or more characters,
-    those with digits first (ids, hashes, numbers), then the longest. A long phrase would make FTS5
-    walk the position lists of all its trigrams (``https``, ``.com``...); three words are ~2x faster.
-    Without such words, its whitespace-separated pieces of 3 or more characters.
+# A probe that finds more rows than this falls back to the whole phrase in the trigram index.
+_PROBE_LIMIT: Final = 64
 
-    >>> _trigram_pieces("https://github.com/acme/refunds/issues/4312")
-    ['4312', 'refunds', 'issues']
+
+def _verbatim_candidates(conn: sqlite3.Connection, session_id: str, query: str) -> list[tuple[Any, ...]]:
+    """``(id, archive_id, role, text)`` of the session's archived messages that may hold ``query``
+    verbatim (a superset: the caller checks each).
+
+    A long phrase makes FTS5's trigram index walk the position lists of all its trigrams (``htt``,
+    ``.co``...), so the first probe asks the word index for the query's whole words instead
+    (:func:`_word_probe`), row ids only, at most ``_PROBE_LIMIT`` + 1: a few seeks for ids, hashes,
+    paths and URLs. When the query has no such words, or they are common, the trigram index matches
+    its whitespace-separated pieces of 3 or more characters. A query too short for trigrams reads
+    the session's archive.
+    """
+    probe = _word_probe(query)
+    if probe is not None:
+        rows = conn.execute(
+            "SELECT rowid FROM archive_words WHERE archive_words MATCH ? LIMIT ?", (probe, _PROBE_LIMIT + 1)
+        ).fetchall()
+        if len(rows) <= _PROBE_LIMIT:
+            marks = ", ".join("?" * len(rows))
+            return conn.execute(
+                f"SELECT id, archive_id, role, text FROM archive WHERE session_id = ? AND id IN ({marks})",
+                (session_id, *(row[0] for row in rows)),
+            ).fetchall()
+    pieces = [piece for piece in query.split() if len(piece) >= 3]
+    if pieces:  # CROSS JOIN: FTS5 first, then the session's rows by id
+        return conn.execute(
+            "SELECT a.id, a.archive_id, a.role, a.text FROM archive_phrases CROSS JOIN archive AS a"
+            " ON a.id = archive_phrases.rowid WHERE archive_phrases MATCH ? AND a.session_id = ?",
+            (" AND ".join(map(_fts_string, pieces)), session_id),
+        ).fetchall()
+    return conn.execute("SELECT id, archive_id, role, text FROM archive WHERE session_id = ?", (session_id,)).fetchall()
+
+
+def _word_probe(query: str) -> str | None:
+    """An FTS5 query of the word index that every text holding ``query`` verbatim matches: its words
+    (as :data:`compaction.recall._text.WORD` splits them, like the index's tokenizer), each a whole
+    word of the text, except that the last may start a longer one (a prefix query, left out when
+    shorter than 3 characters: a short prefix expands to half the vocabulary) and the first, when
+    the query starts inside a word, may end one (left out). None when no word is left.
+
+    >>> _word_probe("https://github.com/acme/issues/4312")
+    '"github" AND "com" AND "acme" AND "issues" AND "4312" *'
+    >>> _word_probe("3f9a2c1") is None
+    True
     """
     from compaction.recall._text import WORD
 
-    words = sorted(
-        {m.group() for m in WORD.finditer(query) if len(m.group()) >= 3},
-        key=lambda w: (any(c.isdigit() for c in w), len(w), w),
-        reverse=True,
-    )
-    return words[:3] or [piece for piece in query.split() if len(piece) >= 3]
+    spans = list(WORD.finditer(query))
+    terms = []
+    for index, match in enumerate(spans):
+        if index == 0 and match.start() == 0:
+            continue  # "...abc" may end a longer word of the text
+        open_end = index == len(spans) - 1 and match.end() == len(query)
+        if open_end and len(match.group()) < 3:
+            continue
+        terms.append(_fts_string(match.group()) + (" *" if open_end else ""))
+    return " AND ".join(terms) or None
 
 
 class SessionNotFound(KeyError):
@@ -664,7 +706,7 @@ class SQLiteSessionStore:
         of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
 
         The messages holding ``query`` verbatim (case-insensitive, any whitespace) are the answer,
-        exact case first; candidates come from the trigram index (see :func:`_trigram_pieces`),
+        exact case first; candidates come from the trigram index (see :func:`_verbatim_candidates`),
         each checked in Python. When none holds it, the messages sharing
         its words, ranked by FTS5's BM25. Raises ``ValueError`` for a blank query or a negative
         ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
@@ -678,19 +720,9 @@ class SQLiteSessionStore:
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
         phrase = Phrase(query)
-        pieces = _trigram_pieces(query)
         with self._read() as conn:
             self._require_session(conn, session_id)
-            if pieces:  # the trigram index finds the candidates (CROSS JOIN: FTS5 first)
-                rows = conn.execute(
-                    "SELECT a.id, a.archive_id, a.role, a.text FROM archive_phrases CROSS JOIN archive AS a"
-                    " ON a.id = archive_phrases.rowid WHERE archive_phrases MATCH ? AND a.session_id = ?",
-                    (" AND ".join(map(_fts_string, pieces)), session_id),
-                )
-            else:  # too short for trigrams: read the session's archive
-                rows = conn.execute(
-                    "SELECT id, archive_id, role, text FROM archive WHERE session_id = ?", (session_id,)
-                )
+            rows = _verbatim_candidates(conn, session_id, query)
             found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
             if found:
                 ranked = [(key, *phrase.rank(found[key][3])) for key in found]

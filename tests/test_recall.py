@@ -810,3 +810,13 @@ def test_bench_recall_finds_every_archived_identifier(tmp_path: Path) -> None:
     text = bench_recall.markdown({"model": "gpt-4o", "window": 128_000, "seed": 3, "size": 400, "rows": [row]}, "cmd")
     assert text.startswith("### Recall (400 messages)\n\n`cmd`")
     assert "| coding (openai) |" in text
+
+
+@pytest.mark.parametrize("query", ["make deploy ENV=staging", "ake deploy ENV=stag", "deploy ENV=s", "ENV=staging"])
+def test_partial_words_at_the_ends_and_many_hits(make_source: Callable[[Archive], RecallSource], query: str) -> None:
+    """More hits than the store's first probe takes (64): the whole phrase narrows them instead."""
+    archive = {f"m_{i:03d}": {"role": "user", "content": f"run make deploy ENV=staging{i} now"} for i in range(100)}
+    archive["m_other"] = {"role": "user", "content": "make deploy ENV=prod; staging later"}
+    found = make_source(archive).search(query, limit=200)
+    assert found.total == found.verbatim == len(found.hits) == 100
+    assert "m_other" not in {hit.archive_id for hit in found}
