@@ -2,6 +2,9 @@
 summary, the id of the last message that summary covers, its compaction history, and the
 originals that compaction archived.
 
+The archived originals are searchable (:meth:`SessionStore.search_archive`, per session): what the
+``recall`` tool of :mod:`compaction.recall` answers from.
+
 The context for the next model call is the summary plus the messages after ``summary_through_id``.
 Saving a compaction is a compare-and-swap on ``summary_through_id``: when two workers compact the
 same session at once, one wins and the other gets ``False`` and re-reads the new state.
