@@ -241,8 +241,12 @@ async def test_seed_002_recount_after_compaction_with_a_probe() -> None:
         probe = ProviderTokenCounter(
             "openai/fake-agent", local=EstimateCounter(), api_base=server.openai_api_base, api_key="k", mode="probe"
         )
+        # recall=False: the probe then measures exactly the messages (no recall tool schema beside them).
         cm = ContextManager(
-            make_compactor(threshold=6_000), messages=[{"role": "user", "content": TASK}, *turns(14)], recount=probe
+            make_compactor(threshold=6_000),
+            messages=[{"role": "user", "content": TASK}, *turns(14)],
+            recount=probe,
+            recall=False,
         )
         await cm.compact_now()
         probes = server.completion_requests
