@@ -7,20 +7,9 @@ import re
 
 import pytest
 
+from benchmarks.bench_quality import summary_block
 from benchmarks.generate import generate
 from compaction import CompactionConfig, Compactor
-
-START, END = "[CONTEXT SUMMARY]", "[END CONTEXT SUMMARY]"
-
-
-def rendered_block(messages: list[dict[str, object]]) -> str:
-    for message in messages:
-        content = message.get("content")
-        texts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]  # type: ignore[union-attr]
-        for text in texts:
-            if isinstance(text, str) and START in text:
-                return text[text.index(START) : text.index(END) + len(END)]
-    raise AssertionError("no summary block")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +24,7 @@ def test_block_fits_its_cap_in_exact_tokens(session: tuple[list[dict[str, object
     compactor = Compactor("gpt-4o", None, CompactionConfig(window=window))
     result = compactor.compact(messages, system=system)
     assert result.compacted
-    block = rendered_block(result.messages)
+    block = summary_block(result)
     cap = CompactionConfig().block_cap(window)
     assert cap == int(window * 0.0625)
     assert compactor.counter.count_text(block) <= cap
@@ -52,8 +41,8 @@ def test_a_larger_ledger_is_a_setting(session: tuple[list[dict[str, object]], st
     messages, system = session
     lean = Compactor("gpt-4o", None, CompactionConfig(window=128_000))
     large = Compactor("gpt-4o", None, CompactionConfig(window=128_000, ledger_max_tokens=32_000))
-    lean_block = rendered_block(lean.compact(messages, system=system).messages)
-    large_block = rendered_block(large.compact(messages, system=system).messages)
+    lean_block = summary_block(lean.compact(messages, system=system))
+    large_block = summary_block(large.compact(messages, system=system))
     assert lean.counter.count_text(lean_block) <= 8_000 < lean.counter.count_text(large_block)
 
 
