@@ -30,6 +30,17 @@ if str(ROOT) not in sys.path:
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 LONG_SESSIONS = "## Quality on long sessions"
+RECALL = "## Recall on a 20,000-message archive"
+CORPUS = "## Real transcripts"
+PEERS = "## Peers"
+# Sections other commands write (they take longer or install what they compare); this run carries
+# them over from the current file, in this order, or says which command writes them.
+WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
+    (LONG_SESSIONS, "python -m benchmarks.bench_quality --long"),
+    (RECALL, "python -m benchmarks.bench_recall"),
+    (CORPUS, "python -m benchmarks.bench_corpus"),
+    (PEERS, "python3 -m nox -s peers"),
+)
 
 
 def machine() -> dict[str, Any]:
@@ -67,6 +78,15 @@ def _kept_section(path: Path, heading: str) -> str:
         return ""
     end = text.find("\n## ", start + len(heading) + 1)
     return text[start + 1 : end if end >= 0 else len(text)].rstrip() + "\n"
+
+
+def carried_sections(path: Path) -> str:
+    """The sections of ``WRITTEN_ELSEWHERE`` as ``path`` has them, each replaced by a line naming its
+    command when it is not there yet."""
+    return "\n".join(
+        _kept_section(path, heading) or f"{heading}\n\nNot run yet: `{command}` writes this section.\n"
+        for heading, command in WRITTEN_ELSEWHERE
+    )
 
 
 def write_section(path: Path, section: str, heading: str) -> None:
@@ -157,8 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load, load_md = _section("bench_load", bench_load.run, bench_load.markdown)
     total = time.perf_counter() - start
     load_end = machine()["load_average"]
-    long_sessions = _kept_section(args.out, LONG_SESSIONS)
-    peers = _kept_section(args.out, "## Peers")
+    kept = carried_sections(args.out)
 
     lines = [
         "# Benchmark results",
@@ -202,10 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         load_md,
         "",
-        long_sessions
-        or f"{LONG_SESSIONS}\n\nNot run yet: `python -m benchmarks.bench_quality --long` writes this section.\n",
-        "",
-        peers or "## Peers\n\nNot run yet: `python3 -m nox -s peers` writes this section (it installs the peers).\n",
+        kept,
     ]
     args.out.write_text("\n".join(lines), encoding="utf-8")
     figures = {

@@ -243,3 +243,19 @@ def test_sections_written_outside_run_all_replace_their_own_and_survive_its_rewr
     assert text.index("## Token accounting") < text.index("## Peers") < text.index(LONG_SESSIONS)
     assert _kept_section(results, LONG_SESSIONS) == f"{LONG_SESSIONS}\n\nsecond run\n"
     assert _kept_section(results, "## Peers") == "## Peers\n\nnew peers\n"
+
+
+def test_run_all_carries_every_section_written_elsewhere_in_order(tmp_path: Path) -> None:
+    from benchmarks.run_all import CORPUS, LONG_SESSIONS, PEERS, RECALL, carried_sections, write_section
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Token accounting\n\nfigures\n")
+    write_section(results, f"{RECALL} (`x`)\n\nrecall figures\n", RECALL)
+    write_section(results, f"{PEERS}\n\npeer figures\n", PEERS)
+    text = carried_sections(results)
+    assert "recall figures" in text
+    assert "peer figures" in text
+    assert "Token accounting" not in text
+    assert "`python -m benchmarks.bench_corpus` writes this section" in text
+    order = [text.index(h) for h in (LONG_SESSIONS, RECALL, CORPUS, PEERS)]
+    assert order == sorted(order)

@@ -808,7 +808,8 @@ def test_bench_recall_finds_every_archived_identifier(tmp_path: Path) -> None:
         assert figures["queries"] == row["facts"]
         assert figures["found"] == figures["queries"], figures["missed"]
     text = bench_recall.markdown({"model": "gpt-4o", "window": 128_000, "seed": 3, "size": 400, "rows": [row]}, "cmd")
-    assert text.startswith("### Recall (400 messages)\n\n`cmd`")
+    assert text.startswith("Command: `cmd`")
+    assert "Sessions of 400 messages" in text
     assert "| coding (openai) |" in text
 
 
