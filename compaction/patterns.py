@@ -28,6 +28,7 @@ __all__ = [
     "find_urls",
     "important_lines",
     "is_important_line",
+    "reference_spans",
 ]
 
 _URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
@@ -222,6 +223,20 @@ def find_references(text: str) -> tuple[list[str], list[str], list[str]]:
     spans = _url_spans(text)
     urls = _dedupe([url for _, _, url in spans])
     return find_paths(text), urls, _dedupe([value for _, value in _identifier_matches(text, spans)])
+
+
+def reference_spans(text: str) -> list[tuple[int, int, str]]:
+    """Every path, URL and identifier of ``text`` as ``(start, end, value)``, in order of position,
+    repeats included (``text[start:end] == value``).
+
+    >>> reference_spans("see src/a.py and https://x.io/b, PAY-7")
+    [(4, 12, 'src/a.py'), (17, 31, 'https://x.io/b'), (33, 38, 'PAY-7')]
+    """
+    urls = _url_spans(text)
+    found = [*urls]
+    found += [(start, start + len(path), path) for start, path in _path_matches(text)]
+    found += [(start, start + len(value), value) for start, value in _identifier_matches(text, urls)]
+    return sorted(found)
 
 
 def _line_bounds(text: str, pos: int) -> tuple[int, int]:

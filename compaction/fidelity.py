@@ -1,0 +1,139 @@
+"""Fidelity: every identifier a summary or ledger shows occurs verbatim in what was compacted.
+
+A summary may drop, reorder and shorten, but it must never alter a reference: a misquoted path
+sends the agent to a file that does not exist. :func:`identifier_tokens` finds the identifier-like
+tokens of a text (paths, URLs, ids and hashes as :mod:`compaction.patterns` finds them, plus dotted
+names, names with underscores such as ``__init__`` or ``a__b``, and command flags), and
+:func:`altered_identifiers` lists those of a shown text that occur in no source.
+
+"Occurs verbatim" means as a whole token: the source has the same characters, not glued to more
+of the same token on either side (``src/app/ma`` does not occur in ``src/app/main.py``, ``b.py``
+does occur in ``src/b.py``, a relative tail of the path). Two things are not alterations:
+
+* a token marked as cut: glued to an ellipsis (``...`` or ``…``) on one side, it only has to occur
+  as a whole token on its other side (``src/app/ma…`` is a marked cut of ``src/app/main.py``);
+* a redaction placeholder (``[REDACTED]``, ``[REDACTED:kind]``): it stands for removed text, so it
+  is treated as a cut mark and the text on either side of it is checked as a cut.
+
+Framing text written by the compactor itself (the summary markers, headings) holds no identifier
+tokens; any other text known not to come from the sources can be passed as ``framing``.
+
+>>> identifier_tokens("fixed super().__init__(**kwargs) in /repo/a__b/x.py, see --dry-run")
+['super().__init__', '/repo/a__b/x.py', '--dry-run']
+>>> sources = ["edited /pydicom__pydicom/pydicom/dataset.py: super().__init__(**kwargs)"]
+>>> altered_identifiers("Edited /pydicompydicom/pydicom/dataset.py, super().init(kwargs)", sources)
+['/pydicompydicom/pydicom/dataset.py', 'super().init']
+>>> altered_identifiers("Edited `/pydicom__pydicom/pydicom/data…` and pydicom/dataset.py", sources)
+[]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from compaction.patterns import reference_spans
+
+__all__ = ["altered_identifiers", "identifier_tokens"]
+
+# Dotted names (``os.path.join``, ``super().__init__``), names with an underscore (``__init__``,
+# ``a__b``, ``MAX_SIZE``) and command flags (``-x``, ``--dry-run``). The look-behinds pin a start to a
+# token boundary so a name is not found again inside a path or a longer name.
+_NAME_RE = re.compile(r"(?<![\w.\-/\\@$:])[A-Za-z_]\w*(?:(?:\(\))?\.[A-Za-z_]\w*)*")
+_FLAG_RE = re.compile(r"(?<![\w\-/.])--?[A-Za-z][\w\-]*")
+_REDACTION_RE = re.compile(r"\[REDACTED(?::\w+)?\]")
+_ELLIPSES = ("...", "\u2026")
+# A character that continues an identifier, and a separator that does when a word follows it.
+_WORD = re.compile(r"\w")
+_JOINER = ".-/\\"
+
+
+def _is_name(name: str) -> bool:
+    if not any(c.isalnum() for c in name):
+        return False  # "_", "__"
+    if "." in name:
+        # "e.g", "i.e", "U.S" are prose; "os.path", "a.b_c" are names.
+        return any(len(part.strip("()")) > 1 for part in name.split("."))
+    return "_" in name
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    spans = reference_spans(text)
+    spans += [(m.start(), m.end(), m.group()) for m in _NAME_RE.finditer(text) if _is_name(m.group())]
+    spans += [(m.start(), m.end(), m.group()) for m in _FLAG_RE.finditer(text)]
+    return sorted(spans)
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """The identifier-like tokens of ``text`` in order of first appearance, each once: paths, URLs,
+    ids and hashes (as :func:`compaction.patterns.find_references` finds them), dotted names,
+    names with an underscore (``__init__``, ``a__b``, ``snake_case``) and command flags.
+
+    >>> identifier_tokens("run `pytest -x tests/a.py` after PAY-12: os.path.join, e.g. MAX_SIZE")
+    ['-x', 'tests/a.py', 'PAY-12', 'os.path.join', 'MAX_SIZE']
+    """
+    return list(dict.fromkeys(value for _, _, value in _spans(text)))
+
+
+def _glued(text: str, pos: int, *, before: bool) -> bool:
+    """True when an ellipsis touches ``text`` at ``pos`` (ending there, or starting there)."""
+    if before:
+        return any(text.endswith(e, 0, pos) for e in _ELLIPSES)
+    return text.startswith(_ELLIPSES, pos)
+
+
+def _boundary_before(text: str, pos: int) -> bool:
+    return pos == 0 or not _WORD.match(text[pos - 1])
+
+
+def _boundary_after(text: str, pos: int) -> bool:
+    if pos >= len(text) or not (_WORD.match(text[pos]) or text[pos] in _JOINER):
+        return True
+    # "a.py." ends a sentence; "a.py.bak" and "src/ma" + "in.py" continue the token.
+    return not (_WORD.match(text[pos]) or (pos + 1 < len(text) and _WORD.match(text[pos + 1])))
+
+
+def _occurs(token: str, corpus: str, *, start: bool, end: bool) -> bool:
+    """``token`` occurs in ``corpus`` with a token boundary where ``start``/``end`` ask for one."""
+    pos = corpus.find(token)
+    while pos >= 0:
+        if (not start or _boundary_before(corpus, pos)) and (not end or _boundary_after(corpus, pos + len(token))):
+            return True
+        pos = corpus.find(token, pos + 1)
+    return False
+
+
+def altered_identifiers(shown: str, sources: Iterable[str], *, framing: Iterable[str] = ()) -> list[str]:
+    """The identifier tokens of ``shown`` that occur verbatim in none of ``sources``, in order, each
+    once (``[]`` when the shown text is faithful). Tokens cut with an ellipsis and text beside a
+    redaction placeholder are checked as cuts (see the module docstring); each string in
+    ``framing`` is removed from ``shown`` before it is checked.
+
+    >>> altered_identifiers("see src/app/ma and src/app/ma…", ["open src/app/main.py"])
+    ['src/app/ma']
+    """
+    for text in framing:
+        shown = shown.replace(text, "\n")
+    # A placeholder is a cut: the text beside it only has to occur up to the cut.
+    shown = _REDACTION_RE.sub("\u2026 \u2026", shown)
+    corpus = "\n\n".join(sources)
+    altered: dict[str, None] = {}
+    checked: set[tuple[str, bool, bool]] = set()
+    for begin, finish, value in _spans(shown):
+        token = value
+        # A token found with the ellipsis inside it ("...ma/x.py", "src/ma..."): the dots are the mark.
+        head = next((e for e in _ELLIPSES if token.startswith(e)), "")
+        token = token[len(head) :]
+        tail = next((e for e in _ELLIPSES if token.endswith(e)), "")
+        token = token[: len(token) - len(tail)].rstrip(".")
+        if not token or not any(c.isalnum() for c in token):
+            continue
+        start = not (head or _glued(shown, begin, before=True))
+        end = not (tail or _glued(shown, finish, before=False))
+        key = (token, start, end)
+        if key in checked:
+            continue
+        checked.add(key)
+        if not _occurs(token, corpus, start=start, end=end):
+            altered[token] = None
+    return list(altered)
