@@ -17,7 +17,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 
-from compaction.redact import looks_like_secret
+from compaction.redact import looks_like_secret, redact_if_needed
 
 __all__ = [
     "error_start",
@@ -328,3 +328,114 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
             first[line] = start
     chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
     return [line for line, _ in chosen], len(first)
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements: lines that report a measured quantity
+# --------------------------------------------------------------------------------------------
+
+# A quantity: a number with a unit, a percentage, money, a ratio or a decimal. Dates, versions and
+# numbers inside identifiers are not quantities (the look-arounds keep them out).
+QUANTITY = re.compile(
+    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
+    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
+    r"|\d+(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
+    r"min(?:utes?)?|h(?:ours?)?|days?|weeks?|months?|years?|[kMG]?Hz|[kMG]?W|kWh|MWh|\u00b0C|\u00b0F|K|"
+    r"req/s|rps|qps|QPS|ops/s|tokens?|x)\b)"
+    r"|\d+\.\d+(?![\w-]|\.\d))"
+)
+_COUNT_VALUE = re.compile(r"\d{1,3}(?:,\d{3})*\s[a-z]{3,}s\b")  # "342 applicants", "17 items"
+_LABEL = re.compile(r"^[A-Za-z][a-z0-9@%]*(?:[ -][A-Za-z0-9@%()]+){0,5}$")
+_MEASURE_LINE = re.compile(r"^(?P<label>[^:=]{2,48}?)\s*(?::|=)\s+(?P<value>\S.{0,60})$")
+MAX_MEASUREMENT_LINE = 160  # a longer line is prose or data, not a reported value
+
+
+def measurement(line: str) -> tuple[str, str] | None:
+    """``(label, value)`` when a line reports one measured quantity: ``p95 latency = 740.9 ms``,
+    ``index size: 12.5 GB``. The label must be a few plain words (not a constant such as
+    ``MAX_RETRIES`` or a path) and the value must start with, or be, a quantity.
+
+    >>> measurement("line coverage: 71.9%")
+    ('line coverage', '71.9%')
+    >>> measurement("TOKEN_TIMEOUT_S = 2138") is None
+    True
+    """
+    match = _MEASURE_LINE.match(line.strip())
+    if match is None:
+        return None
+    label, value = match.group("label").strip(), match.group("value").strip()
+    if not _LABEL.match(label) or label.isupper():
+        return None
+    found = QUANTITY.search(value) or _COUNT_VALUE.match(value)
+    if found is None or found.start() > 6:
+        return None
+    return label, value
+
+
+_UNIT_CHARS = frozenset("%/\u00a3$\u20ac\u00a5\u00b0\u00b5")
+_NOT_REPORT = re.compile(r"[{}();<>\\`|]|(?<!=)=(?!=)|^\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
+_PLAIN_WORD = re.compile(r"^[^\W\d_]{2,}[,.:;!?]?$")
+_RULE = re.compile(r"[=*~#_-]{3,}")  # a banner's rule ("===== 5 passed in 0.12s =====")
+
+
+def reports_quantity(line: str) -> bool:
+    """True when a short line of output reports a measured value: ``label: value`` (see
+    :func:`measurement`), or a few plain words around a number with a unit (``Ran 120 tests in
+    3.4s``, ``p95 latency 230 ms``). Code, shell prompts, list items, table rows and bare numbers
+    (no unit: ids, counts, line numbers) are not reports.
+
+    >>> [reports_quantity(s) for s in ("Memory: 1.2 GiB", "Ran 120 tests in 3.4s", "p95 latency 230 ms")]
+    [True, True, True]
+    >>> [reports_quantity(s) for s in ("time.sleep(0.5)", "retries = 3", "line 42 of 90", "| a | 3 ms |")]
+    [False, False, False, False]
+    """
+    stripped = line.strip()
+    if not stripped or len(stripped) > MAX_MEASUREMENT_LINE or not any(ch.isdigit() for ch in stripped):
+        return False
+    if measurement(stripped) is not None:
+        return True
+    if _NOT_REPORT.search(stripped):
+        return False
+    with_unit = [m for m in QUANTITY.finditer(stripped) if any(ch.isalpha() or ch in _UNIT_CHARS for ch in m.group())]
+    if not with_unit:
+        return False
+    rest = QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
+    words = sum(1 for token in rest if _PLAIN_WORD.match(token))
+    # Mostly words: a run of numbers with units is a table row or data, not a report.
+    return words >= 1 and words * 2 >= len(rest) and len(with_unit) <= 3
+
+
+def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
+    """Up to ``max_lines`` distinct lines of ``text`` that report a measured value
+    (:func:`reports_quantity`), stripped and verbatim, with at most ``max_chars`` characters in all,
+    in their original order. Labelled values (``label: value``) are chosen before the others, and no
+    line that holds a credential is kept.
+
+    >>> measurement_lines("collecting\\nRan 120 tests in 3.4s\\np95 latency: 230 ms\\nOK", 1, 200)
+    ['p95 latency: 230 ms']
+    >>> measurement_lines("token: 0.5 sk-ant-" + "a" * 30, 5, 200)
+    []
+    """
+    if max_lines <= 0 or max_chars <= 0:
+        return []
+    labelled: dict[str, int] = {}
+    others: dict[str, int] = {}
+    for start, raw in enumerate(text.splitlines()):
+        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not any(ch.isdigit() for ch in raw):
+            continue
+        line = raw.strip()
+        if line in labelled or line in others or not reports_quantity(line):
+            continue
+        (labelled if measurement(line) is not None else others)[line] = start
+        if len(labelled) >= max_lines:
+            break
+    chosen: list[tuple[str, int]] = []
+    used = 0
+    for line, order in [*labelled.items(), *others.items()]:
+        if len(chosen) >= max_lines:
+            break
+        if used + len(line) > max_chars or redact_if_needed(line) != line:
+            continue
+        chosen.append((line, order))
+        used += len(line)
+    return [line for line, _ in sorted(chosen, key=lambda item: item[1])]

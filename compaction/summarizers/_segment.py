@@ -21,10 +21,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction.patterns import QUANTITY, measurement
 from compaction.summarizers._extract import clean, guard, split_sentences, truncate
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["Unit", "line_form", "measurement", "segment"]
+__all__ = ["QUANTITY", "Unit", "line_form", "measurement", "segment"]
 
 MAX_OUTPUT_LINE = 160  # a measurement line longer than this is prose or data, not a reported value
 _SCAN_LIMIT = 200_000  # characters of one tool result read for measurement lines
@@ -122,47 +123,6 @@ def line_form(line: str) -> str:
     if words < 2 or share < 0.45:
         return "code" if any(ch in stripped for ch in "=(){}[];<>") else "listing"
     return "prose"
-
-
-# --------------------------------------------------------------------------------------------
-# Measurements in tool output
-# --------------------------------------------------------------------------------------------
-
-# A quantity: a number with a unit, a percentage, money, a ratio or a decimal. Dates, versions and
-# numbers inside identifiers are not quantities (the look-arounds keep them out).
-QUANTITY = re.compile(
-    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
-    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
-    r"|\d+(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
-    r"min(?:utes?)?|h(?:ours?)?|days?|weeks?|months?|years?|[kMG]?Hz|[kMG]?W|kWh|MWh|\u00b0C|\u00b0F|K|"
-    r"req/s|rps|qps|QPS|ops/s|tokens?|x)\b)"
-    r"|\d+\.\d+(?![\w-]|\.\d))"
-)
-_COUNT_VALUE = re.compile(r"\d{1,3}(?:,\d{3})*\s[a-z]{3,}s\b")  # "342 applicants", "17 items"
-_LABEL = re.compile(r"^[A-Za-z][a-z0-9@%]*(?:[ -][A-Za-z0-9@%()]+){0,5}$")
-_MEASURE_LINE = re.compile(r"^(?P<label>[^:=]{2,48}?)\s*(?::|=)\s+(?P<value>\S.{0,60})$")
-
-
-def measurement(line: str) -> tuple[str, str] | None:
-    """``(label, value)`` when a line reports one measured quantity: ``p95 latency = 740.9 ms``,
-    ``index size: 12.5 GB``. The label must be a few plain words (not a constant such as
-    ``MAX_RETRIES`` or a path) and the value must start with, or be, a quantity.
-
-    >>> measurement("line coverage: 71.9%")
-    ('line coverage', '71.9%')
-    >>> measurement("TOKEN_TIMEOUT_S = 2138") is None
-    True
-    """
-    match = _MEASURE_LINE.match(line.strip())
-    if match is None:
-        return None
-    label, value = match.group("label").strip(), match.group("value").strip()
-    if not _LABEL.match(label) or label.isupper():
-        return None
-    found = QUANTITY.search(value) or _COUNT_VALUE.match(value)
-    if found is None or found.start() > 6:
-        return None
-    return label, value
 
 
 # --------------------------------------------------------------------------------------------
