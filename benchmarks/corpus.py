@@ -1,0 +1,124 @@
+"""The corpus of real public agent transcripts (``tests/corpus/``) and what tests and benchmarks
+measure on it.
+
+Each ``tests/corpus/*.json`` is ``{"messages": [...], "system": ..., "source": {...}}``: a
+trajectory someone else recorded (SWE-agent, OpenHands; attribution in ``tests/corpus/README.md``)
+converted to the OpenAI or Anthropic format by ``tests/corpus/convert.py``.
+
+>>> names = [name for name, _, _ in load_corpus()]
+>>> "swe_agent_pydicom_1458" in names
+True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_quality import message_strings, summary_block
+from compaction.result import CompactionResult
+from compaction.summarizers._segment import line_form
+
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpus"
+# A sentence ends at ., ! or ? followed by white space (not inside "e.g. x" or "3.11").
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'`][.!?])\s+(?=[A-Z`\"'(])")
+MIN_SENTENCE_WORDS = 4
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[tuple[str, list[dict[str, Any]], Any]]:
+    """``(name, messages, system)`` of every transcript in ``directory``, sorted by name (the file
+    name without ``.json``); ``[]`` when the folder is missing."""
+    if not directory.is_dir():
+        return []
+    out = []
+    for path in sorted(directory.glob("*.json")):
+        data = _read(path)
+        out.append((path.stem, data["messages"], data.get("system")))
+    return out
+
+
+def corpus_source(name: str, directory: Path = CORPUS_DIR) -> dict[str, Any]:
+    """Where transcript ``name`` came from (repo, commit, path, license, converter)."""
+    source: dict[str, Any] = _read(directory / f"{name}.json").get("source", {})
+    return source
+
+
+def request_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The messages the user wrote: the user turns before the agent's first answer (SWE-agent's task
+    and demonstration; later SWE-agent user turns are tool observations), and in a transcript whose
+    tool output comes back as tool results, every user turn that is not only tool results."""
+    has_tool_messages = any(_is_tool_result(m) for m in messages)
+    out: list[int] = []
+    for i, m in enumerate(messages):
+        if m.get("role") != "user" or _is_tool_result(m):
+            continue
+        if has_tool_messages or not any(x.get("role") == "assistant" for x in messages[:i]):
+            out.append(i)
+    return out
+
+
+def _is_tool_result(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    if message.get("role") == "tool":
+        return True
+    return isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+
+
+def sentences(text: str) -> list[str]:
+    """The prose sentences of ``text`` (lines :func:`line_form` reads as prose, split at sentence
+    ends), each of at least four words, once each, in order."""
+    out: dict[str, None] = {}
+    for line in text.splitlines():
+        if line_form(line) != "prose":
+            continue
+        for sentence in _SENTENCE_END.split(line.strip()):
+            sentence = sentence.strip()
+            if len(sentence.split()) >= MIN_SENTENCE_WORDS:
+                out[sentence] = None
+    return list(out)
+
+
+def request_sentences(messages: Sequence[Mapping[str, Any]], indices: Iterable[int]) -> list[str]:
+    """The sentences of the user's own messages at ``indices``."""
+    found: dict[str, None] = {}
+    for i in indices:
+        for text in message_strings(messages[i]):
+            found.update(dict.fromkeys(sentences(text)))
+    return list(found)
+
+
+def archived_indices(messages: Sequence[Mapping[str, Any]], result: CompactionResult) -> list[int]:
+    """Indices of the input messages ``result`` archived (removed, or rewritten by pruning)."""
+    archived = {json.dumps(m, sort_keys=True) for m in result.archive.values()}
+    return [i for i, m in enumerate(messages) if json.dumps(m, sort_keys=True) in archived]
+
+
+def compacted_originals(result: CompactionResult) -> list[str]:
+    """Every string of the messages ``result`` archived (tool call arguments decoded too)."""
+    return message_strings(list(result.archive.values()))
+
+
+def shown_block(result: CompactionResult) -> str:
+    """What the summary block shows: summary, artifact ledger, quoted request, markers."""
+    return summary_block(result) or (result.summary or "")
+
+
+__all__ = [
+    "CORPUS_DIR",
+    "archived_indices",
+    "compacted_originals",
+    "corpus_source",
+    "load_corpus",
+    "request_indices",
+    "request_sentences",
+    "sentences",
+    "shown_block",
+]
