@@ -218,6 +218,95 @@ def test_cleared_image_result_mentions_images() -> None:
     assert not new.images
 
 
+# --- a cleared result keeps its measurement lines --------------------------------------------
+
+MEASURED = (
+    "Ran 120 tests in 3.4s",
+    "p95 latency 230 ms",
+    "Memory: 1.2 GiB",
+    "throughput: 41,200 req/s",
+)
+
+
+def measured_output(size: int = 8000) -> str:
+    half = filler(size // 2)
+    return half + "\n".join(("def f(x): return x * 0.5", *MEASURED, "line 42 of 90", "retries = 3")) + "\n" + half
+
+
+def test_cleared_result_keeps_its_measurement_lines_verbatim() -> None:
+    msgs = exchanges(4)
+    msgs[2] = result("t0", "c0", measured_output())
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000)
+    text = out.messages[2].tool_results[0].text
+    lines = text.splitlines()
+    assert lines[0] == (
+        "[tool result cleared to save context: bash output of 8,133 characters, archived as t0; "
+        "4 measurement lines kept below]"
+    )
+    assert lines[1:] == list(MEASURED)  # verbatim, in order; code, bare counts and settings are not kept
+    # a result with nothing measured keeps the bare placeholder
+    assert out.messages[4].tool_results[0].text.count("\n") == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Ran 120 tests in 3.4s", "p95 latency 230 ms", "Memory: 1.2 GiB", "===== 5 passed, 1 failed in 0.12s ====="],
+)
+def test_real_looking_measurements_are_kept(line: str) -> None:
+    msgs = exchanges(4)
+    msgs[2] = result("t0", "c0", filler(4000) + "\n" + line + "\n" + filler(4000))
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000)
+    assert out.messages[2].tool_results[0].text.splitlines()[1:] == [line]
+
+
+def test_kept_measurements_are_bounded_by_lines_and_characters() -> None:
+    many = "\n".join(f"step {i} latency: {i}.5 ms" for i in range(200))
+    msgs = exchanges(4)
+    msgs[2] = result("t0", "c0", many)
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000)
+    kept = out.messages[2].tool_results[0].text.splitlines()[1:]
+    assert kept == [f"step {i} latency: {i}.5 ms" for i in range(5)]
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000, cleared_measurement_chars=60)
+    kept = out.messages[2].tool_results[0].text.splitlines()[1:]
+    assert len(kept) == 2
+    assert sum(map(len, kept)) <= 60
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000, cleared_measurement_lines=0)
+    assert "\n" not in out.messages[2].tool_results[0].text
+    # what a cleared note costs stays small whatever the output: under 150 tokens at the defaults
+    for text in (many, measured_output(200_000), "\n".join(f"cpu {i}: {i}% load" * 3 for i in range(5000))):
+        msgs[2] = result("t0", "c0", text)
+        note = prune(msgs, window=1_000, soft_trim_chars=100_000).messages[2].tool_results[0].text
+        assert len(note) <= 150 + 400 + 5
+
+
+def test_labelled_values_come_first_and_no_credential_is_kept() -> None:
+    free = "\n".join(f"build {i} took {i}.2 s" for i in range(6))
+    secret = "token: 12.5 sk-ant-" + "a1B2" * 10
+    msgs = exchanges(4)
+    msgs[2] = result("t0", "c0", free + "\n" + secret + "\nindex size: 12.5 GB\n")
+    out = prune(msgs, window=1_000, soft_trim_chars=100_000)
+    kept = out.messages[2].tool_results[0].text.splitlines()[1:]
+    assert "index size: 12.5 GB" in kept
+    assert len(kept) == 5
+    assert not any("sk-ant" in line or "token" in line for line in kept)
+
+
+def test_clearing_accounts_for_kept_lines_and_stays_under_the_share() -> None:
+    msgs = exchanges(6)
+    for i in range(6):
+        msgs[2 + 2 * i] = result(f"t{i}", f"c{i}", measured_output())
+    out = prune(msgs, window=15_000, soft_trim_chars=100_000)
+    assert sum(tokens(m) for m in out.messages if m.has_tool_results) <= 7_500
+
+
+def test_clearing_twice_changes_nothing() -> None:
+    msgs = exchanges(4)
+    msgs[2] = result("t0", "c0", measured_output())
+    once = prune(msgs, window=1_000, soft_trim_chars=100_000)
+    twice = prune(list(once.messages), window=1_000, soft_trim_chars=100_000)
+    assert [m.text for m in twice.messages] == [m.text for m in once.messages]
+
+
 def test_never_touches_calls_or_text_and_keeps_pairs() -> None:
     msgs = exchanges(4, size=30_000)
     out = prune(msgs, window=500)
