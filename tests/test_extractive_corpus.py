@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.bench_quality import message_strings
+from benchmarks.corpus import load_corpus, request_indices
 from compaction.adapters import to_canonical
 from compaction.summarizers._classify import classify
-from compaction.summarizers._segment import line_form, segment
+from compaction.summarizers._segment import line_form, relays_terminal, segment
 from compaction.summarizers.extractive import ExtractiveSummarizer
-from compaction.transcript import Transcript
+from compaction.transcript import Message, TextPart, Transcript
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 _CODE_LIKE = re.compile(r"^\s*\d{1,6}[:|\t]|^\s*(?:def|class|import|from\s+\S+\s+import|return)\b|\s=\s\S+\)?$")
@@ -81,3 +83,44 @@ def test_summary_constraints_and_requests_are_the_users_prose(name: str, transcr
                 assert not _CODE_LIKE.search(statement), (name, line)
                 first = statement.split(". ")[0][:60]
                 assert " ".join(first.split()) in said, (name, line)
+
+
+_REQUEST_LINES = ("- Primary request: ", "- Later request: ", "- Last user request: ", "- User asked: ")
+RAW = load_corpus()
+
+
+@pytest.mark.parametrize(("name", "messages", "system"), RAW, ids=[name for name, _, _ in RAW])
+def test_requests_in_the_summary_are_what_the_user_wrote(name: str, messages: list[Any], system: Any) -> None:
+    """SWE-agent sends each command's terminal output back as a user turn: none of it may be listed
+    as a request (real cases: ``file`` output and a pip install log became "Primary request")."""
+    own = " ".join(" ".join(s.split()) for i in request_indices(messages) for s in message_strings(messages[i]))
+    transcript = to_canonical(messages, system)
+    text = ExtractiveSummarizer().summarize_messages(transcript.messages, max_tokens=4096)
+    for line in text.splitlines():
+        if line.startswith(_REQUEST_LINES):
+            statement = line.split(": ", 1)[1].split(" -> ")[0]  # "User asked: X -> what was done"
+            first = " ".join(statement.split()[:6])  # the summary may join and shorten the sentences
+            assert first in own, (name, line)
+
+
+def _msg(role: str, text: str, mid: str) -> Message:
+    return Message(role=role, parts=(TextPart(text=text),), id=mid)  # type: ignore[arg-type]
+
+
+def test_terminal_output_answering_a_command_is_relayed_not_the_users_word() -> None:
+    task = "Solve the challenge and find the flag. Do not brute force the server.\n(Open file: n/a)\nbash-$"
+    action = "Let's check what kind of file it is.\n```\nfile release\n```"
+    output = (
+        "release: ELF 64-bit LSB executable, x86-64, version 1 (SYSV), dynamically linked, for GNU/Linux 2.6.32,"
+        " not stripped\n(Open file: n/a)\n(Current directory: /ctf)\nbash-$"
+    )
+    messages = [_msg("user", task, "u1"), _msg("assistant", action, "a1"), _msg("user", output, "u2")]
+    assert not relays_terminal(messages[0], None)  # the task ends at a prompt but answers no command
+    assert relays_terminal(messages[2], messages[1])
+    assert not relays_terminal(messages[2], _msg("assistant", "Let me think about it.", "a0"))
+    units = segment(messages)
+    assert {u.role for u in units if u.msg == 2} == {"tool"}
+    assert any(u.role == "user" and u.text.startswith("Solve the challenge") for u in units)
+    text = ExtractiveSummarizer().summarize_messages(messages, max_tokens=1500)
+    assert "release: ELF" not in text.split("## 2.")[0]
+    assert "Last user request: Solve the challenge" in text

@@ -25,7 +25,7 @@ from compaction.patterns import QUANTITY, measurement
 from compaction.summarizers._extract import clean, guard, split_sentences, truncate
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["QUANTITY", "Unit", "line_form", "measurement", "segment"]
+__all__ = ["QUANTITY", "Unit", "line_form", "measurement", "relays_terminal", "segment"]
 
 MAX_OUTPUT_LINE = 160  # a measurement line longer than this is prose or data, not a reported value
 _SCAN_LIMIT = 200_000  # characters of one tool result read for measurement lines
@@ -169,6 +169,40 @@ def _mostly_output(pieces: Sequence[tuple[str, str]]) -> bool:
     return other > prose
 
 
+# A bare shell prompt on a line of its own: "$", "bash-$", "sh-5.1#", "user@host:~/repo$", ">>>".
+_PROMPT_LINE = re.compile(r"^(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*|[a-z]+(?:-[\d.]+)?-?)?[$#%]$|^>>>$")
+
+
+def _ends_at_prompt(text: str) -> bool:
+    """Does the text end with a bare shell prompt line (a terminal capture waiting for input)?"""
+    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+    return _PROMPT_LINE.match(last) is not None
+
+
+def _issued_a_command(message: Message | None) -> bool:
+    """Did this assistant turn end by issuing a command: its text ends with a code block?"""
+    if message is None or message.role != "assistant" or message.has_tool_calls:
+        return False
+    text = message.text.rstrip()
+    return text.endswith(("```", "~~~")) and text.count(text[-3:]) >= 2
+
+
+def relays_terminal(message: Message, previous: Message | None) -> bool:
+    """Is this user turn a command's output relayed by the agent framework? Frameworks that send
+    observations as user messages (SWE-agent, ReAct loops) answer an assistant turn that ended with
+    a command in a code block by the terminal's output, ending at the shell prompt. Both signs
+    together: a task the user wrote may end at a prompt too (SWE-agent appends one to the issue),
+    but it does not answer a command.
+
+    >>> from compaction.transcript import Message, TextPart
+    >>> act = Message(role="assistant", parts=(TextPart(text="Let's look.\\n```\\nfile release\\n```"),), id="a")
+    >>> out = Message(role="user", parts=(TextPart(text="release: ELF 64-bit LSB executable\\nbash-$"),), id="u")
+    >>> relays_terminal(out, act), relays_terminal(out, None)
+    (True, False)
+    """
+    return _issued_a_command(previous) and _ends_at_prompt(message.text)
+
+
 def _call_label(part: ToolCallPart) -> str:
     """A short name for a call (its tool and, when short, its first argument, whole and quoted),
     naming a measurement's source. Nothing is cut, so no identifier is shown half."""
@@ -201,9 +235,11 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
         for part in message.parts:
             if isinstance(part, TextPart) and person is not None:
                 pieces = _person_units(part.text)
-                # A user turn that is mostly code, listings and log lines relays tool output (agent
-                # frameworks that send observations as user messages): none of it is the user's word.
-                relayed = person == "user" and _mostly_output(pieces)
+                # A user turn that is mostly code, listings and log lines, or that answers a command
+                # with the terminal's output, relays tool output (agent frameworks that send
+                # observations as user messages): none of it is the user's word.
+                previous = messages[index - 1] if index else None
+                relayed = person == "user" and (_mostly_output(pieces) or relays_terminal(message, previous))
                 for form, text in pieces:
                     add(index, "tool" if relayed else person, form, text)
             elif isinstance(part, ToolCallPart):
