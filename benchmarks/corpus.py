@@ -106,6 +106,42 @@ def compacted_originals(result: CompactionResult) -> list[str]:
     return message_strings(list(result.archive.values()))
 
 
+# Protocol fields: they pair calls with results and say what a block is; nobody reads them.
+_PROTOCOL_KEYS = frozenset({"id", "tool_call_id", "tool_use_id", "type", "role", "signature", "cache_control"})
+
+
+def content_strings(value: Any) -> list[str]:
+    """The non-blank strings of a message (or a list of them) that someone wrote or a tool printed:
+    texts, tool names and arguments (decoded from JSON), tool results; not the call ids and other
+    protocol fields.
+
+    >>> content_strings({"role": "tool", "tool_call_id": "call_1", "content": "ok"})
+    ['ok']
+    """
+    out: list[str] = []
+    _content(value, out)
+    return [s for s in out if s.strip()]
+
+
+def _content(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in _PROTOCOL_KEYS:
+                continue
+            if key == "arguments" and isinstance(item, str):
+                try:
+                    _content(json.loads(item), out)
+                    continue
+                except ValueError:
+                    pass
+            _content(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _content(item, out)
+
+
 def shown_block(result: CompactionResult) -> str:
     """What the summary block shows: summary, artifact ledger, quoted request, markers."""
     return summary_block(result) or (result.summary or "")
@@ -115,6 +151,7 @@ __all__ = [
     "CORPUS_DIR",
     "archived_indices",
     "compacted_originals",
+    "content_strings",
     "corpus_source",
     "load_corpus",
     "request_indices",

@@ -12,7 +12,8 @@ is compacted with ``Compactor("gpt-4o")`` and the offline extractive summarizer 
 * the caller's messages and system prompt are not mutated;
 * fidelity: every identifier-like token the summary block shows occurs verbatim in the compacted
   originals (:func:`compaction.fidelity.altered_identifiers`);
-* the user's own sentences of the compacted zone are still in the context or one recall away.
+* the user's own sentences and the identifier-like tokens of the compacted zone are still in the
+  context or one recall search away.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from benchmarks.corpus import (
     archived_indices,
     compacted_originals,
+    content_strings,
     load_corpus,
     request_indices,
     request_sentences,
@@ -35,7 +37,7 @@ from benchmarks.corpus import (
 from benchmarks.generate import transcript_text
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
-from compaction.fidelity import altered_identifiers
+from compaction.fidelity import altered_identifiers, identifier_tokens
 from compaction.pairs import validate
 from compaction.recall import MemoryRecallIndex
 from compaction.result import CompactionResult
@@ -125,10 +127,11 @@ def test_shown_identifiers_occur_verbatim_in_the_compacted_originals(name: str, 
 
 
 @pytest.mark.parametrize(("name", "window"), CASES, ids=IDS)
-def test_the_users_sentences_stay_in_context_or_recallable(name: str, window: int) -> None:
+def test_the_users_sentences_and_the_zones_identifiers_stay_in_context_or_recallable(name: str, window: int) -> None:
     messages, _, _, result = _case(name, window)
     zone = set(archived_indices(messages, result))
     wanted = request_sentences(messages, [i for i in request_indices(messages) if i in zone])
+    wanted += identifier_tokens("\n".join(content_strings(list(result.archive.values()))))
     context = transcript_text(result.messages, result.system)
     index = MemoryRecallIndex(result.archive)
     lost = [s for s in wanted if s not in context and not any(s in hit.text for hit in index.search(s).hits)]
