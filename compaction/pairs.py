@@ -273,15 +273,22 @@ def _alternation_violations(messages: Sequence[Message]) -> list[PairViolation]:
 
 
 def repair(
-    transcript: Transcript, *, forbid_trailing_tool: bool = False, alternation: bool | None = None
+    transcript: Transcript,
+    *,
+    forbid_trailing_tool: bool = False,
+    alternation: bool | None = None,
+    merge_turns: bool = True,
 ) -> tuple[Transcript, RepairReport]:
     """A transcript that validates, and a report of everything that was changed.
 
     Results are moved right after their call, in call order; a missing result gets a synthetic
     error result; duplicate and orphan results are removed and listed in the report; a repeated
     call id is renamed; user text displaced between a call and its results follows the results.
-    With ``alternation`` (default: on for Anthropic) consecutive same-role messages are merged, or
-    separated by a short message where merging could break signed reasoning blocks. Idempotent.
+    With ``alternation`` (default: on for Anthropic) the conversation opens with the user and
+    consecutive same-role messages are merged, or separated by a short message where merging could
+    break signed reasoning blocks. ``merge_turns=False`` leaves consecutive same-role messages as
+    they are (the Anthropic API combines them into one turn itself; the result then validates with
+    ``require_alternation=False``). Idempotent.
     """
     report = RepairReport()
     messages = transcript.messages
@@ -305,7 +312,7 @@ def repair(
         out.extend(_results_after(transcript, index, assistant, claims[index], consumed_whole, report))
 
     if alternation if alternation is not None else transcript.format == "anthropic":
-        out = _restore_alternation(out, report)
+        out = _restore_alternation(out, report, merge=merge_turns)
     if forbid_trailing_tool and out and out[-1].role == "tool":
         out.append(_filler(len(out), "assistant"))
         report.acknowledgements += 1
@@ -465,10 +472,11 @@ def _filler(position: int, role: Literal["user", "assistant"]) -> Message:
     )
 
 
-def _restore_alternation(messages: list[Message], report: RepairReport) -> list[Message]:
+def _restore_alternation(messages: list[Message], report: RepairReport, *, merge: bool = True) -> list[Message]:
     """Consecutive user-side messages are merged (results first, as they arrived); consecutive
     assistant messages too, unless one holds signed reasoning, which must not be reordered: then a
-    short user message goes between. A conversation must open with the user."""
+    short user message goes between. A conversation must open with the user. Without ``merge``
+    only the opening is seen to."""
     out: list[Message] = []
     last = -1  # position in ``out`` of the last non-system message
     for message in messages:
@@ -484,7 +492,7 @@ def _restore_alternation(messages: list[Message], report: RepairReport) -> list[
             last = len(out) - 1
             continue
         previous = out[last]
-        if _api_role(previous) != role:
+        if _api_role(previous) != role or not merge:
             out.append(message)
             last = len(out) - 1
             continue

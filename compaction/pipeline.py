@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from compaction.adapters import from_canonical
+from compaction.adapters import from_canonical, to_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
 from compaction.pairs import repair, safe_cut_points, units
@@ -120,14 +120,25 @@ class Prepared:
     """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
 
 
+def turn_rules(run: Run) -> tuple[bool, bool]:
+    """``(alternation, keep_adjacent_turns)``: whether roles must alternate, and whether turns of one
+    role the caller sent one after the other stay as sent. ``ensure_alternation`` set explicitly is
+    applied to the letter; by default Anthropic conversations open with the user and compaction
+    separates the turns it brings together, but the caller's own consecutive same-role turns are
+    left alone: the Messages API accepts them (it combines them into one turn)."""
+    explicit = run.config.ensure_alternation
+    if explicit is not None:
+        return explicit, False
+    anthropic = run.transcript.format == "anthropic"
+    return anthropic, anthropic
+
+
 async def prepare(run: Run) -> Prepared:
     """Repair, protect, prune and chunk: the whole plan, with no summarizer call."""
     config = run.config
-    alternation = (
-        config.ensure_alternation if config.ensure_alternation is not None else run.transcript.format == "anthropic"
-    )
+    alternation, keep_turns = turn_rules(run)
     tokens_before = run.count(run.transcript.messages)
-    repaired, repair_report = repair(run.transcript, alternation=alternation)
+    repaired, repair_report = repair(run.transcript, alternation=alternation, merge_turns=not keep_turns)
     messages, previous = _strip_previous_summary(repaired.messages, config)
     previous_summary = "\n\n".join(x for x in (run.previous_summary, previous) if x) or None
     # An earlier ledger is carried forward deterministically, not left to the summarizer to copy.
@@ -203,7 +214,7 @@ def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None
 async def run_pipeline(run: Run) -> CompactionResult:
     p = await prepare(run)
     if p.job is None or p.plan is None:
-        return _not_compacted(run, p.tokens_before, "not enough messages to compact")
+        return _not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
@@ -499,12 +510,13 @@ def _finish(
     outcome: SummaryOutcome,
 ) -> CompactionResult:
     config = run.config
-    alternation = (
-        config.ensure_alternation if config.ensure_alternation is not None else run.transcript.format == "anthropic"
-    )
+    alternation, keep_turns = turn_rules(run)
     openai_system = run.transcript.format == "openai" and config.summary_role == "system"
     role: Literal["user", "system"] = "system" if openai_system else "user"
-    new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+    rebuild = partial(
+        reconstruct, messages, config=config, alternation=alternation, keep_adjacent_turns=keep_turns, summary_role=role
+    )
+    new = rebuild(layout, block)
     tokens_after = run.count(new)
     verify: list[str] = []
     if not run.budget.fits(tokens_after) and block is not None:
@@ -512,12 +524,12 @@ def _finish(
         room = run.budget.budget - run.budget.effective(tokens_after - run.counter.count_text(block.body))
         limit = max(32, int(room / (run.budget.margin if not run.budget.exact else 1)) - 8)
         block = replace(block, body=truncate_to_tokens(block.body, limit, run.counter.count_text))
-        new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+        new = rebuild(layout, block)
         tokens_after = run.count(new)
         verify.append(f"summary truncated to {limit} tokens")
     if config.max_messages is not None and len(new) > config.max_messages:
         layout = _cap_messages(messages, layout, len(new) - config.max_messages)
-        new = reconstruct(messages, layout, block, config, alternation=alternation, summary_role=role)
+        new = rebuild(layout, block)
         tokens_after = run.count(new)
         verify.append(f"hard cap: kept {len(new)} messages (max_messages={config.max_messages})")
     if not run.budget.fits(tokens_after):
@@ -595,29 +607,29 @@ def _result_fields(run: Run, transcript: Transcript) -> dict[str, Any]:
     }
 
 
-def _not_compacted(run: Run, tokens: int, reason: str) -> CompactionResult:
+def _not_compacted(run: Run, repaired: Transcript, tokens: int, reason: str) -> CompactionResult:
+    """Nothing compacted, but what is returned can be sent: the repaired transcript (the caller's
+    messages as they are when nothing needed repair), with what repair took out or rewrote archived."""
+    archive = _archive(run, repaired.messages)
+    fields = _result_fields(run, repaired)
+    tokens_after = tokens
+    if run.record["repair"]["changed"]:  # counted as returned (merged OpenAI tool messages go out one by one)
+        returned = to_canonical(fields["messages"], fields["system"], format=repaired.format)
+        tokens_after = run.count(returned.messages)
     return CompactionResult(
-        **_result_fields(run, run.transcript),
+        **fields,
         compacted=False,
         reason=reason,
         tokens_before=tokens,
-        tokens_after=tokens,
-        record={**run.record, "reason": reason},
+        tokens_after=tokens_after,
+        removed=list(archive.values()),
+        archive=archive,
+        record={**run.record, "reason": reason, "archive_ids": list(archive)},
     )
 
 
-def _result(
-    run: Run,
-    repaired: Transcript,
-    new: Sequence[Message],
-    layout: Partition,
-    block: SummaryBlock | None,
-    level: FallbackLevel,
-    tokens_before: int,
-    tokens_after: int,
-    job: SummarizeJob,
-    outcome: SummaryOutcome,
-) -> CompactionResult:
+def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
+    """The caller's original of every message that is not in ``new`` as it was, by archive id."""
     # Canonical messages map 1:1 to the caller's messages (after Anthropic's separate system prompt).
     has_system = (
         run.transcript.format == "anthropic"
@@ -632,6 +644,22 @@ def _result(
         if id(message) in still_there or index < offset:
             continue
         archive[message.id] = copy_json(source[index - offset])
+    return archive
+
+
+def _result(
+    run: Run,
+    repaired: Transcript,
+    new: Sequence[Message],
+    layout: Partition,
+    block: SummaryBlock | None,
+    level: FallbackLevel,
+    tokens_before: int,
+    tokens_after: int,
+    job: SummarizeJob,
+    outcome: SummaryOutcome,
+) -> CompactionResult:
+    archive = _archive(run, new)
     usage = job.log.usage
     reason = {
         "manual": "manual compaction",

@@ -113,20 +113,29 @@ def reconstruct(
     config: CompactionConfig,
     *,
     alternation: bool,
+    keep_adjacent_turns: bool = False,
     summary_role: Literal["user", "system"] = "user",
 ) -> tuple[Message, ...]:
     """The new message list. ``messages`` are the repaired originals (the first user message may
-    already be stripped of an earlier summary block)."""
+    already be stripped of an earlier summary block).
+
+    With ``alternation`` a filler message goes wherever two messages of one role would follow each
+    other; with ``keep_adjacent_turns`` too, only where compaction brought them together: turns of
+    one role that already followed each other in ``messages`` stay as they are (the Anthropic API
+    combines them into one turn)."""
     out: list[Message] = []
+    origin: list[int | None] = []  # each output message's index in ``messages`` (None: new)
     summary_text = block.render(config) if block is not None else None
     placed = False
-    for index in partition.head:
-        message = messages[index]
-        if summary_text and index == partition.first_user and config.summary_placement == "first_user":
+    for head in partition.head:
+        message = messages[head]
+        if summary_text and head == partition.first_user and config.summary_placement == "first_user":
             message = message.with_parts((*message.parts, TextPart(text="\n\n" + summary_text)))
             placed = True
         out.append(message)
-    rest = [messages[i] for i in partition.kept_middle] + list(messages[partition.tail_start :])
+        origin.append(head)
+    rest: list[tuple[int | None, Message]] = [(i, messages[i]) for i in partition.kept_middle]
+    rest += [(i, messages[i]) for i in range(partition.tail_start, len(messages))]
     if summary_text and not placed:
         role: Literal["user", "system"] = summary_role
         # First of the rest, so alternation (when required) is restored around it too.
@@ -136,15 +145,29 @@ def reconstruct(
             id=derive_message_id(len(out), role, ["summary", summary_text]),
             content_form="string",
         )
-        rest.insert(0, summary_message)
-    for message in rest:
+        rest.insert(0, (None, summary_message))
+    for index, message in rest:
         if alternation and message.role != "system":
-            previous = next((m for m in reversed(out) if m.role != "system"), None)
-            if previous is None and _api_role(message) != "user":
+            at = next((k for k in reversed(range(len(out))) if out[k].role != "system"), None)
+            if at is None and _api_role(message) != "user":
                 out.append(_filler("user", "Continue.", len(out)))
-            elif previous is not None and _api_role(previous) == _api_role(message):
+                origin.append(None)
+            elif (
+                at is not None
+                and _api_role(out[at]) == _api_role(message)
+                and not (keep_adjacent_turns and _adjacent(messages, origin[at], index))
+            ):
                 filler_role: Literal["user", "assistant"] = "assistant" if _api_role(message) == "user" else "user"
                 text = config.acknowledgement if filler_role == "assistant" else "Continue."
                 out.append(_filler(filler_role, text, len(out)))
+                origin.append(None)
         out.append(message)
+        origin.append(index)
     return tuple(out)
+
+
+def _adjacent(messages: Sequence[Message], before: int | None, after: int | None) -> bool:
+    """Whether ``messages[before]`` and ``messages[after]`` followed each other (system messages aside)."""
+    if before is None or after is None or after <= before:
+        return False
+    return all(messages[k].role == "system" for k in range(before + 1, after))
