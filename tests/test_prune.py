@@ -307,6 +307,19 @@ def test_clearing_twice_changes_nothing() -> None:
     assert [m.text for m in twice.messages] == [m.text for m in once.messages]
 
 
+def test_soft_trim_and_preview_keep_measurement_lines_of_the_cut_middle() -> None:
+    text = measured_output(20_000)
+    out = prune([result("t0", "c0", text)], window=1_000_000)
+    trimmed = out.messages[0].tool_results[0].text
+    assert "4 measurement lines kept below" in trimmed
+    assert all(line in trimmed.splitlines() for line in MEASURED)
+    seen = prepare_for_summarizer([result("t0", "c0", text)], settings=PruneSettings(preview=(500, 200)))
+    assert all(line in seen[0].tool_results[0].text.splitlines() for line in MEASURED)
+    bare = trim_middle(text, head=500, tail=200, archive_id="t0")  # measurements=(0, 0): none kept
+    assert bare is not None
+    assert "measurement" not in bare
+
+
 def test_never_touches_calls_or_text_and_keeps_pairs() -> None:
     msgs = exchanges(4, size=30_000)
     out = prune(msgs, window=500)

@@ -39,14 +39,15 @@ __all__ = ["PruneOutcome", "PruneSettings", "PrunedItem", "prepare_for_summarize
 CLEARED_PREFIX = "[tool result cleared to save context:"
 # Recognizes our own trim note, so pruning twice never cuts an already-trimmed result again.
 _TRIM_NOTE = re.compile(r"\n\[\.\.\. [\d,]+ of [\d,]+ characters cut here;")
+_MEASURE_SCAN_CHARS = 200_000  # characters of a cut or cleared result searched for measurement lines
 
 
 @dataclass(frozen=True)
 class PruneSettings:
     """Pruning limits. ``preview=(first, last)`` makes :func:`prepare_for_summarizer` show the
-    summarizer only that many leading and trailing characters of each tool result. A cleared result
-    keeps up to ``cleared_measurement_lines`` measurement lines, ``cleared_measurement_chars``
-    characters in all (0 keeps none)."""
+    summarizer only that many leading and trailing characters of each tool result. A cleared result,
+    and the cut middle of a trimmed one, keep up to ``cleared_measurement_lines`` measurement lines,
+    ``cleared_measurement_chars`` characters in all (0 keeps none)."""
 
     soft_trim_chars: int = 4000
     head_chars: int = 1500
@@ -100,10 +101,19 @@ class PruneOutcome:
 
 @memoize_text()
 def trim_middle(
-    text: str, *, head: int, tail: int, archive_id: str, max_lines: int = 40, line_chars: int = 300
+    text: str,
+    *,
+    head: int,
+    tail: int,
+    archive_id: str,
+    max_lines: int = 40,
+    line_chars: int = 300,
+    measurements: tuple[int, int] = (0, 0),
 ) -> str | None:
     """``text`` cut to its first ``head`` and last ``tail`` characters, with the important lines of
     the cut middle (errors, paths, URLs, ids) and a note in between; None when that is not shorter.
+    ``measurements=(lines, chars)`` also keeps that many measurement lines of the middle (within
+    ``chars`` characters), as a cleared result does.
 
     >>> body = "a" * 100 + "\\nTraceback (most recent call last):\\n" + "b" * 100
     >>> lines = trim_middle(body, head=5, tail=5, archive_id="m9").splitlines()
@@ -117,18 +127,23 @@ def trim_middle(
     middle = text[head : len(text) - tail]
     lines, found = important_lines(middle, max_lines) if max_lines else ([], 0)
     lines = [line if len(line) <= line_chars else line[: max(line_chars - 1, 0)] + "…" for line in lines]
+    measured = [m for m in measurement_lines(middle[:_MEASURE_SCAN_CHARS], *measurements) if m not in lines]
     cut = f"{len(middle):,} of {len(text):,} characters cut here"
     archived = f"the full output is archived as {archive_id} ..."
-    if not lines:
+    if not lines and not measured:
         trimmed = f"{text[:head]}\n[... {cut}; {archived}]\n{text[len(text) - tail :]}"
     else:
         count = f"{len(lines)}" if found == len(lines) else f"{len(lines)} of {found}"
-        kept = f"{count} {'line' if found == 1 else 'lines'} with errors, paths, URLs or ids kept below"
+        kinds = [f"{count} {'line' if found == 1 else 'lines'} with errors, paths, URLs or ids"] if lines else []
+        if measured:
+            kinds.append(f"{len(measured)} measurement line{'s' if len(measured) != 1 else ''}")
+        kept = " and ".join(kinds) + " kept below"
         trimmed = "\n".join(
             [
                 text[:head],
                 f"[... {cut}; {kept}; {archived}]",
                 *lines,
+                *measured,
                 f"[... end of kept lines; the last {tail:,} characters follow ...]",
                 text[len(text) - tail :],
             ]
@@ -198,7 +213,7 @@ def _trimmed_tokens(message: Message, tokens: int, s: PruneSettings) -> int:
         size = len(part.text)
         chars += size
         long = size > s.soft_trim_chars and not part.text.startswith(CLEARED_PREFIX)
-        kept += min(size, s.head_chars + s.tail_chars + 600) if long else size
+        kept += min(size, s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars) if long else size
     return tokens if chars == 0 or kept >= chars else max(1, round(tokens * kept / chars))
 
 
@@ -214,11 +229,9 @@ def _soft_trimmed(part: ToolResultPart, archive_id: str, s: PruneSettings) -> To
         archive_id=archive_id,
         max_lines=s.max_kept_middle_lines,
         line_chars=s.kept_line_chars,
+        measurements=(s.cleared_measurement_lines, s.cleared_measurement_chars),
     )
     return part if trimmed is None else _with_text(part, trimmed)
-
-
-_MEASURE_SCAN_CHARS = 200_000  # characters of a cleared result searched for measurement lines
 
 
 @memoize_text()
@@ -383,6 +396,7 @@ def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSet
             archive_id=archive_id,
             max_lines=settings.max_kept_middle_lines,
             line_chars=settings.kept_line_chars,
+            measurements=(settings.cleared_measurement_lines, settings.cleared_measurement_chars),
         )
         if trimmed is not None:
             new = _with_text(new, trimmed)
