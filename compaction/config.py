@@ -114,7 +114,14 @@ class CompactionConfig(BaseModel):
     acknowledgement: str = "Understood. Continuing with the current task."
     last_request_prefix: str = "The last request from the user was:"
     ensure_alternation: bool | None = None
-    """Insert an acknowledgement when roles would not alternate; default: on for Anthropic."""
+    """Role alternation. ``None`` (default): only what compaction itself brings together is
+    separated (an acknowledgement or "Continue." where it would join two turns of one role); for
+    Anthropic the conversation also opens with the user, and the caller's own consecutive same-role
+    turns stay as sent (the Messages API combines them); OpenAI is left as it is. ``True``: strict
+    alternation for any provider: consecutive same-role turns are merged (or separated where signed
+    thinking blocks must not move) and every join gets an acknowledgement. ``False``: no role
+    rewriting at all. Tool results go right after their call, results first in their turn, either
+    way. ``pairs.validate(require_alternation=...)`` checks the same rules."""
 
     # --- verify and recover ---
     verify_rounds: int = Field(default=4, ge=0)

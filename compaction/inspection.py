@@ -53,7 +53,9 @@ def inspect_transcript(compactor: Compactor, transcript: Transcript, *, budget: 
             for i in largest
         ],
         "pair_violations": [
-            {"kind": v.kind, "index": v.index, "call_id": v.call_id, "detail": v.detail} for v in validate(transcript)
+            {"kind": v.kind, "index": v.index, "call_id": v.call_id, "detail": v.detail}
+            # The turn rules compaction applies: strict alternation only with ensure_alternation=True.
+            for v in validate(transcript, require_alternation=compactor.config.ensure_alternation)
         ],
         "plan": run_sync(_plan(compactor, transcript, budget)),
     }

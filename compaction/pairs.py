@@ -44,6 +44,7 @@ ViolationKind = Literal[
     "duplicate_call_id",
     "trailing_tool_message",
     "role_alternation",
+    "results_not_first",
 ]
 
 MISSING_RESULT_TEXT = (
@@ -92,6 +93,8 @@ class RepairReport:
     synthesized: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)
+    reordered: list[str] = field(default_factory=list)
+    """Ids of messages whose tool results were moved in front of their other blocks."""
     acknowledgements: int = 0
     merged: int = 0
     changed: bool = False
@@ -106,6 +109,7 @@ class RepairReport:
             "synthesized": list(self.synthesized),
             "moved": list(self.moved),
             "renamed": dict(self.renamed),
+            "reordered": list(self.reordered),
             "acknowledgements": self.acknowledgements,
             "merged": self.merged,
             "changed": self.changed,
@@ -170,8 +174,13 @@ def validate(
 ) -> list[PairViolation]:
     """Every pairing problem in the transcript (empty when it is valid).
 
-    ``require_alternation`` (default: on for Anthropic) also reports consecutive same-role messages
-    and a first non-system message that is not from the user."""
+    A user turn that carries tool results must hold them before any text ("results_not_first";
+    Anthropic rejects text before the tool_result blocks). Role checks follow the pipeline's turn
+    rules (``CompactionConfig.ensure_alternation``): by default (``None``) an Anthropic conversation
+    must open with the user, but consecutive same-role messages are accepted (the Messages API
+    combines them into one turn, and compaction keeps the caller's); ``True`` checks strict
+    alternation (no two messages of one role in a row, and the user first), for any format;
+    ``False`` checks no roles."""
     messages = transcript.messages
     violations: list[PairViolation] = []
     call_at: dict[str, int] = {}
@@ -197,8 +206,23 @@ def validate(
             continue
         ids = [c.id for c in message.tool_calls]
         j = index + 1
+        before: tuple[int, Part] | None = None  # the turn's first block that is not a tool result
         while j < len(messages) and messages[j].has_tool_results and messages[j].role != "assistant":
+            misplaced = False
             for k, part in enumerate(messages[j].parts):
+                if not isinstance(part, ToolResultPart):
+                    before = before or (j, part)
+                elif before is not None and not misplaced:
+                    misplaced = True
+                    violations.append(
+                        PairViolation(
+                            "results_not_first",
+                            j,
+                            part.call_id,
+                            f"a {_block_name(before[1])} block (message {before[0]}) comes before the tool_result "
+                            "blocks of the turn after the call: tool_result blocks must come first",
+                        )
+                    )
                 if isinstance(part, ToolResultPart) and part.call_id in ids:
                     if part.call_id in answered:
                         violations.append(
@@ -248,16 +272,30 @@ def validate(
         violations.append(
             PairViolation("trailing_tool_message", len(messages) - 1, None, "the transcript ends on a tool message")
         )
-    if require_alternation if require_alternation is not None else transcript.format == "anthropic":
-        violations.extend(_alternation_violations(messages))
+    if require_alternation or (require_alternation is None and transcript.format == "anthropic"):
+        violations.extend(_alternation_violations(messages, strict=bool(require_alternation)))
     return violations
+
+
+def _block_name(part: Part) -> str:
+    names = {"TextPart": "text", "ImagePart": "image", "ReasoningPart": "thinking", "ToolCallPart": "tool_use"}
+    return names.get(type(part).__name__, "non-result")
+
+
+def _results_first(message: Message) -> Message:
+    """``message`` with its tool results (in order) in front of its other blocks (in order)."""
+    parts = message.parts
+    results = tuple(p for p in parts if isinstance(p, ToolResultPart))
+    reordered = results + tuple(p for p in parts if not isinstance(p, ToolResultPart))
+    return message if reordered == parts else message.with_parts(reordered)
 
 
 def _result_indices(messages: Sequence[Message], call_id: str) -> list[int]:
     return [i for i, m in enumerate(messages) if any(r.call_id == call_id for r in m.tool_results)]
 
 
-def _alternation_violations(messages: Sequence[Message]) -> list[PairViolation]:
+def _alternation_violations(messages: Sequence[Message], *, strict: bool) -> list[PairViolation]:
+    """A first non-system message not from the user; with ``strict`` two messages of one role in a row."""
     out: list[PairViolation] = []
     previous: str | None = None
     for index, message in enumerate(messages):
@@ -266,7 +304,7 @@ def _alternation_violations(messages: Sequence[Message]) -> list[PairViolation]:
         role = _api_role(message)
         if previous is None and role != "user":
             out.append(PairViolation("role_alternation", index, None, "the first message must come from the user"))
-        elif previous == role:
+        elif previous == role and strict:
             out.append(PairViolation("role_alternation", index, None, f"two {role} messages in a row"))
         previous = role
     return out
@@ -283,12 +321,14 @@ def repair(
 
     Results are moved right after their call, in call order; a missing result gets a synthetic
     error result; duplicate and orphan results are removed and listed in the report; a repeated
-    call id is renamed; user text displaced between a call and its results follows the results.
+    call id is renamed; user text displaced between a call and its results follows the results,
+    and text (or any other block) before the results in their own message moves behind them (the
+    Anthropic API wants the tool_result blocks first in the user turn after the call).
     With ``alternation`` (default: on for Anthropic) the conversation opens with the user and
     consecutive same-role messages are merged, or separated by a short message where merging could
     break signed reasoning blocks. ``merge_turns=False`` leaves consecutive same-role messages as
-    they are (the Anthropic API combines them into one turn itself; the result then validates with
-    ``require_alternation=False``). Idempotent.
+    they are (the Anthropic API combines them into one turn itself; the result then validates under
+    the default turn rules, ``validate(..., require_alternation=None)``). Idempotent.
     """
     report = RepairReport()
     messages = transcript.messages
@@ -415,7 +455,15 @@ def _results_after(
     ):
         # Already right: the results sit directly after the call, in call order. Keep the carriers.
         consumed_whole.update(sources)
-        return [_with_call_ids(messages[i], i, new_ids) for i in sources]
+        kept: list[Message] = []
+        for i in sources:
+            carrier = _with_call_ids(messages[i], i, new_ids)
+            # One user turn (the API combines consecutive user messages): results before any text.
+            ordered = _results_first(carrier)
+            if ordered is not carrier:
+                report.reordered.append(messages[i].id)
+            kept.append(ordered)
+        return kept
 
     results: list[ToolResultPart] = []
     carriers: list[Message] = []

@@ -463,7 +463,7 @@ def test_reconstruct_alternation_for_every_tail(keep: int) -> None:
         config = CompactionConfig(summary_placement=placement)
         out = reconstruct(messages, p, SummaryBlock("S", len(p.zone)), config, alternation=True)
         transcript = Transcript(format="anthropic", messages=out)
-        assert validate(transcript) == []
+        assert validate(transcript, require_alternation=True) == []
         fillers = [m for m in out if m.text in (config.acknowledgement, "Continue.")]
         tail_first = messages[p.tail_start]
         needs = tail_first.role in ("user", "tool") or placement == "message"
