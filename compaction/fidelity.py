@@ -30,6 +30,7 @@ tokens; any other text known not to come from the sources can be passed as ``fra
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 
 from compaction.patterns import reference_spans
@@ -39,8 +40,11 @@ __all__ = ["altered_identifiers", "identifier_tokens"]
 # Dotted names (``os.path.join``, ``super().__init__``), names with an underscore (``__init__``,
 # ``a__b``, ``MAX_SIZE``) and command flags (``-x``, ``--dry-run``). The look-behinds pin a start to a
 # token boundary so a name is not found again inside a path or a longer name.
-_NAME_RE = re.compile(r"(?<![\w.\-/\\@$:])[A-Za-z_]\w*(?:(?:\(\))?\.[A-Za-z_]\w*)*")
-_FLAG_RE = re.compile(r"(?<![\w\-/.])--?[A-Za-z][\w\-]*")
+_WORD_PART = r"[A-Za-z_](?:[\w\-]*\w)?"
+# Each ends where the token ends (never backed off to a shorter prefix of a longer token).
+_TOKEN_END = r"(?![\w\-]|[./\\]\w)"
+_NAME_RE = re.compile(rf"(?<![\w.\-/\\@$:]){_WORD_PART}(?:(?:\(\))?\.{_WORD_PART})*{_TOKEN_END}")
+_FLAG_RE = re.compile(rf"(?<![\w\-/.])--?[A-Za-z][\w\-]*{_TOKEN_END}")
 _REDACTION_RE = re.compile(r"\[REDACTED(?::\w+)?\]")
 _ELLIPSES = ("...", "\u2026")
 # A character that continues an identifier, and a separator that does when a word follows it.
@@ -59,9 +63,24 @@ def _is_name(name: str) -> bool:
 
 def _spans(text: str) -> list[tuple[int, int, str]]:
     spans = reference_spans(text)
-    spans += [(m.start(), m.end(), m.group()) for m in _NAME_RE.finditer(text) if _is_name(m.group())]
-    spans += [(m.start(), m.end(), m.group()) for m in _FLAG_RE.finditer(text)]
-    return sorted(spans)
+    # A name or flag inside a path, URL or id is part of that token, not one of its own.
+    covered = [(start, end) for start, end, _ in spans]
+    names = [(m.start(), m.end(), m.group()) for m in _NAME_RE.finditer(text) if _is_name(m.group())]
+    names += [(m.start(), m.end(), m.group()) for m in _FLAG_RE.finditer(text)]
+    if covered:
+        starts = [start for start, _ in covered]
+        names = [n for n in names if not _inside(n[0], n[1], starts, covered)]
+    return sorted(spans + names)
+
+
+def _inside(start: int, end: int, starts: list[int], covered: list[tuple[int, int]]) -> bool:
+    i = bisect_right(starts, start) - 1
+    # Spans may overlap (a path inside a URL), so look back over the ones that start earlier.
+    while i >= 0 and start - covered[i][0] <= 4096:
+        if covered[i][0] <= start and end <= covered[i][1]:
+            return True
+        i -= 1
+    return False
 
 
 def identifier_tokens(text: str) -> list[str]:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _WS = re.compile(r"\s+")
 ELLIPSIS = "..."
+# Where a token ends: whitespace, quotes, brackets and list separators (never ".", "/", "_", "-").
+_CUT_AT = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -38,27 +40,33 @@ def clean(text: str) -> str:
 
 
 def truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to at most ``limit`` characters at a word boundary, marking the cut.
+    """Cut ``text`` to at most ``limit`` characters at a token boundary, marking the cut.
 
-    Whole words are kept where possible so identifiers (paths, URLs, ids) are either kept
-    whole or dropped, never half-copied.
+    Whole tokens are kept where possible so identifiers (paths, URLs, ids) are either kept whole
+    or dropped. When one token fills the room, it is cut with the ellipsis glued to it
+    (``src/app/ma...``): a marked cut, never shown as if it were whole. An open code span is
+    closed after the ellipsis.
+
+    >>> truncate("edited src/app/main.py and src/app/other.py", 30)
+    'edited src/app/main.py and...'
+    >>> truncate("ran `pytest tests/test_a.py -x` ok", 24)
+    'ran `pytest...`'
     """
     if len(text) <= limit:
         return text
-    if limit <= len(ELLIPSIS):
+    if limit <= len(ELLIPSIS) + 1:
         return text[: max(limit, 0)]
-    room = limit - len(ELLIPSIS)
-    cut = text[:room]
-    space = cut.rfind(" ")
-    if space >= room // 3:
-        cut = cut[:space]
-    cut = cut.rstrip(" ,;:-")
-    if cut.count("`") % 2 == 1:
-        cut = cut[: max(room - 1, 0)] if len(cut) >= room else cut
-        cut = cut + "`"
-        if len(cut) > room:
-            cut = cut[: room - 1].rstrip() + "`"
-    return cut + ELLIPSIS
+    room = limit - len(ELLIPSIS) - 1  # one character spare to close a code span
+    if _CUT_AT.match(text, room):
+        cut = text[:room]
+    else:
+        boundary = max((m.start() for m in _CUT_AT.finditer(text, 0, room)), default=-1)
+        cut = text[:boundary] if boundary >= room // 3 else text[:room]
+    if len(cut) < room or _CUT_AT.match(text, room):  # cut at a boundary: drop trailing joiners
+        cut = cut.rstrip(" ,;:-(")
+        if cut.endswith("`") and cut.count("`") % 2 == 1:
+            cut = cut[:-1].rstrip(" ,;:-(")
+    return cut + ELLIPSIS + ("`" if cut.count("`") % 2 == 1 else "")
 
 
 # Text in tool output that addresses the model rather than the user: quoted lines that contain it
@@ -205,12 +213,21 @@ def context_snippet(text: str, start: int, value: str, width: int = 70) -> str:
         line_start = numbered.end()
     left = max(line_start, start - width)
     right = min(line_end, start + len(value) + width)
-    snippet = text[left:right]
-    if left > line_start and " " in snippet[: start - left]:
-        snippet = snippet[snippet.find(" ") + 1 :]
-    if right < line_end and " " in snippet[len(snippet) - (right - start - len(value)) :]:
-        snippet = snippet[: snippet.rfind(" ")]
-    return clean(snippet)
+    head = tail = ""
+    if left > line_start and not _CUT_AT.match(text, left - 1):
+        # The window starts inside a token: start at the next boundary, or mark the cut.
+        boundary = _CUT_AT.search(text, left, start)
+        if boundary is not None:
+            left = boundary.end()
+        else:
+            head = ELLIPSIS
+    if right < line_end and not _CUT_AT.match(text, right):
+        ends = [m.start() for m in _CUT_AT.finditer(text, start + len(value), right)]
+        if ends:
+            right = ends[-1]
+        else:
+            tail = ELLIPSIS
+    return head + clean(text[left:right]) + tail
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,10 +236,19 @@ def context_snippet(text: str, start: int, value: str, width: int = 70) -> str:
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`*_]?[A-Z0-9])")
-_ABBREV_END = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|incl|Mr|Mrs|Ms|Dr|No|cf|Fig|St)\.$", re.I)
+# "Ms." is a title, but "40 ms." is a unit after a number; a single capital ("A. Datum") is an initial.
+_ABBREV_END = re.compile(
+    r"\b(?:e\.g|i\.e|etc|vs|approx|incl|Mr|Mrs|(?<!\d)(?<!\d )Ms|Dr|No|cf|Fig|St)\.$|(?<![\w.'])(?-i:[A-Z])\.$", re.I
+)
 _BULLET = re.compile(r"^\s*(?:[-*+\u2022>]+|\d{1,3}[.)]|#{1,6})\s+")
 _TABLE_SEP = re.compile(r"^\s*\|?[\s:|-]+\|?\s*$")
-_EMPHASIS = re.compile(r"\*\*|__")
+# Strong emphasis, removed only where it is markdown: a pair delimiting words at word boundaries.
+# "**kwargs", "a**b", "__init__", "a__b" and "/x__y/" are tokens and stay as written; "__" only
+# delimits emphasis around more than one word ("__very careful__", never "__init__").
+_STRONG = re.compile(
+    r"(?<![\w*\\])\*\*(?=[^\s*])((?:(?!\*\*).)+?)(?<=[^\s*\\])\*\*(?![\w*])"
+    r"|(?<![\w_\\])__(?=[^\s_])([^_]*?\s[^_]*?)(?<=[^\s_\\])__(?![\w_])"
+)
 MAX_SENTENCE = 400
 
 NARRATION_RE = re.compile(
@@ -230,6 +256,18 @@ NARRATION_RE = re.compile(
     r"[a-z]+ing\b(?! (?:is|was|are|were)\b))",
     re.I,
 )
+
+
+def strip_emphasis(text: str) -> str:
+    """``text`` without markdown strong emphasis (``**word**``, ``__two words__``); markers inside or
+    glued to a token stay.
+
+    >>> strip_emphasis("**Note:** call super().__init__(**kwargs) in a__b, **not** here")
+    'Note: call super().__init__(**kwargs) in a__b, not here'
+    """
+    if "**" not in text and "__" not in text:
+        return text
+    return _STRONG.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -250,7 +288,7 @@ def split_sentences(text: str) -> list[str]:
                 out.append(truncate(clean(row), MAX_SENTENCE))
             continue
         line = _BULLET.sub("", line)
-        line = _EMPHASIS.sub("", line)
+        line = strip_emphasis(line)
         pieces = _SENT_SPLIT.split(line)
         merged: list[str] = []
         for piece in pieces:

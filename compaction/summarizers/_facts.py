@@ -189,7 +189,9 @@ class _Collector:
             self.ident(kind, value, msg, context if talked else guard(context), talked)
 
 
-_LABEL_STRIP = re.compile(r"^[\s\-*\u2022>\d.)\[\]]+|[\s:\-(\[<]+$")
+# A label's list marker ("- ", "2. ", "[x] ") and trailing joiners; never the digits or dashes of a
+# token ("3.12 notes", "--help docs").
+_LABEL_STRIP = re.compile(r"^(?:\s+|[\-*\u2022>]+(?=\s)|\d{1,3}[.)](?=\s)|\[[ xX]?\])+|(?:\s+[:\-(\[<]*|[:(\[<]+)$")
 
 
 _LINK_WORDS = re.compile(r"(?:\b(?:url|link|apply|view|href|and|here|at|visit|see|open|more)\b\s*[:=]?\s*)+$", re.I)

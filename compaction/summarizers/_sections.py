@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compaction.summarizers._extract import clean, truncate
+from compaction.summarizers._extract import clean, strip_emphasis, truncate
 from compaction.summarizers._score import STOPWORDS
 
 SECTION_TITLES: tuple[str, ...] = (
@@ -258,9 +258,13 @@ _KEYWORDS: tuple[re.Pattern[str], ...] = tuple(
         r"next (?:step|action)|immediate|next$",
     )
 )
-_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s*(.*?)\s*#*\s*$")
+# A heading needs a space after its "#"s ("#88 fixed" and "C#" are not headings); a closing run of
+# "#" is stripped only when a space sets it apart.
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
+# "**Title**" or "__Two words__" alone on a line ("__init__" is a name, not a heading).
 _BOLD_HEADING = re.compile(
-    r"^\s{0,3}(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$|^\s{0,3}(\d)[.)]\s*(?:\*\*|__)(.+?)(?:\*\*|__)\s*:?\s*$"
+    r"^\s{0,3}(?:\*\*(.+?)\*\*|__([^_]*\s[^_]*)__)\s*:?\s*$"
+    r"|^\s{0,3}(\d)[.)]\s*(?:\*\*(.+?)\*\*|__([^_]*\s[^_]*)__)\s*:?\s*$"
 )
 _PLAIN_NUMBERED = re.compile(r"^\s{0,3}(\d)[.)]\s+(.{3,80}?)\s*:?\s*$")
 _NUMBER_PREFIX = re.compile(r"^(\d)[.)]?\s*(.*)$")
@@ -317,7 +321,7 @@ def parse_sections(text: str) -> tuple[list[list[str]], list[str]]:
         line = _BULLET.sub("", raw).strip()
         md = _MD_HEADING.match(line)
         if md:  # a sub-heading inside a section: keep its words as a line
-            line = md.group(1)
+            line = md.group(1) or ""
         _append(sections, preamble, current, line)
     if fence:
         _append(sections, preamble, current, "code: " + " | ".join(fence))
@@ -327,12 +331,12 @@ def parse_sections(text: str) -> tuple[list[list[str]], list[str]]:
 def _heading_section(raw: str, expected: int) -> int | None:
     md = _MD_HEADING.match(raw)
     if md and raw.lstrip().startswith("#"):
-        return _section_of_title(md.group(1), expected)
+        return _section_of_title(md.group(1) or "", expected)
     bold = _BOLD_HEADING.match(raw)
     if bold:
-        if bold.group(1) is not None:
-            return _section_of_title(bold.group(1), expected)
-        return _section_of_title(f"{bold.group(2)}. {bold.group(3)}", expected)
+        if bold.group(3) is None:
+            return _section_of_title(bold.group(1) or bold.group(2), expected)
+        return _section_of_title(f"{bold.group(3)}. {bold.group(4) or bold.group(5)}", expected)
     plain = _PLAIN_NUMBERED.match(raw)
     if plain and int(plain.group(1)) == expected + 1:
         found = _section_of_title(f"{plain.group(1)}. {plain.group(2)}", expected)
@@ -341,7 +345,7 @@ def _heading_section(raw: str, expected: int) -> int | None:
 
 
 def _append(sections: list[list[str]], preamble: list[str], current: int | None, line: str) -> None:
-    line = clean(line.replace("**", ""))
+    line = clean(strip_emphasis(line))
     if not line or line.lower() in PLACEHOLDERS or line.startswith(FOCUS_PREFIX):
         return
     line = truncate(line, MAX_LINE)

@@ -79,7 +79,9 @@ _ERR_SHELL = re.compile(
 _ERR_SUMMARY = re.compile(r"\b\d+ (?:failed|errors?)\b", re.I)
 _EXIT_OK = re.compile(r"exit(?:ed)? (?:with )?(?:code|status)[: ]+0\b", re.I)
 _TRACEBACK = "Traceback (most recent call last)"
-_DECOR = re.compile(r"^[=\-_*#~ ]+|[=\-_*#~ ]+$")
+# Decoration around a line ("===== 3 passed =====", "____ test_x ____", "- item"): a run of rule
+# characters standing apart from the words, never the "__" of "__init__" or the "--" of "--dry-run".
+_DECOR = re.compile(r"^\s*(?:[=\-_*#~]+(?:\s+|$))+|(?:(?<=\s)[=\-_*#~]+)+\s*$|\s+$")
 MAX_ERROR_LINE = 240
 
 
