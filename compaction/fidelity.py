@@ -29,13 +29,16 @@ tokens; any other text known not to come from the sources can be passed as ``fra
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from compaction.patterns import reference_spans
 
-__all__ = ["altered_identifiers", "identifier_tokens"]
+__all__ = ["altered_identifiers", "identifier_tokens", "source_strings"]
 
 # Dotted names (``os.path.join``, ``super().__init__``), names with an underscore (``__init__``,
 # ``a__b``, ``MAX_SIZE``) and command flags (``-x``, ``--dry-run``). The look-behinds pin a start to a
@@ -156,3 +159,25 @@ def altered_identifiers(shown: str, sources: Iterable[str], *, framing: Iterable
         if not _occurs(token, corpus, start=start, end=end):
             altered[token] = None
     return list(altered)
+
+
+def source_strings(value: Any) -> Iterator[str]:
+    """Every string of a JSON-like value (messages in any provider format): values and keys, and
+    the strings of JSON-encoded tool-call arguments decoded as well as raw, since a summary quotes
+    ``path=src/a.py`` from ``{"path": "src\\/a.py"}``.
+
+    >>> list(source_strings({"role": "assistant", "arguments": '{"file_name": "a.py"}'}))
+    ['role', 'assistant', 'arguments', '{"file_name": "a.py"}', 'file_name', 'a.py']
+    """
+    if isinstance(value, str):
+        yield value
+        if value[:1] in "{[":
+            with contextlib.suppress(ValueError):
+                yield from source_strings(json.loads(value))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from source_strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from source_strings(item)

@@ -8,7 +8,6 @@ show only identifiers that occur verbatim in the originals. Plus the exact cases
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
-from compaction.fidelity import altered_identifiers, identifier_tokens
+from compaction.fidelity import altered_identifiers, identifier_tokens, source_strings
 from compaction.summarizers._extract import context_snippet, split_sentences, truncate
 from compaction.summarizers._sections import parse_sections
 from compaction.summarizers._tools import last_meaningful_line
@@ -270,18 +269,7 @@ def _session(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def _strings(value: Any) -> Iterator[str]:
-    """Every string of a message, tool-call arguments decoded as well as raw."""
-    if isinstance(value, str):
-        yield value
-        if value[:1] in "{[":
-            with contextlib.suppress(ValueError):
-                yield from _strings(json.loads(value))
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
+    return source_strings(value)
 
 
 def sources_of(messages: Sequence[Mapping[str, Any]], *extra: str) -> list[str]:
