@@ -85,6 +85,7 @@ from benchmarks.generate import (  # noqa: E402
 )
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
+from compaction.fidelity import altered_identifiers, source_strings  # noqa: E402
 from compaction.pairs import validate  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
@@ -253,6 +254,16 @@ def summary_block(result: CompactionResult) -> str:
     return ""
 
 
+def altered_in_block(result: CompactionResult, previous_block: str = "") -> list[str]:
+    """The identifiers the summary block of ``result`` shows that occur verbatim in none of the
+    originals it compacted (``result.archive``, their archive ids) nor in the earlier block."""
+    block = summary_block(result)
+    if not block:
+        return []
+    sources = [*source_strings(list(result.archive.values())), *result.archive, previous_block]
+    return altered_identifiers(block, sources)
+
+
 def _block_tokens(result: CompactionResult, count: Callable[[str], int] | None) -> int:
     block = summary_block(result)
     return count(block) if count else estimate_tokens(block)
@@ -322,6 +333,7 @@ async def drift(
     fact_msgs = fact_indices(g)
     final_zone: set[int] = set()
     archive = RecallProbe()
+    previous_block = ""
     for step in range(1, compactions + 1):
         if step > 1:
             new_fed = safe_end(g.messages, fed + grow)
@@ -348,6 +360,8 @@ async def drift(
             elif n not in lost_at:
                 lost_at[n] = step
         kept_by_cat = retention(g.facts, text, zone)
+        altered = altered_in_block(result, previous_block) if result.compacted else []
+        previous_block = summary_block(result) or previous_block
         archive.add(result.archive)
         recalled = archive.recallable(g.facts, zone, IDENTIFIER_CATEGORIES)
         exact = recount(result)
@@ -376,6 +390,7 @@ async def drift(
                 "output_tokens": result.summarizer_output_tokens,
                 "summary_tokens": count(result.summary or "") if count else estimate_tokens(result.summary or ""),
                 "block_tokens": _block_tokens(result, count),
+                "altered_identifiers": len(altered),
                 "context_share": exact / result.window,
                 "recalled": {c: list(v) for c, v in recalled.items()},
                 "level": result.fallback_level,
@@ -530,6 +545,7 @@ def bench_session(
             "after10": steps[-1]["retention"],
             "recalled1": steps[0]["recalled"],
             "recalled10": steps[-1]["recalled"],
+            "altered_identifiers": sum(st["altered_identifiers"] for st in steps),
             "compactions": sum(1 for s in steps if s["compacted"]),
             "first_wall_s": first["wall_s"],
             "first_fed": first["fed"],
@@ -713,6 +729,9 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "met": intact,
                 }
             )
+            altered = sum(st["altered_identifiers"] for st in steps)
+            what = "altered identifiers in the summary block (all compactions)"
+            out.append(_check(what, f"{where} {kind}", altered, 0))
             worst_block = max(st["block_tokens"] for st in steps)
             cap = _CONFIG.block_cap(f["window"])
             out.append(_check("summary block <= cap (every compaction)", f"{where} {kind}", worst_block, cap))
