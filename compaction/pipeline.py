@@ -538,6 +538,14 @@ def _finish(
             f"after every reduction ({'; '.join(verify) or 'none applied'})"
         )
     run.record["verify"] = verify
+    # A compaction forced on a small context can come out larger than what it replaces (the summary
+    # block outweighs the zone). The input, repaired, is then the better context: say so instead.
+    # With ``previous_summary`` passed separately (session stores) the input is that summary too.
+    baseline = tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+    if tokens_after >= baseline:
+        run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": tokens_after}
+        reason = f"compaction would not reduce the context: {baseline:,} -> {tokens_after:,} tokens"
+        return _not_compacted(run, repaired, tokens_before, reason, job=job)
     return _result(run, repaired, new, layout, block, level, tokens_before, tokens_after, job, outcome)
 
 
@@ -607,9 +615,12 @@ def _result_fields(run: Run, transcript: Transcript) -> dict[str, Any]:
     }
 
 
-def _not_compacted(run: Run, repaired: Transcript, tokens: int, reason: str) -> CompactionResult:
+def _not_compacted(
+    run: Run, repaired: Transcript, tokens: int, reason: str, *, job: SummarizeJob | None = None
+) -> CompactionResult:
     """Nothing compacted, but what is returned can be sent: the repaired transcript (the caller's
-    messages as they are when nothing needed repair), with what repair took out or rewrote archived."""
+    messages as they are when nothing needed repair), with what repair took out or rewrote archived.
+    ``job``: the summarizer ran (its result was not used); its calls and cost are reported."""
     archive = _archive(run, repaired.messages)
     fields = _result_fields(run, repaired)
     tokens_after = tokens
@@ -625,7 +636,18 @@ def _not_compacted(run: Run, repaired: Transcript, tokens: int, reason: str) -> 
         removed=list(archive.values()),
         archive=archive,
         record={**run.record, "reason": reason, "archive_ids": list(archive)},
+        **(_usage_fields(job) if job is not None else {}),
     )
+
+
+def _usage_fields(job: SummarizeJob) -> dict[str, Any]:
+    usage = job.log.usage
+    return {
+        "llm_calls": job.log.calls,
+        "summarizer_input_tokens": usage.input_tokens,
+        "summarizer_output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+    }
 
 
 def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
@@ -660,7 +682,6 @@ def _result(
     outcome: SummaryOutcome,
 ) -> CompactionResult:
     archive = _archive(run, new)
-    usage = job.log.usage
     reason = {
         "manual": "manual compaction",
         "threshold": "threshold reached",
@@ -684,10 +705,7 @@ def _result(
         messages_removed=len(layout.zone),
         summary=block.body if block is not None else None,
         fallback_level=level,
-        llm_calls=job.log.calls,
-        summarizer_input_tokens=usage.input_tokens,
-        summarizer_output_tokens=usage.output_tokens,
-        cost_usd=usage.cost_usd,
+        **_usage_fields(job),
         removed=list(archive.values()),
         archive=archive,
         record=record,

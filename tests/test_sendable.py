@@ -158,8 +158,10 @@ def test_an_uncompacted_result_has_no_broken_pair(fmt: str, data: st.DataObject)
     result = run(c, fmt, messages, system)
     if result.compacted:  # what precedes the first user message is not protected by keep_recent_messages
         event("compacted: messages before the first user message")
-    else:
-        assert result.reason == "not enough messages to compact"
+    else:  # (a summary larger than the few messages before the first user message is not applied)
+        assert result.reason == "not enough messages to compact" or result.reason.startswith(
+            "compaction would not reduce the context: "
+        )
     assert pair_violations(fmt, result, opening=config.ensure_alternation is not False) == []
     if config.ensure_alternation and fmt == "anthropic":  # (OpenAI tool messages cannot be merged)
         assert validate(to_canonical(result.messages, result.system, format=fmt), require_alternation=True) == []

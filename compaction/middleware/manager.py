@@ -117,6 +117,14 @@ def _split_leading_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str | 
     return ("\n\n".join(texts) if texts else None), rest
 
 
+def _whole_context(result: CompactionResult, whole: int) -> CompactionResult:
+    """A stored compaction's result with ``tokens_before`` counting the whole context (the request
+    held only the messages after the stored summary); uncompacted, ``tokens_after`` moves with it."""
+    after = result.tokens_after if result.compacted else whole + result.tokens_after - result.tokens_before
+    record = {**result.record, "tokens_before": whole} if "tokens_before" in result.record else result.record
+    return replace(result, tokens_before=whole, tokens_after=after, record=record)
+
+
 def _tool_name(tool: Mapping[str, Any]) -> Any:
     function = tool.get("function")
     return function.get("name") if isinstance(function, Mapping) else tool.get("name")
@@ -480,7 +488,10 @@ class ContextManager:
         """Compact now (seed 004's ``/compact [focus]``), whatever the thresholds say.
 
         Returns a result with ``compacted=False`` and a reason (e.g. "not enough messages to
-        compact") when there is nothing to do; raises when the compaction itself fails."""
+        compact", or "compaction would not reduce the context: N -> M tokens" when the summary
+        would outweigh what it replaces) when there is nothing to do, and leaves the context as it
+        is; raises when the compaction itself fails. ``tokens_before`` counts the whole context
+        (with a store: the stored summary and every message after it)."""
         measure = self.measure()
         decision = self._decide(measure)
         async with self._lock:
@@ -651,9 +662,13 @@ class ContextManager:
         request, system, _ = self._request([m for m, _ in stored])
         config = self._work.config
         previous = _store.previous_summary_body(self._summary, config) if self._summary else None
+        # The compactor sees the stored messages and the summary's text apart; the context is both.
+        context, context_system, _ = self._request(self._messages)
+        whole = self._work.count(context, system=context_system)
         result = await self._work.acompact(
             request, instructions, system=system, previous_summary=previous, tools=self._tools, trigger=trigger
         )
+        result = _whole_context(result, whole)
         if not result.compacted:
             return result
         through = _store.through_from_archive(request, system, ids, result)

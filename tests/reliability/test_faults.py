@@ -325,8 +325,13 @@ async def test_a_single_pass_that_overflows_the_summarizer_goes_chunked(warm_lit
 
 async def test_failure_mode_trim_drops_the_oldest_and_archives_them(provider: FakeProvider) -> None:
     provider.fail_when(lambda r: True, Fault.server_error())
-    messages = session(20)
+    # 35 turns: above the settled level, so trimming has something to drop. (At 20 turns, 8,187
+    # tokens, everything fits the settled level: trim drops nothing and only adds its note, a
+    # context that would grow, which is now returned uncompacted.)
+    messages = session(35)
     result = await compact(Compactor(MODEL, llm(provider), config(failure_mode="trim")), messages)
+    assert result.compacted
+    assert result.tokens_after < result.tokens_before
     assert result.fallback_level == "trim"
     assert "were removed to fit the context window" in (result.summary or "")
     assert_no_loss(messages, result)
