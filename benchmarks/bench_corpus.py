@@ -2,15 +2,20 @@
 
 Each transcript of ``tests/corpus/`` (SWE-agent and OpenHands, attribution in
 ``tests/corpus/README.md``) is compacted once by ``Compactor("gpt-4o")`` with the offline
-extractive summarizer at windows of 16,000 and 32,000 tokens (budgets of 8,000 and 12,000 after
+extractive summarizer at windows of 16,000 and 32,000 tokens (budgets of 8,000 and 16,000 after
 the guard), and reported per transcript:
 
 * messages, tokens before and after (exact o200k counts), the summary block's tokens;
-* fit: the returned messages, recounted, within the budget;
+* compacted, or not with the reason: a compaction that would not shrink the context is not applied
+  (the small transcripts, where the summary block outweighs what it replaces), and the result is
+  the repaired input;
+* fit: the returned messages, recounted, within the budget (for a compacted result and for one that
+  was not applied alike);
 * pair violations of the result (the inputs have some: replayed SWE-agent runs reuse call ids, an
   OpenHands run ends on a call without its result);
 * altered identifiers: identifier-like tokens the summary block shows that occur verbatim in no
-  compacted original (:func:`compaction.fidelity.altered_identifiers`);
+  compacted original (:func:`benchmarks.corpus.altered`: :func:`compaction.fidelity.altered_identifiers`
+  over :func:`compaction.fidelity.source_strings` of the archive);
 * the user's own sentences (the task and the user's requests, see
   :func:`benchmarks.corpus.request_indices`) and the identifier-like tokens of the compacted zone
   (in its text, tool arguments and results; not the protocol's call ids):
@@ -25,7 +30,6 @@ the guard), and reported per transcript:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -38,10 +42,11 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.bench_quality import summary_block  # noqa: E402
 from benchmarks.corpus import (  # noqa: E402
+    altered,
     archived_indices,
-    compacted_originals,
     content_strings,
     load_corpus,
+    not_reduced,
     request_indices,
     request_sentences,
     shown_block,
@@ -49,7 +54,7 @@ from benchmarks.corpus import (  # noqa: E402
 from benchmarks.generate import transcript_text  # noqa: E402
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
-from compaction.fidelity import altered_identifiers, identifier_tokens  # noqa: E402
+from compaction.fidelity import identifier_tokens  # noqa: E402
 from compaction.pairs import validate  # noqa: E402
 from compaction.recall import MemoryRecallIndex  # noqa: E402
 
@@ -76,9 +81,6 @@ def bench_transcript(name: str, messages: list[dict[str, Any]], system: Any, win
     seconds = time.perf_counter() - started
     recount = compactor.count(result.messages, system=result.system)
     block = summary_block(result)
-    originals = compacted_originals(result)
-    sources = [*originals, *(json.dumps(m, ensure_ascii=False) for m in result.archive.values())]
-    altered = altered_identifiers(shown_block(result), sources, framing=list(result.archive))
     context = transcript_text(result.messages, result.system)
     index = MemoryRecallIndex(result.archive)
     zone = set(archived_indices(messages, result))
@@ -90,17 +92,19 @@ def bench_transcript(name: str, messages: list[dict[str, Any]], system: Any, win
         "window": window,
         "messages": len(messages),
         "compacted": result.compacted,
+        "reason": result.reason,
+        "not_reduced": not_reduced(result),
         "archived": len(result.archive),
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "recount": recount,
         "budget": result.budget,
         "block_tokens": compactor.counter.count_text(block) if block else 0,
-        "fit": result.compacted and recount == result.tokens_after and recount <= result.budget,
+        "fit": recount == result.tokens_after and recount <= result.budget,
         "pair_violations_in": len(validate(to_canonical(messages, system))),
         "pair_violations": len(validate(to_canonical(result.messages, result.system, format=result.format))),
         "shown_identifiers": len(identifier_tokens(shown_block(result))),
-        "altered": altered,
+        "altered": altered(result),
         "sentences": _kept(sentences, context, index),
         "identifiers": _kept(identifiers, context, index),
         "seconds": seconds,
@@ -121,6 +125,21 @@ def _sum(rows: Sequence[Mapping[str, Any]], what: str, key: str) -> tuple[int, i
     return sum(r[what][key] for r in rows), sum(r[what]["total"] for r in rows)
 
 
+def _compacted(r: Mapping[str, Any]) -> str:
+    if r["compacted"]:
+        return "yes"
+    if r["not_reduced"]:
+        before, after = r["not_reduced"]
+        return f"no: would not reduce ({before:,} -> {after:,})"
+    return f"NO: {r['reason']}"
+
+
+def ok(r: Mapping[str, Any]) -> bool:
+    """The row is as it should be: it fits, no pair violation, nothing altered, and compacted or
+    left as it is only because compacting would not have shrunk it."""
+    return bool(r["fit"] and not r["pair_violations"] and not r["altered"] and (r["compacted"] or r["not_reduced"]))
+
+
 def markdown(figures: Mapping[str, Any], command: str) -> str:
     rows = figures["rows"]
     lines = [
@@ -130,20 +149,23 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
         "attribution in `tests/corpus/README.md`), each compacted once by the default offline Compactor "
         f"({figures['model']}, exact o200k counts) at windows of "
         + " and ".join(f"{w:,}" for w in figures["windows"])
-        + ". Tokens: before -> after (budget); block = summary + ledger + markers. Pairs: violations in the "
+        + ". Compacted: yes, or not applied with the reason (a compaction that would not shrink the context "
+        "is not applied: the input's tokens -> what the compacted context would have been; the result is the "
+        "input, repaired). Tokens: before -> returned (budget); block = summary + ledger + markers. "
+        "Fit: the returned messages, recounted, within the budget. Pairs: violations in the "
         "input -> in the result. Altered: identifier-like tokens the block shows that occur verbatim in no "
         "compacted original (`compaction.fidelity`). Sentences: the user's own sentences in the compacted "
         "zone (task and requests); ids: identifier-like tokens of the compacted originals; each as in context "
         "verbatim / found by one recall search / total.",
         "",
-        "| transcript | format | window | messages (archived) | tokens | block | fit | pairs | altered "
+        "| transcript | format | window | messages (archived) | compacted | tokens | block | fit | pairs | altered "
         "| sentences in context / recallable | ids in context / recallable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         altered = str(len(r["altered"])) + (f" (`{r['altered'][0]}`)" if r["altered"] else "")
         lines.append(
-            f"| {r['name']} | {r['format']} | {r['window']:,} | {r['messages']} ({r['archived']}) "
+            f"| {r['name']} | {r['format']} | {r['window']:,} | {r['messages']} ({r['archived']}) | {_compacted(r)} "
             f"| {r['tokens_before']:,} -> {r['tokens_after']:,} ({r['budget']:,}) | {r['block_tokens']:,} "
             f"| {'yes' if r['fit'] else 'NO'} | {r['pair_violations_in']} -> {r['pair_violations']} | {altered} "
             f"| {_frac(r['sentences'], 'in_context')} / {_frac(r['sentences'], 'recallable')} "
@@ -152,23 +174,31 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
     fit = sum(r["fit"] for r in rows)
     shown = sum(r["shown_identifiers"] for r in rows)
     altered_total = sum(len(r["altered"]) for r in rows)
-    grew = [f"{r['name']} at {r['window']:,}" for r in rows if r["tokens_after"] > r["tokens_before"]]
+    compacted = [r for r in rows if r["compacted"]]
+    grew = [f"{r['name']} at {r['window']:,}" for r in compacted if r["tokens_after"] >= r["tokens_before"]]
+    left = [r for r in rows if not r["compacted"]]
     s_either, s_total = _sum(rows, "sentences", "either")
     s_ctx, _ = _sum(rows, "sentences", "in_context")
     i_either, i_total = _sum(rows, "identifiers", "either")
     i_ctx, _ = _sum(rows, "identifiers", "in_context")
     lines += [
         "",
-        f"Totals: fit {fit}/{len(rows)}; pair violations in the results "
+        f"Totals: compacted {len(compacted)}/{len(rows)}, not compacted {len(left)}; fit {fit}/{len(rows)}; "
+        "pair violations in the results "
         f"{sum(r['pair_violations'] for r in rows)} (inputs: {sum(r['pair_violations_in'] for r in rows)}); "
         f"altered identifiers {altered_total} of {shown} shown; the user's sentences in context {s_ctx}/{s_total}, "
         f"in context or recallable {s_either}/{s_total}; identifiers in context {i_ctx}/{i_total}, in context or "
         f"recallable {i_either}/{i_total}; slowest compaction {max(r['seconds'] for r in rows) * 1000:.0f} ms.",
     ]
-    if grew:
+    if left:
         lines.append(
-            "Compaction made the context larger (small transcripts, forced compaction): " + ", ".join(grew) + "."
+            "Not compacted: "
+            + ", ".join(f"{r['name']} at {r['window']:,} ({r['reason']})" for r in left)
+            + ". These are the small transcripts: the summary block would outweigh the messages it replaces, so "
+            "the result is the input (repaired where its pairs needed it: a tool call without a result gets one)."
         )
+    if grew:
+        lines.append("Compacted but not smaller: " + ", ".join(grew) + ".")
     examples = sorted({a for r in rows for a in r["altered"]})
     if examples:
         lines.append("Altered: " + ", ".join(f"`{a}`" for a in examples))
@@ -193,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_section(RESULTS, head + table + "\n", CORPUS)
         print(f"wrote {RESULTS}", file=sys.stderr)
     rows = figures["rows"]
-    return 0 if all(r["fit"] and not r["pair_violations"] for r in rows) else 1
+    return 0 if all(ok(r) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_quality import message_strings, summary_block
+from compaction.fidelity import altered_identifiers, source_strings
 from compaction.result import CompactionResult
 from compaction.summarizers._segment import line_form
 
@@ -26,6 +27,9 @@ CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 # A sentence ends at ., ! or ? followed by white space (not inside "e.g. x" or "3.11").
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"'`][.!?])\s+(?=[A-Z`\"'(])")
 MIN_SENTENCE_WORDS = 4
+# The reason of a compaction that was not applied because it would not shrink the context
+# (``compaction.pipeline``): the input's tokens, then what the compacted context would have been.
+NOT_REDUCED = re.compile(r"compaction would not reduce the context: ([\d,]+) -> ([\d,]+) tokens")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -102,8 +106,27 @@ def archived_indices(messages: Sequence[Mapping[str, Any]], result: CompactionRe
 
 
 def compacted_originals(result: CompactionResult) -> list[str]:
-    """Every string of the messages ``result`` archived (tool call arguments decoded too)."""
-    return message_strings(list(result.archive.values()))
+    """Every non-blank string of the messages ``result`` archived, as
+    :func:`compaction.fidelity.source_strings` reads them (keys and decoded tool arguments too):
+    what a summary may quote."""
+    return [s for s in source_strings(list(result.archive.values())) if s.strip()]
+
+
+def altered(result: CompactionResult) -> list[str]:
+    """Identifier-like tokens the summary block of ``result`` shows that occur verbatim in no
+    compacted original (``[]`` when nothing was compacted). The archive ids the block names are
+    the compactor's own references, not the transcript's: they are framing."""
+    return altered_identifiers(shown_block(result), compacted_originals(result), framing=list(result.archive))
+
+
+def not_reduced(result: CompactionResult) -> tuple[int, int] | None:
+    """``(tokens before, tokens the compacted context would have had)`` when ``result`` was not
+    applied because it would not shrink the context; ``None`` otherwise."""
+    match = NOT_REDUCED.fullmatch(result.reason or "")
+    if result.compacted or match is None:
+        return None
+    before, after = (int(g.replace(",", "")) for g in match.groups())
+    return before, after
 
 
 # Protocol fields: they pair calls with results and say what a block is; nobody reads them.
@@ -113,7 +136,14 @@ _PROTOCOL_KEYS = frozenset({"id", "tool_call_id", "tool_use_id", "type", "role",
 def content_strings(value: Any) -> list[str]:
     """The non-blank strings of a message (or a list of them) that someone wrote or a tool printed:
     texts, tool names and arguments (decoded from JSON), tool results; not the call ids and other
-    protocol fields.
+    protocol fields, and not the keys.
+
+    This is deliberately narrower than :func:`compaction.fidelity.source_strings`, which the
+    fidelity check uses (:func:`compacted_originals`). That one is what a summary *may* quote, so
+    it is generous: keys (``file_name``), call ids, roles. This one is what must *stay* in the
+    context or be found by recall, so it is the content only: a call id or a ``"tool_call_id"`` key
+    is protocol, and counting its identifier tokens as lost when recall does not find them would
+    measure the wire format, not the transcript.
 
     >>> content_strings({"role": "tool", "tool_call_id": "call_1", "content": "ok"})
     ['ok']
@@ -149,11 +179,14 @@ def shown_block(result: CompactionResult) -> str:
 
 __all__ = [
     "CORPUS_DIR",
+    "NOT_REDUCED",
+    "altered",
     "archived_indices",
     "compacted_originals",
     "content_strings",
     "corpus_source",
     "load_corpus",
+    "not_reduced",
     "request_indices",
     "request_sentences",
     "sentences",

@@ -1,17 +1,22 @@
 """The default offline Compactor on real public agent transcripts (``tests/corpus/``).
 
 Every transcript (SWE-agent and OpenHands trajectories, attribution in ``tests/corpus/README.md``)
-is compacted with ``Compactor("gpt-4o")`` and the offline extractive summarizer at windows of
-16,000 and 24,000 tokens (budgets of 8,000 and 12,000), where the longer ones do not fit, and:
+is compacted with ``Compactor("gpt-4o")`` (``compact`` runs a manual compaction) and the offline
+extractive summarizer at windows of 16,000 and 24,000 tokens (budgets of 8,000 and 12,000; 16,000
+is the smallest window the library allows), where the longer ones do not fit, and:
 
-* compaction happened (messages were archived);
+* compaction happened (messages were archived) on every transcript but the three small ones in
+  :data:`TOO_SMALL`, where the summary block outweighs the zone it would replace: those are not
+  compacted (a compaction that would not shrink the context is not applied), the reason names
+  both token counts, and the result is the input, repaired;
 * the result fits its budget, by an exact recount of what it returns;
 * no tool pair violation (the inputs have real ones: replayed SWE-agent runs reuse call ids, and an
   OpenHands run ends on a call without a result);
 * nothing is lost: every input message is in the output unchanged or in ``result.archive``;
 * the caller's messages and system prompt are not mutated;
 * fidelity: every identifier-like token the summary block shows occurs verbatim in the compacted
-  originals (:func:`compaction.fidelity.altered_identifiers`);
+  originals (:func:`compaction.fidelity.altered_identifiers` over
+  :func:`compaction.fidelity.source_strings`);
 * the user's own sentences and the identifier-like tokens of the compacted zone are still in the
   context or one recall search away.
 """
@@ -26,10 +31,11 @@ from typing import Any
 import pytest
 
 from benchmarks.corpus import (
+    altered,
     archived_indices,
-    compacted_originals,
     content_strings,
     load_corpus,
+    not_reduced,
     request_indices,
     request_sentences,
     shown_block,
@@ -37,7 +43,7 @@ from benchmarks.corpus import (
 from benchmarks.generate import transcript_text
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
-from compaction.fidelity import altered_identifiers, identifier_tokens
+from compaction.fidelity import identifier_tokens
 from compaction.pairs import validate
 from compaction.recall import MemoryRecallIndex
 from compaction.result import CompactionResult
@@ -47,6 +53,14 @@ WINDOWS = (16_000, 24_000)
 CASES = [(name, window) for name, _, _ in CORPUS for window in WINDOWS]
 IDS = [f"{name}-{window // 1000}k" for name, window in CASES]
 pytestmark = pytest.mark.skipif(not CORPUS, reason="tests/corpus/ is missing")
+# Transcripts so small that a summary block outweighs what it would replace (tokens of the input ->
+# of the compacted context at both windows): compaction is not applied to them. They may compact
+# one day (a terser block); every other transcript must compact.
+TOO_SMALL = {
+    "openhands_rename_file": "290 -> 482 tokens",
+    "openhands_vue_todo_app": "3,506 -> 3,666 tokens",
+    "swe_agent_humanevalfix_python_0": "2,978 -> 3,051 tokens",
+}
 
 
 def _dumps(value: Any) -> str:
@@ -70,17 +84,61 @@ def test_the_corpus_is_varied() -> None:
     assert len(needing) >= 3, needing  # some transcripts do not fit the smaller budget at all
 
 
+def test_most_of_the_corpus_compacts_at_every_window() -> None:
+    for window in WINDOWS:
+        compacted = [name for name, _, _ in CORPUS if _case(name, window)[3].compacted]
+        assert len(compacted) >= len(CORPUS) - len(TOO_SMALL), (window, compacted)
+        assert len(compacted) >= 8, (window, compacted)
+        # Every transcript over the budget is among them (it could not be returned as it is).
+        over = [name for name, _, _ in CORPUS if _case(name, window)[3].tokens_before > _case(name, window)[3].budget]
+        assert set(over) <= set(compacted), (window, over, compacted)
+
+
+def _assert_the_repaired_input(messages: list[dict[str, Any]], system: Any, result: CompactionResult) -> None:
+    """``result`` was not applied: the input as it was, or repaired when its pairs needed it."""
+    assert _dumps(result.system) == _dumps(system)
+    assert result.messages_removed == 0
+    repair = result.record["repair"]
+    if not repair["changed"]:
+        assert _dumps(result.messages) == _dumps(messages)
+        assert result.archive == {}
+        return
+    # Repaired: the input messages repair left alone, in order, plus what it added (here a result
+    # for a call that had none); whatever it took out or rewrote is archived.
+    archived = {_dumps(m) for m in result.archive.values()}
+    kept = [_dumps(m) for m in messages if _dumps(m) not in archived]
+    out = [_dumps(m) for m in result.messages]
+    position = 0
+    for message in kept:
+        position = out.index(message, position) + 1
+    added = [m for m in out if m not in set(kept)]
+    assert len(added) == len(out) - len(kept)
+    assert all(any(call_id in m for call_id in repair["synthesized"]) for m in added), added
+
+
 @pytest.mark.parametrize(("name", "window"), CASES, ids=IDS)
 def test_compacts_fits_and_keeps_pairs(name: str, window: int) -> None:
     messages, system, compactor, result = _case(name, window)
-    assert result.compacted, result.reason
-    assert result.messages_removed > 0
-    assert result.archive
+    assert result.tokens_before == compactor.count(messages, system=system)
     assert compactor.count(result.messages, system=result.system) == result.tokens_after
     assert result.exact_counts
     assert result.tokens_after <= result.budget
-    assert result.tokens_before == compactor.count(messages, system=system)
     assert validate(to_canonical(result.messages, result.system, format=result.format)) == []
+    if not result.compacted:
+        # Only a small transcript may be left as it is, and only because compacting it would not
+        # have shrunk it; both counts are in the reason.
+        assert name in TOO_SMALL, (name, result.reason)
+        counts = not_reduced(result)
+        assert counts is not None, result.reason
+        before, after = counts
+        assert before == result.tokens_before
+        assert after >= before
+        assert result.record["not_smaller"] == {"tokens_before": before, "tokens_after": after}
+        _assert_the_repaired_input(messages, system, result)
+        return
+    assert result.messages_removed > 0
+    assert result.archive
+    assert result.tokens_after < result.tokens_before
 
 
 @pytest.mark.parametrize(("name", "window"), CASES, ids=IDS)
@@ -96,34 +154,16 @@ def test_nothing_lost_and_input_untouched(name: str, window: int) -> None:
     assert result.removed == list(result.archive.values())
 
 
-# Alterations seen on this corpus and not fixed yet, by cause. Any other alteration fails the test;
-# these make it xfail, and it passes once they are gone (then delete the entry).
-_STRIPS = "summarizer cleaning strips __"
-KNOWN_ALTERED: dict[str, str] = {
-    # issue 14 item 1: the offline summarizer's cleaning strips "__" inside a path
-    "/pydicompydicom/pydicom/pixel_data_handlers/numpy_handler.py": _STRIPS,
-    "/root/miniconda3/envs/marshmallow-codemarshmallow3.13/lib/python3.9/site-packages": _STRIPS,
-    # the ledger shows ".../sect_C.7.6.3.html#table_C.7-11c" verbatim; identifier_tokens reads
-    # "table_C" out of the URL's fragment and then finds it glued to ".7" in the source
-    "table_C": "fidelity checker: a name inside a URL fragment",
-}
-
-
-def altered(result: CompactionResult) -> list[str]:
-    """Identifier-like tokens of the summary block that occur verbatim in no compacted original."""
-    sources = [*compacted_originals(result), *(_dumps(m) for m in result.archive.values())]
-    # The archive ids the summary names are the compactor's own references, not the transcript's.
-    return altered_identifiers(shown_block(result), sources, framing=list(result.archive))
-
-
 @pytest.mark.parametrize(("name", "window"), CASES, ids=IDS)
 def test_shown_identifiers_occur_verbatim_in_the_compacted_originals(name: str, window: int) -> None:
     _, _, _, result = _case(name, window)
+    if not result.compacted:
+        assert shown_block(result) == ""  # nothing was summarized, so nothing is shown
+        return
     assert shown_block(result)
-    found = altered(result)
-    assert [token for token in found if token not in KNOWN_ALTERED] == [], (name, found)
-    if found:
-        pytest.xfail("; ".join(f"{token} ({KNOWN_ALTERED[token]})" for token in found))
+    # Sources: compaction.fidelity.source_strings of the archived originals (keys such as
+    # "file_name" and decoded tool arguments included); the archive ids are framing.
+    assert altered(result) == [], name
 
 
 @pytest.mark.parametrize(("name", "window"), CASES, ids=IDS)
