@@ -12,7 +12,8 @@ result can close its fence and pose as instructions.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 
 from compaction.redact import redact_if_needed
 from compaction.transcript import (
@@ -26,15 +27,26 @@ from compaction.transcript import (
 )
 
 
-def fence(content: str, *, label: str) -> str:
-    """``content`` between markers it cannot contain."""
+def fence_nonce(content: str) -> str:
+    """The nonce :func:`fence` puts on ``content``: deterministic, so it can be found again."""
     salt = 0
     while True:
         nonce = hashlib.sha1(f"{salt}:{content}".encode("utf-8", "replace"), usedforsecurity=False).hexdigest()[:10]
-        end = f"<<<END_TOOL_OUTPUT {nonce}>>>"
-        if end not in content:
-            return f"<<<TOOL_OUTPUT {nonce} {label}>>>\n{content}\n{end}"
+        if f"<<<END_TOOL_OUTPUT {nonce}>>>" not in content:
+            return nonce
         salt += 1
+
+
+def fence(content: str, *, label: str) -> str:
+    """``content`` between markers it cannot contain."""
+    nonce = fence_nonce(content)
+    return f"<<<TOOL_OUTPUT {nonce} {label}>>>\n{content}\n<<<END_TOOL_OUTPUT {nonce}>>>"
+
+
+def fence_nonces(messages: Iterable[Message]) -> frozenset[str]:
+    """The nonces :func:`render_messages` writes for ``messages`` (one per tool result): framing
+    we generated, which a summarizer may echo but which is no part of the history."""
+    return frozenset(fence_nonce(part.text) for m in messages for part in m.parts if isinstance(part, ToolResultPart))
 
 
 def render_message(message: Message, *, tool_names: dict[str, str] | None = None) -> str:
@@ -66,12 +78,45 @@ def render_messages(messages: Sequence[Message], *, redact: bool = False) -> str
     return "\n\n".join(redact_if_needed(b) if redact else b for b in blocks)
 
 
+_SPACE = re.compile(r"\s")
+_BOUNDARY_REACH = 200  # how far a cut moves to reach whitespace before it marks a cut token instead
+
+
+def _head_end(text: str, end: int) -> tuple[int, str]:
+    """Where a head kept up to ``end`` stops, at whitespace when one is near, and the mark to add
+    (an ellipsis glued to a cut token, so no partial identifier passes as whole)."""
+    if end <= 0 or end >= len(text) or _SPACE.match(text[end]) or _SPACE.match(text[end - 1]):
+        return end, ""
+    space = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end))
+    if space >= 0 and end - space <= _BOUNDARY_REACH:
+        return space, ""
+    return end, "\u2026"
+
+
+def _tail_start(text: str, start: int) -> tuple[int, str]:
+    """Where a tail kept from ``start`` begins, at whitespace when one is near, and its mark."""
+    if start <= 0 or start >= len(text) or _SPACE.match(text[start - 1]) or _SPACE.match(text[start]):
+        return start, ""
+    found = _SPACE.search(text, start, start + _BOUNDARY_REACH)
+    if found is not None:
+        return found.end(), ""
+    return start, "\u2026"
+
+
 def cut_middle(text: str, max_chars: int) -> str:
     """``text`` within ``max_chars``, cut from the middle with a marker (the start and the end of a
-    history matter most: the task, and the latest work)."""
+    history matter most: the task, and the latest work). Both cuts fall at whitespace when there is
+    some near, else the cut token carries an ellipsis: the summarizer never reads part of a path
+    or an id as if it were whole.
+
+    >>> cut = cut_middle("see src/app/main.py " * 100, 1200)
+    >>> cut.splitlines()[0][-24:], cut.splitlines()[-1][:24]
+    ('see src/app/main.py see ', 'see src/app/main.py see ')
+    """
     if len(text) <= max_chars:
         return text
     marker = f"\n\n[... {len(text) - max_chars:,} characters of history cut here to fit the summarizer ...]\n\n"
-    keep = max(0, max_chars - len(marker))
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head) :]
+    keep = max(0, max_chars - len(marker) - 2)  # room for the two marks
+    head, head_mark = _head_end(text, keep // 2)
+    tail, tail_mark = _tail_start(text, len(text) - (keep - keep // 2))
+    return text[:head] + head_mark + marker + tail_mark + text[tail:]

@@ -14,8 +14,9 @@ Failures walk down the fallback chain instead of escaping:
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -24,8 +25,9 @@ import numpy as np
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
 from compaction.prompts import CONVERSATION_REQUEST, INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
-from compaction.render import cut_middle, render_messages
+from compaction.render import cut_middle, fence_nonces, render_messages
 from compaction.stages.chunk import split_by_token_share
+from compaction.summarizers._extract import truncate
 from compaction.summarizers.base import (
     RequestKind,
     Summarizer,
@@ -40,6 +42,56 @@ from compaction.transcript import Message
 Level = Literal["full", "partial", "annotation"]
 MAX_SPLIT_DEPTH = 3
 SHORTEN_CALL_RATIO = 1.3  # a summary up to 30 % over its limit is cut, not re-requested
+
+
+# A fence marker as render.fence writes it, or the part of one a model repeats
+# ("TOOL_OUTPUT 3f9a2c1b7e", "<<<END_TOOL_OUTPUT 3f9a2c1b7e>>>").
+_MARKER_RE = re.compile(r"(?:<<<\s*)?(?:END_)?TOOL_OUTPUT\s+([0-9a-f]{10})(?![0-9A-Za-z_])(?:[^\n<>]*>>>)?")
+# A removed piece with the space before it and the brackets or quotes around it alone.
+_GONE_RE = re.compile(r"[ \t]*(?:\(\x00\)|\[\x00\]|`\x00`|'\x00'|\"\x00\"|\x00)")
+_HEX10_RE = re.compile(r"(?<![0-9A-Za-z_])[0-9a-f]{10}(?![0-9A-Za-z_])")
+# What is left of a line once framing is taken out of it and nothing else remains.
+_EMPTY_LINE_RE = re.compile(r"^[\s\-*+>#:;,.()\[\]`'\"|]*(?:\d+[.)])?[\s\-*+>#:;,.()\[\]`'\"|]*$")
+
+
+def prompt_nonces(request: SummaryRequest) -> frozenset[str]:
+    """The fence nonces this stage wrote into ``request``'s prompt that occur nowhere else in it:
+    framing of ours, not history (a tool output that happens to hold the same ten hex characters
+    keeps them)."""
+    if request.provider_messages is not None or not request.messages:
+        return frozenset()  # the single pass sends the agent's own messages: no fences of ours
+    nonces = fence_nonces(request.messages)
+    if not nonces:
+        return nonces
+    rest = _MARKER_RE.sub(lambda m: "" if m.group(1) in nonces else m.group(0), request.prompt)
+    return frozenset(n for n in nonces if n not in rest)
+
+
+def strip_framing(text: str, nonces: Collection[str]) -> str:
+    r"""``text`` without the framing this stage generated: fence markers carrying one of ``nonces``
+    and the bare nonces themselves (a model sees them in its prompt and may echo them). Nothing
+    else is touched; a line left with only list or quote punctuation is dropped.
+
+    >>> strip_framing("- src/a.py\n- 3f9a2c1b7e\n- <<<TOOL_OUTPUT 3f9a2c1b7e error of bash call c1>>>"
+    ...               "\nran `make` (output 3f9a2c1b7e): ok", {"3f9a2c1b7e"})
+    '- src/a.py\nran `make` (output): ok'
+    """
+    if not nonces or not any(n in text for n in nonces):
+        return text
+
+    def drop(match: re.Match[str]) -> str:
+        return "\x00" if (match.group(1) if match.re is _MARKER_RE else match.group(0)) in nonces else match.group(0)
+
+    marked = _HEX10_RE.sub(drop, _MARKER_RE.sub(drop, text))
+    lines: list[str] = []
+    for line in marked.split("\n"):
+        if "\x00" not in line:
+            lines.append(line)
+            continue
+        line = _GONE_RE.sub("", line)  # only what was ours: the rest of the line stays as written
+        if not _EMPTY_LINE_RE.match(line):
+            lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 @dataclass
@@ -157,7 +209,12 @@ class SummarizeJob:
             error = SummarizerError("the summarizer returned an empty summary")
             self.log.add(request, None, error)
             raise error
-        self.log.add(request, response, None)
+        self.log.add(request, response, None)  # the record keeps the answer as given
+        text = strip_framing(response.text, prompt_nonces(request))
+        if text != response.text:
+            if not text.strip():
+                raise SummarizerError("the summarizer's answer held only our own fence markers")
+            response = replace(response, text=text)
         return response
 
 
@@ -310,7 +367,9 @@ async def _fit_summary(job: SummarizeJob, text: str) -> str:
 
 def truncate_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
     """``text`` within ``limit`` tokens, cut from the middle by whole lines: the start (goals) and
-    the end (open items, next step) of a summary matter most."""
+    the end (open items, next step) of a summary matter most. A single line too long for the
+    limit is cut at a token boundary, or with an ellipsis glued to the cut token, never silently
+    mid-token."""
     if count(text) <= limit:
         return text
     note = "[... summary shortened here to fit its token limit ...]"
@@ -330,9 +389,12 @@ def truncate_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> st
             high = mid - 1
     if low > 0:
         return keep(low)
-    cut = text[: max(0, limit * 2)]  # one very long line: cut by characters
+    # One very long line: cut by characters at a token boundary, an ellipsis marking a cut token.
+    size = max(0, limit * 2)
+    cut = truncate(text, size)
     while cut and count(cut + "\n" + note) > limit:
-        cut = cut[: int(len(cut) * 0.8)]
+        size = int(size * 0.8)
+        cut = truncate(text, size) if size > 8 else ""
     return cut + "\n" + note
 
 

@@ -40,6 +40,10 @@ Retries
     * ``CONTEXT_OVERFLOW`` is never retried: :class:`SummarizerOverflowError` with the token
       numbers, so the pipeline can split the input.
     * anything else: :class:`SummarizerError` naming the model and the cause.
+    * an answer cut at the output limit (``finish_reason`` ``"length"``; litellm maps Anthropic's
+      ``"max_tokens"`` stop reason to it) ends mid-token: :func:`mark_cut_reply` drops the partial
+      last token and marks the cut with an ellipsis, as the extractive summarizer marks its cuts,
+      so no half of a path or id passes as whole.
     * an empty, whitespace-only or tool-call-only answer raises :class:`EmptySummaryError` at
       once, not retried: at temperature 0 the same request tends to give the same answer, and the
       pipeline's fallback chain is the better remedy.
@@ -66,12 +70,14 @@ import asyncio
 import copy
 import math
 import random
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_any
 from tenacity.stop import stop_base
 
+from compaction.summarizers._extract import ELLIPSIS
 from compaction.summarizers._litellm import load_litellm
 from compaction.summarizers.base import (
     EmptySummaryError,
@@ -83,10 +89,15 @@ from compaction.summarizers.base import (
 )
 from guards.overflow import ErrorClassification, ErrorKind, classify_error
 
-__all__ = ["LLMSummarizer"]
+__all__ = ["LLMSummarizer", "mark_cut_reply"]
 
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 _WATCHDOG_GRACE_S = 0.5
+# finish_reason values of an answer stopped by its output cap (litellm maps Anthropic's
+# "max_tokens" to "length"; the raw value is accepted too).
+_CUT_FINISH = frozenset({"length", "max_tokens"})
+CUT_NOTE = "[... the summarizer reached its output limit here ...]"
+_BULLET_ONLY = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)?\s*$")
 # Callers must not undo the policy this class exists to enforce.
 _RESERVED_KWARGS = frozenset(
     {
@@ -163,6 +174,41 @@ def _text_of(content: Any) -> str:
                 parts.append(part)
         return "".join(parts)
     return ""
+
+
+def mark_cut_reply(text: str) -> str:
+    r"""An answer stopped at its output limit, with the cut made visible.
+
+    The provider stops mid-token, so the last token may be part of a longer one: it is dropped
+    (and a list bullet left alone on its line with it). A line that stops short gets the ellipsis
+    glued to what remains, as the extractive summarizer marks its cuts, an open code span is
+    closed, and a note line says the summary stops there.
+
+    >>> print(mark_cut_reply("## Files\n- src/app/main.py\n- src/storage/e"))
+    ## Files
+    - src/app/main.py
+    [... the summarizer reached its output limit here ...]
+    >>> print(mark_cut_reply("ran `pytest tests/test_a"))
+    ran `pytest...`
+    [... the summarizer reached its output limit here ...]
+    """
+    body = text.rstrip()
+    whole_line = "\n" in text[len(body) :]  # the model had ended its last line
+    if body == text:  # the last token may be part of a longer one
+        space = max(body.rfind(" "), body.rfind("\n"), body.rfind("\t"))
+        body = body[:space] if space > 0 else body
+    lines = body.rstrip(" \t,;:-(").split("\n")
+    while len(lines) > 1 and _BULLET_ONLY.match(lines[-1]):
+        lines.pop()
+        whole_line = True
+    body = "\n".join(lines).rstrip(" \t,;:-(")
+    if body.endswith("`") and body.count("`") % 2 == 1:
+        body = body[:-1].rstrip(" \t,;:-(")
+    if body and not whole_line and not body.endswith(("\u2026", ELLIPSIS)):
+        body += ELLIPSIS
+    if body.count("`") % 2 == 1:
+        body += "`"
+    return f"{body}\n{CUT_NOTE}" if body else CUT_NOTE
 
 
 def _usage(response: Any) -> tuple[int, int, int]:
@@ -337,7 +383,10 @@ class LLMSummarizer:
         if not choices:
             raise EmptySummaryError(f"{self.model} returned no choices")
         message = getattr(choices[0], "message", None)
-        text = _text_of(getattr(message, "content", None)).strip()
+        text = _text_of(getattr(message, "content", None))
+        if text.strip() and str(getattr(choices[0], "finish_reason", None) or "") in _CUT_FINISH:
+            text = mark_cut_reply(text)
+        text = text.strip()
         if not text:
             if getattr(message, "tool_calls", None):
                 raise EmptySummaryError(f"{self.model} answered with only a tool call and no text")

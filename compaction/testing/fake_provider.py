@@ -18,6 +18,8 @@ What a completion request gets back, first match wins:
 4. the ``responder`` callable, if set;
 5. the computed stand-in summary (:func:`stand_in_summary`): a deterministic imitation of an LLM
    summarizer that keeps identifier-like tokens (paths, URLs, hashes, UUIDs, ticket ids, error lines).
+   Like a real model it does not fit itself to ``max_tokens``: a longer answer is stopped at the
+   cap (chars/4), mid-token, with ``finish_reason="length"`` (Anthropic: ``"max_tokens"``).
 
 Usage numbers are chars/4 estimates (prompt = the request's message text, completion = the answer).
 Every request is recorded in :attr:`FakeProvider.requests`. A responder that raises (or a script
@@ -408,12 +410,21 @@ def _identifiers(text: str) -> list[str]:
     return list(seen)
 
 
+def _quote(line: str, limit: int) -> str:
+    """``line`` within ``limit`` characters the way a model shortens a quote: whole words, then
+    "..." (never a word cut and shown as if it were whole)."""
+    if len(line) <= limit:
+        return line
+    space = line.rfind(" ", 0, limit - 2)
+    return (line[:space] if space > 0 else line[: limit - 3]).rstrip() + "..."
+
+
 def _error_lines(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and _ERROR_LINE_RE.search(stripped):
-            seen.setdefault(stripped[:200], None)
+            seen.setdefault(_quote(stripped, 200), None)
     return list(seen)
 
 
@@ -430,12 +441,14 @@ def _gist(text: str, limit: int = 240) -> str:
     return gist or collapsed[:limit].rstrip() + "..."
 
 
-def stand_in_summary(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
+def stand_in_summary(text: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> str:
     """A deterministic stand-in for an LLM summary of ``text``.
 
     Keeps a short gist, then every identifier-like token (file paths, URLs, hex hashes, UUIDs,
     ticket ids) and every error line, in order of first appearance, cut at a line boundary to
-    ``max_tokens`` (chars/4). Never empty.
+    ``max_tokens`` (chars/4); ``None`` leaves it whole (the server's stand-in: like a real model it
+    writes on, and the server stops it at the request's cap with ``finish_reason="length"``).
+    Never empty.
     """
     lines = ["## Summary", _gist(text)]
     idents = _identifiers(text)
@@ -444,6 +457,8 @@ def stand_in_summary(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
     errors = _error_lines(text)
     if errors:
         lines += ["", "## Errors", *(f"- {line}" for line in errors)]
+    if max_tokens is None:
+        return "\n".join(lines)
     budget = max(1, max_tokens) * 4
     out: list[str] = []
     used = 0
@@ -1110,7 +1125,9 @@ class FakeProvider:
             if inspect.isawaitable(result):
                 result = await result
             return _as_action(result)
-        return Reply(stand_in_summary(rec.last_user_text, rec.max_tokens))
+        # Written whole: _completion stops it at max_tokens mid-token with finish_reason "length",
+        # as a real provider stops a model that runs out of room.
+        return Reply(stand_in_summary(rec.last_user_text, None))
 
     def _completion(self, rec: RecordedRequest, reply: Reply) -> _Completion:
         text = reply.text
