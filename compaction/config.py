@@ -41,8 +41,21 @@ class CompactionConfig(BaseModel):
 
     # --- protect ---
     keep_recent_messages: int = Field(default=6, ge=0)
+    """The recent tail kept verbatim: this many of the newest messages (widened back to a safe cut
+    point so no tool call loses its result), within ``keep_recent_share`` of the window."""
     keep_recent_tokens: int | None = Field(default=None, ge=0)
-    """When set, the verbatim tail is chosen by tokens instead of by message count."""
+    """When set, the verbatim tail is chosen by tokens instead of by message count, and this many
+    tokens is its bound instead of ``keep_recent_share``."""
+    keep_recent_share: float = Field(default=0.10, gt=0, le=1)
+    """The most the recent tail may take of the window, in the counter's tokens: 12,800 at a
+    128,000-token window, 20,000 at 200,000 (pi / OpenClaw keep the last ~20,000 tokens). With the
+    summary block's 6.25 % the compacted context stays near or under a fifth of the window, so a
+    large tool result just read cannot make the next turns re-send a third of it. Over the bound,
+    the tail's largest tool results are trimmed first, as the prune stage trims them (head and tail
+    kept, with the middle's error, path, id and measurement lines; the original archived under the
+    id the note names); if it is still over, the tail starts at a later safe cut point and what it
+    leaves is summarized and archived (a last user request it leaves is quoted in the block). 1.0
+    bounds it by the window only."""
     protect_first_user_message: bool = True
 
     # --- prune ---
@@ -142,6 +155,18 @@ class CompactionConfig(BaseModel):
     @property
     def auto_compaction_enabled(self) -> bool:
         return self.enabled and self.threshold != 0
+
+    def recent_tail_cap(self, window: int) -> int:
+        """The most tokens the verbatim recent tail may take for a model with this window.
+
+        >>> CompactionConfig().recent_tail_cap(128_000), CompactionConfig().recent_tail_cap(200_000)
+        (12800, 20000)
+        >>> CompactionConfig(keep_recent_tokens=30_000).recent_tail_cap(128_000)
+        30000
+        """
+        if self.keep_recent_tokens is not None:
+            return self.keep_recent_tokens
+        return int(window * self.keep_recent_share)
 
     def block_cap(self, window: int) -> int:
         """The summary block's cap in tokens for a model with this window.

@@ -25,7 +25,7 @@ from compaction.redact import redact_if_needed, redact_secrets
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
-from compaction.stages.protect import Partition, partition
+from compaction.stages.protect import Partition, partition, tail_start_within
 from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
@@ -289,8 +289,9 @@ def _strip_previous_summary(
 def _layout(
     run: Run, messages: Sequence[Message], counts: npt.NDArray[np.int64]
 ) -> tuple[Partition, CompactionConfig, tuple[Message, ...] | None]:
-    """Protect, then make sure what is kept leaves room for the summary: shrink the tail to safe
-    cuts, then the summary allowance, then prune oversized tool results in the kept messages.
+    """Protect, hold the recent tail to its bound (``keep_recent_share`` of the window, see
+    :func:`_bound_tail`), then make sure what is kept leaves room for the summary: shrink the tail
+    to safe cuts, then the summary allowance, then prune oversized tool results in the kept messages.
     Raises CompactionError when even the protected content alone cannot fit."""
     config = within_block_cap(run.config, run.budget.window)
     keep = config.keep_recent_messages >> run.aggression
@@ -317,6 +318,15 @@ def _layout(
 
     layout = layout_for(keep, keep_tokens)
     rounds: list[str] = []
+    pruned_messages: tuple[Message, ...] | None = None
+    cap = config.recent_tail_cap(run.budget.window) >> run.aggression
+    if int(counts[layout.tail_start :].sum()) > cap:
+        bounded = _bound_tail(run, config, messages, counts, layout.tail_start, cap)
+        if bounded.messages is not None:
+            pruned_messages, messages, counts = bounded.messages, bounded.messages, bounded.counts
+        if bounded.start != layout.tail_start:
+            layout = layout_for(len(messages) - bounded.start, None)
+        rounds.extend(bounded.notes)
     if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
         # Shrink the tail to the largest one that leaves room (suffix sums; cuts keep pairs whole).
         fixed = kept_tokens(layout, counts) - int(counts[layout.tail_start :].sum()) + allowance(config)
@@ -331,7 +341,6 @@ def _layout(
         if summary_tokens < config.max_summary_tokens:
             config = config.model_copy(update={"max_summary_tokens": summary_tokens})
             rounds.append(f"summary limited to {summary_tokens} tokens")
-    pruned_messages: tuple[Message, ...] | None = None
     if not run.budget.fits(kept_tokens(layout, counts) + allowance(config)):
         kept_indices = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
         settings = prune_settings(config)
@@ -355,6 +364,66 @@ def _layout(
         )
     run.record["layout_rounds"] = rounds
     return layout, config, pruned_messages
+
+
+@dataclass(frozen=True)
+class _BoundedTail:
+    start: int
+    messages: tuple[Message, ...] | None
+    """The messages with the tail's trimmed tool results (None: none trimmed)."""
+    counts: npt.NDArray[np.int64]
+    notes: list[str]
+
+
+def _bound_tail(
+    run: Run,
+    config: CompactionConfig,
+    messages: Sequence[Message],
+    counts: npt.NDArray[np.int64],
+    start: int,
+    cap: int,
+) -> _BoundedTail:
+    """Keep the verbatim tail ``messages[start:]`` within ``cap`` tokens (``keep_recent_share`` of
+    the window). First its largest tool results are trimmed, one message at a time, the way the
+    prune stage trims them (head, tail and the middle's important and measurement lines, a note
+    naming the archive id; calls and ids untouched), until the tail fits; the originals go to the
+    archive. If it is still over, the tail starts at the first later safe cut point that fits and
+    the messages it leaves go to the zone as they were (summarized, archived; the last user request
+    is quoted in the block when it is among them)."""
+    settings = prune_settings(config)
+    updated = list(messages)
+    counts = counts.copy()
+    total = int(counts[start:].sum())
+    notes: list[str] = []
+    trimmed: dict[int, Message] = {}
+    carrying = sorted(
+        (i for i in range(start, len(messages)) if messages[i].has_tool_results), key=lambda i: -counts[i]
+    )
+    for index in carrying:
+        if total <= cap:
+            break
+        outcome = prune_tool_results(
+            [messages[index]], settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
+        )
+        if outcome.messages[0] is messages[index]:
+            continue
+        trimmed[index] = updated[index] = outcome.messages[0]
+        tokens = run.counter.count_message(updated[index])
+        total -= int(counts[index]) - tokens
+        counts[index] = tokens
+    if trimmed:
+        results = f"{len(trimmed)} oversized tool result{'s' if len(trimmed) != 1 else ''}"
+        notes.append(f"pruned {results} in the recent tail (over its {cap:,} tokens)")
+    new_start = start
+    if total > cap:
+        new_start = tail_start_within(updated, counts, start, cap)
+        # What leaves the tail is compacted from its original form (the zone is pruned on its own).
+        for index in [i for i in trimmed if i < new_start]:
+            del trimmed[index]
+            updated[index] = messages[index]
+            counts[index] = run.counter.count_message(messages[index])
+        notes.append(f"tail shrunk to start at message {new_start} (over its {cap:,} tokens)")
+    return _BoundedTail(new_start, tuple(updated) if trimmed else None, counts, notes)
 
 
 async def _plan(

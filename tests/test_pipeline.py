@@ -1154,8 +1154,10 @@ def test_references_the_earlier_summary_named_survive_when_the_next_summary_drop
 def test_a_large_message_in_the_tail_does_not_make_the_ledger_forget_what_it_carried() -> None:
     """Room for the ledger is normally what keeps the context under half the trigger point; what an
     earlier ledger carried keeps its room up to three quarters of it, so a file just read (kept in
-    the tail) does not wipe the session's references."""
-    compactor = make(scripted(default="Work continued."), keep_recent_messages=4, window=128_000)
+    the tail) does not wipe the session's references. The tail is left unbounded here
+    (``keep_recent_share=1.0``) so the large message stays whole; by default it would be trimmed
+    (tests/test_context_share.py)."""
+    compactor = make(scripted(default="Work continued."), keep_recent_messages=4, keep_recent_share=1.0, window=128_000)
     first = oa_session(30)
     paths = [f"services/area{i:03d}/handler_{i}.py" for i in range(232)]
     for turn in range(29):  # eight distinct paths in each tool result but the last (kept in the tail)

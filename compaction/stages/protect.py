@@ -4,6 +4,10 @@ Kept: system messages, the first user message (the task), pinned messages (with 
 exchange), and the recent tail (by messages or by tokens), widened to a safe cut point so no tool
 pair is split. Everything else before the tail is the compaction zone. The last user request is
 tracked so reconstruct can quote it when it falls inside the zone.
+
+The tail kept verbatim is bounded in tokens (``CompactionConfig.keep_recent_share`` of the window):
+the pipeline trims its largest tool results first, then, if it is still over,
+:func:`tail_start_within` moves its start to the first later safe cut point that fits.
 """
 
 from __future__ import annotations
@@ -108,3 +112,22 @@ def _tail_start_wanted(
     suffix = np.cumsum(token_counts[::-1])
     fitting = int(np.searchsorted(suffix, keep_recent_tokens, side="right"))
     return n - fitting
+
+
+def tail_start_within(
+    messages: Sequence[Message], token_counts: npt.NDArray[np.int64], start: int, max_tokens: int
+) -> int:
+    """The first safe cut point at or after ``start`` from which the tail takes at most
+    ``max_tokens`` tokens (``len(messages)``, an empty tail, when not even the last unit fits).
+    Moving the start forward, never back, keeps the bound; cutting only at safe points keeps every
+    tool call with its results.
+
+    >>> from compaction.transcript import Message, TextPart
+    >>> roles = ["user", "assistant"] * 2
+    >>> msgs = [Message(role=r, id=str(i), parts=(TextPart(text="x"),)) for i, r in enumerate(roles)]
+    >>> tail_start_within(msgs, np.array([5, 50, 5, 5]), 0, 20), tail_start_within(msgs, np.array([5, 5, 5, 30]), 0, 20)
+    (2, 4)
+    """
+    n = len(messages)
+    suffix = np.concatenate((np.cumsum(token_counts[::-1])[::-1], [0]))
+    return next((c for c in safe_cut_points(messages) if c >= start and int(suffix[c]) <= max_tokens), n)
