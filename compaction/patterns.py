@@ -26,9 +26,11 @@ __all__ = [
     "find_paths",
     "find_references",
     "find_urls",
+    "head_cut",
     "important_lines",
     "is_important_line",
     "reference_spans",
+    "tail_cut",
 ]
 
 _URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
@@ -439,3 +441,43 @@ def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
         chosen.append((line, order))
         used += len(line)
     return [line for line, _ in sorted(chosen, key=lambda item: item[1])]
+
+
+# --------------------------------------------------------------------------------------------
+# Cutting text without breaking a token
+# --------------------------------------------------------------------------------------------
+
+_SPACE = re.compile(r"\s")
+_BOUNDARY_REACH = 200  # how far a cut moves to reach whitespace before it marks a cut token instead
+
+
+def head_cut(text: str, end: int) -> tuple[int, str]:
+    """Where a head of ``text`` kept up to ``end`` stops, at whitespace when one is near, and the
+    mark to add (an ellipsis glued to a cut token, so no partial identifier passes as whole).
+
+    >>> head_cut("see src/app/main.py now", 12)
+    (3, '')
+    >>> head_cut("x" * 300 + " y", 250)
+    (250, '…')
+    """
+    if end <= 0 or end >= len(text) or _SPACE.match(text[end]) or _SPACE.match(text[end - 1]):
+        return end, ""
+    space = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end))
+    if space >= 0 and end - space <= _BOUNDARY_REACH:
+        return space, ""
+    return end, "\u2026"
+
+
+def tail_cut(text: str, start: int) -> tuple[int, str]:
+    """Where a tail of ``text`` kept from ``start`` begins, at whitespace when one is near, and the
+    mark to put before it.
+
+    >>> tail_cut("see src/app/main.py now", 12)
+    (20, '')
+    """
+    if start <= 0 or start >= len(text) or _SPACE.match(text[start - 1]) or _SPACE.match(text[start]):
+        return start, ""
+    found = _SPACE.search(text, start, start + _BOUNDARY_REACH)
+    if found is not None:
+        return found.end(), ""
+    return start, "\u2026"

@@ -12,9 +12,9 @@ result can close its fence and pose as instructions.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 
+from compaction.patterns import head_cut, tail_cut
 from compaction.redact import redact_if_needed
 from compaction.transcript import (
     ImagePart,
@@ -78,31 +78,6 @@ def render_messages(messages: Sequence[Message], *, redact: bool = False) -> str
     return "\n\n".join(redact_if_needed(b) if redact else b for b in blocks)
 
 
-_SPACE = re.compile(r"\s")
-_BOUNDARY_REACH = 200  # how far a cut moves to reach whitespace before it marks a cut token instead
-
-
-def _head_end(text: str, end: int) -> tuple[int, str]:
-    """Where a head kept up to ``end`` stops, at whitespace when one is near, and the mark to add
-    (an ellipsis glued to a cut token, so no partial identifier passes as whole)."""
-    if end <= 0 or end >= len(text) or _SPACE.match(text[end]) or _SPACE.match(text[end - 1]):
-        return end, ""
-    space = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end))
-    if space >= 0 and end - space <= _BOUNDARY_REACH:
-        return space, ""
-    return end, "\u2026"
-
-
-def _tail_start(text: str, start: int) -> tuple[int, str]:
-    """Where a tail kept from ``start`` begins, at whitespace when one is near, and its mark."""
-    if start <= 0 or start >= len(text) or _SPACE.match(text[start - 1]) or _SPACE.match(text[start]):
-        return start, ""
-    found = _SPACE.search(text, start, start + _BOUNDARY_REACH)
-    if found is not None:
-        return found.end(), ""
-    return start, "\u2026"
-
-
 def cut_middle(text: str, max_chars: int) -> str:
     """``text`` within ``max_chars``, cut from the middle with a marker (the start and the end of a
     history matter most: the task, and the latest work). Both cuts fall at whitespace when there is
@@ -117,6 +92,6 @@ def cut_middle(text: str, max_chars: int) -> str:
         return text
     marker = f"\n\n[... {len(text) - max_chars:,} characters of history cut here to fit the summarizer ...]\n\n"
     keep = max(0, max_chars - len(marker) - 2)  # room for the two marks
-    head, head_mark = _head_end(text, keep // 2)
-    tail, tail_mark = _tail_start(text, len(text) - (keep - keep // 2))
+    head, head_mark = head_cut(text, keep // 2)
+    tail, tail_mark = tail_cut(text, len(text) - (keep - keep // 2))
     return text[:head] + head_mark + marker + tail_mark + text[tail:]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from strategies import canonical_transcripts
 
 from compaction.pairs import validate
+from compaction.patterns import head_cut, tail_cut
 from compaction.stages.prune import (
     PrunedItem,
     PruneSettings,
@@ -65,15 +66,20 @@ def prune(messages: list[Message], window: int = 1_000_000, **settings: Any) -> 
 # --- soft trim ------------------------------------------------------------------------------
 
 
+def kept_ends(text: str, head: int, tail: int) -> tuple[str, str, int, int]:
+    """The head and tail a trim keeps (each cut at whitespace near the asked size), the length of the
+    middle between them and the tail's length."""
+    end, head_mark = head_cut(text, head)
+    start, tail_mark = tail_cut(text, len(text) - tail)
+    return text[:end] + head_mark, tail_mark + text[start:], start - end, len(text) - start
+
+
 def test_soft_trim_exact_sizes_and_note() -> None:
     text = filler(48_210)
     msgs = [call("a1", ("c1", "bash")), result("t1", "c1", text)]
     out = prune(msgs)
-    expected = (
-        text[:1500]
-        + "\n[... 45,210 of 48,210 characters cut here; the full output is archived as t1 ...]\n"
-        + text[-1500:]
-    )
+    head, tail, cut, _ = kept_ends(text, 1500, 1500)
+    expected = head + f"\n[... {cut:,} of 48,210 characters cut here; the full output is archived as t1 ...]\n" + tail
     assert out.messages[1].tool_results[0].content == expected
     assert out.messages[1].text == expected  # not the stale cached text of the original message
     assert out.items == (PrunedItem("t1", "c1", "trimmed", 48_210, len(expected)),)
@@ -95,12 +101,30 @@ def test_important_lines_from_the_middle_survive() -> None:
     assert len(text) > 50_000
     out = prune([call("a1", ("c1", "bash")), result("t1", "c1", text)])
     trimmed = out.messages[1].tool_results[0].text
+    head, tail, cut, tail_chars = kept_ends(text, 1500, 1500)
     note = (
-        f"[... {len(text) - 3000:,} of {len(text):,} characters cut here; 4 lines with errors, paths, URLs or ids "
+        f"[... {cut:,} of {len(text):,} characters cut here; 4 lines with errors, paths, URLs or ids "
         "kept below; the full output is archived as t1 ...]"
     )
-    end = "[... end of kept lines; the last 1,500 characters follow ...]"
-    assert trimmed == "\n".join([text[:1500], note, *planted, end, text[-1500:]])
+    end = f"[... end of kept lines; the last {tail_chars:,} characters follow ...]"
+    assert trimmed == "\n".join([head, note, *planted, end, tail])
+
+
+def test_a_trim_never_keeps_part_of_a_token_as_if_whole() -> None:
+    words = "see /srv/app/jobs/view/3997618496/ and https://example.com/jobs/view/3997618496/ "
+    text = words * 400
+    out = trim_middle(text, head=1001, tail=997, archive_id="t1")
+    assert out is not None
+    first, *_, last = out.splitlines()
+    assert text.startswith(first)
+    assert text.endswith(last)
+    assert first.split()[-1] in words.split()
+    assert last.split()[0] in words.split()
+    solid = "x" * 5000  # no whitespace within reach: the cut token carries an ellipsis
+    out = trim_middle(solid, head=500, tail=500, archive_id="t2")
+    assert out is not None
+    assert out.splitlines()[0] == "x" * 500 + "\u2026"
+    assert out.splitlines()[-1] == "\u2026" + "x" * 500
 
 
 def test_kept_lines_are_capped_errors_first_and_trimmed() -> None:
@@ -416,8 +440,10 @@ def test_preview_mode_500_200() -> None:
         f"[... {len(text) - 700:,} of {len(text):,} characters cut here; 1 line with errors, paths, URLs or ids "
         "kept below; the full output is archived as t1 ...]"
     )
-    end = "[... end of kept lines; the last 200 characters follow ...]"
-    expected = "\n".join([text[:500], note, "ERROR: disk full on /dev/sda1", end, text[-200:]])
+    head, tail, cut, tail_chars = kept_ends(text, 500, 200)
+    note = note.replace(f"{len(text) - 700:,} of", f"{cut:,} of")
+    end = f"[... end of kept lines; the last {tail_chars:,} characters follow ...]"
+    expected = "\n".join([head, note, "ERROR: disk full on /dev/sda1", end, tail])
     assert out[1].tool_results[0].content == expected
     assert out[0] is msgs[0]
     # without a preview, results reach the summarizer whole

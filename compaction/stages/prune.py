@@ -31,7 +31,7 @@ from functools import partial
 from typing import Literal
 
 from compaction._cache import memoize_text
-from compaction.patterns import important_lines, measurement_lines
+from compaction.patterns import head_cut, important_lines, measurement_lines, tail_cut
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
 __all__ = ["PruneOutcome", "PruneSettings", "PrunedItem", "prepare_for_summarizer", "prune_tool_results", "trim_middle"]
@@ -118,20 +118,25 @@ def trim_middle(
     >>> body = "a" * 100 + "\\nTraceback (most recent call last):\\n" + "b" * 100
     >>> lines = trim_middle(body, head=5, tail=5, archive_id="m9").splitlines()
     >>> lines[0], lines[2], lines[-1]
-    ('aaaaa', 'Traceback (most recent call last):', 'bbbbb')
+    ('aaaaa…', 'Traceback (most recent call last):', '…bbbbb')
     >>> lines[1][:60]
     '[... 226 of 236 characters cut here; 1 line with errors, pat'
     """
     if head + tail >= len(text):
         return None
-    middle = text[head : len(text) - tail]
+    # Both cuts fall at whitespace when some is near, else the cut token carries an ellipsis: a
+    # reader (or a summarizer) never takes half a path or id for a whole one.
+    head, head_mark = head_cut(text, head)
+    start, tail_mark = tail_cut(text, len(text) - tail)
+    tail = len(text) - start
+    middle = text[head:start]
     lines, found = important_lines(middle, max_lines) if max_lines else ([], 0)
     lines = [line if len(line) <= line_chars else line[: max(line_chars - 1, 0)] + "…" for line in lines]
     measured = [m for m in measurement_lines(middle[:_MEASURE_SCAN_CHARS], *measurements) if m not in lines]
     cut = f"{len(middle):,} of {len(text):,} characters cut here"
     archived = f"the full output is archived as {archive_id} ..."
     if not lines and not measured:
-        trimmed = f"{text[:head]}\n[... {cut}; {archived}]\n{text[len(text) - tail :]}"
+        trimmed = f"{text[:head]}{head_mark}\n[... {cut}; {archived}]\n{tail_mark}{text[start:]}"
     else:
         count = f"{len(lines)}" if found == len(lines) else f"{len(lines)} of {found}"
         kinds = [f"{count} {'line' if found == 1 else 'lines'} with errors, paths, URLs or ids"] if lines else []
@@ -140,12 +145,12 @@ def trim_middle(
         kept = " and ".join(kinds) + " kept below"
         trimmed = "\n".join(
             [
-                text[:head],
+                text[:head] + head_mark,
                 f"[... {cut}; {kept}; {archived}]",
                 *lines,
                 *measured,
                 f"[... end of kept lines; the last {tail:,} characters follow ...]",
-                text[len(text) - tail :],
+                tail_mark + text[start:],
             ]
         )
     return trimmed if len(trimmed) < len(text) else None
