@@ -214,14 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print:
         print(table)
     else:
-        from benchmarks.run_all import CORPUS, RESULTS, machine, write_section
+        from benchmarks.run_all import CORPUS, write_own_section
 
-        info = machine()
-        head = f"{CORPUS} (`benchmarks/bench_corpus.py`)\n\n- Machine: {info['cpu']}, {info['cores']} cores; " + (
-            f"load average at start {', '.join(str(x) for x in info['load_average'])}\n\n"
-        )
-        write_section(RESULTS, head + table + "\n", CORPUS)
-        print(f"wrote {RESULTS}", file=sys.stderr)
+        write_own_section(CORPUS, "benchmarks/bench_corpus.py", table)
     rows = figures["rows"]
     return 0 if all(ok(r) for r in rows) else 1
 

@@ -236,14 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.print or args.quick:  # RESULTS.md records the 20,000-message archive the target is set on
         print(table)
     else:
-        from benchmarks.run_all import RECALL, RESULTS, machine, write_section
+        from benchmarks.run_all import RECALL, write_own_section
 
-        info = machine()
-        head = f"{RECALL} (`benchmarks/bench_recall.py`)\n\n- Machine: {info['cpu']}, {info['cores']} cores; " + (
-            f"load average at start {', '.join(str(x) for x in info['load_average'])}\n\n"
-        )
-        write_section(RESULTS, head + table + "\n", RECALL)
-        print(f"wrote {RESULTS}", file=sys.stderr)
+        write_own_section(RECALL, "benchmarks/bench_recall.py", table)
     return 0 if all(t["ok"] for t in targets(figures)) else 1
 
 

@@ -104,6 +104,18 @@ def write_section(path: Path, section: str, heading: str) -> None:
     path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
 
 
+def write_own_section(heading: str, source: str, table: str, path: Path = RESULTS) -> None:
+    """Write the section ``heading`` of a benchmark run outside ``run_all`` (named by its ``source``
+    file), headed by the machine and its load now."""
+    info = machine()
+    load = ", ".join(str(x) for x in info["load_average"])
+    head = (
+        f"{heading} (`{source}`)\n\n- Machine: {info['cpu']}, {info['cores']} cores; load average at start {load}\n\n"
+    )
+    write_section(path, head + table + "\n", heading)
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def _section(
     name: str, produce: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str]
 ) -> tuple[dict[str, Any], str]:

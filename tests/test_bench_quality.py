@@ -259,3 +259,17 @@ def test_run_all_carries_every_section_written_elsewhere_in_order(tmp_path: Path
     assert "`python -m benchmarks.bench_corpus` writes this section" in text
     order = [text.index(h) for h in (LONG_SESSIONS, RECALL, CORPUS, PEERS)]
     assert order == sorted(order)
+
+
+def test_a_section_written_outside_run_all_names_its_source_and_the_machine(tmp_path: Path) -> None:
+    from benchmarks.run_all import CORPUS, write_own_section
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Token accounting\n\nfigures\n")
+    write_own_section(CORPUS, "benchmarks/bench_corpus.py", "| a | b |", results)
+    write_own_section(CORPUS, "benchmarks/bench_corpus.py", "| c | d |", results)
+    text = results.read_text()
+    assert text.count(CORPUS) == 1
+    assert f"{CORPUS} (`benchmarks/bench_corpus.py`)\n\n- Machine: " in text
+    assert "| c | d |" in text
+    assert "| a | b |" not in text
