@@ -125,6 +125,26 @@ def _whole_context(result: CompactionResult, whole: int) -> CompactionResult:
     return replace(result, tokens_before=whole, tokens_after=after, record=record)
 
 
+def _litellm_call(model: str, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> Any:
+    """``litellm.acompletion`` with ``model`` (the compactor's default call, with another model)."""
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        import importlib.util
+
+        from compaction.summarizers._litellm import load_litellm
+
+        litellm = load_litellm()
+        payload = list(messages) if system is None else [{"role": "system", "content": system}, *messages]
+        extra = dict(kwargs)
+        if tools:
+            extra["tools"] = list(tools)
+            if importlib.util.find_spec("mcp") is None:  # litellm imports its MCP code whenever tools are passed
+                extra.setdefault("_skip_mcp_handler", True)
+        return await litellm.acompletion(model=model, messages=payload, **extra)
+
+    return call
+
+
 def _tool_name(tool: Mapping[str, Any]) -> Any:
     function = tool.get("function")
     return function.get("name") if isinstance(function, Mapping) else tool.get("name")
@@ -510,7 +530,11 @@ class ContextManager:
         Delegates to :meth:`Compactor.complete` (``call(messages, system)``, default
         ``litellm.acompletion`` with the compactor's model and ``kwargs``; ``tools=`` are kept for
         counting). When the recovery compacted, the context becomes the compacted one (and is saved
-        to the store). Nothing is appended: append the answer yourself. Usage is recorded."""
+        to the store). Nothing is appended: append the answer yourself. Usage is recorded.
+
+        ``model=`` names the litellm model to call (e.g. ``"anthropic/claude-sonnet-4-5"`` while the
+        compactor's ``"claude-sonnet-4-5"`` chooses the tokenizer and window); without it the
+        compactor's model is called. It is ignored when ``call`` is given."""
         tools = kwargs.pop("tools", None)
         if tools is not None:
             self.set_tools(tools)
@@ -539,7 +563,13 @@ class ContextManager:
         request, system, prepended = self._request(self._messages)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
-        outcome = await self._work.complete(request, system=system, call=call, tools=self._offered_tools(), **kwargs)
+        tools = self._offered_tools()
+        if "model" in kwargs:  # the compactor's default call passes its own model= as well: not twice
+            kwargs = dict(kwargs)
+            model = kwargs.pop("model")
+            if call is None and model is not None:
+                call = _litellm_call(model, kwargs, tools)
+        outcome = await self._work.complete(request, system=system, call=call, tools=tools, **kwargs)
         self.last_outcome = outcome
         if outcome.compactions or outcome.truncated_tool_results:
             async with self._lock:

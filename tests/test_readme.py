@@ -1,0 +1,116 @@
+"""Every ```python block of README.md runs, offline, as written.
+
+Model calls go through litellm to the fake provider (``ANTHROPIC_API_BASE`` points the
+``anthropic/...`` models at it), so a snippet whose API call is wrong fails here as it would for a
+reader. The names a snippet assumes (``messages``, ``SYSTEM_PROMPT``, ``task``, ``TOOLS``) come from
+a small preamble keyed by the snippet's first line; an endless ``while True`` agent loop runs two
+turns. Top-level ``await`` is allowed, as in a notebook or ``python -m asyncio``.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction import Compactor, ContextManager
+from compaction.testing.fake_provider import FakeProvider
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+# A long conversation: ~115,000 tokens, past the 0.8 x 128,000 trigger of the README's gpt-4o compactor.
+_LONG = """
+messages = []
+for i in range(60):
+    messages.append({"role": "user", "content": f"step {i}: read src/module_{i}.py and explain it. " + "word " * 900})
+    messages.append({"role": "assistant", "content": f"src/module_{i}.py defines handler_{i}. " + "detail " * 900})
+"""
+
+PREAMBLES: dict[str, str] = {
+    "from compaction import Compactor, CompactionConfig": _LONG,
+    "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": """
+SYSTEM_PROMPT = "You are a coding agent."
+task = "Fix the failing test in tests/test_api.py."
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a command",
+          "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+""",
+}
+
+
+def _check_using_it(namespace: dict[str, Any], server: FakeProvider) -> None:
+    result = namespace["result"]  # the snippet compacted: should_compact was true
+    assert result.compacted
+    assert result.tokens_after < result.tokens_before
+    assert result.fallback_level == "full", "the summarizer call failed: the snippet's model call is wrong"
+    assert any(r.model == "claude-haiku-4-5" for r in server.completion_requests)
+
+
+def _check_agent_loop(namespace: dict[str, Any], server: FakeProvider) -> None:
+    assert isinstance(namespace["cm"], ContextManager)
+    calls = [r for r in server.completion_requests if r.model == "claude-sonnet-4-5"]
+    assert len(calls) == 2  # two turns of the loop, each one model call
+    assert all(r.body.get("tools") for r in calls)
+    assert namespace["response"] is not None
+
+
+CHECKS: dict[str, Callable[[dict[str, Any], FakeProvider], None]] = {
+    "from compaction import Compactor, CompactionConfig": _check_using_it,
+    "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": _check_agent_loop,
+}
+
+
+def python_blocks() -> list[str]:
+    return BLOCK.findall(README.read_text(encoding="utf-8"))
+
+
+def _bounded(source: str) -> str:
+    """An endless agent loop runs two turns instead."""
+    if "while True:" not in source:
+        return source
+    assert source.count("while True:") == 1
+    return source.replace("while True:", "for _turn in range(2):")
+
+
+@pytest.fixture
+def fake_anthropic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        monkeypatch.setenv("ANTHROPIC_API_BASE", server.anthropic_api_base)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake")
+        monkeypatch.chdir(tmp_path)  # a snippet's sessions.db lands here
+        yield server
+
+
+def test_readme_has_python_snippets_with_preambles() -> None:
+    blocks = python_blocks()
+    assert len(blocks) >= 2
+    for block in blocks:
+        first = block.splitlines()[0]
+        assert first in PREAMBLES, f"README snippet without a preamble here: {first!r}"
+        assert first in CHECKS, f"README snippet without a check here: {first!r}"
+
+
+@pytest.mark.parametrize("source", python_blocks(), ids=lambda s: s.splitlines()[0][:60])
+def test_readme_snippet_runs(source: str, fake_anthropic: FakeProvider) -> None:
+    first = source.splitlines()[0]
+    code = compile(PREAMBLES[first] + _bounded(source), "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    returned = eval(code, namespace)  # the README's own code
+    if inspect.iscoroutine(returned):
+        asyncio.run(returned)
+    assert not fake_anthropic.errors
+    CHECKS[first](namespace, fake_anthropic)
+
+
+def test_complete_takes_the_model_to_call(fake_anthropic: FakeProvider) -> None:
+    """``cm.complete(model=...)`` calls that model (it used to pass ``model`` twice: TypeError)."""
+    cm = ContextManager(Compactor("claude-sonnet-4-5"), system="be brief")
+    cm.append({"role": "user", "content": "hello"})
+    asyncio.run(cm.complete(model="anthropic/claude-sonnet-4-5", max_tokens=50))
+    assert [r.model for r in fake_anthropic.completion_requests] == ["claude-sonnet-4-5"]
