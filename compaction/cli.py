@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 1 recall found nothing; 2 usage; 3 file not found or unreadable (or not a session
 store); 4 not JSON; 5 invalid transcript (the message names the index); 6 compaction impossible;
-7 unknown model or window too small; 8 unknown session or archive id.
+7 unknown model or window too small; 8 unknown session or archive id; 141 the reader of stdout
+went away (``| head``), quietly.
 """
 
 from __future__ import annotations
@@ -19,7 +20,45 @@ from compaction.errors import CompactionError, TranscriptError
 
 EXIT_USAGE, EXIT_FILE, EXIT_JSON, EXIT_TRANSCRIPT, EXIT_COMPACTION, EXIT_MODEL = 2, 3, 4, 5, 6, 7
 EXIT_NO_MATCH, EXIT_NOT_FOUND = 1, 8
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+
+def _window_tokens(text: str) -> int:
+    """``--window``: a whole number of tokens; zero or less is refused (not taken as "unset")."""
+    from guards import HARD_MIN_TOKENS
+
+    value = _integer(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of tokens, at least {HARD_MIN_TOKENS:,}; got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _integer(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def _version() -> str:
+    from compaction import __version__
+
+    return f"compaction {__version__}"
 
 
 class CliError(Exception):
@@ -30,12 +69,19 @@ class CliError(Exception):
 
 def read_transcript(path: str) -> tuple[list[Any], Any]:
     """(messages, system) from a JSON list, a JSON object with ``messages`` (and ``system``), or JSONL."""
+    messages, system, _jsonl = read_transcript_format(path)
+    return messages, system
+
+
+def read_transcript_format(path: str) -> tuple[list[Any], Any, bool]:
+    """Like :func:`read_transcript`, plus whether the input was JSONL (one message per line)."""
     try:
         raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CliError(f"no such file: {path}", EXIT_FILE) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {path}: {exc}", EXIT_FILE) from None
+    jsonl = False
     try:
         data: Any = json.loads(raw)
     except (ValueError, RecursionError) as first:  # bad JSON, an integer too long to parse, too deep
@@ -46,12 +92,13 @@ def read_transcript(path: str) -> tuple[list[Any], Any]:
             raise CliError(f"{path} is not JSON or JSONL: {first}", EXIT_JSON) from None
         if not lines:
             raise CliError(f"{path} is empty", EXIT_JSON) from None
+        jsonl = True
     if isinstance(data, dict):
         if not isinstance(data.get("messages"), list):
             raise CliError(f"{path}: a JSON object must have a 'messages' list", EXIT_TRANSCRIPT)
-        return data["messages"], data.get("system")
+        return data["messages"], data.get("system"), jsonl
     if isinstance(data, list):
-        return data, None
+        return data, None, jsonl
     raise CliError(f"{path}: expected a list of messages or an object with 'messages'", EXIT_TRANSCRIPT)
 
 
@@ -61,7 +108,7 @@ def _compactor(args: argparse.Namespace) -> Any:
     from guards import ContextWindowTooSmall
 
     options: dict[str, Any] = {"keep_recent_messages": args.keep_recent}
-    if args.window:
+    if args.window is not None:
         options["window"] = args.window
     config = CompactionConfig(**options)
     summarizer = None if args.summarizer in (None, "extractive") else args.summarizer
@@ -88,7 +135,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from compaction.adapters import to_canonical
     from compaction.inspection import inspect_transcript, render_inspection
 
-    messages, system = read_transcript(args.file)
+    messages, system, jsonl = read_transcript_format(args.file)
     compactor = _compactor(args)
     if args.dry_run:
         report = inspect_transcript(compactor, to_canonical(messages, system), budget=args.budget)
@@ -103,7 +150,13 @@ def cmd_compact(args: argparse.Namespace) -> int:
         payload = {"system": result.system, "messages": result.messages}
     else:
         payload = result.messages
-    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    if jsonl and not args.json:  # JSONL in, JSONL out: one message per line (a system prompt first)
+        rows = list(payload["messages"]) if isinstance(payload, dict) else list(payload)
+        if isinstance(payload, dict) and payload.get("system") is not None:
+            rows.insert(0, {"role": "system", "content": payload["system"]})
+        text = "\n".join(json.dumps(row, ensure_ascii=False) for row in rows)
+    else:
+        text = json.dumps(payload, indent=2, ensure_ascii=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     else:
@@ -165,12 +218,24 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from compaction.demo import run_demo
+    from compaction.demo import load_example, run_demo
+    from guards import ContextWindowTooSmall
 
-    return run_demo(args)
+    try:
+        load_example(args.example)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"cannot load example {args.example!r}: {exc}", EXIT_FILE) from None
+    try:
+        return run_demo(args)
+    except ContextWindowTooSmall as exc:
+        raise CliError(str(exc), EXIT_MODEL) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65_535:
+        raise CliError(f"--port must be 0-65535, got {args.port}", EXIT_USAGE)
     try:
         from compaction.server.runner import run
     except ImportError as exc:
@@ -185,14 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction", description="Keep long agent transcripts inside the context window."
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("file", help="transcript: JSON list, {'messages', 'system'} object, or JSONL; '-' for stdin")
         p.add_argument("--model", default="gpt-4o", help="the agent's model (chooses the tokenizer and window)")
-        p.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
-        p.add_argument("--budget", type=int, help="target tokens after compaction (default: window - reserve)")
-        p.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
+        p.add_argument("--window", type=_window_tokens, help="context window in tokens (overrides the model's)")
+        p.add_argument("--budget", type=_positive, help="target tokens after compaction (default: window - reserve)")
+        p.add_argument("--keep-recent", type=_non_negative, default=6, help="recent messages kept verbatim (default 6)")
         p.add_argument("--summarizer", default="extractive", help="'extractive' (offline, default) or a litellm model")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -219,7 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="compact the bundled example session offline (no API key)")
     demo.add_argument("--example", default="coding_session", help="bundled example name")
-    demo.add_argument("--window", type=int, default=32_000, help="context window for the demo (default 32,000)")
+    demo.add_argument(
+        "--window", type=_window_tokens, default=32_000, help="context window for the demo (default 32,000)"
+    )
     demo.set_defaults(func=cmd_demo)
 
     from compaction.server.options import add_arguments as add_serve_arguments  # no FastAPI import
@@ -231,6 +299,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (``compaction compact ... | head``): stop quietly, as cat or grep do.
+        # stdout is pointed at /dev/null so the interpreter's final flush cannot fail again.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (captured in tests)
+        pass
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse gives an optional positional (recall's QUERY) nothing when an option comes before it

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import sys
 
-from compaction.server.runner import main
+
+def main() -> int:
+    try:
+        from compaction.server.runner import main as run_server
+    except ImportError as exc:  # FastAPI or uvicorn missing: say what to install, not a traceback
+        missing = exc.name or "fastapi/uvicorn"
+        print(
+            f"python -m compaction.server: error: the HTTP service needs the 'server' extra (missing {missing}); "
+            "install it with: pip install -e '.[server]' (from a clone) or pip install fastapi uvicorn",
+            file=sys.stderr,
+        )
+        return 2
+    return run_server()
+
 
 if __name__ == "__main__":
     sys.exit(main())
