@@ -7,14 +7,19 @@ Profiles (pick one with ``HYPOTHESIS_PROFILE``; default ``ci``):
 * ``soak`` – 2000 random examples per property, for long local runs.
 
 Every test runs with outbound network connections blocked; loopback stays open for the fake
-provider server that other tests start on 127.0.0.1.
+provider server that other tests start on 127.0.0.1. litellm's HTTP sessions are closed on their
+own event loop before it closes (no "Event loop is closed" traceback at exit).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 import os
 import socket
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -83,3 +88,39 @@ def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+
+
+async def _close_litellm_sessions(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the aiohttp sessions litellm's cached async clients opened on ``loop``.
+
+    litellm caches one HTTP client per event loop (``in_memory_llm_clients_cache``); its aiohttp
+    session stays open when the loop (``asyncio.run``, a pytest-asyncio test loop) closes, and at
+    exit its sockets and transports are torn down on a closed loop: the "Event loop is closed"
+    traceback (and ``ResourceWarning: unclosed transport``) after pytest's summary. The cached
+    client itself stays usable: its transport opens a new session on the next loop."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return
+    cache = getattr(getattr(litellm, "in_memory_llm_clients_cache", None), "cache_dict", {})
+    for handler in list(cache.values()):
+        for client in (handler, getattr(handler, "client", None), getattr(handler, "_client", None)):
+            session = getattr(getattr(client, "_transport", None), "client", None)
+            if getattr(session, "_loop", None) is loop and not getattr(session, "closed", True):
+                with contextlib.suppress(Exception):
+                    await session.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_litellm_clients() -> Iterator[None]:
+    """Before any event loop closes, close the litellm HTTP sessions opened on it (while it can)."""
+    real_close = asyncio.BaseEventLoop.close
+
+    def close(self: asyncio.BaseEventLoop) -> None:
+        if not self.is_closed() and not self.is_running() and "litellm" in sys.modules:
+            with contextlib.suppress(Exception):
+                self.run_until_complete(_close_litellm_sessions(self))
+        real_close(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(asyncio.BaseEventLoop, "close", close)
+        yield

@@ -12,7 +12,10 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,16 @@ def test_complete_takes_the_model_to_call(fake_anthropic: FakeProvider) -> None:
     cm.append({"role": "user", "content": "hello"})
     asyncio.run(cm.complete(model="anthropic/claude-sonnet-4-5", max_tokens=50))
     assert [r.model for r in fake_anthropic.completion_requests] == ["claude-sonnet-4-5"]
+
+
+def test_no_unclosed_litellm_clients_at_exit() -> None:
+    """A run that called a model through litellm under ``asyncio.run`` ends without "Event loop is
+    closed" or unclosed sockets (tests/conftest.py closes litellm's sessions on their own loop)."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    test = f"{Path(__file__).name}::test_complete_takes_the_model_to_call"
+    command = [sys.executable, "-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=300)
+    assert proc.returncode == 0, proc.stdout
+    assert "1 passed" in proc.stdout
+    for symptom in ("Event loop is closed", "unclosed transport", "unclosed <socket", "Unclosed client session"):
+        assert symptom not in proc.stdout + proc.stderr
