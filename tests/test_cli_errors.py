@@ -92,8 +92,8 @@ def test_output_piped_to_head_stops_quietly() -> None:
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV) as proc:
         assert proc.stdout is not None
         assert proc.stderr is not None
-        proc.stdout.readline()
-        proc.stdout.close()  # what `| head -1` does
+        proc.stdout.close()  # what `| head` does once it has its lines; before the output here, so no race
+
         err = proc.stderr.read().decode()
         code = proc.wait(timeout=120)
     assert "Traceback" not in err
