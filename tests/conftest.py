@@ -117,8 +117,11 @@ def _close_litellm_clients() -> Iterator[None]:
 
     def close(self: asyncio.BaseEventLoop) -> None:
         if not self.is_closed() and not self.is_running() and "litellm" in sys.modules:
-            with contextlib.suppress(Exception):
-                self.run_until_complete(_close_litellm_sessions(self))
+            closing = _close_litellm_sessions(self)
+            try:
+                self.run_until_complete(closing)
+            except Exception:  # e.g. another loop runs in this thread (a server's): leave it be
+                closing.close()
         real_close(self)
 
     with pytest.MonkeyPatch.context() as patch:

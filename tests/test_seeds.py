@@ -30,6 +30,7 @@ from test_pipeline import (
 from compaction import CompactionConfig, CompactionError, Compactor
 from compaction.adapters import to_canonical
 from compaction.pairs import repair, validate
+from compaction.patterns import head_cut
 from compaction.prompts import SECTION_HEADINGS
 from compaction.summarizers.base import Summarizer, SummarizerError, SummaryRequest, SummaryResponse, SummaryUsage
 from compaction.summarizers.scripted import ScriptedSummarizer
@@ -284,7 +285,9 @@ def test_seed_003_micro_agent_compaction(caplog: pytest.LogCaptureFixture) -> No
     assert "Running step 0." in history
     assert "Running step 33." in history
     result_text = messages[2]["content"][0]["content"]
-    assert result_text[:500] in request.prompt
+    head, mark = head_cut(result_text, 500)  # the preview's head ends at whitespace near 500 characters
+    assert head <= 500
+    assert result_text[:head] + mark in request.prompt
     assert result_text[:501] not in request.prompt
 
     # Fallback to trimming when the summarizer fails (network error, rate limit exhausted).
