@@ -20,6 +20,8 @@ from collections.abc import Callable
 from compaction.redact import looks_like_secret, redact_if_needed
 
 __all__ = [
+    "ELLIPSIS",
+    "TOKEN_END",
     "error_start",
     "find_error_lines",
     "find_identifiers",
@@ -31,6 +33,7 @@ __all__ = [
     "is_important_line",
     "reference_spans",
     "tail_cut",
+    "truncate",
 ]
 
 _URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
@@ -449,6 +452,41 @@ def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
 
 _SPACE = re.compile(r"\s")
 _BOUNDARY_REACH = 200  # how far a cut moves to reach whitespace before it marks a cut token instead
+
+
+ELLIPSIS = "..."
+# Where a token ends: whitespace, quotes, brackets and list separators (never ".", "/", "_", "-").
+TOKEN_END = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a token boundary, marking the cut.
+
+    Whole tokens are kept where possible so identifiers (paths, URLs, ids) are either kept whole
+    or dropped. When one token fills the room, it is cut with the ellipsis glued to it
+    (``src/app/ma...``): a marked cut, never shown as if it were whole. An open code span is
+    closed after the ellipsis.
+
+    >>> truncate("edited src/app/main.py and src/app/other.py", 30)
+    'edited src/app/main.py and...'
+    >>> truncate("ran `pytest tests/test_a.py -x` ok", 24)
+    'ran `pytest...`'
+    """
+    if len(text) <= limit:
+        return text
+    if limit <= len(ELLIPSIS) + 1:
+        return text[: max(limit, 0)]
+    room = limit - len(ELLIPSIS) - 1  # one character spare to close a code span
+    if TOKEN_END.match(text, room):
+        cut = text[:room]
+    else:
+        boundary = max((m.start() for m in TOKEN_END.finditer(text, 0, room)), default=-1)
+        cut = text[:boundary] if boundary >= room // 3 else text[:room]
+    if len(cut) < room or TOKEN_END.match(text, room):  # cut at a boundary: drop trailing joiners
+        cut = cut.rstrip(" ,;:-(")
+        if cut.endswith("`") and cut.count("`") % 2 == 1:
+            cut = cut[:-1].rstrip(" ,;:-(")
+    return cut + ELLIPSIS + ("`" if cut.count("`") % 2 == 1 else "")
 
 
 def head_cut(text: str, end: int) -> tuple[int, str]:

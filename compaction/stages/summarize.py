@@ -24,10 +24,10 @@ import numpy as np
 
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
+from compaction.patterns import truncate
 from compaction.prompts import CONVERSATION_REQUEST, INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
 from compaction.render import cut_middle, fence_nonces, render_messages
 from compaction.stages.chunk import split_by_token_share
-from compaction.summarizers._extract import truncate
 from compaction.summarizers.base import (
     RequestKind,
     Summarizer,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from compaction.summarizers._extract import code, truncate
+from compaction.patterns import truncate
+from compaction.summarizers._extract import code
 from compaction.summarizers._facts import PathFact, SpanFacts
 from compaction.summarizers._score import matches_terms, tokens
 from compaction.summarizers._sections import Line, Sections

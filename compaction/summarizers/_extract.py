@@ -11,15 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from compaction.patterns import ELLIPSIS, TOKEN_END, truncate
+
 # --------------------------------------------------------------------------------------------
 # Text helpers
 # --------------------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _WS = re.compile(r"\s+")
-ELLIPSIS = "..."
-# Where a token ends: whitespace, quotes, brackets and list separators (never ".", "/", "_", "-").
-_CUT_AT = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -37,36 +36,6 @@ def strip_control(text: str) -> str:
 def clean(text: str) -> str:
     """One line: control characters removed, every run of whitespace collapsed to one space."""
     return _WS.sub(" ", strip_control(text)).strip()
-
-
-def truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to at most ``limit`` characters at a token boundary, marking the cut.
-
-    Whole tokens are kept where possible so identifiers (paths, URLs, ids) are either kept whole
-    or dropped. When one token fills the room, it is cut with the ellipsis glued to it
-    (``src/app/ma...``): a marked cut, never shown as if it were whole. An open code span is
-    closed after the ellipsis.
-
-    >>> truncate("edited src/app/main.py and src/app/other.py", 30)
-    'edited src/app/main.py and...'
-    >>> truncate("ran `pytest tests/test_a.py -x` ok", 24)
-    'ran `pytest...`'
-    """
-    if len(text) <= limit:
-        return text
-    if limit <= len(ELLIPSIS) + 1:
-        return text[: max(limit, 0)]
-    room = limit - len(ELLIPSIS) - 1  # one character spare to close a code span
-    if _CUT_AT.match(text, room):
-        cut = text[:room]
-    else:
-        boundary = max((m.start() for m in _CUT_AT.finditer(text, 0, room)), default=-1)
-        cut = text[:boundary] if boundary >= room // 3 else text[:room]
-    if len(cut) < room or _CUT_AT.match(text, room):  # cut at a boundary: drop trailing joiners
-        cut = cut.rstrip(" ,;:-(")
-        if cut.endswith("`") and cut.count("`") % 2 == 1:
-            cut = cut[:-1].rstrip(" ,;:-(")
-    return cut + ELLIPSIS + ("`" if cut.count("`") % 2 == 1 else "")
 
 
 # Text in tool output that addresses the model rather than the user: quoted lines that contain it
@@ -214,15 +183,15 @@ def context_snippet(text: str, start: int, value: str, width: int = 70) -> str:
     left = max(line_start, start - width)
     right = min(line_end, start + len(value) + width)
     head = tail = ""
-    if left > line_start and not _CUT_AT.match(text, left - 1):
+    if left > line_start and not TOKEN_END.match(text, left - 1):
         # The window starts inside a token: start at the next boundary, or mark the cut.
-        boundary = _CUT_AT.search(text, left, start)
+        boundary = TOKEN_END.search(text, left, start)
         if boundary is not None:
             left = boundary.end()
         else:
             head = ELLIPSIS
-    if right < line_end and not _CUT_AT.match(text, right):
-        ends = [m.start() for m in _CUT_AT.finditer(text, start + len(value), right)]
+    if right < line_end and not TOKEN_END.match(text, right):
+        ends = [m.start() for m in TOKEN_END.finditer(text, start + len(value), right)]
         if ends:
             right = ends[-1]
         else:

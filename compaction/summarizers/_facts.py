@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction.patterns import truncate
 from compaction.summarizers._extract import (
     INJECTION_RE,
     clean,
@@ -19,7 +20,6 @@ from compaction.summarizers._extract import (
     find_urls,
     guard,
     strip_control,
-    truncate,
 )
 from compaction.summarizers._tools import (
     CONTENT_KEYS,

@@ -11,7 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compaction.summarizers._extract import clean, strip_emphasis, truncate
+from compaction.patterns import truncate
+from compaction.summarizers._extract import clean, strip_emphasis
 from compaction.summarizers._score import STOPWORDS
 
 SECTION_TITLES: tuple[str, ...] = (

@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from compaction.patterns import truncate
 from compaction.summarizers._classify import primary
-from compaction.summarizers._extract import NARRATION_RE, clean, truncate
+from compaction.summarizers._extract import NARRATION_RE, clean
 from compaction.summarizers._facts import SpanFacts, UserTurn
 from compaction.summarizers._score import mmr_order, tokens
 from compaction.summarizers._sections import Line, Sections

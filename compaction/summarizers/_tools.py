@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.summarizers._extract import _HAS_LETTER, _words, clean, code, guard, truncate
+from compaction.patterns import truncate
+from compaction.summarizers._extract import _HAS_LETTER, _words, clean, code, guard
 
 # --------------------------------------------------------------------------------------------
 # Tool events

@@ -36,9 +36,10 @@ import math
 import re
 from collections.abc import Sequence
 
+from compaction.patterns import truncate
 from compaction.summarizers._classify import classify
 from compaction.summarizers._events import event_lines, replied
-from compaction.summarizers._extract import clean, truncate
+from compaction.summarizers._extract import clean
 from compaction.summarizers._facts import SpanFacts, extract, message_chars
 from compaction.summarizers._merge import merge_sources, move_resolved, parsed_lines
 from compaction.summarizers._score import instruction_terms, score_units

@@ -77,7 +77,7 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_any
 from tenacity.stop import stop_base
 
-from compaction.summarizers._extract import ELLIPSIS
+from compaction.patterns import ELLIPSIS
 from compaction.summarizers._litellm import load_litellm
 from compaction.summarizers.base import (
     EmptySummaryError,
