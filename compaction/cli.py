@@ -240,7 +240,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from compaction.server.runner import run
     except ImportError as exc:
         raise CliError(
-            f"`compaction serve` needs the server extra: pip install 'compaction[server]' (missing {exc.name})",
+            f"`compaction serve` needs the server extra: pip install 'compaction-engine[server]' (missing {exc.name})",
             EXIT_USAGE,
         ) from None
     return run(args)

@@ -1,6 +1,6 @@
 """``compaction serve``: the compaction library as an HTTP service (FastAPI + uvicorn).
 
-Install with ``pip install 'compaction[server]'``; run ``python -m compaction.server`` (or
+Install with ``pip install 'compaction-engine[server]'``; run ``python -m compaction.server`` (or
 ``compaction serve``). :func:`create_app` builds the ASGI app for embedding or testing.
 
 The exports are loaded lazily: importing :mod:`compaction.server.options` (what the CLI needs to
