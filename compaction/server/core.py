@@ -1,0 +1,251 @@
+"""The service's state and plumbing: store calls in threads, cached compactors, tracked tasks,
+draining, and how a stored session reads as a transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anyio.to_thread
+
+from compaction.adapters import detect_format
+from compaction.compactor import Compactor
+from compaction.config import CompactionConfig
+from compaction.errors import CompactionError, TranscriptError
+from compaction.middleware._store import summary_message
+from compaction.result import CompactionResult
+from compaction.server.errors import (
+    ApiError,
+    not_found,
+    one_line,
+    transcript_error,
+)
+from compaction.server.events import (
+    EventBus,
+)
+from compaction.server.schemas import (
+    CompactOptions,
+    CompactRequest,
+    CompactResult,
+)
+from compaction.server.settings import ServerSettings, make_summarizer
+from compaction.server.worker import WorkerLoop
+from compaction.store import SessionContext, SessionStore
+from compaction.summarizers.base import SummarizerError
+
+logger = logging.getLogger("compaction.server")
+T = TypeVar("T")
+
+SessionFormat = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True)
+class SessionInput:
+    """What a session's context looks like to the library."""
+
+    format: SessionFormat
+    messages: list[dict[str, Any]]
+    system: Any
+    offset: int  # index of stored context message 0 in ``messages`` (1 after an injected system message)
+    ids: list[int]
+
+
+class ServiceCore:
+    """The state behind the routes: the store, the compactors, the event bus, in-flight work.
+
+    :class:`~compaction.server.service.CompactionService` adds the session operations on top."""
+
+    def __init__(self, settings: ServerSettings, store: SessionStore | None = None) -> None:
+        self.settings = settings
+        self.config = settings.config
+        # Store mode, as the middleware's ContextManager derives it (then it reuses our compactor).
+        self.session_config = settings.config.model_copy(
+            update={"protect_first_user_message": False, "summary_placement": "message"}
+        )
+        self.summarizer = make_summarizer(settings.summarizer, settings.config)
+        if store is None:
+            from compaction.sqlite_store import SQLiteSessionStore
+
+            store = SQLiteSessionStore(settings.store_path)
+        self.store: SessionStore = store
+        self.bus = EventBus()
+        self.draining = False
+        self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
+        self._compactors_lock = threading.Lock()
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._session_locks: dict[str, list[Any]] = {}
+        self._closed = False
+        self.worker = WorkerLoop()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    async def run_store(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A blocking store call, in a worker thread (SQLite must not stall the event loop)."""
+        return await anyio.to_thread.run_sync(lambda: func(*args, **kwargs))
+
+    def compactor(self, model: str, options: CompactOptions | None = None, *, session: bool = False) -> Compactor:
+        """The (cached) compactor for a model and per-request options; thread-safe."""
+        base = self.session_config if session else self.config
+        update = options.model_dump(exclude_none=True) if options is not None else {}
+        key = (model, json.dumps([session, update], sort_keys=True))
+        with self._compactors_lock:
+            compactor = self._compactors.get(key)
+            if compactor is not None:
+                self._compactors.move_to_end(key)
+                return compactor
+        try:
+            config = CompactionConfig.model_validate({**base.model_dump(), **update}) if update else base
+            compactor = Compactor(model, self.summarizer, config)
+        except ValueError as exc:  # pydantic's ValidationError and guards' ContextWindowTooSmall included
+            raise ApiError(400, "invalid_options", one_line(exc), field="options") from None
+        with self._compactors_lock:
+            compactor = self._compactors.setdefault(key, compactor)
+            while len(self._compactors) > self.settings.compactor_cache_size:
+                self._compactors.popitem(last=False)
+        return compactor
+
+    def check_accepting(self) -> None:
+        if self.draining:
+            raise ApiError(503, "unavailable", "the server is shutting down", headers={"Retry-After": "1"})
+
+    async def tracked(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` as a tracked task that a client disconnect does not cancel: shutdown waits
+        for it, and its result is saved even if nobody reads the answer."""
+        task: asyncio.Task[T] = asyncio.ensure_future(coro)
+        self._inflight.add(task)
+        self._idle.clear()
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._inflight.discard(t)
+            if not self._inflight:
+                self._idle.set()
+            if not t.cancelled() and t.exception() is not None:
+                t.exception()  # retrieved: no "exception was never retrieved" warning
+
+        task.add_done_callback(done)
+        return await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Stop accepting compactions, wait for the in-flight ones (bounded), close the event streams."""
+        self.draining = True
+        if self._inflight:
+            logger.info("waiting for %d in-flight compaction(s) to finish", len(self._inflight))
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.settings.drain_timeout_s)
+            except TimeoutError:
+                logger.warning("drain timeout: %d compaction(s) still running", len(self._inflight))
+        self.bus.close()
+
+    def begin_shutdown(self) -> None:
+        """Called by the server as soon as shutdown starts (before it waits for connections)."""
+        if not self.draining:
+            self.draining = True
+            asyncio.get_running_loop().create_task(self.drain())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.bus.close()
+        self.worker.stop()
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()
+
+    # -- stateless compaction -----------------------------------------------------------------
+
+    async def compact(self, request: CompactRequest) -> CompactResult:
+        self.check_accepting()
+        compactor = self.compactor(request.model or self.settings.model, request.options)
+
+        async def job() -> CompactResult:  # on the worker loop, response model included
+            result = await compactor.acompact(
+                request.messages,
+                request.instructions,
+                system=request.system,
+                previous_summary=request.previous_summary,
+                pinned=request.pinned,
+                budget=request.budget,
+            )
+            data = result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
+            return CompactResult.model_validate(data)
+
+        try:
+            return await self.tracked(self.worker.run(job()))
+        except TranscriptError as exc:
+            raise transcript_error(exc) from None
+        except CompactionError as exc:
+            raise ApiError(422, "compaction_failed", one_line(exc)) from None
+        except SummarizerError as exc:
+            raise ApiError(502, "summarizer_failed", one_line(exc)) from None
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    async def context(self, session_id: str) -> SessionContext:
+        try:
+            return await self.run_store(self.store.context, session_id)
+        except KeyError:
+            raise not_found("session", session_id) from None
+
+    def session_input(self, ctx: SessionContext) -> SessionInput:
+        messages = [m.message for m in ctx.messages]
+        system = ctx.system
+        fmt: SessionFormat = "anthropic" if isinstance(system, list) else detect_format(messages)
+        if system is None:
+            return SessionInput(fmt, messages, None, 0, [m.id for m in ctx.messages])
+        if fmt == "openai":
+            lead = {"role": "system", "content": system}
+            return SessionInput(fmt, [lead, *messages], None, 1, [m.id for m in ctx.messages])
+        return SessionInput(fmt, messages, system, 0, [m.id for m in ctx.messages])
+
+    def render_context(self, ctx: SessionContext) -> tuple[SessionInput, list[dict[str, Any]], list[int | None]]:
+        """The messages for the next model call: [system (OpenAI)] + [summary] + newer messages."""
+        data = self.session_input(ctx)
+        out: list[dict[str, Any]] = []
+        ids: list[int | None] = []
+        rest = data.messages[data.offset :]
+        if data.offset:
+            out.append(data.messages[0])
+            ids.append(None)
+        if ctx.summary:  # as the middleware's ContextManager rebuilds it
+            cfg = self.session_config
+            out.append(summary_message(ctx.summary, cfg))
+            ids.append(None)
+            first = rest[0].get("role") if rest else None
+            alternation = cfg.ensure_alternation if cfg.ensure_alternation is not None else data.format == "anthropic"
+            if alternation and first in ("user", "tool"):
+                out.append({"role": "assistant", "content": cfg.acknowledgement})
+                ids.append(None)
+        out.extend(rest)
+        ids.extend(data.ids)
+        return data, out, ids
+
+    def measure(self, ctx: SessionContext) -> tuple[int, bool]:
+        data, messages, _ = self.render_context(ctx)
+        compactor = self.compactor(ctx.model or self.settings.model, session=True)
+        try:
+            tokens = compactor.count(messages, system=data.system if data.format == "anthropic" else None)
+        except TranscriptError:  # stored before validation existed; report it, do not fail reads
+            return 0, False
+        return tokens, compactor.decide(tokens).should_compact
+
+
+def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:
+    data = result.to_dict()
+    if not include_removed:
+        data["removed"], data["archive"] = [], {}
+    if not include_record:
+        data["record"] = {}
+    return data

@@ -1,0 +1,163 @@
+"""Error answers: ``{"error": {...}}`` bodies, the API error exception, the exception handlers."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from compaction.errors import CompactionError, TranscriptError
+from compaction.middleware.events import CompactionFailed
+from compaction.server.schemas import (
+    ErrorBody,
+    ErrorResponse,
+)
+from compaction.summarizers.base import SummarizerError
+
+logger = logging.getLogger("compaction.server")
+
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("compaction_request_id", default=None)
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {...}}`` with ``status``."""
+
+    def __init__(
+        self,
+        status: int,
+        type: str,
+        message: str,
+        *,
+        index: int | None = None,
+        field: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+        self.index = index
+        self.field = field
+        self.headers = dict(headers or {})
+
+    def body(self) -> ErrorBody:
+        return ErrorBody(
+            type=self.type, message=self.message, index=self.index, field=self.field, request_id=REQUEST_ID.get()
+        )
+
+
+def error_response(status: int, body: ErrorBody, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        ErrorResponse(error=body).model_dump(mode="json", exclude_none=True), status_code=status, headers=headers
+    )
+
+
+def transcript_error(exc: TranscriptError, *, index_offset: int = 0) -> ApiError:
+    index = None if exc.index is None else exc.index - index_offset
+    if index is not None and index < 0:  # the injected system message: the problem is the session's system
+        return ApiError(400, "invalid_transcript", f"system: {exc.problem}", field="system")
+    where = f"message {index}: " if index is not None else ""
+    if exc.field:
+        where += f"field {exc.field!r}: "
+    return ApiError(400, "invalid_transcript", where + exc.problem, index=index, field=exc.field)
+
+
+def not_found(kind: str, key: str) -> ApiError:
+    return ApiError(404, "not_found", f"no {kind} {key!r}")
+
+
+ERRORS: dict[int, str] = {
+    400: "Invalid transcript (with the message index and field) or invalid options",
+    404: "Unknown session or archive id",
+    413: "Request body larger than the server's limit",
+    422: "Request does not match the schema (invalid_request), or the compaction cannot fit (compaction_failed)",
+    500: "Internal error: a generic message and the request id, never a traceback",
+    502: "The summarizer model failed (summarizer_failed)",
+    503: "The server is shutting down; retry elsewhere",
+}
+PAYLOAD = (400, 413, 422)  # any operation with a JSON body
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of an operation (500 is documented for every operation)."""
+    return {status: {"model": ErrorResponse, "description": ERRORS[status]} for status in statuses}
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())[:2000]
+
+
+_PUBLIC_ERRORS = (TranscriptError, CompactionError, SummarizerError)
+
+
+def public_error(event: CompactionFailed, request_id: str | None) -> ErrorBody:
+    """What a failed event may say: library errors verbatim, anything else generically (the
+    details go to the log with the request id)."""
+    exc = event.exception
+    if isinstance(exc, TranscriptError):
+        return ErrorBody(type="invalid_transcript", message=one_line(exc), index=exc.index, field=exc.field)
+    if isinstance(exc, CompactionError):
+        return ErrorBody(type="compaction_failed", message=one_line(exc))
+    if isinstance(exc, SummarizerError):
+        return ErrorBody(type="summarizer_failed", message=one_line(exc))
+    logger.error("compaction of session %s failed (request id %s): %s", event.session_id, request_id, event.error)
+    return ErrorBody(type="internal_error", message="internal error", request_id=request_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# exception handlers
+
+
+async def api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.body(), exc.headers)
+
+
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    details = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in errors[:20]
+    ]
+    first = errors[0] if errors else {}
+    loc = [p for p in first.get("loc", ()) if p != "body"]
+    index = None
+    if len(loc) >= 2 and loc[0] == "messages" and isinstance(loc[1], int):
+        index = loc[1]
+        loc = loc[2:]
+    where = ".".join(str(p) for p in loc) or None
+    message = str(first.get("msg", "invalid request"))
+    prefix = (f"message {index}: " if index is not None else "") + (f"{where}: " if where else "")
+    body = ErrorBody(
+        type="invalid_request",
+        message=prefix + message,
+        index=index,
+        field=where,
+        request_id=REQUEST_ID.get(),
+        details=details,
+    )
+    return error_response(422, body)
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    kinds = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+    kind = kinds.get(exc.status_code, "invalid_request" if exc.status_code < 500 else "internal_error")
+    message = exc.detail if isinstance(exc.detail, str) and exc.status_code < 500 else "request failed"
+    body = ErrorBody(type=kind, message=message, request_id=REQUEST_ID.get())
+    return error_response(exc.status_code, body, exc.headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error the app answers, in the ``{"error": {...}}`` shape."""
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)

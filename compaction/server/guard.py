@@ -1,0 +1,131 @@
+"""The outermost ASGI layer: request ids, the body size limit, the catch-all 500."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from compaction.server.errors import (
+    REQUEST_ID,
+    error_response,
+)
+from compaction.server.schemas import (
+    ErrorBody,
+)
+
+logger = logging.getLogger("compaction.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class GuardMiddleware:
+    """Outermost layer of the app: assigns a request id (``X-Request-ID``, echoed when the client
+    sends a sane one), enforces the body size limit before the app reads anything, and turns any
+    exception that escapes the app into a generic JSON 500 (the traceback is logged, never sent)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        token = REQUEST_ID.set(request_id)
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            if scope.get("method") in ("POST", "PUT", "PATCH"):
+                buffered = await self._read_body(scope, receive, send_with_id)
+                if buffered is None:
+                    return
+                receive = buffered
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            logger.exception(
+                "unhandled error in %s %s (request id %s)", scope.get("method"), scope.get("path"), request_id
+            )
+            if not started:
+                body = ErrorBody(
+                    type="internal_error",
+                    message="internal server error; quote the request id when reporting it",
+                    request_id=request_id,
+                )
+                await error_response(500, body)(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(token)
+
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        limit = self.max_body_bytes
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > limit:
+                    await self._too_large(scope, receive, send, declared)
+                    return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                chunks_done: list[Message] = [message]
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._too_large(scope, receive, send, size)
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                chunks_done = []
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                if chunks_done:
+                    return chunks_done[0]
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return replay
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        body = ErrorBody(
+            type="payload_too_large",
+            message=f"request body is larger than the limit of {self.max_body_bytes} bytes",
+            request_id=REQUEST_ID.get(),
+        )
+        # Connection: close, since the rest of the body is not read.
+        await error_response(413, body, headers={"Connection": "close"})(scope, receive, send)
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"x-request-id":
+            text = str(value.decode("latin-1"))
+            if 0 < len(text) <= 128 and all(c.isalnum() or c in "-_.:" for c in text):
+                return text
+    return secrets.token_hex(8)

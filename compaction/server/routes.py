@@ -1,0 +1,128 @@
+"""The routes: health, stateless compaction, sessions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import FastAPI, Path, Query
+from fastapi.responses import JSONResponse
+
+from compaction import __version__
+from compaction.server.errors import (
+    PAYLOAD,
+    error_responses,
+)
+from compaction.server.schemas import (
+    SESSION_ID_PATTERN,
+    AppendRequest,
+    AppendResponse,
+    CompactionHistory,
+    CompactRequest,
+    CompactResult,
+    CreateSessionRequest,
+    Health,
+    SessionCompactRequest,
+    SessionCompactResult,
+    SessionContextResponse,
+    SessionInfo,
+)
+from compaction.server.service import CompactionService
+from compaction.server.settings import summarizer_name
+
+SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="the session id")]
+
+
+def add_routes(app: FastAPI, service: CompactionService) -> None:
+    """Health, stateless compaction and the session routes."""
+    settings = service.settings
+
+    @app.get(
+        "/health",
+        response_model=Health,
+        tags=["service"],
+        responses={503: {"model": Health, "description": "Draining: shutting down, finishing in-flight work"}},
+    )
+    async def health() -> JSONResponse:
+        """Liveness and the server's configuration; 503 while shutting down."""
+        body = Health(
+            status="draining" if service.draining else "ok",
+            version=__version__,
+            model=settings.model,
+            summarizer=summarizer_name(settings.summarizer),
+            store=getattr(service.store, "path", type(service.store).__name__),
+            in_flight_compactions=service.in_flight,
+            event_subscribers=service.bus.subscriber_count(),
+        )
+        return JSONResponse(body.model_dump(mode="json"), status_code=503 if service.draining else 200)
+
+    @app.post(
+        "/v1/compact", response_model=CompactResult, tags=["compaction"], responses=error_responses(*PAYLOAD, 502, 503)
+    )
+    async def compact(body: CompactRequest) -> CompactResult:
+        """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`."""
+        return await service.compact(body)
+
+    @app.post(
+        "/v1/sessions",
+        response_model=SessionInfo,
+        status_code=201,
+        tags=["sessions"],
+        responses={
+            **error_responses(*PAYLOAD),
+            200: {"model": SessionInfo, "description": "The session existed; updated"},
+        },
+    )
+    async def create_session(body: CreateSessionRequest) -> JSONResponse:
+        """Create a session (id generated unless given); an existing id is updated (system/model)."""
+        info = await service.create_session(body)
+        return JSONResponse(info.model_dump(mode="json"), status_code=201 if info.created else 200)
+
+    @app.post(
+        "/v1/sessions/{session_id}/messages",
+        response_model=AppendResponse,
+        tags=["sessions"],
+        responses=error_responses(*PAYLOAD, 404, 503),
+    )
+    async def append(body: AppendRequest, session_id: SessionId) -> AppendResponse:
+        """Append messages (in the session's format; never rewritten). `auto_compact` compacts when
+        the threshold is reached, emitting the same events as a manual compaction."""
+        return await service.append(session_id, body)
+
+    @app.get(
+        "/v1/sessions/{session_id}/context",
+        response_model=SessionContextResponse,
+        tags=["sessions"],
+        responses=error_responses(404, 422),
+    )
+    async def context(session_id: SessionId) -> SessionContextResponse:
+        """The context for the next model call: the summary plus the messages after it."""
+        return await service.session_context(session_id)
+
+    @app.post(
+        "/v1/sessions/{session_id}/compact",
+        response_model=SessionCompactResult,
+        tags=["sessions"],
+        responses=error_responses(*PAYLOAD, 404, 502, 503),
+    )
+    async def compact_session(session_id: SessionId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
+        """Compact the session now (seed 004's `/compact`), optionally focused by `instructions`.
+        Not enough messages is a 200 with `compacted: false`."""
+        body = body or SessionCompactRequest()
+        result = await service.compact_session(
+            session_id, body.instructions, include_removed=body.include_removed, include_record=body.include_record
+        )
+        assert result is not None  # manual compactions always answer
+        return result
+
+    @app.get(
+        "/v1/sessions/{session_id}/compactions",
+        response_model=CompactionHistory,
+        tags=["sessions"],
+        responses=error_responses(404, 422),
+    )
+    async def compactions(
+        session_id: SessionId,
+        include_record: bool = Query(default=False, description="include each run's replayable record"),
+    ) -> CompactionHistory:
+        """The session's compaction history, oldest first."""
+        return await service.history(session_id, include_record)

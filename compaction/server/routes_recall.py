@@ -1,0 +1,95 @@
+"""The routes that read a session back: its event stream, recall, archived messages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import FastAPI, Header, Path, Query
+from fastapi.responses import StreamingResponse
+
+from compaction.server.errors import (
+    error_responses,
+)
+from compaction.server.schemas import (
+    SESSION_ID_PATTERN,
+    ArchivedMessage,
+    RecallResponse,
+)
+from compaction.server.service import CompactionService
+
+SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="the session id")]
+
+
+def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
+    """The event stream, recall and the archive: what a session reads back."""
+    settings = service.settings
+
+    @app.get(
+        "/v1/sessions/{session_id}/events",
+        tags=["sessions"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": (
+                    "Server-sent events: `event: compaction.started|compaction.finished|compaction.failed`, "
+                    "`id:` increasing, `data:` one JSON object; `: heartbeat` comments keep the stream alive."
+                ),
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **error_responses(404, 422, 503),
+        },
+    )
+    async def events(
+        session_id: SessionId,
+        last_event_id: str | None = Header(default=None, description="resume after this event id"),
+    ) -> StreamingResponse:
+        """Compaction events of one session, as they happen."""
+        service.check_accepting()
+        await service.context(session_id)  # 404 for unknown sessions
+        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else None
+        stream = service.bus.stream(session_id, last_event_id=after, heartbeat=settings.heartbeat_s)
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get(
+        "/v1/sessions/{session_id}/recall",
+        response_model=RecallResponse,
+        tags=["sessions"],
+        responses=error_responses(404, 422),
+    )
+    async def recall(
+        session_id: SessionId,
+        q: str | None = Query(
+            default=None,
+            min_length=1,
+            max_length=1_000,
+            description="an exact identifier (path, URL, hash, id) or words",
+        ),
+        archive_id: str | None = Query(
+            default=None, min_length=1, max_length=200, description="read this archived message (with q: its part)"
+        ),
+        page: int | None = Query(default=None, ge=1, le=100_000, description="page of hits, or part of the message"),
+        max_tokens: int = Query(default=2_000, ge=200, le=100_000, description="cap of the answer text"),
+    ) -> RecallResponse:
+        """Recall what this session's compactions archived: messages holding `q` verbatim (exact
+        identifiers match as substrings), else sharing its words (BM25); or the message `archive_id`,
+        a part at a time. The `answer` is the recall tool's text, secrets redacted."""
+        return await service.recall(session_id, q, archive_id, page, max_tokens)
+
+    @app.get(
+        "/v1/archive/{archive_id}",
+        response_model=ArchivedMessage,
+        tags=["sessions"],
+        responses=error_responses(404, 422),
+    )
+    async def archived(
+        archive_id: str = Path(min_length=1, max_length=200),
+        session_id: str | None = Query(
+            default=None, pattern=SESSION_ID_PATTERN, description="only find ids archived by this session"
+        ),
+    ) -> ArchivedMessage:
+        """An original message that a compaction archived, by the id its summary names."""
+        return await service.archived(archive_id, session_id)

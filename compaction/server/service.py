@@ -1,0 +1,185 @@
+"""The operations behind the session routes: create, append, read, history, recall, archive."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio.to_thread
+
+from compaction.adapters import to_canonical
+from compaction.errors import TranscriptError
+from compaction.server.errors import (
+    ApiError,
+    not_found,
+    one_line,
+    transcript_error,
+)
+from compaction.server.schemas import (
+    AppendRequest,
+    AppendResponse,
+    ArchivedMessage,
+    CompactionHistory,
+    CompactionHistoryEntry,
+    CreateSessionRequest,
+    RecallHit,
+    RecallResponse,
+    SessionContextResponse,
+    SessionInfo,
+)
+from compaction.server.session_compaction import SessionCompaction
+from compaction.store import SessionContext
+
+
+class CompactionService(SessionCompaction):
+    """The service behind the routes (state and plumbing in :class:`ServiceCore`)."""
+
+    async def create_session(self, body: CreateSessionRequest) -> SessionInfo:
+        session_id = body.session_id or f"s_{secrets.token_hex(12)}"
+        system: Any = body.system
+        if body.format == "anthropic" and isinstance(system, str):
+            system = [{"type": "text", "text": system}]  # a list marks the session as Anthropic
+        if body.format == "openai" and isinstance(system, list):
+            raise ApiError(400, "invalid_options", "an OpenAI session's system prompt is a string", field="system")
+        existed = True
+        try:
+            await self.run_store(self.store.context, session_id)
+        except KeyError:
+            existed = False
+        await self.run_store(self.store.create_session, session_id, system=system, model=body.model)
+        ctx = await self.context(session_id)
+        return SessionInfo(
+            session_id=session_id, model=ctx.model or self.settings.model, system=ctx.system, created=not existed
+        )
+
+    async def append(self, session_id: str, body: AppendRequest) -> AppendResponse:
+        ctx = await self.context(session_id)
+        await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
+        batch: list[dict[str, Any]] = list(body.messages)
+        hoisted: list[int | None] = []
+        first = batch[0]
+        plain_system = set(first) == {"role", "content"} and first["role"] == "system"
+        if plain_system and isinstance(first["content"], str) and not ctx.messages and ctx.system is None:
+            # The OpenAI system prompt becomes the session's system prompt: it then leads every
+            # context instead of being a stored message that compaction could never move past.
+            await self.run_store(self.store.create_session, session_id, system=first["content"])
+            batch, hoisted = batch[1:], [None]
+        try:
+            ids = await self.run_store(self.store.append, session_id, batch) if batch else []
+        except KeyError:
+            raise not_found("session", session_id) from None
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        ctx = await self.context(session_id)
+        tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
+        compaction = None
+        if body.auto_compact and reached:
+            self.check_accepting()
+            compaction = await self.compact_session(session_id, None, trigger="threshold")
+            tokens, reached = await anyio.to_thread.run_sync(self.measure, await self.context(session_id))
+        return AppendResponse(
+            session_id=session_id,
+            message_ids=[*hoisted, *ids],
+            context_tokens=tokens,
+            threshold_reached=reached,
+            compaction=compaction,
+        )
+
+    def _validate_batch(self, ctx: SessionContext, batch: Sequence[Mapping[str, Any]]) -> None:
+        """The new messages must read as a transcript (index = index in the batch): in Anthropic format
+        once the session is known to be Anthropic, else in the format they show."""
+        data = self.session_input(ctx)
+        probe_system = data.system if data.format == "anthropic" else None
+        try:
+            to_canonical(list(batch), probe_system, format="anthropic" if data.format == "anthropic" else None)
+        except TranscriptError as exc:
+            raise transcript_error(exc) from None
+
+    async def session_context(self, session_id: str) -> SessionContextResponse:
+        ctx = await self.context(session_id)
+        return await anyio.to_thread.run_sync(self._context_response, ctx)
+
+    def _context_response(self, ctx: SessionContext) -> SessionContextResponse:
+        session_id = ctx.session_id
+        data, messages, ids = self.render_context(ctx)
+        tokens, reached = self.measure(ctx)
+        return SessionContextResponse(
+            session_id=session_id,
+            model=ctx.model or self.settings.model,
+            format=data.format,
+            system=ctx.system,
+            summary=ctx.summary,
+            summary_through_id=ctx.summary_through_id,
+            messages=messages,
+            message_ids=ids,
+            tokens=tokens,
+            threshold_reached=reached,
+        )
+
+    async def history(self, session_id: str, include_record: bool) -> CompactionHistory:
+        try:
+            entries = await self.run_store(self.store.history, session_id)
+        except KeyError:
+            raise not_found("session", session_id) from None
+        return CompactionHistory(
+            session_id=session_id,
+            compactions=[
+                CompactionHistoryEntry(
+                    at=e.at,
+                    trigger=e.trigger,
+                    tokens_before=e.tokens_before,
+                    tokens_after=e.tokens_after,
+                    tokens_saved=max(0, e.tokens_before - e.tokens_after),
+                    messages_compacted=e.messages_compacted,
+                    fallback_level=e.fallback_level,
+                    summary=e.summary,
+                    summary_through_id=e.summary_through_id,
+                    record=dict(e.record) if include_record else None,
+                )
+                for e in entries
+            ],
+        )
+
+    async def recall(
+        self, session_id: str, query: str | None, archive_id: str | None, page: int | None, max_tokens: int
+    ) -> RecallResponse:
+        from compaction.recall import StoreRecall, recall
+
+        if query is None and archive_id is None:
+            raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
+        ctx = await self.context(session_id)
+        counter = self.compactor(ctx.model or self.settings.model, session=True).counter
+        arguments = {"query": query, "archive_id": archive_id, "page": page}
+        answer = await self.run_store(
+            recall, StoreRecall(self.store, session_id), arguments, counter=counter, max_tokens=max_tokens
+        )
+        if answer.not_found:
+            raise not_found("archived message", str(archive_id))
+        if answer.error is not None and answer.pages == 0:  # not a page past the end: the arguments
+            raise ApiError(422, "invalid_request", answer.error)
+        return RecallResponse(
+            session_id=session_id,
+            query=query,
+            archive_id=archive_id,
+            page=answer.page,
+            pages=answer.pages,
+            total=answer.total,
+            verbatim=answer.verbatim,
+            hits=[
+                RecallHit(archive_id=h.archive_id, role=h.role, verbatim=h.verbatim, score=h.score) for h in answer.hits
+            ],
+            answer=answer.text,
+            error=answer.error,
+        )
+
+    async def archived(self, archive_id: str, session_id: str | None) -> ArchivedMessage:
+        from compaction.sqlite_store import SQLiteSessionStore
+
+        if session_id is not None and isinstance(self.store, SQLiteSessionStore):
+            message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
+        else:
+            message = await self.run_store(self.store.archived, archive_id)
+        if message is None:
+            raise not_found("archived message", archive_id)
+        return ArchivedMessage(archive_id=archive_id, message=message)

@@ -1,0 +1,199 @@
+"""Compacting a stored session (manual or at the threshold) and publishing its events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+from compaction.errors import CompactionError, TranscriptError
+from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
+from compaction.result import CompactionResult
+from compaction.server.core import ServiceCore, result_dict
+from compaction.server.errors import (
+    REQUEST_ID,
+    ApiError,
+    one_line,
+    public_error,
+    transcript_error,
+)
+from compaction.server.events import (
+    COMPACTION_FAILED,
+    COMPACTION_FINISHED,
+    COMPACTION_STARTED,
+)
+from compaction.server.schemas import (
+    CompactionFailedEvent,
+    CompactionFinishedEvent,
+    CompactionStartedEvent,
+    SessionCompactResult,
+)
+from compaction.store import SessionContext
+from compaction.summarizers.base import SummarizerError
+
+
+class SessionCompaction(ServiceCore):
+    """Compacting stored sessions: one at a time per session, events published on the bus."""
+
+    @asynccontextmanager
+    async def session_lock(self, session_id: str) -> AsyncIterator[None]:
+        """One compaction per session at a time in this process (the store's compare-and-swap
+        covers other processes). Locks are dropped when nobody holds or waits for them."""
+        entry = self._session_locks.get(session_id)
+        if entry is None:
+            entry = self._session_locks[session_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._session_locks.pop(session_id, None)
+
+    async def compact_session(
+        self,
+        session_id: str,
+        instructions: str | None,
+        *,
+        trigger: Literal["manual", "threshold"] = "manual",
+        include_removed: bool = True,
+        include_record: bool = True,
+    ) -> SessionCompactResult | None:
+        """Compact a stored session with the middleware's :class:`ContextManager` in store mode.
+
+        ``trigger="threshold"`` compacts only when the session is over the threshold (and returns
+        None otherwise, or when the automatic compaction failed: the failure is an event)."""
+        self.check_accepting()
+        await self.context(session_id)  # 404 before any event
+        outcome = await self.tracked(self._compact_session(session_id, instructions, trigger))
+        if outcome is None:
+            return None
+        result, ctx, started, finished = outcome
+        data = result_dict(result, include_removed=include_removed, include_record=include_record)
+        after, messages, _ = self.render_context(ctx)
+        compacted = result.compacted
+        tokens_before = finished.tokens_before if finished else started.tokens_before if started else 0
+        tokens_after = finished.tokens_after if finished else tokens_before
+        data.update(
+            session_id=session_id,
+            messages=messages,
+            system=after.system,
+            format=after.format,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            tokens_saved=max(0, tokens_before - tokens_after),
+            summary_through_id=ctx.summary_through_id,
+            messages_compacted=result.messages_removed if compacted else 0,
+            archive_ids=list(result.archive) if compacted else [],
+        )
+        if not compacted:
+            data.update(summary=ctx.summary, fallback_level="none", removed=[], archive={}, messages_removed=0)
+        return SessionCompactResult.model_validate(data)
+
+    async def _compact_session(
+        self, session_id: str, instructions: str | None, trigger: str
+    ) -> tuple[CompactionResult, SessionContext, CompactionStarted | None, CompactionFinished | None] | None:
+        from compaction.middleware import ContextManager
+
+        seen: list[CompactionEvent] = []
+        loop = asyncio.get_running_loop()
+        request_id = REQUEST_ID.get()
+
+        def on_event(event: CompactionEvent) -> None:  # called on the worker loop
+            started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
+            seen.append(event)
+            loop.call_soon_threadsafe(self._publish, session_id, event, instructions, request_id, started)
+
+        async with self.session_lock(session_id):
+            ctx = await self.context(session_id)
+            compactor = self.compactor(ctx.model or self.settings.model, session=True)
+
+            async def job() -> CompactionResult | None:  # on the worker loop
+                try:
+                    manager = ContextManager(
+                        compactor, session_id=session_id, store=self.store, on_event=on_event, recall=False
+                    )  # it only compacts: no model call to offer the recall tool to (clients use /recall)
+                except TranscriptError as exc:  # a stored message the adapters reject
+                    raise transcript_error(exc) from None
+                try:
+                    if trigger == "threshold":
+                        return await manager.before_turn()
+                    return await manager.compact_now(instructions)
+                except TranscriptError as exc:  # index into the stored context (after an OpenAI system message)
+                    raise transcript_error(exc, index_offset=self.session_input(ctx).offset) from None
+
+            try:
+                result = await self.worker.run(job())
+            except CompactionError as exc:
+                raise ApiError(422, "compaction_failed", one_line(exc)) from None
+            except SummarizerError as exc:
+                raise ApiError(502, "summarizer_failed", one_line(exc)) from None
+            if result is None:
+                return None
+            ctx = await self.context(session_id)
+        started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
+        finished = next((e for e in seen if isinstance(e, CompactionFinished)), None)
+        return result, ctx, started, finished
+
+    def _publish(
+        self,
+        session_id: str,
+        event: CompactionEvent,
+        instructions: str | None,
+        request_id: str | None,
+        started_event: CompactionStarted | None = None,
+    ) -> None:
+        """The middleware's events as SSE events."""
+        if isinstance(event, CompactionStarted):
+            started = CompactionStartedEvent(
+                session_id=session_id,
+                trigger=event.trigger,
+                messages=event.messages,
+                tokens_before=event.tokens_before,
+                threshold=event.threshold,
+                instructions=instructions if event.trigger == "manual" else None,
+            )
+            self.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
+        elif isinstance(event, CompactionFinished):
+            r = event.result
+            finished = CompactionFinishedEvent(
+                session_id=session_id,
+                compacted=True,
+                reason=r.reason,
+                trigger=event.trigger,
+                tokens_before=event.tokens_before,
+                tokens_after=event.tokens_after,
+                tokens_saved=event.tokens_saved,
+                messages_compacted=event.messages_compacted,
+                messages_before=event.messages_before,
+                messages_after=event.messages_after,
+                fallback_level=r.fallback_level,
+                duration_s=r.duration_s,
+                text=(
+                    f"Compacted {event.messages_compacted} messages, "
+                    f"tokens {event.tokens_before} -> {event.tokens_after}"
+                ),
+            )
+            self.bus.publish(session_id, COMPACTION_FINISHED, finished.model_dump(mode="json"))
+        elif event.exception is None:  # ran, but nothing to compact: not a failure for a client
+            tokens = started_event.tokens_before if started_event is not None else 0
+            messages = started_event.messages if started_event is not None else 0
+            quiet = CompactionFinishedEvent(
+                session_id=session_id,
+                compacted=False,
+                reason=event.error,
+                trigger=event.trigger,
+                tokens_before=tokens,
+                tokens_after=tokens,
+                messages_before=messages,
+                messages_after=messages,
+                text=f"No compaction needed: {event.error}",
+            )
+            self.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
+        else:
+            failed = CompactionFailedEvent(
+                session_id=session_id, trigger=event.trigger, error=public_error(event, request_id)
+            )
+            self.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))
