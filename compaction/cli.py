@@ -144,6 +144,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = compactor.compact(messages, args.instructions, system=system, budget=args.budget)
     print("\n".join(_report_lines(result, time.perf_counter() - started)), file=sys.stderr)
+    for line in fallback_warnings(result, args.summarizer):
+        print(f"compaction: warning: {line}", file=sys.stderr)
     if args.json:
         payload: Any = result.to_dict()
     elif result.format == "anthropic":
@@ -178,6 +180,67 @@ def _report_lines(result: Any, seconds: float) -> list[str]:
         f"summarizer tokens in/out: {result.summarizer_input_tokens:,}/{result.summarizer_output_tokens:,}{cost}; "
         f"time {seconds:.2f}s",
     ]
+
+
+def fallback_warnings(result: Any, summarizer: str | None) -> list[str]:
+    """Why a compaction with a model summarizer did not get a full summary, one line per distinct failure.
+
+    A missing API key or an unknown model name does not fail the compaction (the fallback chain
+    keeps the session going), so without this the only sign is the word "partial" in the report.
+    Each line names the model, the provider's error class and message, and what was used instead."""
+    if summarizer in (None, "extractive") or result.fallback_level in ("none", "full"):
+        return []
+    calls = result.record.get("calls") or []
+    errors: list[str] = []
+    for call in calls:
+        error = call.get("error")
+        if error and error not in errors:
+            errors.append(error)
+    level = result.fallback_level
+    instead = {
+        "partial": "fell back to a partial summary (offline extractive notes for what the model did not summarize)",
+        "annotation": "fell back to an annotation only (no summary of the removed messages)",
+        "trim": "fell back to trimming the oldest messages",
+    }.get(level, f"fell back to {level}")
+    failed = sum(1 for call in calls if call.get("error"))
+    lines = [
+        f"summarizer model {summarizer!r} failed ({failed} of {len(calls)} requests): {_short_error(error)}; {instead}"
+        for error in errors[:3]
+    ]
+    if len(errors) > 3:
+        lines.append(f"... and {len(errors) - 3} more distinct summarizer errors (see --json: record.calls)")
+    if not lines:  # no call failed: e.g. messages too large for the summarizer's window
+        reason = (result.record.get("outcome") or {}).get("reason") or result.reason
+        lines.append(f"summarizer model {summarizer!r} gave a {level} summary: {reason}")
+    missing = _missing_keys(summarizer)
+    if missing:
+        lines.append(f"summarizer model {summarizer!r} needs {', '.join(missing)} in the environment (not set)")
+    return lines
+
+
+def _short_error(error: str) -> str:
+    """The provider's error class and message, without our wrapper's prefix and litellm's repeats."""
+    import re
+
+    text = error.split("last error: ", 1)[1] if "last error: " in error else error
+    # "SummarizerError: openai/x: AuthenticationError: litellm.AuthenticationError: AuthenticationError: ..."
+    text = re.sub(r"^SummarizerError: [^:\s]+(?::[^:\s]+)*: (?:summarization failed: )?", "", text)
+    text = re.sub(r"\b(\w+Error): (?:(?:litellm\.)?\1: )+", r"\1: ", text)
+    return text if len(text) <= 400 else text[:399] + "…"
+
+
+def _missing_keys(summarizer: str) -> list[str]:
+    """API keys litellm says ``summarizer`` needs and the environment lacks (litellm is loaded by now)."""
+    litellm: Any = sys.modules.get("litellm")
+    if litellm is None:
+        return []
+    try:
+        report = litellm.validate_environment(model=summarizer.removeprefix("litellm/"))
+    except Exception:  # an unknown provider: the call's own error already says so
+        return []
+    if report.get("keys_in_environment", True):
+        return []
+    return [str(key) for key in report.get("missing_keys") or []]
 
 
 def cmd_recall(args: argparse.Namespace) -> int:

@@ -362,7 +362,14 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         # The result is handed over in ``box``, not as the task's result: on its way out,
         # asyncio.run formats the finished main task (result included) when it restores the SIGINT
         # handler, and the repr of a 20,000-message result takes a second.
-        box["value"] = await coro
+        try:
+            box["value"] = await coro
+        finally:
+            # This loop ends here: close the HTTP sessions litellm opened on it, or each sync call
+            # leaks a connection (no-op when litellm was never imported).
+            from compaction.summarizers._litellm import close_loop_sessions
+
+            await close_loop_sessions()
 
     try:
         asyncio.get_running_loop()
