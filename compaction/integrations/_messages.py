@@ -1,0 +1,123 @@
+"""LangChain messages <-> the OpenAI chat dicts the engine reads, and back, keeping identity.
+
+Going in, each message is written by LangChain's own ``convert_to_openai_messages`` (what
+``langchain-openai`` sends: tool calls as JSON-string arguments, standard image blocks as data
+URLs), one message at a time so an error names its index. Coming back, an output dict equal to the
+dict of an input message *is* that message: the original object is returned, with its id, tool call
+ids, content blocks and metadata untouched. Only what compaction wrote (the summary, a pruned tool
+result, a synthetic result for a call that had none) becomes a new message, with a new id.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+
+from compaction.errors import TranscriptError
+
+__all__ = ["LC_SOURCE", "MessageMap", "message_key", "to_openai"]
+
+LC_SOURCE = "compaction"
+"""``additional_kwargs["lc_source"]`` of the messages compaction writes (LangChain's own summary
+message carries ``"summarization"``)."""
+
+
+def message_key(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """OpenAI chat dicts of ``messages``, one per message. Raises :class:`TranscriptError` naming
+    the index of a message that is not a LangChain message or that LangChain cannot convert."""
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise TranscriptError(f"expected a LangChain message, got {type(message).__name__}", index=index)
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if not call.get("id"):
+                    raise TranscriptError(
+                        f"tool call {call.get('name')!r} has no id (a result could never be matched to it)",
+                        index=index,
+                        field="tool_calls",
+                    )
+        try:
+            converted = convert_to_openai_messages(message)
+        except Exception as exc:  # LangChain's own error, with the position added
+            raise TranscriptError(f"LangChain could not convert it: {exc}", index=index) from exc
+        out.append(dict(converted))
+    return out
+
+
+class MessageMap:
+    """The input messages by their OpenAI dict, to hand back the originals for unchanged output."""
+
+    def __init__(self, messages: Sequence[BaseMessage], dicts: Sequence[Mapping[str, Any]]) -> None:
+        self._originals = list(messages)
+        self._dicts = list(dicts)
+        self._by_key: dict[str, deque[int]] = defaultdict(deque)
+        for index, message in enumerate(dicts):
+            self._by_key[message_key(message)].append(index)
+        self._tool_results: dict[str, ToolMessage] = {
+            m.tool_call_id: m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id
+        }
+
+    def back(self, output: Sequence[Mapping[str, Any]]) -> tuple[list[AnyMessage], list[BaseMessage]]:
+        """``(new state messages, originals no longer there unchanged)`` for the engine's ``output``.
+
+        Each input message is claimed at most once, in order, so repeated identical messages map to
+        distinct originals."""
+        available = {key: deque(indices) for key, indices in self._by_key.items()}
+        used: set[int] = set()
+        out: list[AnyMessage] = []
+        for position, message in enumerate(output):
+            queue = available.get(message_key(message))
+            if queue:
+                index = queue.popleft()
+                used.add(index)
+                out.append(self._originals[index])  # type: ignore[arg-type]
+            else:
+                out.append(self._new(message, position))
+        gone = [m for i, m in enumerate(self._originals) if i not in used]
+        return out, gone
+
+    def _new(self, message: Mapping[str, Any], position: int) -> AnyMessage:
+        """A message compaction wrote: new id, marked with ``lc_source``; a rewritten tool result
+        keeps its original's name, status and artifact."""
+        new_id = f"{LC_SOURCE}-{uuid.uuid4().hex[:16]}"
+        role = message.get("role")
+        content = message.get("content")
+        if role == "tool":
+            call_id = str(message.get("tool_call_id", ""))
+            original = self._tool_results.get(call_id)
+            text = content if content is not None else ""
+            if original is not None:
+                return original.model_copy(update={"content": text, "id": new_id})
+            return ToolMessage(
+                content=text, tool_call_id=call_id, id=new_id, additional_kwargs={"lc_source": LC_SOURCE}
+            )
+        if role == "user":
+            return HumanMessage(content=content or "", id=new_id, additional_kwargs={"lc_source": LC_SOURCE})
+        if role in ("system", "developer"):
+            return SystemMessage(content=content or "", id=new_id, additional_kwargs={"lc_source": LC_SOURCE})
+        if role == "assistant":
+            converted = convert_to_messages([dict(message)])[0]
+            assert isinstance(converted, AIMessage)
+            return converted.model_copy(
+                update={"id": new_id, "additional_kwargs": {**converted.additional_kwargs, "lc_source": LC_SOURCE}}
+            )
+        raise TranscriptError(f"compaction produced a message with role {role!r}", index=position, field="role")
