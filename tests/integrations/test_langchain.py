@@ -368,3 +368,19 @@ def test_explicit_engine_config_wins_over_the_derived_one() -> None:
     middleware = CompactionMiddleware("gpt-4o", trigger=("tokens", 4_000), config=config)
     assert middleware.compactor.config.summary_placement == "first_user"
     assert middleware.compactor.config.keep_recent_share == 0.05
+
+
+def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "langchain_agent.py"
+    spec = importlib.util.spec_from_file_location("langchain_agent_example", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([]) == 0
+    out = capsys.readouterr().out
+    assert "compacted:" in out
+    assert "0 broken tool pairs" in out
