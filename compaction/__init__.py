@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "answer_recall": "compaction.recall",
     "recall_tool": "compaction.recall",
     "SQLiteSessionStore": "compaction.sqlite_store",
+    "PostgresSessionStore": "compaction.postgres_store",
     "SessionNotFound": "compaction.sqlite_store",
     "SessionStore": "compaction.store",
     "ArchiveHit": "compaction.store",
@@ -110,6 +111,7 @@ __all__ = [
     "MemoryRecallIndex",
     "Message",
     "PairViolation",
+    "PostgresSessionStore",
     "ProviderMessages",
     "ProviderTokenCounter",
     "RecallAnswer",
@@ -180,6 +182,7 @@ if TYPE_CHECKING:
         parse_usage,
     )
     from compaction.pairs import PairViolation, RepairReport, Unit, repair, safe_cut_points, units, validate
+    from compaction.postgres_store import PostgresSessionStore
     from compaction.provider_counter import ProviderTokenCounter
     from compaction.recall import (
         RECALL_TOOL_NAME,

@@ -1,0 +1,573 @@
+"""The shared session store: :class:`PostgresSessionStore`, a :class:`~compaction.store.SessionStore` on
+PostgreSQL (psycopg 3 and its connection pool; ``pip install 'compaction-engine[postgres]'``).
+
+The same contract as :class:`compaction.sqlite_store.SQLiteSessionStore`, for many processes on
+many machines over one database: messages are append-only (triggers refuse ``UPDATE``, ``DELETE``
+and ``TRUNCATE`` of messages, compaction history and archive, whoever issues them), and saving a
+compaction is a compare-and-swap on the session's ``summary_through_id``.
+
+Concurrency. Every write to a session first locks the session's row (``SELECT ... FOR UPDATE``):
+appends and compactions of one session run one after the other, those of different sessions in
+parallel. The lock is what makes a session's message ids increase in commit order (ids come from
+one sequence; without it, two appends to one session could commit out of id order and a reader
+of "messages after id N" would miss the earlier one for good), and what makes the compare-and-swap
+atomic: the compaction that takes the lock second sees the first one's ``summary_through_id`` and
+returns ``False``. Reads run in ``REPEATABLE READ`` transactions where one answer takes several
+statements (one consistent snapshot).
+
+Schema (version 1, in ``compaction_meta``; created on first open under an advisory lock, so many
+processes may open a new database at once)::
+
+    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at)
+    messages    (id BIGINT IDENTITY PRIMARY KEY, session_id, message, created_at)
+                INDEX messages_by_session (session_id, id)
+    compactions (id BIGINT IDENTITY PRIMARY KEY, session_id, at, tokens_before, tokens_after,
+                 messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
+    archive     (id BIGINT IDENTITY PRIMARY KEY, session_id, archive_id, message, created_at, role, text,
+                 words TEXT[], freqs INTEGER[], length INTEGER)
+                UNIQUE (session_id, archive_id), INDEX (archive_id, id), GIN (words)
+
+JSON columns hold the JSON text exactly as written (``TEXT``, as in SQLite: ``jsonb`` would reorder
+keys). Times are Unix seconds (``DOUBLE PRECISION``).
+
+Recall (:meth:`PostgresSessionStore.search_archive`) answers as
+:class:`compaction.recall.MemoryRecallIndex` does, per session: verbatim hits first (candidates
+by ``ILIKE`` on each whitespace-separated ASCII piece of the query, each checked in Python with
+:class:`~compaction.recall._text.Phrase`), else BM25 over the words, computed in SQL from each
+archived message's word counts (``words``/``freqs``, the GIN index finds the candidates) with
+the session's archive as the corpus, so its scores equal the in-memory index's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+from compaction.sqlite_store import SessionNotFound, _check_session_id, _dumps
+from compaction.store import ArchiveHit, ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["SCHEMA_VERSION", "PostgresSessionStore", "SessionNotFound"]
+
+SCHEMA_VERSION: Final = 1
+
+_NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+
+# pg_advisory_xact_lock key for schema creation ("compacti" as an int64), so that processes that
+# open a new database at the same time do not race on CREATE TABLE.
+_SCHEMA_LOCK: Final = 0x636F6D7061637469
+
+_APPEND_ONLY: Final = """
+CREATE OR REPLACE FUNCTION compaction_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP;
+END $$"""
+
+_SCHEMA: Final[tuple[str, ...]] = (
+    "CREATE TABLE compaction_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        system TEXT,
+        model TEXT,
+        summary TEXT,
+        summary_through_id BIGINT,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        message TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX messages_by_session ON messages (session_id, id)",
+    """CREATE TABLE compactions (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        at DOUBLE PRECISION NOT NULL,
+        tokens_before INTEGER NOT NULL,
+        tokens_after INTEGER NOT NULL,
+        messages_compacted INTEGER NOT NULL,
+        fallback_level TEXT NOT NULL,
+        summary TEXT,
+        summary_through_id BIGINT,
+        "trigger" TEXT NOT NULL,
+        record TEXT NOT NULL
+    )""",
+    "CREATE INDEX compactions_by_session ON compactions (session_id, id)",
+    """CREATE TABLE archive (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        archive_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        words TEXT[] NOT NULL,
+        freqs INTEGER[] NOT NULL,
+        length INTEGER NOT NULL,
+        UNIQUE (session_id, archive_id)
+    )""",
+    "CREATE INDEX archive_by_archive_id ON archive (archive_id, id)",
+    "CREATE INDEX archive_words ON archive USING GIN (words)",
+    _APPEND_ONLY,
+    *(
+        f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}"
+        " FOR EACH ROW EXECUTE FUNCTION compaction_append_only()"
+        for table in ("messages", "compactions", "archive")
+    ),
+    *(
+        f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}"
+        " FOR EACH STATEMENT EXECUTE FUNCTION compaction_append_only()"
+        for table in ("messages", "compactions", "archive")
+    ),
+    f"INSERT INTO compaction_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')",
+)
+
+# BM25 over the session's archive, as MemoryRecallIndex computes it (k1 = 1.2, b = 0.75; the
+# corpus is the session's archive; a message's length is its number of words).
+_BM25: Final = """
+WITH q AS (SELECT DISTINCT unnest(%(words)s::text[]) AS w),
+stats AS (
+    SELECT count(*)::float8 AS n, greatest(coalesce(sum(length)::float8 / nullif(count(*), 0), 1), 1) AS avgdl
+    FROM archive WHERE session_id = %(session)s
+),
+df AS (
+    SELECT q.w, (SELECT count(*) FROM archive a WHERE a.session_id = %(session)s AND a.words @> ARRAY[q.w])::float8
+        AS df
+    FROM q
+),
+scored AS (
+    SELECT a.id, a.archive_id, a.role, a.text,
+        sum(ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) * t.f * 2.2
+            / (t.f + 1.2 * (0.25 + 0.75 * a.length / stats.avgdl))) AS score
+    FROM archive a
+    CROSS JOIN stats
+    CROSS JOIN LATERAL unnest(a.words, a.freqs) AS t(w, f)
+    JOIN df ON df.w = t.w
+    WHERE a.session_id = %(session)s AND a.words && %(words)s::text[]
+    GROUP BY a.id, a.archive_id, a.role, a.text
+)
+SELECT archive_id, role, text, score, count(*) OVER () FROM scored
+ORDER BY score DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+_PASSWORD: Final = re.compile(r"(://[^:/@]*:)[^@]*@|(password\s*=\s*)\S+", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for logs and error messages.
+
+    >>> redact_url("postgresql://app:s3cret@db:5432/compaction")
+    'postgresql://app:***@db:5432/compaction'
+    >>> redact_url("host=db password=s3cret dbname=x")
+    'host=db password=*** dbname=x'
+    """
+    return _PASSWORD.sub(lambda m: (m.group(1) or m.group(2)) + ("***@" if m.group(1) else "***"), url)
+
+
+def _loads_message(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):  # only dicts are ever written
+        raise ValueError(f"stored message is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _like_pattern(piece: str) -> str:
+    """``%piece%`` for ``ILIKE``, with the pattern's special characters escaped (escape ``\\``)."""
+    return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _word_counts(text: str) -> tuple[list[str], list[int], int]:
+    """The distinct lower-cased words of ``text``, their counts, and its length in words (as the
+    in-memory index counts them)."""
+    from compaction.recall._text import WORD
+
+    counts: dict[str, int] = {}
+    for match in WORD.finditer(text):
+        word = match.group().lower()
+        counts[word] = counts.get(word, 0) + 1
+    return list(counts), list(counts.values()), sum(counts.values())
+
+
+class PostgresSessionStore:
+    """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
+
+    ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or
+    ``host=... dbname=...``); the schema is created on first open. ``pool_size`` is the most
+    connections this store opens (one per concurrent call; the server's store calls run in up to 40
+    threads, so beyond ``pool_size`` they queue for up to ``timeout`` seconds). ``min_size``
+    connections are kept open.
+
+    Errors are those of :class:`~compaction.sqlite_store.SQLiteSessionStore`: an unknown session
+    raises :class:`~compaction.sqlite_store.SessionNotFound` (a ``KeyError``); a message that
+    cannot be stored as JSON raises ``ValueError`` naming its index in the batch.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 10, min_size: int = 1, timeout: float = 30.0) -> None:
+        try:
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError(
+                "PostgresSessionStore needs psycopg 3 and psycopg-pool: pip install 'compaction-engine[postgres]'"
+            ) from exc
+        if pool_size < 1 or min_size < 0 or min_size > pool_size:
+            raise ValueError(f"need 0 <= min_size <= pool_size and pool_size >= 1, got {min_size} and {pool_size}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        self._url = url
+        self._closed = False
+        self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=pool_size,
+            timeout=timeout,
+            open=False,
+            name="compaction-store",
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self._ensure_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections and transactions -------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The connection string, password masked."""
+        return redact_url(self._url)
+
+    def _ensure_schema(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            exists = conn.execute("SELECT to_regclass('compaction_meta') IS NOT NULL").fetchone()
+            if exists is not None and exists[0]:
+                row = conn.execute("SELECT value FROM compaction_meta WHERE key = 'schema_version'").fetchone()
+                version = int(row[0]) if row is not None else 0
+                if version > SCHEMA_VERSION:
+                    raise RuntimeError(
+                        f"session store schema version {version} is newer than this library supports "
+                        f"({SCHEMA_VERSION}); upgrade compaction"
+                    )
+                return
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    @contextmanager
+    def _tx(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A transaction on a pooled connection: committed on success, rolled back on error.
+        ``snapshot``: ``REPEATABLE READ`` (several SELECTs see one state)."""
+        if self._closed:
+            raise RuntimeError("the PostgresSessionStore is closed")
+        with self._pool.connection() as conn, conn.transaction():
+            if snapshot:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield conn
+
+    @staticmethod
+    def _lock_session(conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> tuple[Any, ...]:
+        """Lock the session's row for this transaction; its ``summary_through_id``."""
+        row = conn.execute("SELECT summary_through_id FROM sessions WHERE id = %s FOR UPDATE", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return row
+
+    @staticmethod
+    def _require_session(conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,)).fetchone() is None:
+            raise SessionNotFound(session_id)
+
+    def close(self) -> None:
+        """Close the pool and its connections (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def __enter__(self) -> PostgresSessionStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"PostgresSessionStore({self.url!r}, {state})"
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
+        """Create the session if it does not exist (idempotent); update system/model when given
+        (``None`` leaves the stored value as it is)."""
+        _check_session_id(session_id)
+        system_json = None if system is None else _dumps(system, "system")
+        now = time.time()
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, system, model, summary, summary_through_id, created_at, updated_at)"
+                " VALUES (%s, %s, %s, NULL, NULL, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET"
+                "  system = COALESCE(excluded.system, sessions.system),"
+                "  model = COALESCE(excluded.model, sessions.model),"
+                "  updated_at = CASE WHEN excluded.system IS NULL AND excluded.model IS NULL"
+                "               THEN sessions.updated_at ELSE excluded.updated_at END",
+                (session_id, system_json, model, now, now),
+            )
+
+    def sessions(self) -> list[str]:
+        """Every session id, oldest session first."""
+        with self._tx() as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY created_at, id")]
+
+    def set_model(self, session_id: str, model: str) -> None:
+        """Record a model change: :meth:`context` returns the new model from now on."""
+        _check_session_id(session_id)
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty str, got {model!r}")
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET model = %s, updated_at = %s WHERE id = %s", (model, time.time(), session_id)
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append ``messages`` in one transaction and return their ids, in order (unique across the
+        database, increasing in commit order within a session). Raises :class:`SessionNotFound`,
+        ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
+        message that is not JSON-serializable (nothing of the batch is stored then)."""
+        _check_session_id(session_id)
+        if isinstance(messages, Mapping | str | bytes):
+            raise TypeError(f"messages must be a sequence of message dicts, got one {type(messages).__name__}")
+        rows: list[str] = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise TypeError(f"message {index} of the batch is a {type(message).__name__}, not a mapping")
+            rows.append(_dumps(dict(message), f"message {index} of the batch"))
+        now = time.time()
+        with self._tx() as conn:
+            self._lock_session(conn, session_id)
+            if not rows:
+                return []
+            # Ids are drawn in the batch's order (ORDER BY n); RETURNING's order is not promised.
+            ids = conn.execute(
+                "INSERT INTO messages (session_id, message, created_at)"
+                " SELECT %s, m, %s FROM unnest(%s::text[]) WITH ORDINALITY AS b(m, n) ORDER BY n RETURNING id",
+                (session_id, now, rows),
+            ).fetchall()
+            conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (now, session_id))
+        return sorted(int(row[0]) for row in ids)
+
+    def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
+        """All messages of the session, or only those with an id above ``after_id``, oldest first."""
+        _check_session_id(session_id)
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT id, message, created_at FROM messages WHERE session_id = %s AND id > %s ORDER BY id",
+                (session_id, 0 if after_id is None else after_id),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return [StoredMessage(id=row[0], message=_loads_message(row[1]), created_at=row[2]) for row in rows]
+
+    def context(self, session_id: str) -> SessionContext:
+        """The session's summary, system, model and the messages after ``summary_through_id``
+        (one consistent snapshot)."""
+        _check_session_id(session_id)
+        with self._tx(snapshot=True) as conn:
+            head = conn.execute(
+                "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = %s", (session_id,)
+            ).fetchone()
+            if head is None:
+                raise SessionNotFound(session_id)
+            system_json, model, summary, through = head
+            rows = conn.execute(
+                "SELECT id, message, created_at FROM messages WHERE session_id = %s AND id > %s ORDER BY id",
+                (session_id, 0 if through is None else through),
+            ).fetchall()
+        return SessionContext(
+            session_id=session_id,
+            summary=summary,
+            summary_through_id=through,
+            messages=tuple(StoredMessage(id=r[0], message=_loads_message(r[1]), created_at=r[2]) for r in rows),
+            system=None if system_json is None else json.loads(system_json),
+            model=model,
+        )
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def save_compaction(
+        self,
+        session_id: str,
+        *,
+        expected_through_id: int | None,
+        new_through_id: int,
+        summary: str | None,
+        entry: CompactionEntry,
+        archive: Mapping[str, Mapping[str, Any]] = _NO_ARCHIVE,
+    ) -> bool:
+        """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``
+        (``None`` matches a session never compacted); else return ``False`` and change nothing.
+
+        With the session's row locked: set the summary and ``summary_through_id``, add ``entry`` to
+        the history and ``archive`` to the archive (an archive id the session already stored keeps
+        its first message), all in one transaction. Caller errors raise as in
+        :meth:`compaction.sqlite_store.SQLiteSessionStore.save_compaction`.
+        """
+        _check_session_id(session_id)
+        if isinstance(new_through_id, bool) or not isinstance(new_through_id, int):
+            raise ValueError(f"new_through_id must be a message id (int), got {new_through_id!r}")
+        if expected_through_id is not None and new_through_id <= expected_through_id:
+            raise ValueError(
+                f"new_through_id {new_through_id} must be above expected_through_id {expected_through_id}: "
+                "a compaction only moves summary_through_id forward"
+            )
+        if entry.summary_through_id != new_through_id:
+            raise ValueError(
+                f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
+            )
+        record_json = _dumps(dict(entry.record), "entry.record")
+        from compaction.recall._text import archive_text
+
+        archive_rows = []
+        for archive_id, message in archive.items():
+            message_json = _dumps(dict(message), f"archived message {archive_id!r}")
+            role, text = archive_text(message)
+            archive_rows.append((session_id, str(archive_id), message_json, role, text, *_word_counts(text)))
+        now = time.time()
+        with self._tx() as conn:
+            head = self._lock_session(conn, session_id)
+            if head[0] != expected_through_id:
+                return False  # lost the race: another worker compacted first
+            owner = conn.execute("SELECT session_id FROM messages WHERE id = %s", (new_through_id,)).fetchone()
+            if owner is None or owner[0] != session_id:
+                where = "no message" if owner is None else f"a message of session {owner[0]!r}"
+                raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+            conn.execute(
+                "UPDATE sessions SET summary = %s, summary_through_id = %s, updated_at = %s WHERE id = %s",
+                (summary, new_through_id, now, session_id),
+            )
+            conn.execute(
+                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
+                ' fallback_level, summary, summary_through_id, "trigger", record)'
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    session_id,
+                    float(entry.at),
+                    int(entry.tokens_before),
+                    int(entry.tokens_after),
+                    int(entry.messages_compacted),
+                    str(entry.fallback_level),
+                    entry.summary,
+                    entry.summary_through_id,
+                    str(entry.trigger),
+                    record_json,
+                ),
+            )
+            if archive_rows:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO archive (session_id, archive_id, message, role, text, words, freqs, length,"
+                        " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                        " ON CONFLICT (session_id, archive_id) DO NOTHING",
+                        [(*row, now) for row in archive_rows],
+                    )
+        return True
+
+    def history(self, session_id: str) -> list[CompactionEntry]:
+        """The session's compactions, oldest first."""
+        _check_session_id(session_id)
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
+                ' summary_through_id, "trigger", record FROM compactions WHERE session_id = %s ORDER BY id',
+                (session_id,),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return [
+            CompactionEntry(
+                at=row[0],
+                tokens_before=row[1],
+                tokens_after=row[2],
+                messages_compacted=row[3],
+                fallback_level=row[4],
+                summary=row[5],
+                summary_through_id=row[6],
+                record=json.loads(row[8]),
+                trigger=row[7],
+            )
+            for row in rows
+        ]
+
+    def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
+        """The archived original message stored under ``archive_id``, or ``None``; with
+        ``session_id``, only one that session archived (else the first archived under that id)."""
+        with self._tx() as conn:
+            if session_id is None:
+                row = conn.execute(
+                    "SELECT message FROM archive WHERE archive_id = %s ORDER BY id LIMIT 1", (archive_id,)
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT message FROM archive WHERE session_id = %s AND archive_id = %s", (session_id, archive_id)
+                ).fetchone()
+        return None if row is None else _loads_message(row[0])
+
+    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+        """Recall: the messages this session archived that match ``query``, best first, ``limit``
+        of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
+        Raises ``ValueError`` for a blank query or a negative ``limit`` / ``offset``,
+        :class:`SessionNotFound` for an unknown session."""
+        from compaction.recall._text import Phrase, query_words, rank_verbatim
+
+        _check_session_id(session_id)
+        query = query.strip() if isinstance(query, str) else ""
+        if not query:
+            raise ValueError("the query is empty")
+        if limit < 0 or offset < 0:
+            raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
+        phrase = Phrase(query)
+        with self._tx(snapshot=True) as conn:
+            self._require_session(conn, session_id)
+            rows = conn.execute(
+                "SELECT id, archive_id, role, text FROM archive WHERE session_id = %s AND text ILIKE ALL(%s::text[])",
+                # ILIKE folds case by the database's locale (ASCII only under C): other pieces are
+                # left to the Python check.
+                (session_id, [_like_pattern(piece) for piece in query.split() if piece.isascii()]),
+            ).fetchall()
+            found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
+            if found:
+                ranked = [(key, *phrase.rank(found[key][3])) for key in found]
+                scores = {key: score for key, _, score in ranked}
+                order = rank_verbatim(ranked)
+                hits = tuple(
+                    ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
+                    for key in order[offset : offset + limit]
+                )
+                return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
+            words = query_words(query)
+            if not words:
+                return ArchiveSearch((), total=0, verbatim=0, offset=offset)
+            arguments = {"session": session_id, "words": words}
+            page = conn.execute(_BM25, {**arguments, "limit": limit, "offset": offset}).fetchall()
+            if page:
+                total = int(page[0][4])
+            else:  # a page past the end (or limit 0): count the hits alone
+                counted = conn.execute(_BM25, {**arguments, "limit": 1, "offset": 0}).fetchone()
+                total = 0 if counted is None else int(counted[4])
+        hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in page)
+        return ArchiveSearch(hits, total=total, verbatim=0, offset=offset)
