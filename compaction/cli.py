@@ -55,10 +55,21 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
 
 
+DISTRIBUTION = "compaction-engine"  # the name on PyPI; "compaction" there is another project
+INSTALL_SERVER = f"pip install '{DISTRIBUTION}[server]' (from a clone: pip install -e '.[server]')"
+
+
 def _version() -> str:
+    """The installed distribution's version (``compaction-engine``), or the package's own when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
     from compaction import __version__
 
-    return f"compaction {__version__}"
+    try:
+        installed = version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree (PYTHONPATH) without installing
+        installed = __version__
+    return f"compaction {installed} (pip package {DISTRIBUTION})"
 
 
 class CliError(Exception):
@@ -297,13 +308,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65_535:
-        raise CliError(f"--port must be 0-65535, got {args.port}", EXIT_USAGE)
+    # The options are checked by the runner (python -m compaction.server too), after this import.
     try:
         from compaction.server.runner import run
     except ImportError as exc:
         raise CliError(
-            f"`compaction serve` needs the server extra: pip install 'compaction-engine[server]' (missing {exc.name})",
+            f"`compaction serve` needs the server extra (missing {exc.name}): {INSTALL_SERVER}",
             EXIT_USAGE,
         ) from None
     return run(args)

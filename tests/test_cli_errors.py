@@ -60,16 +60,56 @@ def test_demo_window_below_minimum(capsys: pytest.CaptureFixture[str]) -> None:
     assert "16000" in line
 
 
-def test_serve_port_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--port", "99999"]) == EXIT_USAGE
-    assert "--port must be 0-65535, got 99999" in _error_line(capsys.readouterr().err)
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--port", "99999"], ["--port must be 0-65535, got 99999"]),
+        (["--port", "-1"], ["--port must be 0-65535, got -1"]),
+        (["--window", "0"], ["--window", "16,000", "got 0"]),
+        (["--window", "-5"], ["--window", "got -5"]),
+        (["--keep-recent", "-1"], ["--keep-recent", "-1"]),
+        (["--threshold", "0"], ["--threshold", "got 0"]),
+        (["--heartbeat", "0"], ["--heartbeat"]),
+        (["--port", "-1", "--window", "0"], ["--port", "--window"]),  # every problem at once
+    ],
+)
+def test_serve_bad_options_are_usage_errors(
+    argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--db", ":memory:", *argv]) == EXIT_USAGE
+    line = _error_line(capsys.readouterr().err)
+    for word in words:
+        assert word in line
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_server_module_bad_port_is_one_line(port: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "compaction.server", "--db", ":memory:", "--port", port],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+    assert proc.returncode == EXIT_USAGE
+    assert f"--port must be 0-65535, got {port}" in _error_line(proc.stderr)
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"compaction {__version__}"
+    assert capsys.readouterr().out.strip() == f"compaction {__version__} (pip package compaction-engine)"
+
+
+def test_installed_distribution_is_compaction_engine() -> None:
+    """The install name is compaction-engine (PyPI's "compaction" is another project) and its
+    version is the package's."""
+    from importlib.metadata import distribution
+
+    dist = distribution("compaction-engine")
+    assert dist.version == __version__
+    assert "compaction = compaction.cli:main" in (dist.read_text("entry_points.txt") or "")
 
 
 def test_jsonl_in_gives_jsonl_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,5 +149,16 @@ def test_server_module_without_the_extra_says_what_to_install() -> None:
     )
     assert proc.returncode == EXIT_USAGE
     line = _error_line(proc.stderr)
-    assert "server" in line
-    assert "pip install" in line
+    assert "pip install 'compaction-engine[server]'" in line
+    assert "pip install -e '.[server]'" in line
+
+
+def test_serve_without_the_extra_names_the_distribution(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delitem(sys.modules, "compaction.server.runner", raising=False)
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn -> ImportError, as when not installed
+    assert main(["serve"]) == EXIT_USAGE
+    line = _error_line(capsys.readouterr().err)
+    assert "pip install 'compaction-engine[server]'" in line
+    assert "uvicorn" in line

@@ -11,8 +11,8 @@ def main() -> int:
     except ImportError as exc:  # FastAPI or uvicorn missing: say what to install, not a traceback
         missing = exc.name or "fastapi/uvicorn"
         print(
-            f"python -m compaction.server: error: the HTTP service needs the 'server' extra (missing {missing}); "
-            "install it with: pip install -e '.[server]' (from a clone) or pip install fastapi uvicorn",
+            f"python -m compaction.server: error: the HTTP service needs the 'server' extra (missing {missing}): "
+            "pip install 'compaction-engine[server]' (from a clone: pip install -e '.[server]')",
             file=sys.stderr,
         )
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,10 @@ from fastapi import FastAPI
 
 from compaction.config import CompactionConfig
 from compaction.server.app import CompactionService, create_app
+from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
+from compaction.server.protocol import guarded_h11
+from compaction.server.settings import ServerSettings
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -60,7 +64,11 @@ def server_for(
     graceful_timeout: int | None = 150,
     **uvicorn_options: Any,
 ) -> Server:
-    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``."""
+    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``.
+
+    Connections use :func:`~compaction.server.protocol.guarded_h11`: request headers must arrive
+    within the app's ``header_timeout_s`` (10 s by default)."""
+    uvicorn_options.setdefault("http", guarded_h11(_header_timeout(app)))
     config = uvicorn.Config(
         app,
         host=host,
@@ -71,6 +79,11 @@ def server_for(
         **uvicorn_options,
     )
     return Server(config)
+
+
+def _header_timeout(app: Any) -> float:
+    service = _find_service(app)
+    return service.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +111,36 @@ def _check_summarizer(name: str) -> str | None:
     return None
 
 
+def option_errors(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the parsed options, checked before anything starts (uvicorn would give a
+    traceback for a bad port; a zero window used to be taken as "unset")."""
+    from guards import HARD_MIN_TOKENS
+
+    errors: list[str] = []
+    if not 0 <= args.port <= 65_535:
+        errors.append(f"--port must be 0-65535, got {args.port}")
+    window = getattr(args, "window", None)
+    if window is not None and window < HARD_MIN_TOKENS:
+        errors.append(f"--window must be a number of tokens, at least {HARD_MIN_TOKENS:,}; got {window}")
+    if getattr(args, "keep_recent", 0) < 0:
+        errors.append(f"--keep-recent must be 0 or more, got {args.keep_recent}")
+    if not getattr(args, "threshold", 1.0) > 0:
+        errors.append(f"--threshold must be a fraction of the window (0-1] or tokens (> 1), got {args.threshold:g}")
+    if getattr(args, "max_body_bytes", 1) < 1:
+        errors.append(f"--max-body-bytes must be positive, got {args.max_body_bytes}")
+    if not getattr(args, "heartbeat", 1.0) > 0:
+        errors.append(f"--heartbeat must be a positive number of seconds, got {args.heartbeat:g}")
+    if not getattr(args, "drain_timeout", 0.0) >= 0:
+        errors.append(f"--drain-timeout must be 0 or more seconds, got {args.drain_timeout:g}")
+    return errors
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the server with parsed ``args``; returns when it has shut down."""
+    errors = option_errors(args)
+    if errors:
+        print(f"compaction serve: error: {'; '.join(errors)}", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     problem = _check_summarizer(args.summarizer)
     if problem:
@@ -108,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
     try:
         options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}
-        if args.window:
+        if args.window is not None:
             options["window"] = args.window
         app = create_app(
             store_path=args.db,
@@ -118,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
             config=CompactionConfig(**options),
             heartbeat_s=args.heartbeat,
             drain_timeout_s=args.drain_timeout,
+            **_limits(args),
         )
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"compaction serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     server = server_for(
@@ -131,6 +173,18 @@ def run(args: argparse.Namespace) -> int:
     )
     server.run()
     return 0 if server.started else 1
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """API keys, rate limit, timeouts and client permissions from the parsed options."""
+    return {
+        "api_keys": load_keys(os.environ, args.api_keys_file),
+        "rate_limit": args.rate_limit,
+        "rate_burst": args.rate_burst,
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
