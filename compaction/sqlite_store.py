@@ -563,6 +563,45 @@ class SQLiteSessionStore:
             model=model,
         )
 
+    # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
+
+    # Not part of the versioned schema: a cache the context manager can always rebuild, created on
+    # first use so that files of every schema version (and other writers) keep working.
+    _PREPARED_TABLE: Final = (
+        "CREATE TABLE IF NOT EXISTS prepared (session_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+        "state TEXT NOT NULL)"
+    )
+
+    def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
+        """``(version, state)`` of the session's background-prepared summary; ``(0, None)`` when
+        none was ever saved, ``state`` None when it was cleared."""
+        _check_session_id(session_id)
+        with self._write() as conn:
+            conn.execute(self._PREPARED_TABLE)
+            row = conn.execute("SELECT version, state FROM prepared WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None:
+            return 0, None
+        state = json.loads(row[1])
+        return int(row[0]), state if isinstance(state, dict) else None
+
+    def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
+        """Compare-and-swap the prepared state on its version (``state=None`` clears it; the version
+        still moves on, so a writer that read the old state cannot bring it back). Returns the new
+        version, or None (nothing changed) when another writer changed it first."""
+        _check_session_id(session_id)
+        text = _dumps(state, "prepared state")
+        with self._write() as conn:
+            conn.execute(self._PREPARED_TABLE)
+            row = conn.execute("SELECT version FROM prepared WHERE session_id = ?", (session_id,)).fetchone()
+            if (0 if row is None else int(row[0])) != expected_version:
+                return None
+            conn.execute(
+                "INSERT INTO prepared (session_id, version, state) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET version = excluded.version, state = excluded.state",
+                (session_id, expected_version + 1, text),
+            )
+            return expected_version + 1
+
     # -- compaction -------------------------------------------------------------------------
 
     def save_compaction(

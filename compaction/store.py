@@ -125,3 +125,18 @@ class SessionStore(Protocol):
 
     def set_model(self, session_id: str, model: str) -> None:
         """Record a model change; the budget is re-derived from the new model's window."""
+
+
+@runtime_checkable
+class PreparedStateStore(Protocol):
+    """Optional for a :class:`SessionStore`: keeps the context manager's background-prepared summary
+    (:mod:`compaction.middleware.prepare`) so a restart or another process neither loses it nor
+    makes it again. ``state`` is JSON-serializable; writes are a compare-and-swap on a version."""
+
+    def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
+        """``(version, state)``: ``(0, None)`` when none was ever saved, ``state`` None when cleared."""
+
+    def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
+        """Replace the prepared state (``None`` clears it) if its version is still
+        ``expected_version``. Returns the new version (``expected_version + 1``), or None (nothing
+        changed) when another writer got there first."""

@@ -16,6 +16,7 @@ from compaction.middleware.events import (
     EventHandler,
 )
 from compaction.middleware.manager import LOGGER, ContextManager, ContextMeasure
+from compaction.middleware.prepare import PreparedUsage, PrepareSettings
 from compaction.middleware.usage import UsageReport, parse_usage
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "ContextManager",
     "ContextMeasure",
     "EventHandler",
+    "PrepareSettings",
+    "PreparedUsage",
     "UsageReport",
     "parse_usage",
 ]

@@ -70,6 +70,10 @@ class CompactionFinished:
     messages_before: int
     messages_after: int
     result: CompactionResult = field(repr=False)
+    background_tokens: int = 0
+    """Summarizer tokens (input + output) spent by background preparation in this session so far,
+    adopted or thrown away: the extra cost against compacting on demand (0 when it is off). How
+    this compaction used the prepared summary is in ``result.record["prepared"]``."""
     name: ClassVar[str] = "session.compacted"
 
     def to_dict(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from compaction.adapters import message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
 from compaction.middleware import _store
+from compaction.middleware.background import Preparer, compact_prepared
 from compaction.middleware.events import (
     CompactionFailed,
     CompactionFinished,
@@ -44,6 +45,7 @@ from compaction.middleware.events import (
     emit,
     handlers_of,
 )
+from compaction.middleware.prepare import PreparedUsage, PrepareSettings
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
 from compaction.recall._memory import MemoryRecallIndex
@@ -195,6 +197,14 @@ class ContextManager:
     adds the ``recall`` answers right after it (Anthropic: inside your next user message of tool
     results); run the other calls and skip ``recall``. ``recall=False`` offers nothing.
 
+    Background preparation (``prepare=True`` or a :class:`~compaction.middleware.PrepareSettings`;
+    off by default). Past ``mark`` of the trigger, the messages that aged out of the protected tail
+    are summarized in an ``asyncio`` task that :meth:`before_turn` and :meth:`complete` never await
+    (:mod:`compaction.middleware.background`); at the threshold (or :meth:`compact_now` without
+    instructions) the prepared summary is swapped in, with no model call when the result stays
+    under ``accept`` of the trigger, else one call for what aged out since. :attr:`prepared` says
+    what it spent; call :meth:`aclose` before dropping the manager.
+
     >>> import asyncio
     >>> from compaction import Compactor, CompactionConfig
     >>> cm = ContextManager(Compactor("gpt-4o", config=CompactionConfig(keep_recent_messages=2)))
@@ -225,6 +235,7 @@ class ContextManager:
         recall: bool = True,
         recall_max_tokens: int = DEFAULT_MAX_TOKENS,
         max_recall_rounds: int = 3,
+        prepare: PrepareSettings | bool = False,
     ) -> None:
         if max_recall_rounds < 0:
             raise ValueError(f"max_recall_rounds must be >= 0, got {max_recall_rounds}")
@@ -272,6 +283,8 @@ class ContextManager:
         self._recall_pending: _PendingRecall | None = None
         self._work = self._derive(compactor)
         self._refresh_fixed()
+        settings = prepare if isinstance(prepare, PrepareSettings) else PrepareSettings(enabled=bool(prepare))
+        self._preparer = Preparer(settings) if settings.enabled else None
         if store is not None:
             # Leading system messages of a new stored session become its system prompt: stored, they
             # would sit in front of every summarized run and the summary could never move past them.
@@ -285,6 +298,8 @@ class ContextManager:
                     self._to_canonical(m)  # invalid input fails before anything is stored
                 store.append(session_id, [dict(m) for m in messages])
             self._load_from_store()
+            if self._preparer is not None:
+                self._preparer.load(self)  # a summary prepared before a restart, or by another process
         else:
             initial = [dict(m) for m in messages]
             self._replace(initial, [None] * len(initial))
@@ -380,6 +395,32 @@ class ContextManager:
         if self.store is not None:
             return self.store.history(self.session_id)
         return list(self._history)
+
+    def replace_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Without a store: replace the context (e.g. after editing or removing messages). A summary
+        prepared in the background for messages that changed is discarded."""
+        if self.store is not None:
+            raise RuntimeError("replace_messages() needs a context without a store (stored messages are append-only)")
+        for position, message in enumerate(messages):
+            if not isinstance(message, Mapping):
+                raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
+        self._replace([dict(m) for m in messages], [None] * len(messages))
+
+    @property
+    def prepared(self) -> PreparedUsage | None:
+        """What background preparation spent so far (None when it is off): jobs, summarizer calls
+        and tokens, states thrown away. The extra cost against compacting on demand."""
+        return self._preparer.usage if self._preparer is not None else None
+
+    @property
+    def preparing(self) -> bool:
+        """A background job is running."""
+        return self._preparer is not None and self._preparer.running
+
+    async def aclose(self) -> None:
+        """Cancel a background job and wait until it is gone (call before dropping the manager)."""
+        if self._preparer is not None:
+            await self._preparer.cancel()
 
     def reload(self) -> None:
         """Store mode: rebuild the context from the store (summary + messages after the through id)."""
@@ -478,6 +519,8 @@ class ContextManager:
             self._streak = 0
             self._cap_reported = False
             self._wait_until = None
+            if self._preparer is not None:
+                self._preparer.maybe_start(self, decision.effective_tokens)  # never awaited here
             return None
         trigger: EventTrigger = "iterations" if periodic else "threshold"
         waiting = self._wait_until is not None and decision.effective_tokens < self._wait_until
@@ -560,6 +603,12 @@ class ContextManager:
             return response
 
     async def _complete_once(self, call: Any, kwargs: dict[str, Any]) -> Any:
+        if self._preparer is not None and self._preparer.state is not None:
+            measure = self.measure()
+            decision = self._decide(measure)
+            if decision.action == "block":  # would overflow: swap the prepared summary in first
+                async with self._lock:
+                    await self._compact("overflow", measure, decision)
         request, system, prepended = self._request(self._messages)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
@@ -597,6 +646,8 @@ class ContextManager:
         )
         self._work = self._derive(self.compactor)
         self._refresh_fixed()
+        if self._preparer is not None:
+            self._preparer.abort()  # prepared for the old model and window
         base = self._base
         self._counts = [base.count_message(m) for m in self._canon]
         self._sum = sum(self._counts)
@@ -638,7 +689,12 @@ class ContextManager:
         started = time.perf_counter()
         acompact_trigger: Trigger = "manual" if manual else "threshold"
         try:
-            if self.store is not None:
+            prepared = None
+            if self._preparer is not None and instructions is None:
+                prepared = await compact_prepared(self, acompact_trigger, trigger, measure)
+            if prepared is not None:
+                result = prepared
+            elif self.store is not None:
                 result = await self._compact_stored(acompact_trigger, trigger, measure, instructions)
             else:
                 result = await self._compact_memory(acompact_trigger, instructions)
@@ -878,6 +934,7 @@ class ContextManager:
             messages_before=messages_before,
             messages_after=len(self._messages) if trigger != "overflow" else len(result.messages),
             result=result,
+            background_tokens=self._preparer.usage.tokens if self._preparer is not None else 0,
         )
 
     def _entry(

@@ -1,0 +1,452 @@
+"""Compaction off the critical path: summaries prepared in the background, swapped in at the threshold.
+
+Once the context passes ``PrepareSettings.mark`` of the trigger, :class:`Preparer` runs the
+manager's own compaction (same compactor: chunking, prompts, ledger, redaction, fallbacks) on the
+context as it is, in an ``asyncio`` task that ``before_turn`` and ``complete`` never await. The
+result is not applied: it becomes a :class:`~compaction.middleware.prepare.PreparedState` (the
+first ``covered`` messages can be replaced by the summary block the compactor wrote). Later jobs
+extend it: they compact the prepared head plus the messages after it, so a message already
+summarized is never sent to the summarizer again (only the previous summary is, as on every
+repeated compaction). A job starts only when ``step`` of the trigger has aged out since the last.
+
+At the threshold :func:`compact_prepared` swaps the prepared head in with no model call when the
+context it gives stays under ``accept`` of the trigger and fits the budget; otherwise one
+compaction of the prepared head plus the rest summarizes only what aged out since (usually one
+call). A job still running then is cancelled (the threshold never waits for it).
+
+Correctness. The state is checked against the context before use (:func:`prefix_key` of the
+messages it covers, the system prompt, the model and the window); store mode also requires the
+stored summary it extends to be the session's current one. One task per manager; ``aclose()``
+cancels and awaits it. With a :class:`~compaction.store.PreparedStateStore` the state is saved
+with a compare-and-swap: two processes never both keep theirs, and a restarted manager adopts it
+after the same checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from compaction.middleware import _store
+from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
+from compaction.result import CompactionResult, Trigger
+from compaction.store import PreparedStateStore
+
+if TYPE_CHECKING:
+    from compaction.middleware.manager import ContextManager, ContextMeasure
+
+__all__ = ["Preparer", "compact_prepared"]
+
+
+class Preparer:
+    """The background job of one :class:`ContextManager`: at most one task, its prepared state and
+    what it spent."""
+
+    def __init__(self, settings: PrepareSettings) -> None:
+        self.settings = settings
+        self.state: PreparedState | None = None
+        self.usage = PreparedUsage()
+        self.task: asyncio.Task[None] | None = None
+        self._version = 0  # the persisted copy's version (store mode)
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def maybe_start(self, cm: ContextManager, tokens: int) -> bool:
+        """Start a job when the context (``tokens``, as the guard compares them) is past the mark
+        and enough has aged out since the last one (and none is running). Never waits. Returns
+        whether a job was started."""
+        if not self.settings.enabled or self.running:
+            return False
+        trigger = _trigger_tokens(cm)
+        if trigger is None or tokens < self.settings.mark * trigger:
+            return False
+        state = self.state  # checked against the context when the job starts and when it is used
+        covered = min(state.covered, len(cm._messages)) if state is not None else 0
+        counts = cm._counts
+        keep = cm._work.config.keep_recent_messages
+        tail = min(sum(counts[-keep:]) if keep else 0, cm._work.config.recent_tail_cap(cm._work.guard.window))
+        aged = sum(counts[covered:]) - tail
+        if aged <= 0 or (state is not None and aged < self.settings.step * trigger):
+            return False
+        self.task = asyncio.get_running_loop().create_task(self._run(cm), name=f"compaction-prepare:{cm.session_id}")
+        return True
+
+    async def cancel(self) -> None:
+        """Cancel a running job and wait until it is gone (its partial work is dropped)."""
+        task, self.task = self.task, None
+        if task is None or task.done():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self.usage.discarded += 1
+
+    def abort(self) -> None:
+        """Cancel a running job without waiting (from synchronous code); the state is dropped."""
+        if self.running:
+            assert self.task is not None
+            self.task.cancel()
+            self.usage.discarded += 1
+        self.task = None
+        self.discard()
+
+    def discard(self) -> None:
+        if self.state is not None:
+            self.usage.discarded += 1
+        self.state = None
+
+    async def _run(self, cm: ContextManager) -> None:
+        try:
+            state = await (_prepare_stored(self, cm) if cm.store is not None else _prepare_memory(self, cm))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a failed background job only means the threshold compacts on demand
+            cm.logger.warning("Background compaction failed: %s; the threshold will compact on demand", exc)
+            return
+        if state is None:
+            return
+        if cm.store is not None and isinstance(cm.store, PreparedStateStore):
+            version = cm.store.save_prepared(cm.session_id, expected_version=self._version, state=state.to_json())
+            if version is None:  # another process saved one first: take it if it still matches
+                self.usage.discarded += 1
+                self.load(cm)
+                return
+            self._version = state.version = version
+        self.state = state
+        cm.logger.info(
+            "Compaction prepared in the background: %s messages covered, %s calls, %s summarizer tokens "
+            "(%s spent in the background so far)",
+            state.covered,
+            state.result.llm_calls,
+            f"{state.result.summarizer_input_tokens + state.result.summarizer_output_tokens:,}",
+            f"{self.usage.tokens:,}",
+        )
+
+    # --- the state ---------------------------------------------------------------------
+
+    def valid_state(self, cm: ContextManager) -> PreparedState | None:
+        """The prepared state if it still describes the context's first messages, else None (and
+        it is dropped)."""
+        state = self.state
+        if state is None:
+            return None
+        ok = state.covered <= len(cm._messages) and state.key == _key(cm, state.covered)
+        if ok and cm.store is not None:
+            ok = state.base_through_id == cm._through_id and _position(cm, state.through_id) == state.covered
+        if not ok:
+            cm.logger.info("Background-prepared summary discarded: the messages it covers changed")
+            self.discard()
+            return None
+        return state
+
+    def load(self, cm: ContextManager) -> None:
+        """Store mode: adopt the persisted state (another process's, or ours before a restart)
+        when it matches this context."""
+        store = cm.store
+        if store is None or not isinstance(store, PreparedStateStore):
+            return
+        self._version, data = store.load_prepared(cm.session_id)
+        self.state = None
+        if not data or not isinstance(data.get("through_id"), int) or not isinstance(data.get("summary"), str):
+            return
+        covered = _position(cm, data["through_id"])
+        if covered is None or covered != data.get("covered"):
+            return
+        record = data.get("record") if isinstance(data.get("record"), Mapping) else {}
+        archive = data.get("archive") if isinstance(data.get("archive"), Mapping) else {}
+        result = CompactionResult(
+            messages=[],
+            compacted=True,
+            reason="prepared in the background",
+            tokens_before=0,
+            tokens_after=0,
+            budget=cm._work.guard.budget,
+            window=cm._work.guard.window,
+            exact_counts=cm._work.counter.exact,
+            summary=data["summary"],
+            fallback_level=str((record or {}).get("fallback_level", "full")),  # type: ignore[arg-type]
+            record=dict(record or {}),
+        )
+        self.state = PreparedState(
+            key=str(data.get("key")),
+            covered=covered,
+            head=[_store.summary_message(data["summary"], cm._work.config)],
+            system=None,
+            result=result,
+            archive={str(k): dict(v) for k, v in (archive or {}).items()},
+            messages_removed=int(data.get("messages_removed", 0)),
+            through_id=data["through_id"],
+            base_through_id=data.get("base_through_id"),
+            summary=data["summary"],
+            version=self._version,
+        )
+        self.valid_state(cm)
+
+    def clear_persisted(self, cm: ContextManager) -> None:
+        """Store mode, after the state was used or went stale: clear the saved copy (CAS)."""
+        store = cm.store
+        if store is None or not isinstance(store, PreparedStateStore):
+            return
+        version = store.save_prepared(cm.session_id, expected_version=self._version, state=None)
+        self._version = version if version is not None else store.load_prepared(cm.session_id)[0]
+
+
+def _count_context(cm: ContextManager) -> int:
+    request, system, _ = cm._request(cm._messages)
+    return cm._work.count(request, system=system, tools=cm._tools)
+
+
+def _trigger_tokens(cm: ContextManager) -> int | None:
+    config = cm._work.config
+    if not config.enabled or config.threshold == 0:
+        return None
+    guard = cm._work.guard
+    point = guard.threshold_tokens if guard.threshold_tokens is not None else guard.budget
+    return min(point, guard.budget)
+
+
+def _key(cm: ContextManager, covered: int) -> str:
+    guard = cm._work.guard
+    return prefix_key(cm._messages[:covered], cm.system, cm._work.model, guard.window)
+
+
+def _position(cm: ContextManager, through_id: int | None) -> int | None:
+    """Store mode: how many context messages end with the stored message ``through_id``."""
+    if through_id is None:
+        return None
+    for index, store_id in enumerate(cm._ids):
+        if store_id == through_id:
+            return index + 1
+    return None
+
+
+def _merged(state: PreparedState | None, result: CompactionResult) -> tuple[dict[str, dict[str, Any]], int]:
+    archive = dict(state.archive) if state is not None else {}
+    archive.update(result.archive)
+    removed = (state.messages_removed if state is not None else 0) + result.messages_removed
+    return archive, removed
+
+
+async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedState | None:
+    """One job without a store: compact (head of the prepared state +) the messages after it."""
+    state = preparer.valid_state(cm)
+    snapshot = list(cm._messages)
+    system_now = cm.system
+    covered = state.covered if state is not None else 0
+    head = state.head if state is not None else []
+    request, system, prepended = cm._request([*head, *snapshot[covered:]])
+    key_of = prefix_key  # bound now: the context may change while the job runs
+    model, window = cm._work.model, cm._work.guard.window
+    result = await cm._work.acompact(request, system=system, tools=cm._tools, trigger="threshold")
+    preparer.usage.add(result)
+    if not result.compacted:
+        return None
+    out = list(result.messages)
+    kept = verbatim_tail(request, out, limit=len(snapshot) - covered)
+    new_covered = len(snapshot) - kept
+    if new_covered <= covered:
+        return None
+    new_head = out[: len(out) - kept]
+    if prepended and new_head and new_head[0].get("role") == "system":
+        new_head = new_head[1:]
+    archive, removed = _merged(state, result)
+    return PreparedState(
+        key=key_of(snapshot[:new_covered], system_now, model, window),
+        covered=new_covered,
+        head=new_head,
+        system=result.system,
+        result=result,
+        archive=archive,
+        messages_removed=removed,
+    )
+
+
+async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedState | None:
+    """One job in store mode: the stored messages after the prepared (or stored) summary."""
+    state = preparer.valid_state(cm)
+    snapshot = list(cm._messages)
+    ids = list(cm._ids)
+    system_now = cm.system
+    base_through = cm._through_id
+    config = cm._work.config
+    after = state.through_id if state is not None else None
+    rest = [(m, i) for m, i in zip(snapshot, ids, strict=True) if i is not None and (after is None or i > after)]
+    inner = state.summary if state is not None else cm._summary
+    previous = _store.previous_summary_body(inner, config) if inner else None
+    request, system, _ = cm._request([m for m, _ in rest])
+    model, window = cm._work.model, cm._work.guard.window
+    result = await cm._work.acompact(
+        request, system=system, previous_summary=previous, tools=cm._tools, trigger="threshold"
+    )
+    preparer.usage.add(result)
+    if not result.compacted:
+        return None
+    through = _store.through_from_archive(request, system, [i for _, i in rest], result)
+    summary = _store.summary_block_text(result.messages, config) or (result.summary or "")
+    if through is None or not summary:
+        return None
+    covered = next(k + 1 for k, i in enumerate(ids) if i == through)
+    archive, removed = _merged(state, result)
+    return PreparedState(
+        key=prefix_key(snapshot[:covered], system_now, model, window),
+        covered=covered,
+        head=[_store.summary_message(summary, config)],
+        system=None,
+        result=result,
+        archive=archive,
+        messages_removed=removed,
+        through_id=through,
+        base_through_id=base_through,
+        summary=summary,
+    )
+
+
+def _record(state: PreparedState, usage: PreparedUsage, calls: int, how: str) -> dict[str, Any]:
+    return {**state.result.record, "prepared": {**usage.to_dict(), "threshold_calls": calls, "swap": how}}
+
+
+async def compact_prepared(
+    cm: ContextManager, trigger: Trigger, event_trigger: str, measure: ContextMeasure
+) -> CompactionResult | None:
+    """The threshold (or manual, or guard-blocked) compaction from the prepared state: swapped in
+    with no call when small enough, else one compaction of what aged out since. None when there is
+    no usable state (the caller compacts on demand). Applies the result to the manager."""
+    preparer = cm._preparer
+    if preparer is None:
+        return None
+    await preparer.cancel()  # the threshold never waits for a job in flight
+    if cm.store is not None and preparer.state is None:
+        preparer.load(cm)  # saved by another process, or before a restart
+    state = preparer.valid_state(cm)
+    if state is None:
+        return None
+    preparer.state = None
+    try:
+        if cm.store is not None:
+            return await _swap_stored(cm, preparer, state, trigger, event_trigger, measure)
+        return await _swap_memory(cm, preparer, state, trigger)
+    finally:
+        if cm.store is not None:
+            preparer.clear_persisted(cm)
+
+
+def _fits(cm: ContextManager, tokens: int, preparer: Preparer) -> bool:
+    trigger = _trigger_tokens(cm)
+    guard = cm._work.guard
+    effective = tokens if cm._work.counter.exact else int(tokens * guard.safety_margin)
+    limit = guard.budget if trigger is None else min(guard.budget, int(preparer.settings.accept * trigger))
+    return effective <= limit
+
+
+async def _swap_memory(
+    cm: ContextManager, preparer: Preparer, state: PreparedState, trigger: Trigger
+) -> CompactionResult:
+    candidate = [*state.head, *cm._messages[state.covered :]]
+    request, system, prepended = cm._request(candidate)
+    if state.system is not None and system is not None:
+        system = state.system
+    tokens = cm._work.count(request, system=system, tools=cm._tools)
+    if _fits(cm, tokens, preparer):
+        archive = state.archive
+        result = CompactionResult(
+            messages=request,
+            compacted=True,
+            reason="threshold reached; summary prepared in the background",
+            tokens_before=_count_context(cm),
+            tokens_after=tokens,
+            budget=cm._work.guard.budget,
+            window=cm._work.guard.window,
+            exact_counts=cm._work.counter.exact,
+            system=system,
+            format=state.result.format,
+            messages_removed=state.messages_removed,
+            summary=state.result.summary,
+            fallback_level=state.result.fallback_level,
+            trigger=trigger,
+            removed=list(archive.values()),
+            archive=archive,
+            record=_record(state, preparer.usage, 0, "prepared"),
+        )
+        cm._adopt(request, system, prepended)
+        cm._archive_for_recall(archive)
+        return result
+    # Too much aged out since the last job: one compaction of the prepared head plus the rest.
+    result = await cm._work.acompact(request, system=system, tools=cm._tools, trigger=trigger)
+    if not result.compacted:
+        return result
+    archive, removed = _merged(state, result)
+    result = replace(
+        result,
+        messages_removed=removed,
+        archive=archive,
+        removed=list(archive.values()),
+        record=_record(state, preparer.usage, result.llm_calls, "prepared+rest"),
+    )
+    cm._adopt(result.messages, result.system, prepended)
+    cm._archive_for_recall(archive)
+    return result
+
+
+async def _swap_stored(
+    cm: ContextManager,
+    preparer: Preparer,
+    state: PreparedState,
+    trigger: Trigger,
+    event_trigger: str,
+    measure: ContextMeasure,
+) -> CompactionResult:
+    assert state.through_id is not None
+    assert state.summary is not None
+    config = cm._work.config
+    rest = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
+    candidate = [_store.summary_message(state.summary, config), *(m for m, _ in rest)]
+    request, system, _ = cm._request(candidate)
+    tokens = cm._work.count(request, system=system, tools=cm._tools)
+    whole = _count_context(cm)
+    base = replace(
+        state.result,
+        messages=request,
+        compacted=True,
+        tokens_before=whole,
+        tokens_after=tokens,
+        messages_removed=state.messages_removed,
+        llm_calls=0,
+        summarizer_input_tokens=0,
+        summarizer_output_tokens=0,
+        trigger=trigger,
+        summary=state.summary,
+        reason="threshold reached; summary prepared in the background",
+    )
+    through, summary, archive = state.through_id, state.summary, dict(state.archive)
+    result = replace(base, record=_record(state, preparer.usage, 0, "prepared"))
+    if not _fits(cm, tokens, preparer) and rest:
+        rest_request, rest_system, _ = cm._request([m for m, _ in rest])
+        previous = _store.previous_summary_body(state.summary, config)
+        extra = await cm._work.acompact(
+            rest_request, system=rest_system, previous_summary=previous, tools=cm._tools, trigger=trigger
+        )
+        later = (
+            _store.through_from_archive(rest_request, rest_system, [i for _, i in rest], extra)
+            if extra.compacted
+            else None
+        )
+        if later is not None:
+            through = later
+            summary = _store.summary_block_text(extra.messages, config) or (extra.summary or summary)
+            archive.update(extra.archive)
+            result = replace(
+                extra,
+                tokens_before=whole,
+                messages_removed=state.messages_removed + extra.messages_removed,
+                summary=summary,
+                record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
+            )
+    result = replace(result, archive=archive, removed=list(archive.values()))
+    return cm._save(result, through, summary, event_trigger, measure.tokens, archive)

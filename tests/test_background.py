@@ -1,0 +1,369 @@
+"""Compaction off the critical path: background preparation, the swap at the threshold, invalidation,
+one job per session, clean cancellation and compare-and-swap persistence."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compaction.adapters import to_canonical
+from compaction.middleware import CompactionFinished, ContextManager, PrepareSettings
+from compaction.pairs import validate
+from compaction.sqlite_store import SQLiteSessionStore
+from compaction.summarizers.base import SummaryRequest, SummaryResponse
+from compaction.summarizers.scripted import ScriptedSummarizer
+from tests.test_middleware import make_compactor, session, turn
+
+PREFIX = "compaction-prepare:"
+
+
+class GatedSummarizer:
+    """Counts calls; while ``gate`` is clear, every call waits on it (proves nobody waits for it)."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedSummarizer(default=lambda r: f"Summary ({r.kind}): the agent read several modules.")
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.started = 0
+
+    @property
+    def requests(self) -> list[SummaryRequest]:
+        return self.inner.requests
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        self.started += 1
+        await self.gate.wait()
+        return await self.inner.summarize(request)
+
+
+def jobs() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith(PREFIX) and not t.done()]
+
+
+async def settle(cm: ContextManager) -> None:
+    """Let a running background job finish."""
+    for _ in range(200):
+        if not cm.preparing:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the background job did not finish")
+
+
+def manager(summarizer: Any, **kwargs: Any) -> ContextManager:
+    kwargs.setdefault("prepare", True)
+    return ContextManager(make_compactor(summarizer=summarizer), messages=session(1), **kwargs)
+
+
+async def grow(cm: ContextManager, start: int, turns: int) -> int:
+    """``turns`` agent turns (before_turn, then a tool exchange); returns the next turn index."""
+    for i in range(start, start + turns):
+        result = await cm.before_turn()
+        assert result is None, "grew into a compaction"
+        cm.append(*turn(i))
+        await asyncio.sleep(0)
+    return start + turns
+
+
+async def to_threshold(cm: ContextManager, start: int) -> tuple[int, Any]:
+    """Turns until one compacts; returns (next index, the result)."""
+    for i in range(start, start + 60):
+        result = await cm.before_turn()
+        if result is not None:
+            return i, result
+        cm.append(*turn(i))
+    raise AssertionError("never reached the threshold")
+
+
+def valid_pairs(cm: ContextManager) -> bool:
+    return not validate(to_canonical(cm.messages))
+
+
+async def test_prepare_mark_starts_a_job_that_before_turn_and_complete_never_wait_for() -> None:
+    summarizer = GatedSummarizer()
+    cm = manager(summarizer)
+    summarizer.gate.clear()
+    index = 1
+    while not cm.preparing:  # below the mark nothing starts
+        assert summarizer.started == 0
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    assert summarizer.started == 1  # the job is in its first summarizer call, blocked on the gate
+    assert cm.tokens * 1.2 >= 0.6 * 20_000  # past the mark (estimated counts carry the 1.2 margin)
+    # Neither the next turn nor a model call waits for it.
+    assert await asyncio.wait_for(cm.before_turn(), 1) is None
+
+    async def model(messages: list[dict[str, Any]], system: Any) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": "ok"}}], "usage": {"prompt_tokens": 10}}
+
+    assert (await asyncio.wait_for(cm.complete(model), 1))["choices"][0]["message"]["content"] == "ok"
+    assert cm.preparing
+    assert len(jobs()) == 1
+    summarizer.gate.set()
+    await settle(cm)
+    assert cm.prepared is not None
+    assert cm.prepared.jobs == 1
+    assert cm.prepared.tokens > 0
+    await cm.aclose()
+
+
+async def test_threshold_turn_swaps_the_prepared_summary_in_with_no_summarizer_call() -> None:
+    summarizer = GatedSummarizer()
+    seen: list[Any] = []
+    cm = manager(summarizer, on_event=seen.append)
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs == 0:
+        index = await grow(cm, index, 1)
+        await settle(cm)
+    calls = len(summarizer.requests)
+    summarizer.gate.clear()  # any summarizer call on the threshold turn would hang it
+    before = len(cm.messages)
+    index, result = await asyncio.wait_for(to_threshold(cm, index), 2)
+    assert result.compacted
+    assert result.llm_calls == 0
+    assert len(summarizer.requests) == calls
+    assert result.record["prepared"]["swap"] == "prepared"
+    assert result.record["prepared"]["threshold_calls"] == 0
+    assert len(cm.messages) < before
+    assert valid_pairs(cm)
+    assert not cm.decision().should_compact  # fits, under the threshold
+    assert "[CONTEXT SUMMARY]" in str(cm.messages[0]["content"])
+    assert result.archive  # every message taken out is archived (and searchable by recall)
+    finished = [e for e in seen if isinstance(e, CompactionFinished)]
+    assert finished[-1].background_tokens == cm.prepared.tokens > 0
+    summarizer.gate.set()
+    await cm.aclose()
+
+
+async def test_jobs_are_incremental_nothing_is_summarized_twice() -> None:
+    summarizer = GatedSummarizer()
+    cm = ContextManager(
+        make_compactor(summarizer=summarizer), messages=session(1), prepare=PrepareSettings(mark=0.5, step=0.08)
+    )
+    by_job: list[set[int]] = []  # which turns' tool output each job sent to the summarizer
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs < 2:
+        jobs_before = cm.prepared.jobs if cm.prepared else 0
+        count_before = len(summarizer.requests)
+        index = await grow(cm, index, 1)
+        await settle(cm)
+        if cm.prepared and cm.prepared.jobs > jobs_before:
+            prompts = [r.prompt for r in summarizer.requests[count_before:]]
+            by_job.append({i for i in range(index) if any(f"mod_{i}: log line" in p for p in prompts)})
+    assert len(by_job) == 2
+    assert by_job[0]
+    assert by_job[1]
+    assert not by_job[0] & by_job[1]  # no turn sent twice
+    assert max(by_job[0]) < min(by_job[1])  # the second job takes what aged out after the first
+    assert any("Earlier summary" in r.prompt for r in summarizer.requests)  # it extends the first summary
+    await cm.aclose()
+
+
+async def prepared_manager(**kwargs: Any) -> tuple[ContextManager, GatedSummarizer, int]:
+    summarizer = GatedSummarizer()
+    cm = manager(summarizer, **kwargs)
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs == 0:
+        index = await grow(cm, index, 1)
+        await settle(cm)
+    return cm, summarizer, index
+
+
+async def assert_compacts_on_demand(cm: ContextManager, summarizer: GatedSummarizer, index: int) -> None:
+    calls = len(summarizer.requests)
+    _, result = await to_threshold(cm, index)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert len(summarizer.requests) > calls
+    assert valid_pairs(cm)
+    await cm.aclose()
+
+
+async def test_an_edited_message_discards_the_prepared_state() -> None:
+    cm, summarizer, index = await prepared_manager()
+    edited = cm.messages
+    edited[3] = {**edited[3], "content": "an edited tool result"}
+    cm.replace_messages(edited)
+    assert cm.prepared is not None
+    await assert_compacts_on_demand(cm, summarizer, index)
+    assert cm.prepared.discarded >= 1
+
+
+async def test_a_removed_message_discards_the_prepared_state() -> None:
+    cm, summarizer, index = await prepared_manager()
+    messages = cm.messages
+    cm.replace_messages([messages[0], *messages[3:]])  # one tool exchange removed
+    await assert_compacts_on_demand(cm, summarizer, index)
+
+
+async def test_a_new_system_prompt_discards_the_prepared_state() -> None:
+    cm, summarizer, index = await prepared_manager(system="You are a careful engineer.")
+    cm.system = "You are a different agent now."
+    await assert_compacts_on_demand(cm, summarizer, index)
+
+
+async def test_a_model_or_window_change_discards_the_prepared_state() -> None:
+    cm, summarizer, index = await prepared_manager()
+    cm.set_model("test-model", window=41_000, counter=cm.compactor.counter)
+    assert cm.prepared is not None
+    assert cm.prepared.discarded == 1
+    await assert_compacts_on_demand(cm, summarizer, index)
+
+
+async def test_a_job_in_flight_at_the_threshold_is_cancelled_not_awaited() -> None:
+    summarizer = GatedSummarizer()
+    summarizer.gate.clear()
+    cm = manager(summarizer, prepare=PrepareSettings(mark=0.9, step=0.05))
+    index = 1
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    task = jobs()[0]  # blocked in its summarizer call, on the cleared gate
+    summarizer.gate = asyncio.Event()
+    summarizer.gate.set()  # later calls (the on-demand compaction) go through
+    index, result = await asyncio.wait_for(to_threshold(cm, index), 5)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert task.cancelled()
+    assert not jobs()
+    await cm.aclose()
+
+
+async def test_never_two_jobs_and_close_leaves_no_task() -> None:
+    summarizer = GatedSummarizer()
+    summarizer.gate.clear()
+    cm = manager(summarizer)
+    index = 1
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    for i in range(index, index + 3):  # more turns past the mark while the job hangs
+        assert await asyncio.wait_for(cm.before_turn(), 1) is None
+        cm.append(*turn(i))
+        assert len(jobs()) == 1
+    task = jobs()[0]
+    await cm.aclose()
+    assert task.cancelled()
+    assert not jobs()
+    assert not cm.preparing
+    assert cm.prepared is not None
+    assert cm.prepared.discarded == 1
+    assert cm.prepared.jobs == 0
+    summarizer.gate.set()
+    await asyncio.sleep(0.01)
+    assert cm.prepared.jobs == 0  # nothing half-written after the cancellation
+
+
+async def test_manual_compaction_uses_the_prepared_state() -> None:
+    cm, summarizer, _ = await prepared_manager()
+    calls = len(summarizer.requests)
+    result = await cm.compact_now()
+    assert result.compacted
+    assert len(summarizer.requests) == calls
+    assert result.record["prepared"]["swap"] == "prepared"
+    assert valid_pairs(cm)
+    await cm.aclose()
+
+
+async def test_off_by_default_and_with_the_off_switch() -> None:
+    for prepare in (False, PrepareSettings(enabled=False)):
+        summarizer = GatedSummarizer()
+        cm = ContextManager(make_compactor(summarizer=summarizer), messages=session(1), prepare=prepare)
+        index = 1
+        for i in range(index, index + 20):
+            assert await cm.before_turn() is None
+            cm.append(*turn(i))
+            assert not cm.preparing
+        assert cm.prepared is None
+        assert not summarizer.requests
+    with pytest.raises(ValueError, match="mark"):
+        PrepareSettings(mark=0)
+
+
+# --- store mode ------------------------------------------------------------------------------
+
+
+async def stored_prepared(store: SQLiteSessionStore, session_id: str = "s") -> tuple[ContextManager, int]:
+    cm = ContextManager(
+        make_compactor(summarizer=GatedSummarizer()),
+        session_id=session_id,
+        store=store,
+        messages=session(1) if not store.sessions() else (),
+        prepare=True,
+    )
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs == 0:
+        index = await grow(cm, index, 1)
+        await settle(cm)
+    return cm, index
+
+
+async def test_store_mode_steady_state_and_a_restart_keeps_the_prepared_state(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    cm, index = await stored_prepared(store)
+    version, state = store.load_prepared("s")
+    assert version == 1
+    assert state is not None
+    assert state["through_id"] > 0
+    await cm.aclose()
+    # A restart: a new manager on the same store adopts the saved state; the threshold costs no call.
+    summarizer = GatedSummarizer()
+    summarizer.gate.clear()
+    again = ContextManager(make_compactor(summarizer=summarizer), session_id="s", store=store, prepare=True)
+    assert again._preparer is not None
+    assert again._preparer.state is not None
+    _, result = await asyncio.wait_for(to_threshold(again, index), 2)
+    assert result.compacted
+    assert summarizer.started == 0
+    assert again.summary_through_id == state["through_id"]
+    assert store.load_prepared("s")[1] is None  # used: cleared with the CAS
+    assert valid_pairs(again)
+    await again.aclose()
+
+
+async def test_two_managers_on_one_store_one_prepared_state_wins(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    first = ContextManager(
+        make_compactor(summarizer=GatedSummarizer()), session_id="s", store=store, messages=session(1), prepare=True
+    )
+    second = ContextManager(make_compactor(summarizer=GatedSummarizer()), session_id="s", store=store, prepare=True)
+    for i in range(1, 30):  # both see the same growing session (the first appends, the second reloads)
+        first.append(*turn(i))
+        second.reload()
+        if first.decision().effective_tokens >= 0.6 * 20_000:
+            break
+    assert first._preparer is not None
+    assert second._preparer is not None
+    assert first._preparer.maybe_start(first, first.decision().effective_tokens)
+    assert second._preparer.maybe_start(second, second.decision().effective_tokens)
+    await settle(first)
+    await settle(second)
+    version, state = store.load_prepared("s")
+    assert version == 1
+    assert state is not None
+    assert first.prepared is not None
+    assert second.prepared is not None
+    assert first.prepared.discarded + second.prepared.discarded == 1
+    # The loser adopted the winner's state: both hold the same one.
+    assert first._preparer.state is not None
+    assert second._preparer.state is not None
+    assert first._preparer.state.key == second._preparer.state.key == state["key"]
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_reloaded_from_a_store_that_moved_on_discards_the_prepared_state(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    cm, index = await stored_prepared(store)
+    other = ContextManager(make_compactor(summarizer=GatedSummarizer()), session_id="s", store=store)
+    assert (await other.compact_now()).compacted  # another worker compacts the session
+    cm.reload()
+    summarizer = cm.compactor.summarizer
+    assert isinstance(summarizer, GatedSummarizer)
+    calls = len(summarizer.requests)
+    _, result = await to_threshold(cm, index)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert len(summarizer.requests) > calls
+    await cm.aclose()
