@@ -89,10 +89,13 @@ class ChatModelSummarizer:
     failures (LangChain's ``ContextOverflowError`` -> :class:`SummarizerOverflowError`, so the span
     is split; anything else -> :class:`SummarizerError`, so the fallback chain takes over); an empty
     answer is :class:`EmptySummaryError`. ``window`` is the model profile's ``max_input_tokens``.
+    With ``bind_max_tokens`` (default) the request's output cap is passed as ``max_tokens`` (which
+    ChatOpenAI, ChatAnthropic and ChatLiteLLM accept); turn it off for a model that rejects it.
     """
 
-    def __init__(self, model: BaseChatModel) -> None:
+    def __init__(self, model: BaseChatModel, *, bind_max_tokens: bool = True) -> None:
         self.model = model
+        self.bind_max_tokens = bind_max_tokens
         self.window: int | None = _profile_window(model)
         self.name = _model_name(model) or type(model).__name__
 
@@ -104,8 +107,9 @@ class ChatModelSummarizer:
             messages = [SystemMessage(request.system_prompt)] if request.system_prompt.strip() else []
             messages.append(HumanMessage(request.prompt))
         config: Any = {"metadata": {"lc_source": LC_SOURCE}, "tags": [TAG_NOSTREAM]}
+        runnable: Any = self.model.bind(max_tokens=request.max_tokens) if self.bind_max_tokens else self.model
         try:
-            response = await self.model.ainvoke(messages, config=config)
+            response = await runnable.ainvoke(messages, config=config)
         except LangChainOverflowError as exc:
             raise SummarizerOverflowError(f"{self.name}: the summary request overflowed: {exc}") from exc
         except Exception as exc:
@@ -140,10 +144,26 @@ class LangChainCompaction:
 class _Thread:
     compactions: list[LangChainCompaction] = field(default_factory=list)
     removed: list[BaseMessage] = field(default_factory=list)
-    index: MemoryRecallIndex = field(default_factory=MemoryRecallIndex)
+    pending: list[Mapping[str, Mapping[str, Any]]] = field(default_factory=list)
+    _index: MemoryRecallIndex = field(default_factory=MemoryRecallIndex)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
     wait: tuple[int, int] | None = None
     """(tokens, messages): after a compaction that left the trigger still met, the next one waits
     until the state grows to either figure (or no longer fits the budget), so it cannot loop."""
+
+    def archive(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
+        if archive:
+            with self._guard:
+                self.pending.append(archive)
+
+    @property
+    def index(self) -> MemoryRecallIndex:
+        """The recall index, built on first use (indexing 2,000 messages takes a second: it is paid
+        by the first recall, not by the compaction in front of a model call)."""
+        with self._guard:  # parallel tool calls may recall at once
+            while self.pending:
+                self._index.add_archive(self.pending.pop(0))
+            return self._index
 
 
 @dataclass(frozen=True)
@@ -289,8 +309,8 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             record = LangChainCompaction(_current_thread_id(), result, tuple(gone))
             thread.compactions.append(record)
             thread.removed.extend(gone)
-            thread.index.add_archive(result.archive)
-            thread.index.add_archive(_unarchived(plan, gone, result.archive))
+            thread.archive(result.archive)
+            thread.archive(_unarchived(plan, gone, result.archive))
             after = self._count(new, to_canonical(result.messages, format="openai"))
             thread.wait = self._wait_after(after, len(new))
             LOGGER.info(
@@ -329,7 +349,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         fixed, report = repair(plan.transcript)
         new, gone = MessageMap(plan.messages, plan.dicts).back(from_canonical(fixed).messages)
         thread.removed.extend(gone)
-        thread.index.add_archive(_unarchived(plan, gone, {}))
+        thread.archive(_unarchived(plan, gone, {}))
         LOGGER.warning(
             "repaired broken tool pairs in the agent state: %d orphan or duplicate result(s) removed, "
             "%d missing result(s) synthesized",
