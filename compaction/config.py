@@ -107,6 +107,14 @@ class CompactionConfig(BaseModel):
     half the trigger point (what an earlier ledger carried keeps its room up to three quarters of it);
     more references verbatim in context, less room before the next compaction."""
     redact_secrets: bool = True
+    """Credentials are replaced with ``[REDACTED:<kind>]`` before anything reaches the summarizer,
+    and in the summary, the artifact ledger and the quoted last request (:mod:`compaction.redact`)."""
+    redact_record: bool = True
+    """``result.record`` (the replayable account: prompts, answers, instructions) is redacted the
+    same way, so it can be logged or returned by the service. False keeps the summarizer's answers
+    and the caller's instructions as given (to debug a run locally); the originals of the removed
+    messages are in ``result.archive`` either way. A record redacted with ``redact_secrets=False``
+    no longer replays exactly (its prompts are redacted)."""
 
     # --- fall back ---
     failure_mode: FailureMode = "fallback"

@@ -1,8 +1,16 @@
-"""Secrets out of summaries and ledgers.
+"""Secrets out of summaries, ledgers and records.
 
 A summary or an artifact list outlives the span it came from and may be logged, cached or sent
 to another model, so credentials found in it are replaced with ``[REDACTED:<kind>]``. Only shapes
 that are credentials are matched: ordinary hashes, UUIDs and paths are left alone.
+
+The token shapes come from detect-secrets' plugins (a maintained list: AWS, Azure storage,
+GitHub, GitLab, npm, OpenAI, PyPI, SendGrid, Slack, Square, Stripe, Mailchimp), imported on the
+first redaction, not with the package. Our own steps, each named below, cover what those plugins
+miss: keys they do not know (Anthropic, Google, Hugging Face, bare npm, newer OpenAI), and
+credentials that only their context gives away (passwords in URLs, also JSON-escaped ones, ``curl
+-u``, ``mysql -p``, ``docker login -p``, ``.netrc``, Basic and Bearer headers, presigned URL
+signatures, ``key = "a pass phrase"`` assignments).
 
 >>> redact_secrets("export OPENAI_API_KEY=sk-proj-" + "a1B2" * 10)
 ('export OPENAI_API_KEY=[REDACTED:openai_key]', 1)
@@ -10,14 +18,116 @@ that are credentials are matched: ordinary hashes, UUIDs and paths are left alon
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
+import importlib
 import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-__all__ = ["REDACTED_PREFIX", "looks_like_secret", "redact_secrets"]
+__all__ = ["REDACTED_PREFIX", "looks_like_secret", "redact_if_needed", "redact_record", "redact_secrets"]
 
 REDACTED_PREFIX = "[REDACTED"
 
+_NOT_DONE = r"(?!\[REDACTED)"
+
+# --------------------------------------------------------------------------------------------
+# Step 1: detect-secrets' token shapes
+# --------------------------------------------------------------------------------------------
+
+# (plugin module, class, kind per denylist entry (None: entry not used), lower-case cues). A cue is
+# a literal every match contains on its first line: text without any cue skips the full pass.
+# Left out: the keyword and entropy plugins (they flag ordinary identifiers), JWT (its pattern stops
+# before the signature: ours below takes the whole token), private keys (the plugin finds the BEGIN
+# line; ours takes the block), and plugins whose shapes have no literal to cue on or need a
+# keyword nearby (Artifactory, Discord, Telegram, Twilio, IBM, SoftLayer, Cloudant, basic auth).
+_PLUGINS: tuple[tuple[str, str, tuple[str | None, ...], tuple[str, ...]], ...] = (
+    ("aws", "AWSKeyDetector", ("aws_access_key", None), ("a3t", "abia", "acca", "akia", "asia")),
+    ("azure_storage_key", "AzureStorageKeyDetector", ("azure_storage_key",), ("accountkey=",)),
+    ("github_token", "GitHubTokenDetector", ("github_token",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    (
+        "gitlab_token",
+        "GitLabTokenDetector",
+        ("gitlab_token",) * 7,
+        (
+            "glpat-",
+            "gldt-",
+            "glft-",
+            "glsoat-",
+            "glrt-",
+            "gr1348941",
+            "glcbt-",
+            "glimt-",
+            "glptt-",
+            "glagent-",
+            "gloas-",
+        ),
+    ),
+    ("mailchimp", "MailchimpDetector", ("mailchimp_key",), ("-us",)),
+    ("npm", "NpmDetector", ("npm_token",), ("_authtoken=",)),
+    ("openai", "OpenAIDetector", ("openai_key",), ("t3blbkfj",)),
+    ("pypi_token", "PypiTokenDetector", ("pypi_token", "pypi_token"), ("pypi-age",)),
+    ("sendgrid", "SendGridDetector", ("sendgrid_key",), ("sg.",)),
+    ("slack", "SlackDetector", ("slack_token", "slack_webhook"), ("xox", "hooks.slack.com/")),
+    ("square_oauth", "SquareOAuthDetector", ("square_oauth_secret",), ("sq0csp-",)),
+    ("stripe", "StripeDetector", ("stripe_key",), ("sk_live_", "rk_live_")),
+)
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+@functools.cache
+def _plugin_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(kind, pattern) of the plugins used, compiled once per process (the import costs ~0.2 s)."""
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for module, name, kinds, _ in _PLUGINS:
+        detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
+        for kind, pattern in zip(kinds, detector.denylist, strict=False):
+            if kind is not None:
+                out.append((kind, pattern))
+    return tuple(out)
+
+
+def _plugin_tokens(text: str) -> tuple[str, int]:
+    """Every plugin match replaced (its first group when it has one: the npm pattern matches the
+    whole ``.npmrc`` line), widened to the end of the token: the plugins match a fixed length and
+    real keys may be longer (a 107-character Stripe key)."""
+    total = 0
+    for kind, pattern in _plugin_patterns():
+        if pattern.search(text) is None:
+            continue
+        pieces: list[str] = []
+        last = 0
+        for match in pattern.finditer(text):
+            group = 1 if pattern.groups and match.group(1) else 0
+            start, end = match.span(group)
+            if start < last or text.startswith(REDACTED_PREFIX, start):
+                continue
+            if end < len(text) and text[end - 1 : end].isalnum():
+                tail = _TOKEN_TAIL.match(text, end)
+                end = tail.end() if tail else end
+            pieces += (text[last:start], f"[REDACTED:{kind}]")
+            last = end
+            total += 1
+        text = "".join([*pieces, text[last:]])
+    return text, total
+
+
+# --------------------------------------------------------------------------------------------
+# Step 2: token shapes the plugins miss
+# --------------------------------------------------------------------------------------------
+
+
+def _token(prefix: str, rest: str) -> re.Pattern[str]:
+    """A token starting with the literal ``prefix`` at a word boundary, or right after a JSON escape
+    ("...\\nsk_live_..." in escaped text). The boundary is checked behind the literal, not before
+    it: a pattern that starts with a literal is scanned for many times faster."""
+    lit = re.escape(prefix)
+    return re.compile(f"{lit}(?:(?<=(?<![A-Za-z0-9_]){lit})|(?<=\\\\[nrt]{lit})){rest}")
+
+
 # Order matters: private keys and JWTs first (they contain shapes the others would nibble at),
-# Anthropic before OpenAI (both start with "sk-"), specific keys before generic assignments.
+# Anthropic before OpenAI (both start with "sk-").
 _KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "private_key",
@@ -27,34 +137,144 @@ _KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.DOTALL,
         ),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}")),
-    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("slack_token", re.compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("jwt", _token("eyJ", r"[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
+    ("anthropic_key", _token("sk-ant-", r"[A-Za-z0-9_-]{20,}")),
+    # detect-secrets knows only the legacy "T3BlbkFJ" shape.
+    ("openai_key", _token("sk-", r"(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}")),
+    # The plugin knows live keys only.
+    ("stripe_key", _token("sk_test_", r"[0-9A-Za-z]{16,}")),
+    ("stripe_key", _token("rk_test_", r"[0-9A-Za-z]{16,}")),
+    ("github_token", _token("github_pat_", r"[A-Za-z0-9_]{22,}")),  # fine-grained tokens
+    ("slack_token", _token("xox", r"[abeoprs]-[A-Za-z0-9-]{10,}")),  # shapes without digit groups
+    ("google_api_key", _token("AIza", r"[0-9A-Za-z_-]{35}")),
+    ("huggingface_token", _token("hf_", r"[A-Za-z0-9]{30,}(?![A-Za-z0-9_])")),
+    ("npm_token", _token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9_])")),
 )
-_SECRET_TOKEN = re.compile("|".join(f"(?:{p.pattern})" for kind, p in _KEY_PATTERNS if kind != "private_key"))
+_OWN_TOKEN_CUES = ("private key", "eyj", "sk-", "sk_test_", "rk_test_", "github_pat_", "xox", "aiza", "hf_", "npm_")
 
-# "Authorization: Bearer <token>", also bare "Bearer <token>" and Basic credentials.
-# The token must have a digit so that prose ("Basic authentication") is left alone.
-_AUTH_RE = re.compile(r"(?i)(\b(?:Bearer|Basic)\s+)((?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
+
+def _own_tokens(text: str) -> tuple[str, int]:
+    total = 0
+    for kind, pattern in _KEY_PATTERNS:
+        text, n = pattern.subn(f"[REDACTED:{kind}]", text)
+        total += n
+    return text, total
+
+
+# --------------------------------------------------------------------------------------------
+# Step 3: credentials given away by their context
+# --------------------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(
+    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.)$"
+)
+
+
+def _is_placeholder(value: str) -> bool:
+    return _PLACEHOLDER.match(value) is not None
+
+
+def _replace_group(
+    pattern: re.Pattern[str], group: int, label: str, text: str, keep: Callable[[str], bool]
+) -> tuple[str, int]:
+    """``text`` with ``group`` of every match of ``pattern`` replaced by ``label`` unless ``keep(value)``."""
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        value = match.group(group)
+        if keep(value):
+            return match.group()
+        count += 1
+        start, end = match.start(group) - match.start(), match.end(group) - match.start()
+        whole = match.group()
+        return whole[:start] + label + whole[end:]
+
+    return pattern.sub(replace, text), count
+
+
 # scheme://user:password@host -> the password goes, the user and host stay (they are useful context).
-# The user may be empty (redis://:password@host).
-_URL_PASSWORD_RE = re.compile(r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)((?!\[REDACTED)[^\s@/]+)(@)")
+# The user may be empty (redis://:password@host); JSON may escape the slashes (postgres:\/\/u:p@h).
+_URL_PASSWORD_RE = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\\\"']*:" + _NOT_DONE + r"([^\s@/\\\"']+)@"
+)
+# The signature and session token of a presigned URL (AWS S3, Google Cloud Storage, Azure SAS).
+_URL_SIGNATURE_RE = re.compile(
+    r"(?i)(?:[?&;]|\\u0026)(?:X-Amz-Signature|X-Amz-Security-Token|X-Goog-Signature|Signature|sig)="
+    + _NOT_DONE
+    + r"([^&\s\"'#\\]+)"
+)
+# "Authorization: Bearer <token>", also bare "Bearer <token>", and Basic credentials.
+_AUTH_RE = re.compile(r"(?i)\b(Bearer|Basic)\s+" + _NOT_DONE + r"([A-Za-z0-9._~+/=-]{8,})")
+
+
+def _basic_credentials(value: str) -> bool:
+    """Does ``value`` decode (base64) to ``user:password``? Then it is a Basic credential even
+    without a digit in it."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _auth_headers(text: str) -> tuple[str, int]:
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        scheme, value = match.group(1), match.group(2)
+        # A digit or a decodable user:password tells a credential from prose ("Basic authentication").
+        if not any(c.isdigit() for c in value) and not (scheme.lower() == "basic" and _basic_credentials(value)):
+            return match.group()
+        count += 1
+        return match.group()[: match.start(2) - match.start()] + "[REDACTED:bearer_token]"
+
+    return _AUTH_RE.sub(replace, text), count
+
+
+# Command lines that take a password as an argument.
+_CURL_USER_RE = re.compile(r"(?<=\s)(?:-u\s*|--user[\s=]+)(['\"]?)[^\s:'\"]+:" + _NOT_DONE + r"([^\s'\"]+)\1")
+_MYSQL_RE = re.compile(
+    r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n]*?\s-p(['\"]?)"
+    + _NOT_DONE
+    + r"([^\s'\"]+)\1"
+)
+_LOGIN_RE = re.compile(
+    r"\b(?:docker|podman|buildah|skopeo|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:\s+|=)(['\"]?)"
+    + _NOT_DONE
+    + r"([^\s'\"]+)\1"
+)
+# .netrc: "machine <host> login <user> password <secret>", on one line or several.
+_NETRC_RE = re.compile(
+    r"\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port)\s+\S+){0,3}\s+password\s+" + _NOT_DONE + r"(\S+)"
+)
+
+
+def _command_lines(text: str) -> tuple[str, int]:
+    total = 0
+    steps = ((_CURL_USER_RE, 2), (_MYSQL_RE, 2), (_LOGIN_RE, 2), (_NETRC_RE, 1))
+    for pattern, group in steps:
+        # "docker run -u 1000:1000" is a uid:gid, not a password; "$TOKEN" is a placeholder.
+        text, n = _replace_group(
+            pattern, group, "[REDACTED:password]", text, lambda v: v.isdigit() or _is_placeholder(v)
+        )
+        total += n
+    return text, total
+
+
 _KEY_WORDS = (
     r"api[_-]?key|apikey|secret[_-]?key|secret[_-]?access[_-]?key|access[_-]?key|account[_-]?key"
     r"|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token"
     r"|token|password|passwd|private[_-]?key"
 )
+_QUOTE = r"(?:\\?[\"'])"  # a quote, maybe JSON-escaped
+_ASSIGN_KEY = rf"(?:{_KEY_WORDS}){_QUOTE}?\s*[:=]\s*"
+# key = "a quoted value", spaces allowed: the whole pass phrase goes.
+_QUOTED_ASSIGN_RE = re.compile(rf"(?i)({_ASSIGN_KEY})(\\?[\"'])" + _NOT_DONE + r"((?:(?!\2)[^\n]){1,200}?)\2")
 _ASSIGN_RE = re.compile(
-    rf"(?i)((?:{_KEY_WORDS})[\"']?\s*[:=]\s*[\"']?|--(?:{_KEY_WORDS})[= ][\"']?)"
-    r"([^\s\"',;&)}\]]{4,})"
-)
-_PLACEHOLDER = re.compile(
-    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.)$"
+    rf"(?i)({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
+    r"([^\s\"',;&)}\]\\]{4,})"
 )
 _RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}")
 
@@ -79,24 +299,127 @@ def _assignment_kind(key: str) -> str:
     return "secret"
 
 
-def _replace_assignment(match: re.Match[str]) -> str:
-    key, value = match.group(1), match.group(2)
-    if _PLACEHOLDER.match(value) or _looks_like_path(value):
-        return match.group()
-    if "token" in key.lower() and value.isdigit():
-        return match.group()  # "max_token: 4096" is a number, not a credential
-    return f"{key}[REDACTED:{_assignment_kind(key)}]"
+def _keep_value(key: str, value: str) -> bool:
+    if _is_placeholder(value) or _looks_like_path(value):
+        return True
+    return "token" in key.lower() and value.isdigit()  # "max_token: 4096" is a number, not a credential
 
 
+def _assignments(text: str) -> tuple[str, int]:
+    # Counted by comparing replacements, since placeholder values are passed through unchanged.
+    count = 0
+
+    def quoted(match: re.Match[str]) -> str:
+        nonlocal count
+        key, quote, value = match.group(1), match.group(2), match.group(3)
+        if _keep_value(key, value.strip()):
+            return match.group()
+        count += 1
+        return f"{key}{quote}[REDACTED:{_assignment_kind(key)}]{quote}"
+
+    def plain(match: re.Match[str]) -> str:
+        nonlocal count
+        key, value = match.group(1), match.group(2)
+        if _keep_value(key, value):
+            return match.group()
+        count += 1
+        return f"{key}[REDACTED:{_assignment_kind(key)}]"
+
+    text = _QUOTED_ASSIGN_RE.sub(quoted, text)
+    text = _ASSIGN_RE.sub(plain, text)
+    return text, count
+
+
+def _url_passwords(text: str) -> tuple[str, int]:
+    return _replace_group(_URL_PASSWORD_RE, 1, "[REDACTED]", text, lambda v: False)
+
+
+def _url_signatures(text: str) -> tuple[str, int]:
+    return _replace_group(_URL_SIGNATURE_RE, 1, "[REDACTED:url_signature]", text, _is_placeholder)
+
+
+# The steps, in order: a step never sees what an earlier one replaced as a value of its own.
+_STEPS: tuple[Callable[[str], tuple[str, int]], ...] = (
+    _own_tokens,
+    _plugin_tokens,
+    _url_passwords,
+    _url_signatures,
+    _auth_headers,
+    _command_lines,
+    _assignments,
+)
+
+
+def _trie(words: Iterable[str]) -> str:
+    """One regex alternation for ``words``, factored by common prefixes (``gl(?:pat|dt)-``): the
+    regex engine tries an alternation branch by branch at every position, so a flat list of fifty
+    literals scans about five times slower."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 and "" not in node else "(?:" + "|".join(branches) + ")"
+        return body + ("?" if "" in node else "")
+
+    return build(root)
+
+
+_KEY_WORD_LIST = tuple(
+    f"{a}{sep}{b}" if b else a
+    for a, b in (
+        ("api", "key"),
+        ("secret", "key"),
+        ("secret", "access_key"),
+        ("secret", "access-key"),
+        ("secret", "accesskey"),
+        ("access", "key"),
+        ("account", "key"),
+        ("client", "secret"),
+        ("access", "token"),
+        ("auth", "token"),
+        ("refresh", "token"),
+        ("private", "key"),
+        ("apikey", ""),
+        ("secret", ""),
+        ("token", ""),
+        ("password", ""),
+        ("passwd", ""),
+    )
+    for sep in (("_", "-", "") if b else ("",))
+)
 # Cheap cues, so that text without any (most tool output) skips the full redaction pass. Every
-# match of the patterns above starts on a line holding one of them (for assignments the cue is the key
+# match of the steps above starts on a line holding one of them (for assignments the cue is the key
 # and its "=" or ":", so "token" in code is not one), which lets a long text be redacted around its
 # cues only. They are matched in the lower-cased text: a case-insensitive alternation is several
 # times slower to scan with, and a cue that matches too often only costs a little time.
+_LITERAL_CUES = (
+    *_OWN_TOKEN_CUES,
+    *(c for p in _PLUGINS for c in p[3]),
+    "x-amz-signature=",
+    "x-amz-security-token=",
+    "x-goog-signature=",
+    "signature=",
+    "sig=",
+    "bearer",
+    "basic ",
+    "mysql",
+    "mariadb",
+    "login",
+    "--user",
+)
 _CUE = re.compile(
-    r"private key|eyj|sk-|sk_|rk_|akia|asia|aida|aroa|gh[pousr]_|github_pat_|xox[baprs]-|aiza"
-    r"|bearer|basic\s|://[^\s/@]*:[^\s@/]+@"
-    rf"|(?:{_KEY_WORDS})[\"']?\s*[:=]|--(?:{_KEY_WORDS})[= ]"
+    _trie(_LITERAL_CUES)
+    + rf"|{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]|--{_trie(_KEY_WORD_LIST)}[= ]"
+    + r"|:(?:\\?/){2}[^\s/@]*:[^\s@/]+@"
+    + r"|-u\s*['\"]?[^\s:'\"]+:"
+    + r"|machine\s+\S+\s+(?:login|password)|default\s+(?:login|password)"
 )
 
 
@@ -104,11 +427,15 @@ def redact_secrets(text: str) -> tuple[str, int]:
     """``text`` with credentials replaced by ``[REDACTED:<kind>]``, and how many were replaced.
 
     Kinds: private_key, jwt, anthropic_key, openai_key, stripe_key, aws_access_key, github_token,
-    slack_token, google_api_key, bearer_token, password, token, api_key, secret. A password in a
-    URL keeps the URL readable: ``https://user:[REDACTED]@host``.
+    gitlab_token, slack_token, slack_webhook, google_api_key, huggingface_token, npm_token,
+    azure_storage_key, url_signature, bearer_token, password, token, api_key, secret (and the other
+    detect-secrets shapes above). A password in a URL keeps the URL readable:
+    ``https://user:[REDACTED]@host``.
 
     >>> redact_secrets("curl -H 'Authorization: Bearer abcdef123456' https://bob:hunter22@db.local/x")
     ("curl -H 'Authorization: Bearer [REDACTED:bearer_token]' https://bob:[REDACTED]@db.local/x", 2)
+    >>> redact_secrets("mysql -u root -phunter22 app")
+    ('mysql -u root -p[REDACTED:password] app', 1)
     >>> redact_secrets("commit 3f9a2c1 at /etc/hosts, id 6f1c0e4a-5b7d-4c2e-9a1b-0d2e3f4a5b6c")[1]
     0
     """
@@ -119,24 +446,17 @@ def redact_secrets(text: str) -> tuple[str, int]:
 
 def _redact_all(text: str) -> tuple[str, int]:
     total = 0
-    for kind, pattern in _KEY_PATTERNS:
-        text, n = pattern.subn(f"[REDACTED:{kind}]", text)
+    for step in _STEPS:
+        text, n = step(text)
         total += n
-    text, n = _URL_PASSWORD_RE.subn(r"\1[REDACTED]\3", text)
-    total += n
-    text, n = _AUTH_RE.subn(r"\1[REDACTED:bearer_token]", text)
-    total += n
-    # Counted by comparing replacements, since placeholder values are passed through unchanged.
-    count = 0
+    return text, total
 
-    def replace(match: re.Match[str]) -> str:
-        nonlocal count
-        out = _replace_assignment(match)
-        count += out != match.group()
-        return out
 
-    text = _ASSIGN_RE.sub(replace, text)
-    return text, total + count
+@functools.cache
+def _secret_token_re() -> re.Pattern[str]:
+    shapes = [p.pattern for kind, p in _KEY_PATTERNS if kind != "private_key"]
+    shapes += [p.pattern if not p.flags & re.IGNORECASE else f"(?i:{p.pattern})" for _, p in _plugin_patterns()]
+    return re.compile("|".join(f"(?:{s})" for s in shapes))
 
 
 def looks_like_secret(token: str) -> bool:
@@ -145,7 +465,7 @@ def looks_like_secret(token: str) -> bool:
     >>> looks_like_secret("ghp_" + "A1b2" * 9), looks_like_secret("req_01HXYZ8K2M3N4P")
     (True, False)
     """
-    return _SECRET_TOKEN.search(token) is not None
+    return _secret_token_re().search(token) is not None
 
 
 # Texts at least this long are redacted window by window (see _cue_windows), shorter ones at once.
@@ -204,3 +524,34 @@ def redact_if_needed(text: str) -> str:
         pieces += (text[last:start], redacted)
         last = end
     return "".join([*pieces, text[last:]]) if changed else text
+
+
+# Record entries that are already redacted when the run redacts: the prompts were built from
+# redacted pieces, and redacting a whole prompt again could join pieces across message boundaries
+# ("password:" ending one message, the next message's first word), changing the prompt that
+# replay looks its answer up by.
+_SENT_AS_REDACTED = frozenset({"prompt", "system_prompt"})
+
+
+def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a compaction record with every string redacted (the ``config`` entry as it is):
+    the summarizer's answers, the instructions, error messages. The prompts are redacted too,
+    unless the run already redacted what it sent (``config.redact_secrets``).
+
+    >>> redact_record({"instructions": "use token=abcd1234efgh", "calls": [{"summary": "ok"}]})
+    {'instructions': 'use token=[REDACTED:token]', 'calls': [{'summary': 'ok'}]}
+    """
+    config = record.get("config")
+    sent_redacted = not isinstance(config, Mapping) or bool(config.get("redact_secrets", True))
+    skip = _SENT_AS_REDACTED if sent_redacted else frozenset()
+
+    def walk(value: Any, key: str | None) -> Any:
+        if isinstance(value, str):
+            return value if key in skip else redact_if_needed(value)
+        if isinstance(value, Mapping):
+            return {k: walk(v, k if isinstance(k, str) else None) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v, None) for v in value]
+        return value
+
+    return {k: v if k == "config" else walk(v, k) for k, v in record.items()}

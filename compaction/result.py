@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from compaction.redact import redact_record
+
 FallbackLevel = Literal["none", "full", "partial", "annotation", "trim"]
 Trigger = Literal["manual", "threshold", "overflow"]
 
@@ -18,7 +20,8 @@ class CompactionResult:
     ``removed`` holds every original message taken out of context or rewritten (pruned), in the
     caller's format, keyed by archive id in ``archive`` too: nothing is silently dropped.
     ``record`` is a JSON-serializable account of the whole run (config, cut points, chunks,
-    prompts, summaries) that :func:`compaction.replay` can re-run.
+    prompts, summaries) that :func:`compaction.replay` can re-run; its secrets are redacted unless
+    the run's config says ``redact_record=False``.
     """
 
     messages: list[dict[str, Any]]
@@ -43,6 +46,12 @@ class CompactionResult:
     removed: list[dict[str, Any]] = field(default_factory=list)
     archive: dict[str, dict[str, Any]] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Here, so that every way a result is built (compaction, dry run, replay, the service) gets it.
+        config = self.record.get("config")
+        if self.record and (not isinstance(config, dict) or config.get("redact_record", True)):
+            object.__setattr__(self, "record", redact_record(self.record))
 
     @property
     def tokens_saved(self) -> int:

@@ -26,6 +26,7 @@ from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
 from compaction.patterns import truncate
 from compaction.prompts import CONVERSATION_REQUEST, INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
+from compaction.redact import redact_if_needed
 from compaction.render import cut_middle, fence_nonces, render_messages
 from compaction.stages.chunk import split_by_token_share
 from compaction.summarizers.base import (
@@ -171,7 +172,9 @@ class SummarizeJob:
         cfg = self.config
         if kind == "merge":
             head = cfg.merge_prompt
-            body = "\n\n".join(f"### Part {i + 1} of {len(partials)}\n{p}" for i, p in enumerate(partials))
+            # Chunk summaries may come from the offline fallback, which reads the unredacted messages.
+            shown = [redact_if_needed(p) for p in partials] if cfg.redact_secrets else list(partials)
+            body = "\n\n".join(f"### Part {i + 1} of {len(shown)}\n{p}" for i, p in enumerate(shown))
         else:
             head = (
                 cfg.chunk_prompt.format(index=(index or 0) + 1, count=count) if kind == "chunk" else cfg.summary_prompt
@@ -180,6 +183,8 @@ class SummarizeJob:
             if cfg.summarizer_input_max_chars is not None:
                 body = cut_middle(body, cfg.summarizer_input_max_chars)
         notes = self._notes(with_previous=with_previous)
+        if cfg.redact_secrets:  # the caller's instructions and an earlier summary may quote credentials
+            notes = redact_if_needed(notes)
         prompt = "\n\n".join(
             x for x in (head, notes, "Conversation history:\n" + body if kind != "merge" else body) if x
         )
@@ -210,7 +215,10 @@ class SummarizeJob:
             self.log.add(request, None, error)
             raise error
         self.log.add(request, response, None)  # the record keeps the answer as given
-        text = strip_framing(response.text, prompt_nonces(request))
+        # Redacted before anything else reads it (a merge prompt, the ledger's "already shown" check):
+        # the offline fallback and a model echoing its prompt may repeat a credential.
+        text = redact_if_needed(response.text) if self.config.redact_secrets else response.text
+        text = strip_framing(text, prompt_nonces(request))
         if text != response.text:
             if not text.strip():
                 raise SummarizerError("the summarizer's answer held only our own fence markers")
