@@ -1,0 +1,227 @@
+"""The litellm proxy integration: the pre-call hook in process, the compaction/ provider's retry
+through litellm itself, and the real proxy server on 127.0.0.1 in front of the fake provider."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("litellm")
+
+import litellm
+
+from compaction import CompactionConfig
+from compaction.adapters import to_canonical
+from compaction.integrations.litellm_proxy import CompactingProvider, CompactionHook
+from compaction.pairs import validate
+from compaction.testing import FakeProvider
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTER_KEY = f"sk-{secrets.token_hex(32)}"
+FILLER = "the deploy log shows retries against db-primary with timeouts; " * 60  # ~900 tokens
+
+
+def _conversation(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a release engineer."}]
+    for n in range(turns):
+        messages.append({"role": "user", "content": f"step {n}: inspect release R-{1000 + n}. {FILLER}"})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{n}", "type": "function", "function": {"name": "read_log", "arguments": "{}"}}
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": f"log {n}: {FILLER}"})
+        messages.append({"role": "assistant", "content": f"release R-{1000 + n} checked"})
+    messages.append({"role": "user", "content": "Which release failed?"})
+    return messages
+
+
+def _config() -> CompactionConfig:
+    return CompactionConfig(window=32_000, threshold=8_000, reserve_tokens=2_000, keep_recent_messages=4)
+
+
+async def test_pre_call_hook_compacts_oversized_messages() -> None:
+    hook = CompactionHook(config=_config(), models={"team-model": "gpt-4o"})
+    messages = _conversation(10)
+    snapshot = json.dumps(messages)
+    data = {"model": "team-model", "messages": messages, "metadata": {"user": "u1"}}
+    out = await hook.async_pre_call_hook(None, None, data, "acompletion")
+    assert json.dumps(messages) == snapshot  # the caller's messages are untouched
+    assert isinstance(out, dict)
+    result = hook.last_results["team-model"]
+    assert result.compacted
+    assert out["messages"] == result.messages
+    assert result.tokens_after < 8_000 < result.tokens_before
+    assert out["metadata"]["user"] == "u1"
+    assert out["metadata"]["compaction"]["tokens_before"] == result.tokens_before
+    assert out["messages"][-1] == messages[-1]
+    assert validate(to_canonical(out["messages"])) == []
+    assert len(result.archive) >= result.messages_removed > 0  # every removed message is archived
+
+
+async def test_pre_call_hook_leaves_small_and_non_chat_requests_alone() -> None:
+    hook = CompactionHook(config=_config())
+    small = {"model": "gpt-4o", "messages": _conversation(1)}
+    assert await hook.async_pre_call_hook(None, None, small, "acompletion") == small
+    embed = {"model": "gpt-4o", "input": ["x" * 100_000]}
+    assert await hook.async_pre_call_hook(None, None, embed, "aembedding") is embed
+    assert hook.last_results == {}
+
+
+async def test_overflow_is_compacted_and_retried_by_the_provider() -> None:
+    hook = CompactionHook(config=CompactionConfig(window=128_000, threshold=0, keep_recent_messages=4))
+    provider = CompactingProvider(hook)
+    saved = litellm.custom_provider_map
+    litellm.custom_provider_map = [{"provider": "compaction", "custom_handler": provider}]
+    litellm.utils.custom_llm_setup()
+    try:
+        with FakeProvider(context_window=6_000) as server:  # the upstream is smaller than it claims
+            response = await litellm.acompletion(
+                model="compaction/openai/gpt-4o",
+                messages=_conversation(6),
+                api_base=server.openai_api_base,
+                api_key="fake",
+                max_tokens=200,
+            )
+            sent = server.completion_requests
+    finally:
+        litellm.custom_provider_map = saved
+    assert response.choices[0].message.content
+    assert len(sent) >= 2  # the overflowing request, then the compacted retry
+    assert sent[-1].input_tokens + 200 <= 6_000 < sent[0].input_tokens
+    assert provider.last_compactions
+    assert provider.last_compactions[0].trigger == "overflow"
+
+
+async def test_provider_refuses_streaming_with_a_reason() -> None:
+    provider = CompactingProvider(CompactionHook())
+    with pytest.raises(litellm.llms.custom_llm.CustomLLMError, match="does not stream"):
+        await provider.acompletion(
+            "compaction/openai/gpt-4o", [], None, {}, None, None, None, None, None, {"stream": True}
+        )
+
+
+# --- the real proxy ------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _proxy(config: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY": "False",
+        "LITELLM_MASTER_KEY": MASTER_KEY,
+        "PYTHONPATH": str(ROOT),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    env.pop("DATABASE_URL", None)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "litellm.proxy.proxy_cli",
+                "--config",
+                str(config),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(config.parent),
+        )
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _post(url: str, body: dict[str, Any], timeout: float = 60) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {MASTER_KEY}"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float = 90) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise AssertionError(f"the proxy exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(OSError), opener.open(f"{base}/health/liveliness", timeout=2) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"the proxy did not start in {deadline_s} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.slow
+def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
+    pytest.importorskip("litellm.proxy.proxy_server")
+    with FakeProvider(context_window=6_000) as server:
+        example = (ROOT / "examples" / "litellm_proxy" / "config.yaml").read_text()
+        config = tmp_path / "config.yaml"
+        config.write_text(example.replace("http://127.0.0.1:8001/v1", server.openai_api_base))
+        callbacks = ROOT / "examples" / "litellm_proxy" / "compaction_callbacks.py"
+        (tmp_path / callbacks.name).write_text(callbacks.read_text())
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        log = tmp_path / "proxy.log"
+        with _proxy(config, port, log) as proc:
+            _wait_ready(base, proc, log)
+            # Over the hook's threshold: compacted before it is sent (one upstream call).
+            status, body = _post(
+                f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": _conversation(10), "max_tokens": 200}
+            )
+            assert status == 200, (body, [r.input_tokens for r in server.completion_requests], log.read_text()[-6000:])
+            assert body["choices"][0]["message"]["content"]
+            first = server.completion_requests[-1]
+            assert first.input_tokens + 200 <= 6_000
+            assert len(server.completion_requests) == 1
+            # The upstream overflows below the hook's threshold: the provider compacts and retries.
+            status, body = _post(
+                f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": _conversation(6), "max_tokens": 200}
+            )
+            assert status == 200, (body, log.read_text()[-2000:])
+            retried = server.completion_requests[1:]
+            assert len(retried) >= 2
+            assert retried[-1].input_tokens + 200 <= 6_000 < retried[0].input_tokens
