@@ -7,14 +7,19 @@ pyproject.toml so resolution takes seconds, not minutes.
 from __future__ import annotations
 
 import os
+import sys
 
 import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+# A session whose interpreter cannot be found fails the run (nox's default skips it and exits 0).
+nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+# The interpreter nox itself runs on when it is 3.11 or newer (None: no second Python needed),
+# else 3.11 (found on PATH, or installed by uv). `nox -P 3.13` overrides it.
+PYTHON: str | None = None if sys.version_info >= (3, 11) else "3.11"
 ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 

@@ -130,3 +130,90 @@ def test_no_unclosed_litellm_clients_at_exit() -> None:
     assert "1 passed" in proc.stdout
     for symptom in ("Event loop is closed", "unclosed transport", "unclosed <socket", "Unclosed client session"):
         assert symptom not in proc.stdout + proc.stderr
+
+
+# -- Quick start: the shell commands are the ones CI and the noxfile implement -----------------------------
+
+ROOT = README.parent
+QUICK_START = re.compile(r"^## Quick start\n(.*?)^## ", re.S | re.M)
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+
+
+def _quick_start_commands() -> list[str]:
+    section = QUICK_START.search(README.read_text(encoding="utf-8"))
+    assert section is not None, "README.md has no '## Quick start' section"
+    commands = [" ".join(block.replace("\\\n", " ").split()) for block in BASH_BLOCK.findall(section.group(1))]
+    assert len(commands) == 2, f"Quick start should have two commands (demo, test suite), found {commands}"
+    return commands
+
+
+def _ci_command() -> str:
+    """.ci/run's commands joined with ' && ' (its shebang, comments, `set` and `cd` are plumbing)."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    kept = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith(("#", "set ", "cd "))]
+    return " && ".join(kept)
+
+
+def _nox_sessions(command: str) -> list[str]:
+    match = re.search(r"\bnox\b.*?-s ((?:[\w-]+ ?)+)", command)
+    assert match is not None, f"no `nox -s SESSIONS` in {command!r}"
+    return match.group(1).split()
+
+
+def _noxfile_sessions() -> set[str]:
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if ast.unparse(target) == "nox.session":
+                    names.add(node.name)
+    return names
+
+
+def test_quick_start_test_command_is_what_ci_runs() -> None:
+    _demo, tests = _quick_start_commands()
+    assert tests == _ci_command()
+    assert _nox_sessions(tests) == ["lint", "typecheck", "tests"]
+
+
+def test_quick_start_sessions_exist_in_the_noxfile() -> None:
+    demo, tests = _quick_start_commands()
+    assert _nox_sessions(demo) == ["demo"]
+    assert set(_nox_sessions(demo) + _nox_sessions(tests)) <= _noxfile_sessions()
+    # both commands install the same pinned tools the same way
+    assert demo.split(" && ")[:-1] == tests.split(" && ")[:-1]
+
+
+def test_noxfile_runs_on_any_python_from_3_11_and_fails_on_a_missing_one() -> None:
+    source = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert "nox.options.error_on_missing_interpreters = True" in source
+    assert 'PYTHON: str | None = None if sys.version_info >= (3, 11) else "3.11"' in source
+
+
+def test_quick_start_demo_runs() -> None:
+    """What `nox -s demo` runs (`compaction demo`), on the smallest bundled example."""
+    session = re.search(r"def demo\(session.*?\n\n\n", (ROOT / "noxfile.py").read_text(encoding="utf-8"), re.S)
+    assert session is not None
+    assert 'session.run("compaction", "demo", *session.posargs' in session.group(0)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "compaction.cli", "demo", "--example", "research_session", "--window", "16000"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Replaying 'research_session'" in proc.stdout
+    assert "Session replayed" in proc.stdout
+
+
+def test_install_commands_name_the_distribution() -> None:
+    """PyPI's "compaction" is another project: every pip install of ours says compaction-engine."""
+    text = README.read_text(encoding="utf-8")
+    for match in re.finditer(r"pip install ([^\n`]*)", text):
+        for word in match.group(1).split():
+            name = word.strip("'\"")
+            assert not re.fullmatch(r"compaction(\[[\w,-]+\])?", name), f"README installs {word!r}: {match.group(0)}"
