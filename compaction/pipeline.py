@@ -7,8 +7,10 @@ input adapter -> repair -> protect (+ layout check) -> prune -> chunk -> summari
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -586,7 +588,7 @@ def _finish(
         reconstruct, messages, config=config, alternation=alternation, keep_adjacent_turns=keep_turns, summary_role=role
     )
     new = rebuild(layout, block)
-    tokens_after = run.count(new)
+    tokens_after = count_returned(run, new)
     verify: list[str] = []
     if not run.budget.fits(tokens_after) and block is not None:
         # The summary came out longer than planned: cut it to the room that is left.
@@ -594,12 +596,12 @@ def _finish(
         limit = max(32, int(room / (run.budget.margin if not run.budget.exact else 1)) - 8)
         block = replace(block, body=truncate_to_tokens(block.body, limit, run.counter.count_text))
         new = rebuild(layout, block)
-        tokens_after = run.count(new)
+        tokens_after = count_returned(run, new)
         verify.append(f"summary truncated to {limit} tokens")
     if config.max_messages is not None and len(new) > config.max_messages:
         layout = _cap_messages(messages, layout, len(new) - config.max_messages)
         new = rebuild(layout, block)
-        tokens_after = run.count(new)
+        tokens_after = count_returned(run, new)
         verify.append(f"hard cap: kept {len(new)} messages (max_messages={config.max_messages})")
     if not run.budget.fits(tokens_after):
         raise CompactionError(
@@ -616,6 +618,15 @@ def _finish(
         reason = f"compaction would not reduce the context: {baseline:,} -> {tokens_after:,} tokens"
         return _not_compacted(run, repaired, tokens_before, reason, job=job)
     return _result(run, repaired, new, layout, block, level, tokens_before, tokens_after, job, outcome)
+
+
+def count_returned(run: Run, messages: Sequence[Message]) -> int:
+    """The tokens of ``messages`` as the caller receives them: written in the caller's format and
+    read back, since that is what is sent (a merged carrier goes out as one OpenAI tool message per
+    result, Anthropic system messages become one ``system``). ``tokens_after`` and the fit check
+    are this recount, not a count of the canonical messages."""
+    out = from_canonical(run.transcript.replace(tuple(messages)))
+    return run.count(to_canonical(out.messages, out.system, format=out.format).messages)
 
 
 def _trim_to_fit(run: Run, messages: Sequence[Message], layout: Partition) -> Partition:
@@ -730,12 +741,25 @@ def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
     offset = 1 if has_system else 0
     source = run.source if run.source is not None else from_canonical(run.transcript).messages
     still_there = {id(m) for m in new}
+    # Messages a stage rebuilt (repair merging tool messages, a carrier copied) can go out exactly as
+    # the caller sent them: those were returned, not removed. Compared as provider messages.
+    originals = {id(m) for m in run.transcript.messages}
+    rebuilt = [m for m in new if id(m) not in originals]
+    returned = Counter(_raw_key(m) for m in from_canonical(run.transcript.replace(tuple(rebuilt))).messages)
     archive: dict[str, dict[str, Any]] = {}
     for index, message in enumerate(run.transcript.messages):
-        if id(message) in still_there or index < offset:
+        if index < offset or id(message) in still_there:
+            continue
+        key = _raw_key(source[index - offset])
+        if returned[key] > 0:
+            returned[key] -= 1
             continue
         archive[message.id] = copy_json(source[index - offset])
     return archive
+
+
+def _raw_key(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def _result(

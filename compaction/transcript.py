@@ -193,6 +193,13 @@ class Message(BaseModel):
         return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
 
     @property
+    def own_id(self) -> str | None:
+        """The ``id`` field the caller gave the message, if any. ``id`` above is the canonical id,
+        unique in a transcript; the caller's may repeat (the adapters keep it in ``extra``)."""
+        value = self.extra.get("id")
+        return str(value) if isinstance(value, str | int) and not isinstance(value, bool) and value != "" else None
+
+    @property
     def has_tool_calls(self) -> bool:
         return bool(self.tool_calls)
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compaction.errors import TranscriptError
-from compaction.transcript import ImagePart, Part, TextPart, UnknownPart, copy_json, ordered
+from compaction.transcript import ImagePart, Message, Part, TextPart, UnknownPart, copy_json, ordered
 
 
 def require_mapping(value: Any, index: int | None, field: str) -> Mapping[str, Any]:
@@ -115,3 +115,21 @@ def emit_passthrough(part: Part) -> dict[str, Any] | None:
 
 def image_source_payload(part: ImagePart) -> dict[str, Any]:
     return dict(copy_json(part.source))
+
+
+def unique_ids(messages: list[Message]) -> tuple[Message, ...]:
+    """``messages`` with every canonical id distinct. A message's own ``id`` field names it (the
+    archive id, what ``pinned`` matches), but callers reuse ids (a framework's run id on every
+    message, a tool call id copied onto its result): a later message whose id was taken gets
+    ``<id>~<position>`` instead, so no archive entry or pin can stand for two messages. The field
+    itself is kept in ``extra`` and goes back out unchanged."""
+    taken: set[str] = set()
+    out: list[Message] = []
+    for position, message in enumerate(messages):
+        new_id, n = message.id, 0
+        while new_id in taken:
+            n += 1
+            new_id = f"{message.id}~{position}" + (f".{n}" if n > 1 else "")
+        taken.add(new_id)
+        out.append(message if new_id == message.id else message.model_copy(update={"id": new_id}))
+    return tuple(out)

@@ -23,6 +23,7 @@ from compaction.adapters._common import (
     split_known,
     surrogate_error,
     text_part,
+    unique_ids,
     unknown_part,
 )
 from compaction.errors import TranscriptError
@@ -62,7 +63,7 @@ def from_anthropic(messages: Sequence[Any], system: Any = None) -> Transcript:
         canonical.append(_read_message(m, i, offset))
         if surrogate is not None:  # in a field the reader keeps verbatim (metadata, unknown blocks, ...)
             raise surrogate_error(i, surrogate)
-    return Transcript(format="anthropic", messages=tuple(canonical))
+    return Transcript(format="anthropic", messages=unique_ids(canonical))
 
 
 def to_anthropic(transcript: Transcript) -> tuple[SystemPrompt, list[dict[str, Any]]]:

@@ -21,6 +21,7 @@ from compaction.adapters._common import (
     split_known,
     surrogate_error,
     text_part,
+    unique_ids,
     unknown_part,
 )
 from compaction.errors import TranscriptError
@@ -53,7 +54,8 @@ def from_openai(messages: Sequence[Any]) -> Transcript:
     """Read OpenAI Chat Completions messages. Raises :class:`TranscriptError` naming the index."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
         raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
-    return Transcript(format="openai", messages=tuple(_read_checked(m, i) for i, m in enumerate(messages)))
+    read = [_read_checked(m, i) for i, m in enumerate(messages)]
+    return Transcript(format="openai", messages=unique_ids(read))
 
 
 def _read_checked(raw: Any, index: int) -> Message:

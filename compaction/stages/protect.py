@@ -67,7 +67,11 @@ def partition(
     leading = 0
     while leading < n and messages[leading].role == "system":
         leading += 1
-    first_user = next((i for i in range(leading, n) if messages[i].is_user_turn), None)
+    # The task is what the user typed: a turn that also carries tool results belongs to the call
+    # before it, and keeping it in front without that call would leave orphan results.
+    first_user = next(
+        (i for i in range(leading, n) if messages[i].is_user_turn and not messages[i].has_tool_results), None
+    )
     head = list(range(leading))
     head_end = leading
     if protect_first_user and first_user is not None:
@@ -85,7 +89,7 @@ def partition(
     if pinned_set or any(m.pinned for m in messages[:tail_start]):
         for unit in units(messages[:tail_start]):
             members = range(unit.start, unit.end)
-            if any(messages[i].pinned or messages[i].id in pinned_set for i in members):
+            if any(messages[i].pinned or _pin_id(messages[i]) & pinned_set for i in members):
                 kept.update(members)
     head_set = set(head)
     kept.update(i for i in range(head_end, tail_start) if messages[i].role == "system")
@@ -100,6 +104,13 @@ def partition(
         tail_start=tail_start,
         last_user_request=last_user,
     )
+
+
+def _pin_id(message: Message) -> set[str]:
+    """The ids a pin can name the message by: its canonical id, and its own ``id`` field (several
+    messages can carry the same one; the adapters give the later ones distinct canonical ids)."""
+    own = message.own_id
+    return {message.id} if own is None else {message.id, own}
 
 
 def _tail_start_wanted(
