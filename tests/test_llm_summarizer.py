@@ -416,3 +416,59 @@ def test_importing_the_package_does_not_import_litellm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+# -- a reply far larger than its output cap ------------------------------------------------------
+
+
+def _scripted_litellm(content: str, finish_reason: str = "stop") -> Any:
+    """Stands in for litellm: every call answers ``content`` (no HTTP: only our processing is timed)."""
+    from types import SimpleNamespace
+
+    async def acompletion(**kwargs: Any) -> Any:
+        choice = SimpleNamespace(message=SimpleNamespace(content=content, tool_calls=None), finish_reason=finish_reason)
+        return SimpleNamespace(choices=[choice], usage=None, _hidden_params={"response_cost": 0.0})
+
+    return SimpleNamespace(acompletion=acompletion)
+
+
+HUGE_REPLY = "- ran `make build` in src/app/ and it printed one more line of output\n" * 450_000  # ~32 MB
+
+
+async def test_a_huge_reply_is_cut_to_its_output_cap_before_processing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compaction.summarizers import llm as llm_module
+
+    monkeypatch.setattr(llm_module, "load_litellm", lambda: _scripted_litellm(HUGE_REPLY))
+    summarizer = LLMSummarizer("openai/x", api_key="sk-fake", max_tokens=2_000)
+    started = time.perf_counter()
+    response = await summarizer.summarize(request(max_tokens=1_000))
+    elapsed = time.perf_counter() - started
+    # At most 16 characters per token of the cap (1,000 here), and the cut is marked as a cut.
+    assert len(response.text) <= 16 * 1_000 + 100
+    assert response.text.endswith(llm_module.CUT_NOTE)
+    assert response.text.startswith("- ran `make build` in src/app/")
+    assert "`make build`" in response.text.splitlines()[-2]  # whole lines kept, the partial one dropped
+    assert elapsed < 1.0, elapsed
+
+
+async def test_a_huge_reply_does_not_stall_a_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compaction import CompactionConfig, Compactor
+    from compaction.summarizers import llm as llm_module
+
+    monkeypatch.setattr(llm_module, "load_litellm", lambda: _scripted_litellm(HUGE_REPLY))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the build."}]
+    for k in range(40):
+        messages.append({"role": "assistant", "content": f"Step {k}: running make in src/app/ again."})
+        messages.append({"role": "user", "content": f"Still failing at step {k}, go on."})
+    config = CompactionConfig(window=32_000, reserve_tokens=2_000, keep_recent_messages=4, max_summary_tokens=400)
+    compactor = Compactor("gpt-4o", LLMSummarizer("openai/x", api_key="sk-fake"), config)
+    with monkeypatch.context() as warm:  # one-time loads (tokenizer, redaction patterns) are not timed
+        warm.setattr(llm_module, "load_litellm", lambda: _scripted_litellm("## 1. Goals and constraints\n- fix"))
+        await compactor.acompact(messages)
+    started = time.perf_counter()
+    result = await compactor.acompact(messages)
+    elapsed = time.perf_counter() - started
+    assert result.compacted
+    assert result.summary is not None
+    assert len(result.summary) < 20_000
+    assert elapsed < 2.0, elapsed

@@ -44,6 +44,8 @@ Retries
       ``"max_tokens"`` stop reason to it) ends mid-token: :func:`mark_cut_reply` drops the partial
       last token and marks the cut with an ellipsis, as the extractive summarizer marks its cuts,
       so no half of a path or id passes as whole.
+    * an answer longer than 16 characters per token of its cap is cut to that length before
+      anything else reads it, and marked the same way (a runaway or hostile endpoint).
     * an empty, whitespace-only or tool-call-only answer raises :class:`EmptySummaryError` at
       once, not retried: at temperature 0 the same request tends to give the same answer, and the
       pipeline's fallback chain is the better remedy.
@@ -97,6 +99,10 @@ _WATCHDOG_GRACE_S = 0.5
 # "max_tokens" to "length"; the raw value is accepted too).
 _CUT_FINISH = frozenset({"length", "max_tokens"})
 CUT_NOTE = "[... the summarizer reached its output limit here ...]"
+# No tokenizer packs more than this many characters into a token on average over a summary, so a
+# reply longer than this per token of its cap is not an answer within the cap: a broken or hostile
+# endpoint. It is cut before anything reads it (a 50 MB reply once took minutes to process).
+_MAX_CHARS_PER_TOKEN = 16
 _BULLET_ONLY = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)?\s*$")
 # Callers must not undo the policy this class exists to enforce.
 _RESERVED_KWARGS = frozenset(
@@ -209,6 +215,12 @@ def mark_cut_reply(text: str) -> str:
     if body.count("`") % 2 == 1:
         body += "`"
     return f"{body}\n{CUT_NOTE}" if body else CUT_NOTE
+
+
+def _output_cap(kwargs: Mapping[str, Any]) -> int:
+    """The answer's token cap as sent (``extra_kwargs`` may have raised it)."""
+    caps = [v for k in ("max_tokens", "max_completion_tokens") if isinstance(v := kwargs.get(k), int) and v > 0]
+    return max(caps, default=1)
 
 
 def _usage(response: Any) -> tuple[int, int, int]:
@@ -360,7 +372,7 @@ class LLMSummarizer:
                 with attempt:
                     calls += 1
                     response = await self._attempt(litellm, kwargs)
-            return self._to_response(litellm, response, calls)
+            return self._to_response(litellm, response, calls, _output_cap(kwargs))
         except SummarizerError as exc:
             exc.calls = max(1, calls)  # the attempts count toward the caller's model calls
             raise
@@ -378,13 +390,16 @@ class LLMSummarizer:
                 raise
             raise _AttemptTimeout(f"no answer within {self.timeout + _WATCHDOG_GRACE_S:.1f} s") from exc
 
-    def _to_response(self, litellm: Any, response: Any, calls: int) -> SummaryResponse:
+    def _to_response(self, litellm: Any, response: Any, calls: int, max_tokens: int) -> SummaryResponse:
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise EmptySummaryError(f"{self.model} returned no choices")
         message = getattr(choices[0], "message", None)
         text = _text_of(getattr(message, "content", None))
-        if text.strip() and str(getattr(choices[0], "finish_reason", None) or "") in _CUT_FINISH:
+        limit = max_tokens * _MAX_CHARS_PER_TOKEN
+        if len(text) > limit:
+            text = mark_cut_reply(text[:limit])
+        elif text.strip() and str(getattr(choices[0], "finish_reason", None) or "") in _CUT_FINISH:
             text = mark_cut_reply(text)
         text = text.strip()
         if not text:
