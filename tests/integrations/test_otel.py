@@ -1,0 +1,170 @@
+"""OpenTelemetry spans for compaction runs and summarizer calls, read back from the SDK's
+in-memory exporter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from compaction import (
+    CompactionConfig,
+    Compactor,
+    ContextManager,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResponse,
+    SummaryUsage,
+)
+from compaction.integrations import otel
+
+FILLER = "the migration touched billing/invoice.py and failed on ticket PAY-311; " * 40
+
+
+class PricedSummarizer:
+    """Answers every request with a short summary and a known usage and cost; fails on demand."""
+
+    def __init__(self, fail_kinds: tuple[str, ...] = ()) -> None:
+        self.fail_kinds = fail_kinds
+        self.requests: list[SummaryRequest] = []
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        if request.kind in self.fail_kinds:
+            raise SummarizerError(f"{request.kind} refused")
+        usage = SummaryUsage(input_tokens=len(request.prompt) // 4, output_tokens=40, cost_usd=0.002)
+        return SummaryResponse(text=f"Summary ({request.kind}): billing/invoice.py, PAY-311.", usage=usage, model="m-1")
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    assert otel.instrument(tracer_provider=provider)
+    try:
+        yield spans
+    finally:
+        otel.uninstrument()
+        provider.shutdown()
+
+
+def _messages(turns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n in range(turns):
+        out.append({"role": "user", "content": f"step {n}: {FILLER}"})
+        out.append({"role": "assistant", "content": f"done with step {n}"})
+    return out
+
+
+def _named(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+def _compactor(summarizer: Any, **config: Any) -> Compactor:
+    settings: dict[str, Any] = {"window": 32_000, "reserve_tokens": 2_000, "keep_recent_messages": 2, **config}
+    return Compactor("gpt-4o", summarizer, CompactionConfig(**settings))
+
+
+async def test_run_span_with_one_child_per_summarizer_call(exporter: InMemorySpanExporter) -> None:
+    summarizer = PricedSummarizer()
+    result = await _compactor(summarizer, base_chunk_ratio=0.15, min_chunk_ratio=0.05).acompact(_messages(20))
+    spans = exporter.get_finished_spans()
+    (run,) = _named(spans, "compaction.run")
+    calls = _named(spans, "compaction.summarize")
+    assert result.compacted
+    assert len(calls) == len(summarizer.requests) == result.llm_calls >= 2  # chunks and a merge
+    assert {c.attributes["compaction.summarize.kind"] for c in calls} >= {"chunk", "merge"}
+    assert all(c.parent is not None and c.parent.span_id == run.context.span_id for c in calls)
+    attrs = run.attributes
+    assert attrs["compaction.model"] == "gpt-4o"
+    assert attrs["compaction.tokens_before"] == result.tokens_before > attrs["compaction.tokens_after"]
+    assert attrs["compaction.fallback_level"] == "full"
+    assert attrs["compaction.llm_calls"] == result.llm_calls
+    assert attrs["compaction.cost_usd"] == pytest.approx(0.002 * len(calls))
+    assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in calls) == result.summarizer_output_tokens
+    assert calls[0].attributes["gen_ai.response.model"] == "m-1"
+
+
+async def test_failed_summarizer_call_is_an_error_span(exporter: InMemorySpanExporter) -> None:
+    result = await _compactor(PricedSummarizer(fail_kinds=("single", "chunk"))).acompact(_messages(8))
+    spans = exporter.get_finished_spans()
+    failed = [s for s in _named(spans, "compaction.summarize") if s.status.status_code == StatusCode.ERROR]
+    assert failed
+    assert failed[0].attributes["compaction.summarize.error"] == "SummarizerError"
+    assert any(event.name == "exception" for event in failed[0].events)
+    (run,) = _named(spans, "compaction.run")
+    assert run.attributes["compaction.fallback_level"] == result.fallback_level != "full"
+
+
+async def test_context_manager_compactions_are_traced(exporter: InMemorySpanExporter) -> None:
+    compactor = _compactor(PricedSummarizer(), threshold=4_000)
+    cm = ContextManager(compactor, messages=_messages(8))
+    result = await cm.before_turn()
+    assert result is not None
+    assert result.compacted
+    (run,) = _named(exporter.get_finished_spans(), "compaction.run")
+    assert run.attributes["compaction.trigger"] == "threshold"
+
+
+async def test_request_span_gets_the_result_attributes(exporter: InMemorySpanExporter) -> None:
+    provider = TracerProvider()
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("service")
+    with tracer.start_as_current_span("POST /v1/compact"):
+        result = await _compactor(PricedSummarizer()).acompact(_messages(8))
+        assert otel.annotate_current_span(result)
+    (request,) = spans.get_finished_spans()
+    assert request.attributes["compaction.tokens_saved"] == result.tokens_saved > 0
+    assert request.attributes["compaction.fallback_level"] == "full"
+    assert otel.annotate_current_span(result) is False  # no recording span outside
+
+
+def test_uninstrument_restores_and_reinstrument_switches_provider() -> None:
+    from compaction.compactor import Compactor as Cls
+
+    original = Cls.acompact
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+    providers = []
+    for exporter in (first, second):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        providers.append(provider)
+        otel.instrument(tracer_provider=provider)
+    try:
+        Compactor("gpt-4o").compact(_messages(1))
+        assert not first.get_finished_spans()
+        assert _named(second.get_finished_spans(), "compaction.run")
+    finally:
+        otel.uninstrument()
+    assert Cls.acompact is original
+    assert not otel.is_instrumented()
+
+
+def test_no_op_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "opentelemetry" or m.startswith("opentelemetry.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import opentelemetry -> ImportError
+    assert otel.instrument() is False
+    assert not otel.is_instrumented()
+    result = Compactor("gpt-4o").compact(_messages(1))
+    assert otel.annotate_current_span(result) is False
+
+
+def test_import_compaction_does_not_import_opentelemetry() -> None:
+    code = (
+        "import sys, compaction; compaction.Compactor; compaction.ContextManager; "
+        "assert 'opentelemetry' not in sys.modules; assert 'compaction.integrations.otel' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
