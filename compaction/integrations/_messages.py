@@ -27,9 +27,11 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
+from compaction.adapters.openai import from_openai
 from compaction.errors import TranscriptError
+from compaction.transcript import Message
 
-__all__ = ["LC_SOURCE", "MessageMap", "message_key", "to_openai"]
+__all__ = ["LC_SOURCE", "Conversions", "MessageMap", "message_key", "message_to_openai", "pairs_intact", "to_openai"]
 
 LC_SOURCE = "compaction"
 """``additional_kwargs["lc_source"]`` of the messages compaction writes (LangChain's own summary
@@ -43,24 +45,78 @@ def message_key(message: Mapping[str, Any]) -> str:
 def to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """OpenAI chat dicts of ``messages``, one per message. Raises :class:`TranscriptError` naming
     the index of a message that is not a LangChain message or that LangChain cannot convert."""
-    out: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, BaseMessage):
-            raise TranscriptError(f"expected a LangChain message, got {type(message).__name__}", index=index)
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if not call.get("id"):
-                    raise TranscriptError(
-                        f"tool call {call.get('name')!r} has no id (a result could never be matched to it)",
-                        index=index,
-                        field="tool_calls",
-                    )
-        try:
-            converted = convert_to_openai_messages(message)
-        except Exception as exc:  # LangChain's own error, with the position added
-            raise TranscriptError(f"LangChain could not convert it: {exc}", index=index) from exc
-        out.append(dict(converted))
-    return out
+    return [message_to_openai(message, index) for index, message in enumerate(messages)]
+
+
+def message_to_openai(message: Any, index: int) -> dict[str, Any]:
+    """The OpenAI chat dict of one LangChain message (``index`` names it in errors)."""
+    if not isinstance(message, BaseMessage):
+        raise TranscriptError(f"expected a LangChain message, got {type(message).__name__}", index=index)
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            if not call.get("id"):
+                raise TranscriptError(
+                    f"tool call {call.get('name')!r} has no id (a result could never be matched to it)",
+                    index=index,
+                    field="tool_calls",
+                )
+    try:
+        converted = convert_to_openai_messages(message)
+    except Exception as exc:  # LangChain's own error, with the position added
+        raise TranscriptError(f"LangChain could not convert it: {exc}", index=index) from exc
+    return dict(converted)
+
+
+class Conversions:
+    """The conversions of one thread's state, kept from one model call to the next.
+
+    A message object already seen is not converted again, and its canonical message is the same
+    object as before, so the token counter's per-object memo answers at once: checking a
+    2,000-message state costs what its new messages cost. Only the current state's messages are
+    kept (the memo never outgrows the state). The canonical messages are for counting and checks
+    only: their ids are derived as if each stood alone."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[BaseMessage, dict[str, Any], Message]] = {}
+
+    def convert(self, messages: Sequence[BaseMessage]) -> tuple[list[dict[str, Any]], list[Message]]:
+        entries: dict[int, tuple[BaseMessage, dict[str, Any], Message]] = {}
+        for index, message in enumerate(messages):
+            entry = self._entries.get(id(message))
+            if entry is None or entry[0] is not message:
+                converted = message_to_openai(message, index)
+                try:
+                    canonical = from_openai([converted]).messages[0]
+                except TranscriptError as exc:
+                    raise TranscriptError(exc.problem, index=index, field=exc.field) from exc
+                entry = (message, converted, canonical)
+            entries[id(message)] = entry
+        self._entries = entries
+        pairs = [entries[id(m)] for m in messages]
+        return [p[1] for p in pairs], [p[2] for p in pairs]
+
+
+def pairs_intact(messages: Sequence[BaseMessage]) -> bool:
+    """A fast check of the chat-completions pair rules on LangChain messages: the tool calls of an
+    AIMessage are answered, once each, by the ToolMessages right after it, and no ToolMessage
+    stands anywhere else. False sends the state to the full check (``compaction.pairs.validate``)."""
+    pending: set[str] = set()
+    seen: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in pending:
+                return False
+            pending.discard(message.tool_call_id)
+            continue
+        if pending:
+            return False
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = [str(call.get("id")) for call in message.tool_calls]
+            if len(set(ids)) != len(ids) or seen.intersection(ids):
+                return False
+            seen.update(ids)
+            pending = set(ids)
+    return not pending
 
 
 class MessageMap:

@@ -57,7 +57,7 @@ from langgraph.runtime import Runtime
 from compaction.adapters import from_canonical, to_canonical
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
-from compaction.integrations._messages import LC_SOURCE, MessageMap, message_key, to_openai
+from compaction.integrations._messages import LC_SOURCE, Conversions, MessageMap, message_key, pairs_intact
 from compaction.pairs import repair, validate
 from compaction.recall import RECALL_TOOL_NAME, MemoryRecallIndex, answer_recall
 from compaction.recall import recall_tool as recall_tool_definition
@@ -145,6 +145,7 @@ class _Thread:
     compactions: list[LangChainCompaction] = field(default_factory=list)
     removed: list[BaseMessage] = field(default_factory=list)
     pending: list[Mapping[str, Mapping[str, Any]]] = field(default_factory=list)
+    conversions: Conversions = field(default_factory=Conversions)
     _index: MemoryRecallIndex = field(default_factory=MemoryRecallIndex)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     wait: tuple[int, int] | None = None
@@ -279,10 +280,10 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         if not messages:
             return None
-        dicts = to_openai(messages)
-        transcript = to_canonical(dicts, format="openai")
+        dicts, canonical = self._thread(None).conversions.convert(messages)
+        transcript = Transcript(format="openai", messages=tuple(canonical))
         tokens = self._count(messages, transcript)
-        broken = bool(validate(transcript))
+        broken = not pairs_intact(messages) and bool(validate(transcript))
         return _Plan(messages, dicts, transcript, tokens, self._should_compact(tokens, len(messages)), broken)
 
     def _should_compact(self, tokens: int, count: int) -> bool:
@@ -346,7 +347,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _repair(self, plan: _Plan, thread: _Thread) -> dict[str, Any]:
         """Failure mode A without a compaction: the state's broken tool pairs fixed before the model
         sees them (orphan results out, archived; a call without a result gets a synthetic one)."""
-        fixed, report = repair(plan.transcript)
+        fixed, report = repair(to_canonical(plan.dicts, format="openai"))  # fresh, position-derived ids
         new, gone = MessageMap(plan.messages, plan.dicts).back(from_canonical(fixed).messages)
         thread.removed.extend(gone)
         thread.archive(_unarchived(plan, gone, {}))

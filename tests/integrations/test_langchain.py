@@ -384,3 +384,40 @@ def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "compacted:" in out
     assert "0 broken tool pairs" in out
+
+
+def test_fast_pair_check_agrees_with_validate() -> None:
+    from compaction.integrations._messages import pairs_intact
+
+    def call(*ids: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"id": i, "name": "f", "args": {}} for i in ids])
+
+    def result(i: str) -> ToolMessage:
+        return ToolMessage("ok", tool_call_id=i)
+
+    cases: list[list[BaseMessage]] = [
+        [HumanMessage("q"), call("a", "b"), result("b"), result("a"), AIMessage("done")],
+        [HumanMessage("q"), result("x")],  # orphan
+        [HumanMessage("q"), call("a"), HumanMessage("interrupted")],  # missing result
+        [HumanMessage("q"), call("a"), result("a"), result("a")],  # duplicate result
+        [HumanMessage("q"), call("a"), result("a"), call("a"), result("a")],  # repeated call id
+        [HumanMessage("q"), call("a")],  # the last call has no result yet
+    ]
+    for messages in cases:
+        intact = pairs_intact(messages)
+        assert intact == (validate(to_canonical(to_openai(messages))) == []), messages
+    assert pairs_intact(cases[0])
+
+
+def test_a_state_seen_before_is_not_converted_again() -> None:
+    from compaction.integrations._messages import Conversions
+
+    messages: list[BaseMessage] = [HumanMessage("q"), AIMessage("a")]
+    conversions = Conversions()
+    dicts, canonical = conversions.convert(messages)
+    dicts2, canonical2 = conversions.convert([*messages, HumanMessage("next")])
+    assert canonical2[0] is canonical[0]
+    assert canonical2[1] is canonical[1]
+    assert dicts2[:2] == dicts
+    with pytest.raises(TranscriptError, match="message 2"):
+        conversions.convert([*messages, "oops"])  # type: ignore[list-item]
