@@ -297,7 +297,10 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         else:
             window = self.compactor.guard.window
             fire = any(_clause_met(clause, tokens, count, window) for clause in self._clauses)
-        wait = self._thread(None).wait
+        thread = self._thread(None)
+        if not fire:
+            thread.wait = None  # the state is back under the trigger: the next crossing compacts at once
+        wait = thread.wait
         if fire and wait is not None and not over_budget and tokens < wait[0] and count < wait[1]:
             LOGGER.debug("compaction waits: the last one could not get under the trigger (%s tokens now)", tokens)
             return False

@@ -421,3 +421,20 @@ def test_a_state_seen_before_is_not_converted_again() -> None:
     assert dicts2[:2] == dicts
     with pytest.raises(TranscriptError, match="message 2"):
         conversions.convert([*messages, "oops"])  # type: ignore[list-item]
+
+
+def test_summary_prompt_reaches_an_llm_summarizer() -> None:
+    writer = TextModel(answer=lambda m: "short summary", calls=[])
+    middleware = CompactionMiddleware(
+        "gpt-4o",
+        trigger=("messages", 8),
+        keep=("messages", 2),
+        summarizer=writer,
+        summary_prompt="Keep every invoice number.\n<messages>\n{messages}\n</messages>",
+    )
+    history = [HumanMessage(f"invoice INV-{k} " + "line item " * 300) for k in range(8)]
+    assert middleware.before_model({"messages": history}, None) is not None  # type: ignore[arg-type]
+    sent = "\n".join(str(m.content) for call in writer.calls for m in call)
+    assert "Keep every invoice number." in sent
+    assert "{messages}" not in sent
+    assert "INV-1 " in sent
