@@ -168,3 +168,23 @@ def test_import_compaction_does_not_import_opentelemetry() -> None:
         "assert 'opentelemetry' not in sys.modules; assert 'compaction.integrations.otel' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "otel_spans.py"
+    spec = importlib.util.spec_from_file_location("otel_spans_example", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        await module.main()
+    finally:
+        otel.uninstrument()
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("compaction.summarize kind=chunk" in line for line in lines) >= 2
+    assert any(line.startswith("compaction.run:") and "fallback full" in line for line in lines)
+    assert any(line.startswith("POST /compact:") for line in lines)
