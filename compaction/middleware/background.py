@@ -12,7 +12,9 @@ repeated compaction). A job starts only when ``step`` of the trigger has aged ou
 At the threshold :func:`compact_prepared` swaps the prepared head in with no model call when the
 context it gives stays under ``accept`` of the trigger and fits the budget; otherwise one
 compaction of the prepared head plus the rest summarizes only what aged out since (usually one
-call). A job still running then is cancelled (the threshold never waits for it).
+call). A job still running then is cancelled when what is already prepared is enough; otherwise
+the threshold waits for it (it is partly done: finishing it is faster than compacting on demand),
+the only case where the threshold turn waits on a background job.
 
 Correctness. The state is checked against the context before use (:func:`prefix_key` of the
 messages it covers, the system prompt, the model and the window); store mode also requires the
@@ -87,6 +89,13 @@ class Preparer:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         self.usage.discarded += 1
+
+    async def finish(self) -> None:
+        """Wait for a running job to end (it handles its own errors)."""
+        task = self.task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+        self.task = None
 
     def abort(self) -> None:
         """Cancel a running job without waiting (from synchronous code); the state is dropped."""
@@ -316,14 +325,20 @@ async def compact_prepared(
     cm: ContextManager, trigger: Trigger, event_trigger: str, measure: ContextMeasure
 ) -> CompactionResult | None:
     """The threshold (or manual, or guard-blocked) compaction from the prepared state: swapped in
-    with no call when small enough, else one compaction of what aged out since. None when there is
-    no usable state (the caller compacts on demand). Applies the result to the manager."""
+    with no call when small enough, else one compaction of what aged out since. A job in flight is
+    cancelled when the state is enough, else awaited. None when there is no usable state (the
+    caller compacts on demand). Applies the result to the manager."""
     preparer = cm._preparer
     if preparer is None:
         return None
-    await preparer.cancel()  # the threshold never waits for a job in flight
-    if cm.store is not None and preparer.state is None:
+    if cm.store is not None and preparer.state is None and not preparer.running:
         preparer.load(cm)  # saved by another process, or before a restart
+    if preparer.running:
+        ready = preparer.valid_state(cm)
+        if ready is not None and _fits(cm, _candidate_tokens(cm, ready), preparer):
+            await preparer.cancel()  # what is prepared already does: no call, no wait
+        else:
+            await preparer.finish()  # partly done already: finishing beats compacting on demand
     state = preparer.valid_state(cm)
     if state is None:
         return None
@@ -337,6 +352,20 @@ async def compact_prepared(
             preparer.clear_persisted(cm)
 
 
+def _candidate(cm: ContextManager, state: PreparedState) -> list[dict[str, Any]]:
+    """The context the state gives: its head, then every message after what it covers."""
+    if cm.store is None:
+        return [*state.head, *cm._messages[state.covered :]]
+    assert state.through_id is not None
+    rest = [m for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
+    return [*state.head, *rest]
+
+
+def _candidate_tokens(cm: ContextManager, state: PreparedState) -> int:
+    request, system, _ = cm._request(_candidate(cm, state))
+    return cm._work.count(request, system=system, tools=cm._tools)
+
+
 def _fits(cm: ContextManager, tokens: int, preparer: Preparer) -> bool:
     trigger = _trigger_tokens(cm)
     guard = cm._work.guard
@@ -348,8 +377,7 @@ def _fits(cm: ContextManager, tokens: int, preparer: Preparer) -> bool:
 async def _swap_memory(
     cm: ContextManager, preparer: Preparer, state: PreparedState, trigger: Trigger
 ) -> CompactionResult:
-    candidate = [*state.head, *cm._messages[state.covered :]]
-    request, system, prepended = cm._request(candidate)
+    request, system, prepended = cm._request(_candidate(cm, state))
     if state.system is not None and system is not None:
         system = state.system
     tokens = cm._work.count(request, system=system, tools=cm._tools)
@@ -406,8 +434,7 @@ async def _swap_stored(
     assert state.summary is not None
     config = cm._work.config
     rest = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
-    candidate = [_store.summary_message(state.summary, config), *(m for m, _ in rest)]
-    request, system, _ = cm._request(candidate)
+    request, system, _ = cm._request(_candidate(cm, state))
     tokens = cm._work.count(request, system=system, tools=cm._tools)
     whole = _count_context(cm)
     base = replace(

@@ -47,9 +47,9 @@ class PrepareSettings:
     ``enabled=False`` is the off switch."""
 
     enabled: bool = True
-    mark: float = 0.6
-    step: float = 0.15
-    accept: float = 0.75
+    mark: float = 0.65
+    step: float = 0.25
+    accept: float = 0.8
 
     def __post_init__(self) -> None:
         for name in ("mark", "step", "accept"):

@@ -1,0 +1,365 @@
+"""Compaction off the critical path: the threshold turn with summaries prepared in the background,
+against compacting on demand, on the same sessions.
+
+    python -m benchmarks.bench_background                 # quick: 500 and 2,000 messages
+    python -m benchmarks.bench_background --full          # 500, 2,000, 5,000 and 20,000
+    python -m benchmarks.bench_background --write         # also writes its RESULTS.md section
+
+Each generated session (``benchmarks.generate``: coding in OpenAI format, job search in Anthropic
+format) is replayed turn by turn through a :class:`~compaction.ContextManager` (gpt-4o, 128,000
+window, default config): before each assistant message ``before_turn()``, then the agent's own model
+call, then the assistant message and what follows it (tool results, the user's next message) are
+appended. Once with compaction on demand, once with ``prepare=True`` (default
+:class:`~compaction.middleware.PrepareSettings`).
+
+Time is virtual (:class:`VirtualClock`), so the whole session runs in seconds: every summarizer call
+and every agent model call takes the latency bench_quality's model predicts (0.5 s + 0.02 ms per
+input token + 10 ms per output token, chars/4 tokens), and time only moves while something waits on
+a model. The critical path of a threshold turn is the virtual time ``before_turn`` took, in units of
+one typical call (the median latency of the on-demand run's summarizer calls on the same session).
+Background jobs run while the agent's own calls are in flight, as they would in production.
+
+The summarizer is the offline extractive one (deterministic; its token figures are chars/4 of each
+request and answer, counted when a call starts (input) and ends (output), so a cancelled job's input
+counts too). Reported per session and mode: compactions, threshold-turn latencies (first, mean
+after the first = the steady state, worst), summarizer tokens and the background run's extra over
+on demand, fit (every compaction under the budget and the threshold-turn context sendable), pair
+violations after every compaction, and facts kept: planted facts of the session present verbatim in
+the final context (summary, ledger, kept messages).
+
+Targets: 0 model latencies on the threshold turn in the steady state, <= 1 at worst; extra summarizer
+tokens <= 25 %; fit 100 %, 0 pair violations, facts kept >= on demand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.generate import generate, retention, retention_total  # noqa: E402
+from compaction import CompactionConfig, Compactor  # noqa: E402
+from compaction.adapters import to_canonical  # noqa: E402
+from compaction.middleware import ContextManager, PrepareSettings  # noqa: E402
+from compaction.pairs import validate  # noqa: E402
+from compaction.summarizers.base import SummaryRequest, SummaryResponse, SummaryUsage  # noqa: E402
+from compaction.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
+from compaction.testing import LatencyModel  # noqa: E402
+from compaction.testing.fake_provider import estimate_tokens  # noqa: E402
+
+MODEL = "gpt-4o"
+WINDOW = 128_000
+SCENARIO_FORMATS: dict[str, str] = {"coding": "openai", "job_search": "anthropic"}
+SIZES_QUICK: tuple[int, ...] = (500, 2_000)
+SIZES_FULL: tuple[int, ...] = (500, 2_000, 5_000, 20_000)
+LATENCY = LatencyModel(fixed_s=0.5, per_input_token_s=0.02e-3, per_output_token_s=10e-3)
+TARGET_STEADY = 0.0
+TARGET_WORST = 1.0
+TARGET_EXTRA = 0.25
+HEADING = "## Compaction off the critical path"
+
+T = TypeVar("T")
+
+
+class VirtualClock:
+    """Time that moves only while something waits on a model: ``sleep`` registers a wake-up,
+    ``run`` and ``advance`` move the clock from one wake-up to the next."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = 0
+
+    async def sleep(self, seconds: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._seq += 1
+        heapq.heappush(self._timers, (self.now + seconds, self._seq, future))
+        await future
+
+    def _pop(self) -> None:
+        when, _, future = heapq.heappop(self._timers)
+        self.now = max(self.now, when)
+        if not future.done():  # a cancelled sleeper's future is already done
+            future.set_result(None)
+
+    @staticmethod
+    async def _drain() -> None:
+        """Run every coroutine that can run until all wait on the clock (or are done)."""
+        loop = asyncio.get_running_loop()
+        idle = 0
+        for _ in range(100_000):
+            await asyncio.sleep(0)
+            idle = idle + 1 if not getattr(loop, "_ready", None) else 0
+            if idle >= 3:
+                return
+
+    async def run(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable``, moving the clock only while everything waits on a model."""
+        task = asyncio.ensure_future(awaitable)
+        while True:
+            await self._drain()
+            if task.done():
+                return task.result()
+            live = [t for t in self._timers if not t[2].done()]
+            if live:
+                self._pop()
+            else:  # waiting on real work (a thread): let it finish without moving the clock
+                await asyncio.sleep(0.0005)
+
+    async def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass (the agent's own model call); background work wakes meanwhile."""
+        target = self.now + seconds
+        while True:
+            await self._drain()
+            if self._timers and self._timers[0][0] <= target:
+                self._pop()
+                continue
+            break
+        self.now = target
+
+
+class TimedSummarizer:
+    """The extractive summarizer behind the latency model, on the virtual clock; counts tokens."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.inner = ExtractiveSummarizer()
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.latencies: list[float] = []
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        tin = estimate_tokens(f"{request.system_prompt}\n{request.prompt}")
+        self.input_tokens += tin
+        response = await self.inner.summarize(request)
+        tout = estimate_tokens(response.text)
+        delay = LATENCY.delay(tin, tout)
+        await self.clock.sleep(delay)
+        self.output_tokens += tout
+        self.latencies.append(delay)
+        return SummaryResponse(text=response.text, usage=SummaryUsage(tin, tout, 0.0), model="extractive-timed")
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def _turns(messages: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The session cut before each assistant message (the agent's model call happens there)."""
+    out: list[list[dict[str, Any]]] = [[]]
+    for message in messages:
+        if message.get("role") == "assistant" and out[-1]:
+            out.append([])
+        out[-1].append(dict(message))
+    return [t for t in out if t]
+
+
+def _text(cm: ContextManager) -> str:
+    return json.dumps([cm.system, cm.messages], ensure_ascii=False)
+
+
+async def _inline(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``asyncio.to_thread`` run in line: the pipeline's CPU work takes no virtual time either way,
+    and without threads the replay is deterministic."""
+    return func(*args, **kwargs)
+
+
+async def _replay(scenario: str, n: int, *, background: PrepareSettings | bool, seed: int) -> dict[str, Any]:
+    asyncio.to_thread = _inline
+    fmt = SCENARIO_FORMATS[scenario]
+    g = generate(scenario, n, seed=seed, format=fmt)
+    clock = VirtualClock()
+    summarizer = TimedSummarizer(clock)
+    compactor = Compactor(MODEL, summarizer, CompactionConfig(window=WINDOW))
+    turns = _turns(g.messages)
+    system = g.system
+    first = turns.pop(0)
+    if fmt == "openai" and first and first[0].get("role") == "system":
+        system, first = str(first[0]["content"]), first[1:]
+    cm = ContextManager(compactor, system=system, messages=first, prepare=background, recall=False)
+    threshold_turns: list[float] = []
+    violations = 0
+    unfit = 0
+    for group in turns:
+        begin = clock.now
+        result = await clock.run(cm.before_turn())
+        if result is not None and result.compacted:
+            threshold_turns.append(clock.now - begin)
+            violations += len(validate(to_canonical(cm.messages, cm.system if fmt == "anthropic" else None)))
+            if cm.decision().action == "block":
+                unfit += 1
+        tokens = cm.tokens
+        out = estimate_tokens(json.dumps(group[0], ensure_ascii=False))
+        await clock.advance(LATENCY.delay(tokens, out))  # the agent's own model call
+        cm.append(*group)
+    await cm.aclose()
+    kept = retention(g.facts, _text(cm))
+    usage = cm.prepared
+    return {
+        "compactions": len(threshold_turns),
+        "threshold_s": threshold_turns,
+        "tokens": summarizer.tokens,
+        "latencies": summarizer.latencies,
+        "violations": violations,
+        "unfit": unfit,
+        "facts": retention_total(kept),
+        "background_jobs": usage.jobs if usage is not None else 0,
+        "discarded": usage.discarded if usage is not None else 0,
+    }
+
+
+def bench_session(scenario: str, n: int, *, seed: int = 0, settings: PrepareSettings | None = None) -> dict[str, Any]:
+    """On demand and with background preparation on the same session."""
+    started = time.perf_counter()
+    demand = asyncio.run(_replay(scenario, n, background=False, seed=seed))
+    prepared = asyncio.run(_replay(scenario, n, background=settings or PrepareSettings(), seed=seed))
+    unit = statistics.median(demand["latencies"]) if demand["latencies"] else LATENCY.fixed_s
+
+    def units(run: Mapping[str, Any]) -> dict[str, float]:
+        values = [s / unit for s in run["threshold_s"]]
+        steady = values[1:]
+        return {
+            "first": values[0] if values else 0.0,
+            "steady_median": statistics.median(steady) if steady else 0.0,
+            "steady_mean": statistics.fmean(steady) if steady else 0.0,
+            "worst": max(values, default=0.0),
+        }
+
+    extra = (prepared["tokens"] - demand["tokens"]) / demand["tokens"] if demand["tokens"] else 0.0
+    row = {
+        "scenario": scenario,
+        "messages": n,
+        "unit_s": unit,
+        "on_demand": {**{k: v for k, v in demand.items() if k not in ("latencies", "threshold_s")}, **units(demand)},
+        "background": {
+            **{k: v for k, v in prepared.items() if k not in ("latencies", "threshold_s")},
+            **units(prepared),
+        },
+        "extra_tokens": extra,
+        "seconds": time.perf_counter() - started,
+    }
+    bg = row["background"]
+    row["pass"] = {
+        "steady": bg["steady_median"] <= TARGET_STEADY + 1e-9 if bg["compactions"] > 1 else None,
+        "worst": bg["worst"] <= TARGET_WORST,
+        "extra": extra <= TARGET_EXTRA,
+        "fit": bg["unfit"] == 0 and row["on_demand"]["unfit"] == 0,
+        "pairs": bg["violations"] == 0,
+        "facts": bg["facts"][0] >= row["on_demand"]["facts"][0],
+    }
+    return row
+
+
+def run(
+    sizes: Sequence[int],
+    *,
+    seed: int = 0,
+    scenarios: Sequence[str] = tuple(SCENARIO_FORMATS),
+    settings: PrepareSettings | None = None,
+) -> dict[str, Any]:
+    logging.getLogger("compaction").setLevel(logging.ERROR)
+    start = time.perf_counter()
+    chosen = settings or PrepareSettings()
+    rows = [bench_session(s, n, seed=seed, settings=chosen) for n in sizes for s in scenarios]
+    return {
+        "seed": seed,
+        "sizes": list(sizes),
+        "settings": {"mark": chosen.mark, "step": chosen.step, "accept": chosen.accept},
+        "rows": rows,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def _ok(value: bool | None) -> str:
+    return "–" if value is None else ("pass" if value else "**FAIL**")
+
+
+def markdown(figures: Mapping[str, Any], command: str) -> str:
+    st = figures["settings"]
+    lines = [
+        HEADING,
+        "",
+        f"`{command}` (virtual time; {figures['seconds']:.0f} s wall). Sessions from `benchmarks.generate` replayed "
+        "turn by turn through a ContextManager (gpt-4o, window 128,000, default config, extractive summarizer "
+        f"behind the latency model: {LATENCY.fixed_s:g} s + {LATENCY.per_input_token_s * 1e3:g} ms/input token + "
+        f"{LATENCY.per_output_token_s * 1e3:g} ms/output token; the agent's own calls too). Model latencies on the "
+        "critical path of each turn that compacts, in units of the median summarizer call of the on-demand run; "
+        f"background = `prepare=PrepareSettings(mark={st['mark']:g}, step={st['step']:g}, accept={st['accept']:g})` "
+        "(fractions of the trigger). Steady = the compactions after the first (median / mean). Extra tokens: "
+        "summarizer tokens (in + out, chars/4) of the background run over the on-demand run, cancelled jobs "
+        "included.",
+        "",
+        "| scenario | messages | compactions | on demand: first / steady / worst | background: first / "
+        "steady (median / mean) / worst | summarizer tokens (on demand -> background) | extra | jobs (discarded) "
+        "| fit | pair violations | facts kept (on demand / background) | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in figures["rows"]:
+        d, b, p = r["on_demand"], r["background"], r["pass"]
+        met = all(v for v in p.values() if v is not None)
+        lines.append(
+            f"| {r['scenario']} | {r['messages']:,} | {d['compactions']} / {b['compactions']} | "
+            f"{d['first']:.2f} / {d['steady_mean']:.2f} / {d['worst']:.2f} | "
+            f"**{b['first']:.2f} / {b['steady_median']:.2f} / {b['steady_mean']:.2f} / {b['worst']:.2f}** | "
+            f"{d['tokens']:,} -> {b['tokens']:,} | {r['extra_tokens']:+.0%} | {b['background_jobs']} "
+            f"({b['discarded']}) | {'100 %' if p['fit'] else '**no**'} | {b['violations']} | "
+            f"{d['facts'][0]}/{d['facts'][1]} / {b['facts'][0]}/{b['facts'][1]} | {'pass' if met else '**FAIL**'} |"
+        )
+    lines += [
+        "",
+        "Targets: background steady state (median) 0 latencies and worst <= 1 on the threshold turn, extra summarizer "
+        "tokens <= 25 %, fit 100 %, 0 pair violations, facts kept >= on demand. Per row: "
+        + "; ".join(
+            f"{r['scenario']} {r['messages']:,}: " + ", ".join(f"{k} {_ok(v)}" for k, v in r["pass"].items())
+            for r in figures["rows"]
+        )
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_background", description=__doc__.split("\n")[0])
+    parser.add_argument("--full", action="store_true", help="500, 2,000, 5,000 and 20,000 messages")
+    parser.add_argument("--sizes", type=int, nargs="+", help="message counts (overrides --full)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mark", type=float, default=PrepareSettings.mark, help="PrepareSettings.mark")
+    parser.add_argument("--step", type=float, default=PrepareSettings.step, help="PrepareSettings.step")
+    parser.add_argument("--accept", type=float, default=PrepareSettings.accept, help="PrepareSettings.accept")
+    parser.add_argument("--write", action="store_true", help="write the section into benchmarks/RESULTS.md")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    sizes = tuple(args.sizes) if args.sizes else (SIZES_FULL if args.full else SIZES_QUICK)
+    settings = PrepareSettings(mark=args.mark, step=args.step, accept=args.accept)
+    figures = run(sizes, seed=args.seed, settings=settings)
+    command = "python -m benchmarks.bench_background" + (" --full" if args.full and not args.sizes else "")
+    if args.sizes:
+        command += " --sizes " + " ".join(map(str, sizes))
+    table = markdown(figures, command)
+    print(table)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    if args.write:
+        from benchmarks.run_all import write_own_section
+
+        write_own_section(HEADING, "benchmarks/bench_background.py", table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
