@@ -79,8 +79,15 @@ async def _replay(example: str, window: int) -> int:
                 f"{event.result.duration_s:.2f}s",
                 flush=True,
             )
+            prepared = event.result.record.get("prepared")
+            if prepared:  # the summary was made in the background before this turn (prepare=True)
+                print(
+                    f"  prepared in the background ({prepared['jobs']} jobs, {event.background_tokens:,} summarizer "
+                    f"tokens so far): {prepared['threshold_calls']} summarizer calls on this turn",
+                    flush=True,
+                )
 
-    cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show)
+    cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show, prepare=True)
     guard = cm.work_compactor.guard
     total = compactor.count(messages, system=system)
     print(
@@ -94,11 +101,13 @@ async def _replay(example: str, window: int) -> int:
         if message.get("role") == "assistant":
             turn += 1
             await cm.before_turn()
+            await asyncio.sleep(0)  # the model call: background preparation runs meanwhile
             # The "model call": its prompt is the context as it stands, its answer this message.
             prompt = cm.tokens
             answer = compactor.counter.count_message(to_canonical([message]).messages[0])
             cm.record_usage({"prompt_tokens": prompt, "completion_tokens": answer})
         cm.append(message)
+    await cm.aclose()  # a background job still running is cancelled
     elapsed = time.perf_counter() - started
 
     print(
