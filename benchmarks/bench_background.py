@@ -3,7 +3,7 @@ against compacting on demand, on the same sessions.
 
     python -m benchmarks.bench_background                 # quick: 500 and 2,000 messages
     python -m benchmarks.bench_background --full          # 500, 2,000, 5,000 and 20,000
-    python -m benchmarks.bench_background --write         # also writes its RESULTS.md section
+    python -m benchmarks.bench_background --full --write  # also writes its RESULTS.md section
 
 Each generated session (``benchmarks.generate``: coding in OpenAI format, job search in Anthropic
 format) is replayed turn by turn through a :class:`~compaction.ContextManager` (gpt-4o, 128,000
@@ -288,10 +288,9 @@ def _ok(value: bool | None) -> str:
 
 
 def markdown(figures: Mapping[str, Any], command: str) -> str:
+    """The section's body (``write_own_section`` adds the heading and the machine)."""
     st = figures["settings"]
     lines = [
-        HEADING,
-        "",
         f"`{command}` (virtual time; {figures['seconds']:.0f} s wall). Sessions from `benchmarks.generate` replayed "
         "turn by turn through a ContextManager (gpt-4o, window 128,000, default config, extractive summarizer "
         f"behind the latency model: {LATENCY.fixed_s:g} s + {LATENCY.per_input_token_s * 1e3:g} ms/input token + "
@@ -351,13 +350,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sizes:
         command += " --sizes " + " ".join(map(str, sizes))
     table = markdown(figures, command)
-    print(table)
+    print(f"{HEADING}\n\n{table}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     if args.write:
-        from benchmarks.run_all import write_own_section
+        from benchmarks.run_all import BACKGROUND, write_own_section
 
-        write_own_section(HEADING, "benchmarks/bench_background.py", table)
+        write_own_section(BACKGROUND, "benchmarks/bench_background.py", table)
     return 0
 
 

@@ -33,6 +33,7 @@ LONG_SESSIONS = "## Quality on long sessions"
 RECALL = "## Recall on a 20,000-message archive"
 CORPUS = "## Real transcripts"
 PEERS = "## Peers"
+BACKGROUND = "## Compaction off the critical path"
 LANGCHAIN = "## LangChain agent: SummarizationMiddleware vs compaction"
 # Sections other commands write (they take longer or install what they compare); this run carries
 # them over from the current file, in this order, or says which command writes them.
@@ -40,6 +41,7 @@ WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
     (LONG_SESSIONS, "python -m benchmarks.bench_quality --long"),
     (RECALL, "python -m benchmarks.bench_recall"),
     (CORPUS, "python -m benchmarks.bench_corpus"),
+    (BACKGROUND, "python -m benchmarks.bench_background --full --write"),
     (PEERS, "python3 -m nox -s peers"),
     (LANGCHAIN, "python -m benchmarks.bench_langchain"),
 )
