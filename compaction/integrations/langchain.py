@@ -49,6 +49,7 @@ from langchain_core.messages import (
     SystemMessage,
     convert_to_messages,
 )
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -81,7 +82,7 @@ _KINDS = ("tokens", "messages", "fraction")
 
 
 class ChatModelSummarizer:
-    """A LangChain chat model as a :class:`compaction.Summarizer`.
+    """A LangChain chat model (or any Runnable from messages to a message) as a :class:`compaction.Summarizer`.
 
     The model gets the engine's rendered request (a system prompt and one human message holding
     the span to summarize, tool output fenced as data), no tools. Its call is tagged ``nostream``
@@ -93,7 +94,7 @@ class ChatModelSummarizer:
     ChatOpenAI, ChatAnthropic and ChatLiteLLM accept); turn it off for a model that rejects it.
     """
 
-    def __init__(self, model: BaseChatModel, *, bind_max_tokens: bool = True) -> None:
+    def __init__(self, model: Runnable[Any, Any], *, bind_max_tokens: bool = True) -> None:
         self.model = model
         self.bind_max_tokens = bind_max_tokens
         self.window: int | None = _profile_window(model)
@@ -202,7 +203,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         keep: ContextSize | None = None,
         token_counter: TokenCounter | None = None,
         summary_prompt: str | None = None,
-        summarizer: BaseChatModel | Summarizer | str | None = None,
+        summarizer: Runnable[Any, Any] | Summarizer | str | None = None,
         config: CompactionConfig | None = None,
         recall: bool = False,
     ) -> None:
@@ -218,9 +219,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._clauses = _normalize_trigger(trigger)
         if keep is not None:
             _check_size(keep, "keep")
-        engine: Summarizer | str | None = (
-            ChatModelSummarizer(summarizer) if isinstance(summarizer, BaseChatModel) else summarizer
-        )
+        engine = _summarizer(summarizer)
         self.compactor = Compactor(name, engine, _derive_config(base, window, self._clauses, keep, summary_prompt))
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.Lock()
@@ -465,7 +464,19 @@ def _derive_config(
     return base.model_copy(update=update)
 
 
-def _model_name(model: str | BaseChatModel) -> str | None:
+def _summarizer(summarizer: Any) -> Summarizer | str | None:
+    """The engine's summarizer for the ``summarizer`` argument, or a TypeError that says what fits."""
+    if summarizer is None or isinstance(summarizer, (str, Summarizer)):
+        return summarizer
+    if isinstance(summarizer, Runnable):  # a chat model, or one wrapped by bind / with_config / with_retry
+        return ChatModelSummarizer(summarizer)
+    raise TypeError(
+        "summarizer must be None (offline), a LangChain chat model or Runnable, a litellm model name or a "
+        f"compaction.Summarizer, got {type(summarizer).__name__}"
+    )
+
+
+def _model_name(model: str | Runnable[Any, Any]) -> str | None:
     """A litellm-style name: ``"openai:gpt-4o"`` (LangChain's spelling) becomes ``"openai/gpt-4o"``."""
     if isinstance(model, str):
         return model.replace(":", "/", 1)

@@ -438,3 +438,15 @@ def test_summary_prompt_reaches_an_llm_summarizer() -> None:
     assert "Keep every invoice number." in sent
     assert "{messages}" not in sent
     assert "INV-1 " in sent
+
+
+def test_summarizer_argument_forms() -> None:
+    from compaction.summarizers.scripted import ScriptedSummarizer
+
+    writer = TextModel(answer=lambda m: "bound summary", calls=[])
+    bound = CompactionMiddleware("gpt-4o", summarizer=writer.with_config(tags=["summaries"]))
+    assert isinstance(bound.compactor.summarizer, ChatModelSummarizer)
+    scripted = ScriptedSummarizer(["x"])
+    assert CompactionMiddleware("gpt-4o", summarizer=scripted).compactor.summarizer is scripted
+    with pytest.raises(TypeError, match="summarizer must be"):
+        CompactionMiddleware("gpt-4o", summarizer=lambda messages: "text")  # type: ignore[arg-type]
