@@ -26,15 +26,20 @@ Deleting. ``pop_item`` and ``clear_session`` append a marker item instead of del
 append-only): the marker hides the popped item (or everything before a clear) from
 ``get_items``; the originals stay stored.
 
-Limit: the SDK reads a session once per ``Runner.run`` and keeps the run's own items in memory, so
-compaction takes effect from the next ``Runner.run``; a single run with a very long tool loop is
-not compacted while it runs.
+Within one run. The SDK reads a session once per ``Runner.run`` and keeps the run's own items in
+memory, so what ``add_items`` compacts takes effect from the next run. For a long tool loop inside
+one run, pass ``RunConfig(call_model_input_filter=session.filter_model_input)``: before each model
+call the run's input is compacted the same way when it reaches the threshold (in memory only: the
+session stores every item and compacts them itself; the summary is reused by later calls of the
+run, so each part of the run is summarized once there, and once more when the session compacts
+what it stored).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,6 +55,8 @@ if TYPE_CHECKING:  # the SDK's types; the module itself imports nothing from ``a
     from agents.memory.session_settings import SessionSettings
 
 __all__ = ["MARKER_TYPE", "ChatView", "CompactingSession", "items_to_chat"]
+
+LOGGER = logging.getLogger("compaction.integrations.openai_agents")
 
 MARKER_TYPE = "compaction.session_marker"
 """The ``type`` of the marker items ``pop_item`` and ``clear_session`` append (never returned)."""
@@ -185,6 +192,14 @@ class _Visible:
     ids: list[int]
 
 
+@dataclass(frozen=True)
+class _RunSummary:
+    """An in-run compaction: the run's input items it summarized and the summary (inner text)."""
+
+    prefix: list[Any]
+    summary: str
+
+
 def _marker(action: Literal["pop", "pop_summary", "clear"], target: int | None = None) -> dict[str, Any]:
     return {"type": MARKER_TYPE, "action": action, "target": target}
 
@@ -219,6 +234,9 @@ class CompactingSession:
         self._owns_store = store is None
         self.system = system
         self.last_result: CompactionResult | None = None
+        self.run_compactions: list[CompactionResult] = []
+        """Compactions of a run's input by :meth:`filter_model_input`, oldest first."""
+        self._run_summary: _RunSummary | None = None
         self._lock = asyncio.Lock()
         self.store.create_session(session_id, model=base.model)
 
@@ -263,6 +281,46 @@ class CompactingSession:
         """Hide every item and the summary; the store keeps them (it never deletes)."""
         async with self._lock:
             self.store.append(self.session_id, [_marker("clear")])
+
+    # --- within a run ---------------------------------------------------------------------
+
+    async def filter_model_input(self, data: Any) -> Any:
+        """``RunConfig(call_model_input_filter=...)``: the run's input, compacted when it reaches
+        the threshold (see the module docstring). Fails open: on any error the input is sent as is."""
+        model_data = data.model_data
+        try:
+            items = await self.compact_input(list(model_data.input), model_data.instructions)
+        except Exception:
+            LOGGER.exception("compacting the run's input failed; sending it as it is")
+            return model_data
+        return model_data if items is None else replace(model_data, input=items)
+
+    async def compact_input(self, items: list[Any], instructions: str | None = None) -> list[Any] | None:
+        """``items`` with their oldest part replaced by a summary item when they reach the threshold
+        (a summary made earlier in the run for the same leading items is reused); None when
+        ``items`` can go as they are."""
+        earlier, rest = None, items
+        cached = self._run_summary
+        if cached is not None and len(items) >= len(cached.prefix) and items[: len(cached.prefix)] == cached.prefix:
+            earlier, rest = cached.summary, items[len(cached.prefix) :]
+        config = self.compactor.config
+        view = items_to_chat(rest)
+        system = [{"role": "system", "content": instructions}] if instructions else []
+        head = [_store.summary_message(earlier, config)] if earlier else []
+        unchanged = None if earlier is None else [self._summary_item(earlier), *rest]
+        if not self.compactor.should_compact([*system, *head, *view.messages]).should_compact:
+            return unchanged
+        request = [*system, *view.messages]
+        previous = _store.previous_summary_body(earlier, config) if earlier else None
+        result = await self.compactor.acompact(request, previous_summary=previous, trigger="threshold")
+        through = _store.through_from_archive(request, None, [cover[-1] for cover in view.covers], result)
+        if not result.compacted or through is None:
+            return unchanged
+        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
+        consumed = len(items) - len(rest) + through + 1
+        self._run_summary = _RunSummary(prefix=list(items[:consumed]), summary=inner)
+        self.run_compactions.append(result)
+        return [self._summary_item(inner), *items[consumed:]]
 
     # --- compaction ----------------------------------------------------------------------
 

@@ -36,18 +36,15 @@ class ToolLoopModel(Model):
         self.calls_per_run = calls_per_run
         self.inputs: list[list[dict[str, Any]]] = []
         self._n = 0
+        self._pending = 0
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else [dict(i) for i in input]
         self.inputs.append(items)
         self._n += 1
-        # Calls made since the last user message decide whether to call again.
-        since_user = 0
-        for item in reversed(items):
-            if item.get("role") == "user":
-                break
-            since_user += item.get("type") == "function_call"
-        if since_user < self.calls_per_run:
+        # The model's own count, not the input's: a compacted input no longer shows every call.
+        if self._pending < self.calls_per_run:
+            self._pending += 1
             call = ResponseFunctionToolCall(
                 type="function_call",
                 call_id=f"call_{self._n}",
@@ -57,7 +54,8 @@ class ToolLoopModel(Model):
                 status="completed",
             )
             return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)
-        text = ResponseOutputText(type="output_text", text=f"done after {since_user} reads", annotations=[])
+        text = ResponseOutputText(type="output_text", text=f"done after {self._pending} reads", annotations=[])
+        self._pending = 0
         message = ResponseOutputMessage(
             id=f"msg_{self._n}", type="message", role="assistant", status="completed", content=[text]
         )
@@ -211,3 +209,24 @@ async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "compacted" in out
     assert "the first is the summary: '[CONTEXT SUMMARY]" in out
+
+
+async def test_long_run_is_compacted_before_each_model_call() -> None:
+    model = ToolLoopModel(calls_per_run=14)
+    session = CompactingSession("s7", _compactor())
+    run_config = RunConfig(tracing_disabled=True, call_model_input_filter=session.filter_model_input)
+    agent = _agent(model)
+    result = await Runner.run(agent, "read the whole log", session=session, run_config=run_config, max_turns=30)
+    assert result.final_output == "done after 14 reads"
+    assert 1 <= len(session.run_compactions) < 8  # a summary made earlier in the run is reused
+    last = model.inputs[-1]
+    assert "[CONTEXT SUMMARY]" in str(last[0]["content"])
+    _pairs_ok(last[1:])
+    chat = items_to_chat(last).messages
+    assert session.compactor.count(chat) < 6_000 * 1.3
+    # The input the model saw ended with the run's newest items, verbatim.
+    assert last[-1]["type"] == "function_call_output"
+    assert last[-1]["call_id"] == "call_14"
+    # The session stored every item of the run (its own compaction summarized the stored ones).
+    stored = [m.message for m in session.store.messages("s7")]
+    assert sum(1 for m in stored if m.get("type") == "function_call_output") == 14
