@@ -126,6 +126,7 @@ def test_compacts_inside_the_agent_loop_and_keeps_every_original() -> None:
     final = state["messages"]
     assert len(summaries(final)) == 1
     assert summaries(final)[0].additional_kwargs["lc_source"] == LC_SOURCE
+    assert "src/mod_1.py" in str(summaries(final)[0].content), "the paths of compacted reads stay in the summary"
     assert final[0].content.startswith("turn 0"), "the first request (the task) stays verbatim"
     # every message that left the state is kept, as the same object with its id
     removed = middleware.removed()
