@@ -1,16 +1,18 @@
 """examples/agent_loop.py end to end: a real litellm tool-calling loop against the fake provider.
 
-The fake provider's ``Fault.tool_call_only`` answers with one tool call whose name and arguments
-are module constants (``read_file`` / ``src/main.py``); the responder below sets them per request
-(monkeypatched) so the agent can be scripted through list_dir, many read_file calls and a
-run_command, long enough to auto-compact several times, then a final text answer.
+The fake provider's ``Fault.tool_call_only(name, arguments)`` answers with one tool call, so the
+agent can be scripted through list_dir, many read_file calls and a run_command, long enough to
+auto-compact several times, then a final text answer. Also: the offline mode end to end, no
+temporary sandbox left behind, and run_command's confinement.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +24,6 @@ from compaction.adapters import to_canonical
 from compaction.middleware import CompactionEvent, CompactionFinished
 from compaction.pairs import validate
 from compaction.testing import FakeProvider, Fault, RecordedRequest
-from compaction.testing import fake_provider as fake_provider_module
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
 TASK = "Audit every module under src/ and report which ones still read RETRY_BUDGET (ticket OPS-4821)."
@@ -59,14 +60,12 @@ def _make_sandbox(root: Path) -> list[str]:
 def _script(paths: list[str]) -> list[tuple[str, dict[str, Any]] | str]:
     steps: list[tuple[str, dict[str, Any]] | str] = [("list_dir", {"path": "src"})]
     steps += [("read_file", {"path": p}) for p in paths]
-    steps += [("run_command", {"command": f"{sys.executable} -c \"print('grep done: 14 modules')\""})]
+    steps += [("run_command", {"command": "python -c \"print('grep done: 14 modules')\""})]
     steps += ["All 14 modules read RETRY_BUDGET; see src/pkg_00/module_00.py to src/pkg_13/module_13.py."]
     return steps
 
 
-async def test_agent_loop_compacts_and_keeps_task_ledger_and_pairs(
-    agent_loop: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_agent_loop_compacts_and_keeps_task_ledger_and_pairs(agent_loop: ModuleType, tmp_path: Path) -> None:
     paths = _make_sandbox(tmp_path)
     steps = _script(paths)
     agent_requests: list[RecordedRequest] = []
@@ -79,9 +78,7 @@ async def test_agent_loop_compacts_and_keeps_task_ledger_and_pairs(
         if isinstance(step, str):
             return step
         name, args = step
-        monkeypatch.setattr(fake_provider_module, "_TOOL_NAME", name)
-        monkeypatch.setattr(fake_provider_module, "_TOOL_ARGS", args)
-        return Fault.tool_call_only()
+        return Fault.tool_call_only(name, args)
 
     events: list[CompactionEvent] = []
     async with FakeProvider(responder=responder) as server:
@@ -130,6 +127,146 @@ def test_sandbox_refuses_paths_outside(agent_loop: ModuleType, tmp_path: Path) -
     assert sandbox.execute("nope", "{}").startswith("error: ValueError")
     assert "wrote 2 characters" in sandbox.execute("write_file", json.dumps({"path": "a/b.txt", "content": "hi"}))
     assert sandbox.execute("list_dir", json.dumps({"path": "a"})) == "b.txt"
-    assert sandbox.execute("run_command", json.dumps({"command": f'{sys.executable} -c "print(42)"'})).startswith(
+    assert sandbox.execute("run_command", json.dumps({"command": 'python -c "print(42)"'})).startswith(
         "exit code 0\n42"
     )
+
+
+def _sandbox_of(output: str) -> Path:
+    line = next(line for line in output.splitlines() if line.startswith("Sandbox: "))
+    return Path(line.removeprefix("Sandbox: "))
+
+
+def test_offline_without_a_key_runs_end_to_end_and_removes_its_sandbox(
+    agent_loop: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "AGENT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert agent_loop.main(["Find where the retry limit is set"]) == 0  # no --offline: chosen for lack of a key
+    out = capsys.readouterr().out
+    assert "needs OPENAI_API_KEY, which is not set: running offline" in out
+    assert "[compaction, threshold]" in out  # the scripted exploration outgrows the 16,000-token window
+    assert "Offline scripted run, no model" in out
+    assert "Done after" in out
+    assert not _sandbox_of(out).exists()
+
+
+def test_offline_flag_wins_over_a_key(
+    agent_loop: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")
+    assert agent_loop.main(["--offline", "--max-turns", "3", "look around"]) == 0
+    out = capsys.readouterr().out
+    assert "Offline: a scripted agent on http://127.0.0.1:" in out
+    assert "running offline" not in out  # not the no-key path
+    assert not _sandbox_of(out).exists()
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_sandbox_is_removed_on_interrupt_and_error(
+    error: type[BaseException],
+    agent_loop: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        raise error("stop")
+
+    monkeypatch.setattr(agent_loop, "run_agent", failing)
+    if error is KeyboardInterrupt:
+        assert agent_loop.main(["--offline", "task"]) == 130
+    else:
+        with pytest.raises(RuntimeError):
+            agent_loop.main(["--offline", "task"])
+    assert not _sandbox_of(capsys.readouterr().out).exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "refusal"),
+    [
+        ("cat ../../etc/passwd", "outside the sandbox"),
+        ("cat /etc/passwd", "outside the sandbox"),
+        ("ls /", "outside the sandbox"),
+        ("grep -r root --include=../../etc/passwd .", "outside the sandbox"),
+        ("cd /; ls", "no shell"),
+        ("ls | cat", "no shell"),
+        ("cat README.md > /tmp/x", "no shell"),
+        ("rm -rf .", "not an allowed program"),
+        ("/bin/sh -c id", "not an allowed program"),
+    ],
+)
+def test_run_command_refuses_escapes(agent_loop: ModuleType, tmp_path: Path, command: str, refusal: str) -> None:
+    (tmp_path / "README.md").write_text("hello\n", encoding="utf-8")
+    answer = agent_loop.Sandbox(tmp_path).execute("run_command", json.dumps({"command": command}))
+    assert answer.startswith("error: PermissionError"), answer
+    assert refusal in answer
+    assert (tmp_path / "README.md").exists()
+
+
+def test_run_command_gets_a_clean_environment_and_a_timeout(
+    agent_loop: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-of-the-user")
+    sandbox = agent_loop.Sandbox(tmp_path, command_timeout=1)
+    env = sandbox.execute("run_command", json.dumps({"command": 'python -c "import os; print(dict(os.environ))"'}))
+    assert env.startswith("exit code 0")
+    assert "sk-secret" not in env
+    assert "OPENAI_API_KEY" not in env
+    started = time.perf_counter()
+    slow = sandbox.execute("run_command", json.dumps({"command": 'python -c "import time; time.sleep(30)"'}))
+    assert slow == "error: timed out after 1 s (killed)"
+    assert time.perf_counter() - started < 10
+
+
+def _landlock_abi() -> int:
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, int(libc.syscall(444, None, 0, 1)))  # landlock_create_ruleset(..., VERSION)
+
+
+LANDLOCK = pytest.mark.skipif(_landlock_abi() == 0, reason="Landlock is not available on this system")
+
+
+def _run(sandbox: Any, command: str) -> str:
+    answer: str = sandbox.execute("run_command", json.dumps({"command": command}))
+    return answer
+
+
+@LANDLOCK
+def test_landlock_confines_what_a_program_does(agent_loop: ModuleType, tmp_path: Path) -> None:
+    """Argument checks cannot see inside `python -c`: the kernel refuses the reads and writes."""
+    sandbox = agent_loop.Sandbox(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    secret.write_text("root:x:0:0\n", encoding="utf-8")
+    try:
+        read = _run(sandbox, f"python -c \"print(open('{secret}').read())\"")
+        write = _run(sandbox, f"python -c \"open('{outside}', 'w')\"")
+        inside = _run(sandbox, "python -c \"open('ok.txt', 'w').write('ok')\"")
+    finally:
+        secret.unlink()
+    assert "PermissionError" in read
+    assert "root:x" not in read
+    assert "PermissionError" in write
+    assert not outside.exists()
+    assert inside.startswith("exit code 0")
+    assert (tmp_path / "ok.txt").read_text(encoding="utf-8") == "ok"
+
+
+@LANDLOCK
+def test_landlock_blocks_tcp_connections(agent_loop: ModuleType, tmp_path: Path) -> None:
+    sandbox = agent_loop.Sandbox(tmp_path)
+    if sandbox.landlock < 4:
+        pytest.skip("TCP rules need Landlock ABI 4 (Linux 6.7+)")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
+        answer = _run(sandbox, f'python -c "{code}"')
+    assert "connected" not in answer
+    assert "PermissionError" in answer

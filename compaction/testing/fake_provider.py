@@ -254,6 +254,8 @@ class Fault:
     message: str | None = None
     body: Mapping[str, Any] | str | None = None
     reply: Reply | None = None  # what SLOW eventually answers (default: responder / stand-in)
+    tool_name: str | None = None  # TOOL_CALL_ONLY: the call to make (default read_file)
+    tool_args: Mapping[str, Any] | None = None  # TOOL_CALL_ONLY: its arguments (default {"path": "src/main.py"})
 
     @classmethod
     def rate_limit(
@@ -317,9 +319,9 @@ class Fault:
         return cls(FaultKind.WHITESPACE_CONTENT)
 
     @classmethod
-    def tool_call_only(cls) -> Fault:
-        """200 OK whose only output is a tool call, with no text."""
-        return cls(FaultKind.TOOL_CALL_ONLY)
+    def tool_call_only(cls, name: str | None = None, arguments: Mapping[str, Any] | None = None) -> Fault:
+        """200 OK whose only output is a tool call (``name`` with ``arguments``), with no text."""
+        return cls(FaultKind.TOOL_CALL_ONLY, tool_name=name, tool_args=arguments)
 
     @classmethod
     def context_overflow(
@@ -487,6 +489,8 @@ class _Completion:
     output_tokens: int
     finish: Literal["stop", "length", "tool_calls"] = "stop"
     tool_call: bool = False
+    tool_name: str = ""
+    tool_args: Mapping[str, Any] = field(default_factory=dict)
     no_output: bool = False  # empty choices / empty content list
     cache_read: int = 0
     cache_write: int = 0
@@ -505,7 +509,7 @@ def _openai_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str, An
             {
                 "id": f"call_fake_{seq}",
                 "type": "function",
-                "function": {"name": _TOOL_NAME, "arguments": json.dumps(_TOOL_ARGS)},
+                "function": {"name": c.tool_name, "arguments": json.dumps(c.tool_args)},
             }
         ]
     choices = [] if c.no_output else [{"index": 0, "message": message, "finish_reason": c.finish}]
@@ -541,7 +545,7 @@ def _anthropic_usage(c: _Completion) -> dict[str, Any]:
 def _anthropic_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if c.tool_call:
-        content.append({"type": "tool_use", "id": f"toolu_fake_{seq}", "name": _TOOL_NAME, "input": _TOOL_ARGS})
+        content.append({"type": "tool_use", "id": f"toolu_fake_{seq}", "name": c.tool_name, "input": c.tool_args})
     elif not c.no_output:
         content.append({"type": "text", "text": c.text or ""})
     return {
@@ -1148,7 +1152,9 @@ class FakeProvider:
         elif kind is FaultKind.WHITESPACE_CONTENT:
             c = _Completion("  \n\t \n ", 0, 0)
         elif kind is FaultKind.TOOL_CALL_ONLY:
-            c = _Completion(None, 0, 0, finish="tool_calls", tool_call=True)
+            name = fault.tool_name or _TOOL_NAME
+            args = dict(fault.tool_args if fault.tool_args is not None else _TOOL_ARGS)
+            c = _Completion(None, 0, 0, finish="tool_calls", tool_call=True, tool_name=name, tool_args=args)
         else:  # pragma: no cover - other kinds never reach here
             raise AssertionError(f"not a content fault: {kind}")
         return self._with_usage(rec, c, None)
@@ -1157,7 +1163,7 @@ class FakeProvider:
         c.input_tokens = rec.input_tokens
         answer = c.text or ""
         if c.tool_call:
-            answer = _TOOL_NAME + json.dumps(_TOOL_ARGS)
+            answer = c.tool_name + json.dumps(c.tool_args)
         c.output_tokens = estimate_tokens(answer)
         if self._cache is not None:
             with self._lock:
@@ -1218,7 +1224,7 @@ class FakeProvider:
                         "index": 0,
                         "id": f"call_fake_{seq}",
                         "type": "function",
-                        "function": {"name": _TOOL_NAME, "arguments": json.dumps(_TOOL_ARGS)},
+                        "function": {"name": c.tool_name, "arguments": json.dumps(c.tool_args)},
                     }
                     await send(None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
                 for piece in pieces:
@@ -1243,9 +1249,9 @@ class FakeProvider:
             }
             await send("message_start", {"type": "message_start", "message": message})
             if c.tool_call:
-                block = {"type": "tool_use", "id": f"toolu_fake_{seq}", "name": _TOOL_NAME, "input": {}}
+                block = {"type": "tool_use", "id": f"toolu_fake_{seq}", "name": c.tool_name, "input": {}}
                 await send("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
-                delta = {"type": "input_json_delta", "partial_json": json.dumps(_TOOL_ARGS)}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(c.tool_args)}
                 await send("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
                 await send("content_block_stop", {"type": "content_block_stop", "index": 0})
             elif not c.no_output:
