@@ -7,12 +7,21 @@ and bodies, headers, and the message text. Plain strings and JSON-like dicts wor
 Rule order matters (each provider words things differently, and throttles talk about
 tokens too):
 
-1. overflow error codes (``context_length_exceeded``, ``request_too_large``, ...) and HTTP 413;
-2. throttles (429, rate-limit codes and classes, "tokens per minute", "Too many tokens, please
-   wait", quota) -> ``RATE_LIMIT``, before any overflow text is looked at;
-3. overflow class names and texts, for every known provider wording;
-4. transient failures (5xx, 529 overloaded, timeouts, connection errors);
-5. anything else -> ``OTHER``.
+1. overflow error codes (``context_length_exceeded``, ``request_too_large``, ...);
+2. throttles by code, by HTTP 429 and by class -> ``RATE_LIMIT``;
+3. HTTP 413: an overflow, unless its text names a per-interval limit (Groq's 413 "Request too
+   large ... on tokens per minute (TPM)" is a throttle);
+4. overflow wordings that share words with throttles (Cohere's "too many tokens: size limit
+   exceeded", AI21's "Prompt has too many tokens"), then the throttle texts ("tokens per minute",
+   "Too many tokens, please wait", quota, Azure's "experiencing high demand") -> ``RATE_LIMIT``;
+5. overflow class names and texts, for every known provider wording (TGI's "`inputs` tokens +
+   `max_new_tokens` must be <= N", vLLM's "Input prompt (N tokens) is too long and exceeds limit
+   of M", ...);
+6. transient failures (5xx, 529 overloaded, timeouts, connection errors);
+7. anything else -> ``OTHER``.
+
+Every text rule is a named ``(name, pattern)`` pair; ``ErrorClassification.matched`` names the one
+that decided.
 
 Example:
     >>> c = classify_error("prompt is too long: 213462 tokens > 200000 maximum")
@@ -336,7 +345,9 @@ _THROTTLE_CLASSES = frozenset(
     {"RateLimitError", "ThrottlingException", "TooManyRequests", "TooManyRequestsError", "RateLimitExceeded"}
 )
 _THROTTLE_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("too many tokens", _rx(r"too many tokens")),
+    # Bedrock's "Too many tokens, please wait". Not Cohere's "too many tokens: ..." prefix, which
+    # heads its overflow and parameter errors (its throttles say "rate limit" or come as 429).
+    ("too many tokens", _rx(r"too many tokens(?!:)")),
     ("too many requests", _rx(r"too many requests")),
     ("tokens per interval", _rx(r"tokens per (?:min(?:ute)?|hour|day|second|sec)\b")),
     ("requests per interval", _rx(r"requests per (?:min(?:ute)?|hour|day|second|sec)\b")),
@@ -346,6 +357,17 @@ _THROTTLE_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("throttled", _rx(r"throttl")),
     ("resource exhausted", _rx(r"resource (?:has been )?exhausted")),
     ("slow down", _rx(r"\bslow down\b")),
+    # Azure OpenAI at peak load (a 429 that callers also see without its status); Gemini's busy
+    # 503 "experiencing high demand" says no more than that and stays transient.
+    ("azure high demand", _rx(r"experiencing high demand and cannot process your request")),
+)
+
+# Overflow wordings that share words with throttles ("too many tokens"): checked before the throttle
+# texts. Each names the provider whose 4xx says it.
+_OVERFLOW_BEFORE_THROTTLE_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cohere size limit", _rx(r"too many tokens: (?:minimal context could not be added|size limit exceeded)")),
+    ("cohere total tokens", _rx(r"too many tokens: total number of tokens[^.]{0,40} cannot exceed \d")),
+    ("ai21 prompt has too many tokens", _rx(r"prompt has too many tokens")),
 )
 
 _OVERFLOW_CLASSES = frozenset(
@@ -367,6 +389,8 @@ _OVERFLOW_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm decoder prompt", _rx(r"decoder prompt \(length \d+\) is longer than the maximum model length")),
     ("vllm context length is only", _rx(r"context length is only \d")),
     ("vllm too long to fit", _rx(r"is too long to fit into the model")),
+    ("vllm input prompt exceeds limit", _rx(r"input prompt \(\d+ tokens\) is too long and exceeds limit of \d")),
+    ("tgi inputs + max_new_tokens", _rx(r"`?inputs`? tokens \+ `?max_new_tokens`? must be <= \d")),
     ("sglang longer than context", _rx(r"is longer than the model'?s context length")),
     ("llama.cpp context size", _rx(r"exceeds the available context size")),
     ("xai maximum prompt length", _rx(r"maximum prompt length is \d")),
@@ -442,8 +466,6 @@ def _decide(ev: _Evidence) -> tuple[ErrorKind, str | None, str | None]:
     for code in ev.codes:
         if code.lower() in _OVERFLOW_CODES:
             return ErrorKind.CONTEXT_OVERFLOW, f"code:{code}", code
-    if ev.status == 413:
-        return ErrorKind.CONTEXT_OVERFLOW, "status:413", None
 
     for code in ev.codes:
         if code.lower() in _THROTTLE_CODES:
@@ -454,6 +476,15 @@ def _decide(ev: _Evidence) -> tuple[ErrorKind, str | None, str | None]:
         if name in _THROTTLE_CLASSES:
             return ErrorKind.RATE_LIMIT, f"class:{name}", None
     throttle = _first_text(ev.texts, _THROTTLE_TEXTS)
+    if ev.status == 413:
+        # Too large for the window, unless the text names a per-interval limit (Groq's 413 "Request
+        # too large ... on tokens per minute (TPM)" is its organization's throttle).
+        if throttle is not None:
+            return ErrorKind.RATE_LIMIT, f"status:413+text:{throttle}", None
+        return ErrorKind.CONTEXT_OVERFLOW, "status:413", None
+    overflow = _first_text(ev.texts, _OVERFLOW_BEFORE_THROTTLE_TEXTS)
+    if overflow is not None:
+        return ErrorKind.CONTEXT_OVERFLOW, f"text:{overflow}", None
     if throttle is not None:
         return ErrorKind.RATE_LIMIT, f"text:{throttle}", None
 
@@ -512,6 +543,16 @@ _COUNT_PATTERNS: tuple[re.Pattern[str], ...] = (
     ),
     _rx(rf"exceeded (?:max )?context length by (?P<excess>{_NUM}) tokens?"),
     _rx(
+        rf"size limit exceeded by (?P<excess>{_NUM}) tokens?"
+        rf"(?:[^0-9]{{0,80}}?limit for this model is (?P<allowed>{_NUM}) tokens?)?"
+    ),
+    _rx(rf"total number of tokens[^.]{{0,40}} cannot exceed (?P<allowed>{_NUM}) - received (?P<requested>{_NUM})"),
+    _rx(
+        rf"`?inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<allowed>{_NUM})\.?\s*Given:\s*(?P<input>{_NUM}) "
+        rf"`?inputs`? tokens and (?P<output>{_NUM}) `?max_new_tokens`?"
+    ),
+    _rx(rf"input prompt \((?P<requested>{_NUM}) tokens\) is too long and exceeds limit of (?P<allowed>{_NUM})"),
+    _rx(
         rf"decoder prompt \(length (?P<requested>{_NUM})\) is longer than the maximum model length of "
         rf"(?P<allowed>{_NUM})"
     ),
@@ -559,6 +600,8 @@ def _token_counts(ev: _Evidence) -> tuple[int | None, int | None, int | None]:
         allowed = ev.numbers["n_ctx"]
     if excess is None and requested is not None and allowed is not None and requested > allowed:
         excess = requested - allowed
+    if requested is None and allowed is not None and excess is not None:
+        requested = allowed + excess  # "exceeded by N tokens. The limit ... is M tokens"
     return requested, allowed, excess
 
 
