@@ -35,6 +35,7 @@ CORPUS = "## Real transcripts"
 PEERS = "## Peers"
 BACKGROUND = "## Compaction off the critical path"
 LANGCHAIN = "## LangChain agent: SummarizationMiddleware vs compaction"
+FUZZ = "## Fuzzing pairs and ids"
 # Sections other commands write (they take longer or install what they compare); this run carries
 # them over from the current file, in this order, or says which command writes them.
 WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
@@ -44,6 +45,7 @@ WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
     (BACKGROUND, "python -m benchmarks.bench_background --full --write"),
     (PEERS, "python3 -m nox -s peers"),
     (LANGCHAIN, "python -m benchmarks.bench_langchain"),
+    (FUZZ, "python -m benchmarks.bench_fuzz"),
 )
 
 
