@@ -381,7 +381,7 @@ class CompactingSession:
         )
         saved = self.store.save_compaction(
             self.session_id,
-            expected_through_id=self.store.context(self.session_id).summary_through_id,
+            expected_through_id=visible.through_id,  # what this compaction read: a CAS against other writers
             new_through_id=through,
             summary=inner,
             entry=entry,

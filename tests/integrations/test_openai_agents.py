@@ -230,3 +230,36 @@ async def test_long_run_is_compacted_before_each_model_call() -> None:
     # The session stored every item of the run (its own compaction summarized the stored ones).
     stored = [m.message for m in session.store.messages("s7")]
     assert sum(1 for m in stored if m.get("type") == "function_call_output") == 14
+
+
+async def test_two_writers_one_compaction_wins() -> None:
+    from compaction import ExtractiveSummarizer
+
+    class RacingSummarizer:
+        """Lets another writer compact the same session while this compaction is summarizing."""
+
+        def __init__(self) -> None:
+            self.other: CompactingSession | None = None
+            self.inner = ExtractiveSummarizer()
+
+        async def summarize(self, request: Any) -> Any:
+            other, self.other = self.other, None
+            if other is not None:
+                assert (await other.compact()).compacted
+            return await self.inner.summarize(request)
+
+    store = SQLiteSessionStore(":memory:")
+    config = CompactionConfig(window=32_000, threshold=0, reserve_tokens=1_000, keep_recent_messages=2)
+    racing = RacingSummarizer()
+    first = CompactingSession("shared", Compactor("gpt-4o", racing, config), store=store)
+    second = CompactingSession("shared", Compactor("gpt-4o", config=config), store=store)
+    turns: list[Any] = []
+    for n in range(6):
+        turns += [{"role": "user", "content": f"question {n} {BIG}"}, {"role": "assistant", "content": f"answer {n}"}]
+    await first.add_items(turns)
+    racing.other = second
+    lost = await first.compact()
+    assert not lost.compacted
+    assert "another writer" in lost.reason
+    assert len(store.history("shared")) == 1  # only the winner's compaction was saved
+    assert await first.get_items() == await second.get_items()
