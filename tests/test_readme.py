@@ -142,8 +142,9 @@ BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 def _quick_start_commands() -> list[str]:
     section = QUICK_START.search(README.read_text(encoding="utf-8"))
     assert section is not None, "README.md has no '## Quick start' section"
-    commands = [" ".join(block.replace("\\\n", " ").split()) for block in BASH_BLOCK.findall(section.group(1))]
-    assert len(commands) == 2, f"Quick start should have two commands (demo, test suite), found {commands}"
+    blocks = [" ".join(block.replace("\\\n", " ").split()) for block in BASH_BLOCK.findall(section.group(1))]
+    commands = [block for block in blocks if re.search(r"\bnox\b.* -s ", block)]
+    assert len(commands) == 2, f"Quick start should have two nox commands (demo, test suite), found {blocks}"
     return commands
 
 
