@@ -43,8 +43,10 @@ from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.errors import CompactionError, TranscriptError
 from compaction.result import CompactionResult
+from compaction.summarizers.scripted import ScriptedSummarizer
 
 Format = Literal["openai", "anthropic"]
+Variant = Literal["extractive", "max_messages", "trim"]
 Messages = list[dict[str, Any]]
 FORMATS: tuple[Format, ...] = ("openai", "anthropic")
 ALTERNATION: tuple[bool | None, ...] = (True, False, None)
@@ -363,7 +365,12 @@ def recount_problem(compactor: Compactor, result: CompactionResult) -> str | Non
 # ---------------------------------------------------------------------------------------------
 
 
-def compactor_for(alternation: bool | None) -> Compactor:
+VARIANTS: tuple[Variant, ...] = ("extractive", "max_messages", "trim")
+"""How the compaction ends: the offline summary; a hard cap of 6 messages (the oldest kept units
+dropped to the archive); a summarizer that fails, with ``failure_mode="trim"`` (the zone dropped)."""
+
+
+def compactor_for(alternation: bool | None, variant: Variant = "extractive") -> Compactor:
     """Offline, exact counts, the smallest window the guard takes; manual compaction
     summarizes whatever lies before the three-message tail."""
     config = CompactionConfig(
@@ -372,8 +379,16 @@ def compactor_for(alternation: bool | None) -> Compactor:
         keep_recent_messages=3,
         max_summary_tokens=150,
         ensure_alternation=alternation,
+        max_messages=6 if variant == "max_messages" else None,
+        failure_mode="trim" if variant == "trim" else "fallback",
     )
-    return Compactor(MODEL, config=config)
+    # A summarizer with an empty script fails every call.
+    summarizer = ScriptedSummarizer() if variant == "trim" else None
+    return Compactor(MODEL, summarizer=summarizer, config=config)
+
+
+def all_compactors() -> dict[tuple[bool | None, Variant], Compactor]:
+    return {(a, v): compactor_for(a, v) for a in ALTERNATION for v in VARIANTS}
 
 
 @dataclass
@@ -394,7 +409,7 @@ class Tally:
 def check_one(
     fmt: Format,
     seed: int,
-    compactors: dict[bool | None, Compactor],
+    compactors: dict[tuple[bool | None, Variant], Compactor],
     tally: Tally,
     runner: asyncio.Runner | None = None,
 ) -> list[str]:
@@ -407,7 +422,8 @@ def check_one(
     else:
         messages, system = anthropic_transcript(rng)
     alternation = ALTERNATION[seed % len(ALTERNATION)]
-    compactor = compactors[alternation]
+    variant = VARIANTS[seed // len(ALTERNATION) % len(VARIANTS)]
+    compactor = compactors[(alternation, variant)]
     before = _key(messages)
     tally.examples += 1
     try:
@@ -436,7 +452,7 @@ def check_one(
         for p in problems:
             tally.kinds[_kind(p)] += 1
         if len(tally.first) < 8:
-            tally.first.append(f"{fmt} seed {seed} alternation={alternation}: {problems[:3]}")
+            tally.first.append(f"{fmt} seed {seed} alternation={alternation} {variant}: {problems[:3]}")
     return problems
 
 
@@ -462,7 +478,7 @@ def _kind(problem: str) -> str:
 
 
 def run(examples: int, seed: int = 0) -> dict[Format, tuple[Tally, float]]:
-    compactors = {a: compactor_for(a) for a in ALTERNATION}
+    compactors = all_compactors()
     out: dict[Format, tuple[Tally, float]] = {}
     for fmt in FORMATS:
         tally = Tally()
@@ -476,9 +492,9 @@ def run(examples: int, seed: int = 0) -> dict[Format, tuple[Tally, float]]:
 
 def render(results: dict[Format, tuple[Tally, float]], command: str) -> str:
     lines = [
-        f"Command: `{command}`. Offline extractive summarizer, gpt-4o counts, a 16,000-token window "
-        "(the smallest the guard takes), manual compaction; "
-        "`ensure_alternation` True, False and None in turn.",
+        f"Command: `{command}`. Offline, gpt-4o counts, a 16,000-token window (the smallest the guard takes), "
+        "manual compaction; in turn the extractive summary, a 6-message cap, and a failing summarizer with "
+        '`failure_mode="trim"`, each with `ensure_alternation` True, False and None.',
         "",
         "| format | transcripts | compacted | not applied | refused | violations | lost messages | doubled | time |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",

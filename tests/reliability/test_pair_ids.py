@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_fuzz import Tally, check_one, compactor_for, lost_and_doubled, pair_problems
+from benchmarks.bench_fuzz import Tally, all_compactors, check_one, lost_and_doubled, pair_problems
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.result import CompactionResult
@@ -179,9 +179,9 @@ def test_anthropic_first_user_turn_carrying_results_is_not_kept_without_its_call
 def test_generated_transcripts_hold_every_promise(fmt: str) -> None:
     """A bounded run of the fuzzer (150 transcripts, seconds): no loss, valid pairs, alternation when
     asked, ``tokens_after`` exact. ``python -m benchmarks.bench_fuzz`` runs 20,000 per format."""
-    compactors = {a: compactor_for(a) for a in (True, False, None)}
+    compactors = all_compactors()
     tally = Tally()
     failures = [(seed, p) for seed in range(150) if (p := check_one(fmt, seed, compactors, tally))]  # type: ignore[arg-type]
     assert not failures, failures[:3]
-    assert tally.compacted > 75
+    assert tally.compacted > 60
     assert tally.lost == 0
