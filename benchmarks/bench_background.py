@@ -15,8 +15,9 @@ appended. Once with compaction on demand, once with ``prepare=True`` (default
 Time is virtual (:class:`VirtualClock`), so the whole session runs in seconds: every summarizer call
 and every agent model call takes the latency bench_quality's model predicts (0.5 s + 0.02 ms per
 input token + 10 ms per output token, chars/4 tokens), and time only moves while something waits on
-a model. The critical path of a threshold turn is the virtual time ``before_turn`` took, in units of
-one typical call (the median latency of the on-demand run's summarizer calls on the same session).
+a model. The critical path of a turn that compacts is the model time ``before_turn`` waited, in model
+latencies (:meth:`TimedSummarizer.calls_in_series`: a round of concurrent chunk calls is 1, a merge
+after it 1 more, the rest of a background call already running its remaining fraction).
 Background jobs run while the agent's own calls are in flight, as they would in production.
 
 The summarizer is the offline extractive one (deterministic; its token figures are chars/4 of each
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -140,6 +142,8 @@ class TimedSummarizer:
         self.input_tokens = 0
         self.output_tokens = 0
         self.latencies: list[float] = []
+        self.spans: list[tuple[float, float, float]] = []
+        """Every call as (start, end, latency); a cancelled call ends when it was cancelled."""
 
     async def summarize(self, request: SummaryRequest) -> SummaryResponse:
         tin = estimate_tokens(f"{request.system_prompt}\n{request.prompt}")
@@ -147,7 +151,11 @@ class TimedSummarizer:
         response = await self.inner.summarize(request)
         tout = estimate_tokens(response.text)
         delay = LATENCY.delay(tin, tout)
-        await self.clock.sleep(delay)
+        start = self.clock.now
+        try:
+            await self.clock.sleep(delay)
+        finally:
+            self.spans.append((start, self.clock.now, delay))
         self.output_tokens += tout
         self.latencies.append(delay)
         return SummaryResponse(text=response.text, usage=SummaryUsage(tin, tout, 0.0), model="extractive-timed")
@@ -155,6 +163,19 @@ class TimedSummarizer:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def calls_in_series(self, begin: float, end: float) -> float:
+        """Model latencies spent waiting between ``begin`` and ``end``: at each moment the wait
+        advances at one latency per duration of the longest call then in flight, so a round of
+        concurrent chunk calls counts 1, a merge after it 1 more, and the rest of a call already
+        running its remaining fraction."""
+        cuts = sorted({begin, end, *(t for a, b, _ in self.spans for t in (a, b) if begin < t < end)})
+        total = 0.0
+        for lo, hi in itertools.pairwise(cuts):
+            active = [d for a, b, d in self.spans if a <= lo and b >= hi and d > 0]
+            if active:
+                total += (hi - lo) / max(active)
+        return total
 
 
 def _turns(messages: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -191,13 +212,18 @@ async def _replay(scenario: str, n: int, *, background: PrepareSettings | bool, 
         system, first = str(first[0]["content"]), first[1:]
     cm = ContextManager(compactor, system=system, messages=first, prepare=background, recall=False)
     threshold_turns: list[float] = []
+    waits: list[float] = []  # virtual seconds each compacting turn waited
+    swaps: list[str] = []  # per compaction: how the prepared summary was used, calls on that turn
     violations = 0
     unfit = 0
     for group in turns:
         begin = clock.now
         result = await clock.run(cm.before_turn())
         if result is not None and result.compacted:
-            threshold_turns.append(clock.now - begin)
+            threshold_turns.append(summarizer.calls_in_series(begin, clock.now))
+            waits.append(clock.now - begin)
+            how = result.record.get("prepared") or {}
+            swaps.append(f"{how.get('swap', 'on demand')}:{how.get('threshold_calls', result.llm_calls)}")
             violations += len(validate(to_canonical(cm.messages, cm.system if fmt == "anthropic" else None)))
             if cm.decision().action == "block":
                 unfit += 1
@@ -210,7 +236,9 @@ async def _replay(scenario: str, n: int, *, background: PrepareSettings | bool, 
     usage = cm.prepared
     return {
         "compactions": len(threshold_turns),
-        "threshold_s": threshold_turns,
+        "threshold_s": threshold_turns,  # model latencies in series on each compacting turn
+        "swaps": swaps,
+        "wait_s": waits,
         "tokens": summarizer.tokens,
         "latencies": summarizer.latencies,
         "violations": violations,
@@ -229,7 +257,7 @@ def bench_session(scenario: str, n: int, *, seed: int = 0, settings: PrepareSett
     unit = statistics.median(demand["latencies"]) if demand["latencies"] else LATENCY.fixed_s
 
     def units(run: Mapping[str, Any]) -> dict[str, float]:
-        values = [s / unit for s in run["threshold_s"]]
+        values = list(run["threshold_s"])
         steady = values[1:]
         return {
             "first": values[0] if values else 0.0,
@@ -249,6 +277,8 @@ def bench_session(scenario: str, n: int, *, seed: int = 0, settings: PrepareSett
             **units(prepared),
         },
         "extra_tokens": extra,
+        "background_swaps": prepared["swaps"],
+        "background_waits": prepared["wait_s"],
         "seconds": time.perf_counter() - started,
     }
     bg = row["background"]
@@ -283,6 +313,13 @@ def run(
     }
 
 
+def _kinds(swaps: Sequence[str], waits: Sequence[float]) -> str:
+    """Compacting turns: prepared summary swapped in at once / after waiting for a job / on demand."""
+    ready = sum(1 for k, w in zip(swaps, waits, strict=True) if k.startswith("prepared") and w == 0)
+    waited = sum(1 for k, w in zip(swaps, waits, strict=True) if k.startswith("prepared") and w > 0)
+    return f"{ready} / {waited} / {sum(1 for k in swaps if not k.startswith('prepared'))}"
+
+
 def _ok(value: bool | None) -> str:
     return "–" if value is None else ("pass" if value else "**FAIL**")
 
@@ -295,7 +332,8 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
         "turn by turn through a ContextManager (gpt-4o, window 128,000, default config, extractive summarizer "
         f"behind the latency model: {LATENCY.fixed_s:g} s + {LATENCY.per_input_token_s * 1e3:g} ms/input token + "
         f"{LATENCY.per_output_token_s * 1e3:g} ms/output token; the agent's own calls too). Model latencies on the "
-        "critical path of each turn that compacts, in units of the median summarizer call of the on-demand run; "
+        "critical path of each turn that compacts (a round of concurrent calls counts 1; waiting for the rest of a "
+        "background call in flight counts its remaining fraction); "
         f"background = `prepare=PrepareSettings(mark={st['mark']:g}, step={st['step']:g}, accept={st['accept']:g})` "
         "(fractions of the trigger). Steady = the compactions after the first (median / mean). Extra tokens: "
         "summarizer tokens (in + out, chars/4) of the background run over the on-demand run, cancelled jobs "
@@ -303,8 +341,9 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
         "",
         "| scenario | messages | compactions | on demand: first / steady / worst | background: first / "
         "steady (median / mean) / worst | summarizer tokens (on demand -> background) | extra | jobs (discarded) "
-        "| fit | pair violations | facts kept (on demand / background) | met |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| background turns: swapped / waited on a job / on demand | fit | pair violations "
+        "| facts kept (on demand / background) | met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in figures["rows"]:
         d, b, p = r["on_demand"], r["background"], r["pass"]
@@ -314,7 +353,8 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
             f"{d['first']:.2f} / {d['steady_mean']:.2f} / {d['worst']:.2f} | "
             f"**{b['first']:.2f} / {b['steady_median']:.2f} / {b['steady_mean']:.2f} / {b['worst']:.2f}** | "
             f"{d['tokens']:,} -> {b['tokens']:,} | {r['extra_tokens']:+.0%} | {b['background_jobs']} "
-            f"({b['discarded']}) | {'100 %' if p['fit'] else '**no**'} | {b['violations']} | "
+            f"({b['discarded']}) | {_kinds(r['background_swaps'], r['background_waits'])} | "
+            f"{'100 %' if p['fit'] else '**no**'} | {b['violations']} | "
             f"{d['facts'][0]}/{d['facts'][1]} / {b['facts'][0]}/{b['facts'][1]} | {'pass' if met else '**FAIL**'} |"
         )
     lines += [
