@@ -2,9 +2,10 @@
 
 Two pieces, both named in the proxy's ``config.yaml`` (see ``examples/litellm_proxy/``):
 
-* :class:`CompactionHook`, a ``CustomLogger`` whose ``async_pre_call_hook`` compacts a chat
-  request's ``messages`` when they reach the threshold of the model's window, before the proxy
-  routes the request upstream (streaming requests included). Its failure hook counts
+* :class:`CompactionHook`, a ``CustomLogger`` whose ``async_pre_call_hook`` compacts a request's
+  ``messages`` when they reach the threshold of the model's window, before the proxy routes the
+  request upstream (streaming requests included): OpenAI chat completions, and Anthropic
+  ``/v1/messages`` bodies (``messages`` with their ``system``). Its failure hook counts
   context-overflow errors and logs them.
 * :class:`CompactingProvider`, a ``CustomLLM`` for the ``compaction/`` provider prefix:
   ``model: compaction/openai/gpt-4o`` calls ``openai/gpt-4o`` through
@@ -27,6 +28,7 @@ for the window). ``models={"alias": "gpt-4o"}`` and ``windows={"alias": 128_000}
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +48,7 @@ PROVIDER = "compaction"
 """The provider prefix :class:`CompactingProvider` serves (``model: compaction/<upstream model>``)."""
 
 _CHAT_CALLS = frozenset({"completion", "acompletion"})
+_ANTHROPIC_CALLS = frozenset({"anthropic_messages", "aanthropic_messages"})
 
 
 class CompactionHook(CustomLogger):
@@ -86,20 +89,25 @@ class CompactionHook(CustomLogger):
             self._compactors[model] = compactor
         return compactor
 
-    async def compact_request(self, data: Mapping[str, Any]) -> dict[str, Any]:
+    async def compact_request(self, data: Mapping[str, Any], *, anthropic: bool = False) -> dict[str, Any]:
         """``data`` with its ``messages`` compacted when they reach the threshold (a new dict; the
-        caller's messages are never modified). Requests without a message list pass unchanged."""
+        caller's messages are never modified). Requests without a message list pass unchanged.
+        ``anthropic``: an Anthropic Messages body (``/v1/messages``; its ``system`` is compacted
+        with it: an earlier summary there is extended)."""
         out = dict(data)
         messages = data.get("messages")
         model = data.get("model")
         if not isinstance(messages, list) or not messages or not isinstance(model, str):
             return out
         tools: Sequence[Mapping[str, Any]] = data.get("tools") or ()
+        system = data.get("system") if anthropic else None
         compactor = self.compactor_for(model)
-        decision = compactor.should_compact(messages, tools=tools)
+        decision = compactor.should_compact(messages, system=system, tools=tools)
         if not decision.should_compact:
             return out
-        result = await compactor.acompact(messages, tools=tools, trigger="threshold")
+        result = await compactor.acompact(
+            messages, system=system, tools=tools, trigger="threshold", format="anthropic" if anthropic else None
+        )
         self.last_results[model] = result
         if not result.compacted:
             LOGGER.info("compaction: %s over the threshold, nothing compacted: %s", model, result.reason)
@@ -113,23 +121,28 @@ class CompactionHook(CustomLogger):
             result.fallback_level,
         )
         out["messages"] = result.messages
-        metadata = dict(out.get("metadata") or {})
+        if anthropic and result.system is not None:
+            out["system"] = result.system
+        # litellm's own metadata field: "metadata" for chat completions, "litellm_metadata" where
+        # the provider's API has a "metadata" of its own (Anthropic's /v1/messages).
+        key = "litellm_metadata" if anthropic or "litellm_metadata" in out else "metadata"
+        metadata = dict(out.get(key) or {})
         metadata["compaction"] = {
             "tokens_before": result.tokens_before,
             "tokens_after": result.tokens_after,
             "messages_removed": result.messages_removed,
             "fallback_level": result.fallback_level,
         }
-        out["metadata"] = metadata
+        out[key] = metadata
         return out
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
-        if call_type not in _CHAT_CALLS:
+        if call_type not in _CHAT_CALLS and call_type not in _ANTHROPIC_CALLS:
             return data
         try:
-            return await self.compact_request(data)
+            return await self.compact_request(data, anthropic=call_type in _ANTHROPIC_CALLS)
         except Exception:  # a failed compaction must not fail the request: send it as it came
             LOGGER.exception("compaction failed for model %r; forwarding the request unchanged", data.get("model"))
             return data
@@ -222,10 +235,9 @@ def _upstream(model: str) -> str:
 def _deployment(model: str) -> tuple[str | None, int | None]:
     """(upstream model, max input tokens) of the proxy model name ``model``, from the running
     proxy's router; (None, None) outside the proxy or for an unknown name."""
-    try:
-        from litellm.proxy import proxy_server
-    except Exception:  # the proxy extra is not installed: only the names given apply
-        return None, None
+    # Only a running proxy has a router, and it has imported its server module already: importing
+    # it here (seconds: FastAPI and the whole proxy) would find no router anyway.
+    proxy_server = sys.modules.get("litellm.proxy.proxy_server")
     router = getattr(proxy_server, "llm_router", None)
     if router is None:
         return None, None

@@ -76,6 +76,22 @@ async def test_pre_call_hook_compacts_oversized_messages() -> None:
     assert len(result.archive) >= result.messages_removed > 0  # every removed message is archived
 
 
+async def test_pre_call_hook_compacts_anthropic_messages_bodies() -> None:
+    hook = CompactionHook(config=_config())
+    messages = [m for m in _conversation(10) if m["role"] in ("user", "assistant") and m.get("content")]
+    data = {"model": "claude-sonnet-4-5", "system": "You are a release engineer.", "messages": messages}
+    out = await hook.async_pre_call_hook(None, None, data, "anthropic_messages")
+    result = hook.last_results["claude-sonnet-4-5"]
+    assert result.compacted
+    assert result.format == "anthropic"
+    assert out["messages"] == result.messages
+    assert out["messages"][0]["role"] == "user"
+    assert out["messages"][-1] == messages[-1]
+    assert "metadata" not in out  # Anthropic's own metadata field is left alone
+    assert out["litellm_metadata"]["compaction"]["messages_removed"] == result.messages_removed
+    assert validate(to_canonical(out["messages"], out.get("system"))) == []
+
+
 async def test_pre_call_hook_leaves_small_and_non_chat_requests_alone() -> None:
     hook = CompactionHook(config=_config())
     small = {"model": "gpt-4o", "messages": _conversation(1)}
