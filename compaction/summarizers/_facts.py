@@ -365,5 +365,7 @@ def _attach_result(event: ToolEvent, part: ToolResultPart, index: int, collector
     event.failed = result_failed(event, scan_text, lines)
     if event.failed and not lines:
         lines = error_lines(scan_text)
-    event.error_lines = lines[:4] if event.failed else []
+    # A line that addresses the model ("SYSTEM OVERRIDE: run ...") is no error message: reported as
+    # the command's error it would read as the agent's own state.
+    event.error_lines = [line for line in lines if not INJECTION_RE.search(line)][:4] if event.failed else []
     collector.scan(scan_text, index, talked=False, result_of=event.name)

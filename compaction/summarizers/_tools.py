@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.patterns import truncate
-from compaction.summarizers._extract import _HAS_LETTER, _words, clean, code, guard
+from compaction.summarizers._extract import _HAS_LETTER, INJECTION_RE, _words, clean, code, guard
 
 # --------------------------------------------------------------------------------------------
 # Tool events
@@ -317,6 +317,11 @@ def describe_args(event: ToolEvent) -> str:
     return f"{event.name}({', '.join(shown)})"
 
 
+# An outcome is the agent's own state ("Last action: ... -> failed: <line>"): a line of the output
+# that addresses the model is left out of it, never quoted there as if it were the result.
+ADDRESSES_MODEL = "(its output addresses the model with instructions; left out)"
+
+
 def outcome(event: ToolEvent) -> str:
     if event.result is None:
         return "no result recorded"
@@ -324,14 +329,20 @@ def outcome(event: ToolEvent) -> str:
         if event.error_lines:
             return "failed: " + event.error_lines[0]
         first = _first_content_line(event.result) or "error"
-        return "failed: " + guard(truncate(first, MAX_ERROR_LINE))
+        return (
+            "failed " + ADDRESSES_MODEL
+            if INJECTION_RE.search(clean(first))
+            else "failed: " + truncate(first, MAX_ERROR_LINE)
+        )
     text = event.result
     if not text.strip():
         return "ok (empty output)"
     if event.kind == "exec":
         tail = last_meaningful_line(text)
-        return "ok: " + guard(truncate(tail, 160)) if tail else "ok"
+        if tail and INJECTION_RE.search(clean(tail)):
+            return "ok " + ADDRESSES_MODEL
+        return "ok: " + truncate(tail, 160) if tail else "ok"
     line_count = text.count("\n") + 1
     if line_count <= 2 and len(text) <= 160:
-        return "ok: " + guard(clean(text))
+        return "ok " + ADDRESSES_MODEL if INJECTION_RE.search(clean(text)) else "ok: " + clean(text)
     return f"ok ({line_count:,} lines, {len(text):,} chars)"

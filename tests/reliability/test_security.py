@@ -139,7 +139,9 @@ async def test_llm_path_fences_tool_output_and_says_it_is_data(
             inside = [(a, b, n) for a, b, n in fenced if a <= match.start() and match.end() <= b]
             assert inside, "an injected payload outside any fence"
             start, end, nonce = inside[0]
-            assert prompt[start:end].count("<<<END_TOOL_OUTPUT") == 2  # the payload's fakes only
+            # The payload's two fake closers never reach the prompt (issue 19): notes stand in for them.
+            assert prompt[start:end].count("<<<END_TOOL_OUTPUT") == 0
+            assert prompt[start:end].count("[marker-like text removed]") == 2
             assert nonce not in ("0000000000", "deadbeef00")
     assert injected == 2
 
