@@ -2,15 +2,15 @@
 
 input adapter -> repair -> protect (+ layout check) -> prune -> chunk -> summarize (+ fallback)
 -> ledger -> reconstruct -> verify -> output adapter
+
+The result, its archive and the ``tokens_after`` recount are built in :mod:`compaction.outcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -19,9 +19,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from compaction.adapters import from_canonical, to_canonical
+from compaction.adapters import from_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
+from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_if_needed, redact_secrets
 from compaction.result import CompactionResult, FallbackLevel, Trigger
@@ -33,7 +34,7 @@ from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previ
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter
-from compaction.transcript import Message, TextPart, Transcript, copy_json
+from compaction.transcript import Message, TextPart, Transcript
 
 BLOCK_OVERHEAD_TOKENS = 120  # markers, the trailer line, an acknowledgement
 
@@ -216,7 +217,7 @@ def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None
 async def run_pipeline(run: Run) -> CompactionResult:
     p = await prepare(run)
     if p.job is None or p.plan is None:
-        return _not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
+        return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
@@ -616,17 +617,8 @@ def _finish(
     if tokens_after >= baseline:
         run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": tokens_after}
         reason = f"compaction would not reduce the context: {baseline:,} -> {tokens_after:,} tokens"
-        return _not_compacted(run, repaired, tokens_before, reason, job=job)
-    return _result(run, repaired, new, layout, block, level, tokens_before, tokens_after, job, outcome)
-
-
-def count_returned(run: Run, messages: Sequence[Message]) -> int:
-    """The tokens of ``messages`` as the caller receives them: written in the caller's format and
-    read back, since that is what is sent (a merged carrier goes out as one OpenAI tool message per
-    result, Anthropic system messages become one ``system``). ``tokens_after`` and the fit check
-    are this recount, not a count of the canonical messages."""
-    out = from_canonical(run.transcript.replace(tuple(messages)))
-    return run.count(to_canonical(out.messages, out.system, format=out.format).messages)
+        return not_compacted(run, repaired, tokens_before, reason, job=job)
+    return compacted_result(run, repaired, new, layout, block, level, tokens_before, tokens_after, job, outcome)
 
 
 def _trim_to_fit(run: Run, messages: Sequence[Message], layout: Partition) -> Partition:
@@ -677,129 +669,4 @@ def _cap_messages(messages: Sequence[Message], layout: Partition, excess: int) -
         tail_start = nxt
     return replace(
         layout, kept_middle=tuple(kept_middle), tail_start=tail_start, zone=tuple(sorted({*layout.zone, *dropped}))
-    )
-
-
-def _result_fields(run: Run, transcript: Transcript) -> dict[str, Any]:
-    """What every result carries: the messages in the caller's format and the run's numbers."""
-    out = from_canonical(transcript)
-    return {
-        "messages": out.messages,
-        "system": out.system,
-        "format": out.format,
-        "budget": run.budget.budget,
-        "window": run.budget.window,
-        "exact_counts": run.budget.exact,
-        "trigger": run.trigger,
-        "duration_s": time.perf_counter() - run.started,
-    }
-
-
-def _not_compacted(
-    run: Run, repaired: Transcript, tokens: int, reason: str, *, job: SummarizeJob | None = None
-) -> CompactionResult:
-    """Nothing compacted, but what is returned can be sent: the repaired transcript (the caller's
-    messages as they are when nothing needed repair), with what repair took out or rewrote archived.
-    ``job``: the summarizer ran (its result was not used); its calls and cost are reported."""
-    archive = _archive(run, repaired.messages)
-    fields = _result_fields(run, repaired)
-    tokens_after = tokens
-    if run.record["repair"]["changed"]:  # counted as returned (merged OpenAI tool messages go out one by one)
-        returned = to_canonical(fields["messages"], fields["system"], format=repaired.format)
-        tokens_after = run.count(returned.messages)
-    return CompactionResult(
-        **fields,
-        compacted=False,
-        reason=reason,
-        tokens_before=tokens,
-        tokens_after=tokens_after,
-        removed=list(archive.values()),
-        archive=archive,
-        record={**run.record, "reason": reason, "archive_ids": list(archive)},
-        **(_usage_fields(job) if job is not None else {}),
-    )
-
-
-def _usage_fields(job: SummarizeJob) -> dict[str, Any]:
-    usage = job.log.usage
-    return {
-        "llm_calls": job.log.calls,
-        "summarizer_input_tokens": usage.input_tokens,
-        "summarizer_output_tokens": usage.output_tokens,
-        "cost_usd": usage.cost_usd,
-    }
-
-
-def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
-    """The caller's original of every message that is not in ``new`` as it was, by archive id."""
-    # Canonical messages map 1:1 to the caller's messages (after Anthropic's separate system prompt).
-    has_system = (
-        run.transcript.format == "anthropic"
-        and bool(run.transcript.messages)
-        and (run.transcript.messages[0].role == "system")
-    )
-    offset = 1 if has_system else 0
-    source = run.source if run.source is not None else from_canonical(run.transcript).messages
-    still_there = {id(m) for m in new}
-    # Messages a stage rebuilt (repair merging tool messages, a carrier copied) can go out exactly as
-    # the caller sent them: those were returned, not removed. Compared as provider messages.
-    originals = {id(m) for m in run.transcript.messages}
-    rebuilt = [m for m in new if id(m) not in originals]
-    returned = Counter(_raw_key(m) for m in from_canonical(run.transcript.replace(tuple(rebuilt))).messages)
-    archive: dict[str, dict[str, Any]] = {}
-    for index, message in enumerate(run.transcript.messages):
-        if index < offset or id(message) in still_there:
-            continue
-        key = _raw_key(source[index - offset])
-        if returned[key] > 0:
-            returned[key] -= 1
-            continue
-        archive[message.id] = copy_json(source[index - offset])
-    return archive
-
-
-def _raw_key(message: Mapping[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
-
-
-def _result(
-    run: Run,
-    repaired: Transcript,
-    new: Sequence[Message],
-    layout: Partition,
-    block: SummaryBlock | None,
-    level: FallbackLevel,
-    tokens_before: int,
-    tokens_after: int,
-    job: SummarizeJob,
-    outcome: SummaryOutcome,
-) -> CompactionResult:
-    archive = _archive(run, new)
-    reason = {
-        "manual": "manual compaction",
-        "threshold": "threshold reached",
-        "overflow": "context overflow recovery",
-    }[run.trigger]
-    if level != "full":
-        reason += f"; fallback {level}" + (f" ({outcome.reason})" if outcome.reason else "")
-    record = {
-        **run.record,
-        "tokens_before": tokens_before,
-        "tokens_after": tokens_after,
-        "fallback_level": level,
-        "archive_ids": list(archive),
-    }
-    return CompactionResult(
-        **_result_fields(run, run.transcript.replace(tuple(new))),
-        compacted=True,
-        reason=reason,
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
-        messages_removed=len(layout.zone),
-        summary=block.body if block is not None else None,
-        fallback_level=level,
-        **_usage_fields(job),
-        removed=list(archive.values()),
-        archive=archive,
-        record=record,
     )
