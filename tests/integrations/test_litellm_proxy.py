@@ -126,6 +126,17 @@ async def test_overflow_is_compacted_and_retried_by_the_provider() -> None:
     assert provider.last_compactions[0].trigger == "overflow"
 
 
+async def test_failure_hook_counts_overflows_only() -> None:
+    hook = CompactionHook()
+    overflow = litellm.ContextWindowExceededError(
+        message="This model's maximum context length is 8192 tokens", model="gpt-4o", llm_provider="openai"
+    )
+    throttle = litellm.RateLimitError(message="slow down", model="gpt-4o", llm_provider="openai")
+    assert await hook.async_post_call_failure_hook({"model": "gpt-4o"}, overflow, None) is None
+    assert await hook.async_post_call_failure_hook({"model": "gpt-4o"}, throttle, None) is None
+    assert hook.overflows == 1
+
+
 async def test_provider_refuses_streaming_with_a_reason() -> None:
     provider = CompactingProvider(CompactionHook())
     with pytest.raises(litellm.llms.custom_llm.CustomLLMError, match="does not stream"):
