@@ -360,3 +360,31 @@ def test_cutting_a_repaired_transcript_at_a_safe_point_keeps_both_halves_valid(
     for half in (fixed.messages[:cut], fixed.messages[cut:]):
         violations = validate(fixed.replace(tuple(half)), require_alternation=False)
         assert violations == [], violations
+
+
+@given(data=st.data())
+def test_repeated_message_ids_get_distinct_canonical_ids_and_round_trip(fmt: Format, data: st.DataObject) -> None:
+    """Callers stamp one ``id`` on many messages (a run id, a tool call id on its result): the canonical
+    ids, which key the archive and name messages, stay distinct; the field goes back out unchanged."""
+    ids = st.sampled_from(["run_1", "run_2", "call_1", "m_0", 7])
+    roles = st.sampled_from(["user", "assistant"])
+    raw = data.draw(
+        st.lists(
+            st.builds(
+                lambda role, text, own: {"role": role, "content": text, **({} if own is None else {"id": own})},
+                roles,
+                st.text(max_size=5),
+                st.none() | ids,
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        label="messages",
+    )
+    transcript = to_canonical(raw, format=fmt)
+    canonical_ids = [m.id for m in transcript.messages]
+    assert len(set(canonical_ids)) == len(canonical_ids)
+    assert [m.own_id for m in transcript.messages] == [None if m.get("id") is None else str(m["id"]) for m in raw]
+    assert from_canonical(transcript).messages == raw
+    # Reading the same messages again gives the same ids (archive ids are stable across calls).
+    assert [m.id for m in to_canonical(raw, format=fmt).messages] == canonical_ids
