@@ -189,6 +189,18 @@ _LINES = [
     f"jwt {JWT}",
     "access_key: Zx81kQ7Lm2Pq",
     "client_secret='s3cr3t-value-42'",
+    # Shapes found by context (issue 19): they must be found around their cues as in the full pass.
+    "$ curl -u admin:Kq81xZ0pLm https://api.example.com",
+    "$ mysql -h db -u root -pKq81xZ0pLm app",
+    "$ docker login -u bot -p Kq81xZ0pLm registry.example.com",
+    "machine api.example.com",
+    "  login bot",
+    "  password Kq81xZ0pLm",
+    '{"url": "postgres:\\/\\/app:Kq81xZ0pLm@db:5432\\/x"}',
+    "Authorization: Basic ZGVwbG95Omh1bnRlcnR3bw==",
+    'DB_PASSWORD="tangerine quartz lantern"',
+    "GET https://b.s3.amazonaws.com/k?X-Amz-Signature=" + "ab12" * 16 + "&X-Amz-Date=20251103T000000Z",
+    "hf_" + fake(string.ascii_letters, 34),
 ]
 
 

@@ -125,6 +125,9 @@ def test_each_shape_is_redacted_with_its_context_kept(name: str) -> None:
         assert "[REDACTED" in out
         if name in CONTEXT_KEPT:
             assert CONTEXT_KEPT[name] in out, out
+    # Redacting again changes nothing (a redacted record replays: its prompts keep their keys).
+    once = redact_if_needed(text)
+    assert redact_secrets(once) == (once, 0)
     # Windowed redaction (long tool output) finds them too.
     long = "\n".join(["plain build log line, nothing notable here"] * 200 + [text] + ["tail line"] * 50)
     assert not leaked_in(redact_if_needed(long), s)
