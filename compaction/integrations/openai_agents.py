@@ -153,6 +153,13 @@ def items_to_chat(items: Sequence[Mapping[str, Any]]) -> ChatView:
             view.messages.append({"role": chat_role, "content": _text_of(item.get("content"))})
             view.covers.append([index])
             continue
+        if open_turn is None and kind.endswith("_output") and view.messages and view.messages[-1]["role"] == "tool":
+            # The output of another call type among function outputs (its call is in the turn
+            # before them): it joins them, so no cut can fall between it and its call.
+            tool = view.messages[-1]
+            tool["content"] = f"{tool['content']}\n\n{_unknown_text(item)}"
+            view.covers[-1].append(index)
+            continue
         if open_turn is None:
             open_turn = {"role": "assistant", "content": None}
             view.messages.append(open_turn)

@@ -142,6 +142,21 @@ async def test_items_round_trip_verbatim_with_unknown_types() -> None:
     assert validate(to_canonical(view.messages)) == []
 
 
+def test_other_call_outputs_stay_with_their_turn() -> None:
+    items = [
+        {"role": "user", "content": "click it"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "computer_call", "call_id": "cc1", "action": {"type": "click"}},
+        {"type": "function_call_output", "call_id": "c1", "output": "one"},
+        {"type": "computer_call_output", "call_id": "cc1", "output": {"type": "computer_screenshot"}},
+        {"role": "user", "content": "thanks"},
+    ]
+    view = items_to_chat(items)
+    assert view.covers == [[0], [1, 2], [3, 4], [5]]
+    assert "computer_call_output" in view.messages[2]["content"]
+    assert validate(to_canonical(view.messages)) == []
+
+
 async def test_pop_and_clear_hide_without_deleting() -> None:
     store = SQLiteSessionStore(":memory:")
     session = CompactingSession("s3", _compactor(), store=store)
