@@ -387,3 +387,32 @@ async def test_reloaded_from_a_store_that_moved_on_discards_the_prepared_state(t
     summarizer = cm.compactor.summarizer
     assert isinstance(summarizer, GatedSummarizer)
     await assert_compacts_on_demand(cm, summarizer)
+
+
+class BrokenPreparedStore(SQLiteSessionStore):
+    def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
+        raise OSError("disk full")
+
+
+async def test_a_failing_job_is_logged_and_the_threshold_compacts_on_demand(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = BrokenPreparedStore(tmp_path / "s.db")
+    summarizer = GatedSummarizer()
+    cm = ContextManager(
+        make_compactor(summarizer=summarizer), session_id="s", store=store, messages=session(1), prepare=True
+    )
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs == 0:
+        index = await grow(cm, index, 1)
+        await settle(cm)
+    assert "Background compaction failed: disk full" in caplog.text
+    failed = caplog.text.count("Background compaction failed")
+    index = await grow(cm, index, 2)
+    await settle(cm)
+    assert caplog.text.count("Background compaction failed") == failed  # no retry on every turn
+    _, result = await to_threshold(cm, index)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert valid_pairs(cm)
+    await cm.aclose()

@@ -53,6 +53,8 @@ class Preparer:
         self.usage = PreparedUsage()
         self.task: asyncio.Task[None] | None = None
         self._version = 0  # the persisted copy's version (store mode)
+        self._started_at = 0  # context tokens when the last job started
+        self._retry_at: int | None = None  # after a failed job: not again before the context is this big
 
     @property
     def running(self) -> bool:
@@ -69,6 +71,8 @@ class Preparer:
         trigger = _trigger_tokens(cm)
         if trigger is None or tokens < self.settings.mark * trigger:
             return False
+        if self._retry_at is not None and tokens < self._retry_at:
+            return False
         state = self.state  # checked against the context when the job starts and when it is used
         covered = min(state.covered, len(cm._messages)) if state is not None else 0
         counts = cm._counts
@@ -77,6 +81,7 @@ class Preparer:
         aged = sum(counts[covered:]) - tail
         if aged <= 0 or (state is not None and aged < self.settings.step * trigger):
             return False
+        self._started_at = tokens
         self.task = asyncio.get_running_loop().create_task(self._run(cm), name=f"compaction-prepare:{cm.session_id}")
         return True
 
@@ -114,20 +119,23 @@ class Preparer:
     async def _run(self, cm: ContextManager) -> None:
         try:
             state = await (_prepare_stored(self, cm) if cm.store is not None else _prepare_memory(self, cm))
+            if state is None:
+                return
+            if cm.store is not None and isinstance(cm.store, PreparedStateStore):
+                saved = cm.store.save_prepared(cm.session_id, expected_version=self._version, state=state.to_json())
+                if saved is None:  # another process saved one first: take it if it still matches
+                    self.usage.discarded += 1
+                    self.load(cm)
+                    return
+                self._version = state.version = saved
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failed background job only means the threshold compacts on demand
             cm.logger.warning("Background compaction failed: %s; the threshold will compact on demand", exc)
+            trigger = _trigger_tokens(cm) or 0
+            self._retry_at = self._started_at + int(self.settings.step * trigger)  # not again every turn
             return
-        if state is None:
-            return
-        if cm.store is not None and isinstance(cm.store, PreparedStateStore):
-            version = cm.store.save_prepared(cm.session_id, expected_version=self._version, state=state.to_json())
-            if version is None:  # another process saved one first: take it if it still matches
-                self.usage.discarded += 1
-                self.load(cm)
-                return
-            self._version = state.version = version
+        self._retry_at = None
         self.state = state
         cm.logger.info(
             "Compaction prepared in the background: %s messages covered, %s calls, %s summarizer tokens "
