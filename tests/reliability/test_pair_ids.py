@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from typing import Any
 
 import pytest
 
 from benchmarks.bench_fuzz import Tally, all_compactors, check_one, lost_and_doubled, pair_problems
+from benchmarks.bench_fuzz import run as run_fuzz
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.result import CompactionResult
@@ -185,3 +187,15 @@ def test_generated_transcripts_hold_every_promise(fmt: str) -> None:
     assert not failures, failures[:3]
     assert tally.compacted > 60
     assert tally.lost == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("COMPACTION_SOAK") != "1", reason="soak: set COMPACTION_SOAK=1")
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_soak_20000_transcripts_per_format(fmt: str) -> None:
+    """The acceptance run in a test session (about 8 minutes per format on 2 cores); the benchmark
+    ``python -m benchmarks.bench_fuzz`` is the same run with its figures written to RESULTS.md."""
+    results = run_fuzz(20_000, formats=(fmt,))  # type: ignore[arg-type]
+    tally, _ = results[fmt]  # type: ignore[index]
+    assert tally.examples == 20_000
+    assert (tally.violations, tally.lost, tally.doubled) == (0, 0, 0), tally.first
