@@ -416,3 +416,26 @@ async def test_a_failing_job_is_logged_and_the_threshold_compacts_on_demand(
     assert "prepared" not in result.record
     assert valid_pairs(cm)
     await cm.aclose()
+
+
+async def test_a_call_that_would_overflow_swaps_the_prepared_state_in_first() -> None:
+    cm, summarizer, index = await prepared_manager()
+    calls = len(summarizer.requests)
+    seen: list[list[dict[str, Any]]] = []
+
+    async def model(messages: list[dict[str, Any]], system: Any) -> dict[str, Any]:
+        seen.append(messages)
+        return {"choices": [{"message": {"role": "assistant", "content": "ok"}}], "usage": {"prompt_tokens": 10}}
+
+    while cm.decision().action != "block":  # the agent skipped before_turn: the context is over budget
+        cm.append(*turn(index))
+        index += 1
+    await cm.complete(model)
+    assert "[CONTEXT SUMMARY]" in str(seen[0])  # the model got the compacted context...
+    entry = cm.history()[-1]
+    assert entry.trigger == "overflow"
+    assert "prepared" in entry.record  # ...built on the prepared summary:
+    later = [r.prompt for r in summarizer.requests[calls:]]
+    assert not any("mod_0: log line" in p for p in later)  # what it covers was not summarized again
+    assert cm.decision().action != "block"
+    await cm.aclose()
