@@ -46,17 +46,26 @@ class PricedSummarizer:
         return SummaryResponse(text=f"Summary ({request.kind}): billing/invoice.py, PAY-311.", usage=usage, model="m-1")
 
 
+_PROVIDERS: dict[int, TracerProvider] = {}
+
+
+def exporter_provider(spans: InMemorySpanExporter) -> TracerProvider:
+    return _PROVIDERS[id(spans)]
+
+
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
+    _PROVIDERS[id(spans)] = provider
     assert otel.instrument(tracer_provider=provider)
     try:
         yield spans
     finally:
         otel.uninstrument()
         provider.shutdown()
+        del _PROVIDERS[id(spans)]
 
 
 def _messages(turns: int) -> list[dict[str, Any]]:
@@ -129,6 +138,36 @@ async def test_request_span_gets_the_result_attributes(exporter: InMemorySpanExp
     assert request.attributes["compaction.tokens_saved"] == result.tokens_saved > 0
     assert request.attributes["compaction.fallback_level"] == "full"
     assert otel.annotate_current_span(result) is False  # no recording span outside
+
+
+async def test_worker_loop_compactions_join_the_request_trace(exporter: InMemorySpanExporter) -> None:
+    """The server runs compactions on a worker loop (``run_coroutine_threadsafe``): the callback
+    that starts the task carries a copy of the caller's context, so the runs stay in the trace."""
+    import asyncio
+    import threading
+
+    from opentelemetry import trace
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    tracer = trace.get_tracer("service", tracer_provider=exporter_provider(exporter))
+    try:
+        with tracer.start_as_current_span("POST /v1/sessions/s/compact") as request:
+            job = _compactor(PricedSummarizer()).acompact(_messages(8))
+            result = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(job, loop))
+            assert otel.annotate_current_span(result)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+    spans = exporter.get_finished_spans()
+    (run,) = _named(spans, "compaction.run")
+    assert run.parent is not None
+    assert run.parent.span_id == request.get_span_context().span_id
+    assert all(c.context.trace_id == run.context.trace_id for c in _named(spans, "compaction.summarize"))
+    (served,) = _named(spans, "POST /v1/sessions/s/compact")
+    assert served.attributes["compaction.tokens_after"] == result.tokens_after
 
 
 def test_uninstrument_restores_and_reinstrument_switches_provider() -> None:
