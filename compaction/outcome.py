@@ -101,16 +101,18 @@ def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
     originals = {id(m) for m in run.transcript.messages}
     rebuilt = [m for m in new if id(m) not in originals]
     returned = Counter(_raw_key(m) for m in from_canonical(run.transcript.replace(tuple(rebuilt))).messages)
-    archive: dict[str, dict[str, Any]] = {}
-    for index, message in enumerate(run.transcript.messages):
-        if index < offset or id(message) in still_there:
+    # Newest first: a rebuilt copy stands for the latest original it equals (the summarized zone
+    # comes first, so an older duplicate is the one archived).
+    gone: list[int] = []
+    for index in range(len(run.transcript.messages) - 1, offset - 1, -1):
+        if id(run.transcript.messages[index]) in still_there:
             continue
         key = _raw_key(source[index - offset])
         if returned[key] > 0:
             returned[key] -= 1
-            continue
-        archive[message.id] = copy_json(source[index - offset])
-    return archive
+        else:
+            gone.append(index)
+    return {run.transcript.messages[i].id: copy_json(source[i - offset]) for i in reversed(gone)}
 
 
 def _raw_key(message: Mapping[str, Any]) -> str:
