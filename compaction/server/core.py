@@ -20,6 +20,7 @@ from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware._store import summary_message
 from compaction.result import CompactionResult
+from compaction.server.auth import public_session_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -197,7 +198,7 @@ class ServiceCore:
         try:
             return await self.run_store(self.store.context, session_id)
         except KeyError:
-            raise not_found("session", session_id) from None
+            raise not_found("session", public_session_id(session_id)) from None
 
     def session_input(self, ctx: SessionContext) -> SessionInput:
         messages = [m.message for m in ctx.messages]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,10 @@ from fastapi import FastAPI
 
 from compaction.config import CompactionConfig
 from compaction.server.app import CompactionService, create_app
+from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
+from compaction.server.protocol import guarded_h11
+from compaction.server.settings import ServerSettings
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -60,7 +64,11 @@ def server_for(
     graceful_timeout: int | None = 150,
     **uvicorn_options: Any,
 ) -> Server:
-    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``."""
+    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``.
+
+    Connections use :func:`~compaction.server.protocol.guarded_h11`: request headers must arrive
+    within the app's ``header_timeout_s`` (10 s by default)."""
+    uvicorn_options.setdefault("http", guarded_h11(_header_timeout(app)))
     config = uvicorn.Config(
         app,
         host=host,
@@ -71,6 +79,11 @@ def server_for(
         **uvicorn_options,
     )
     return Server(config)
+
+
+def _header_timeout(app: Any) -> float:
+    service = _find_service(app)
+    return service.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
             config=CompactionConfig(**options),
             heartbeat_s=args.heartbeat,
             drain_timeout_s=args.drain_timeout,
+            **_limits(args),
         )
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"compaction serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     server = server_for(
@@ -159,6 +173,18 @@ def run(args: argparse.Namespace) -> int:
     )
     server.run()
     return 0 if server.started else 1
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """API keys, rate limit, timeouts and client permissions from the parsed options."""
+    return {
+        "api_keys": load_keys(os.environ, args.api_keys_file),
+        "rate_limit": args.rate_limit,
+        "rate_burst": args.rate_burst,
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
