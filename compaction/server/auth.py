@@ -92,7 +92,7 @@ class KeyRing:
 
     def __init__(self, keys: Sequence[ApiKey]) -> None:
         if not keys:
-            raise ValueError("a key ring needs at least one key")
+            raise ValueError("no API key configured (an empty keys file or COMPACTION_API_KEYS)")
         digests = [k.digest for k in keys]
         if len(set(digests)) != len(digests):
             raise ValueError("the same API key is configured twice")
