@@ -454,3 +454,23 @@ def test_sqlite_prepared_state_is_a_compare_and_swap_on_its_version(tmp_path: Pa
     with pytest.raises(ValueError, match="not JSON-serializable"):
         store.save_prepared("s", expected_version=2, state={"x": object()})
     assert store.load_prepared("s") == (2, None)
+
+
+async def test_a_manual_compaction_with_instructions_cancels_the_job_and_compacts_on_demand() -> None:
+    summarizer = GatedSummarizer()
+    summarizer.gate.clear()
+    cm = manager(summarizer)
+    index = 1
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    task = jobs()[0]
+    summarizer.gate = asyncio.Event()
+    summarizer.gate.set()
+    result = await asyncio.wait_for(cm.compact_now("focus on the retry test"), 5)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert task.cancelled()
+    assert not jobs()
+    assert any("focus on the retry test" in r.prompt for r in summarizer.requests)
+    await cm.aclose()

@@ -692,6 +692,8 @@ class ContextManager:
             prepared = None
             if self._preparer is not None and instructions is None:
                 prepared = await compact_prepared(self, acompact_trigger, trigger, measure)
+            elif self._preparer is not None:  # a focused summary: nothing prepared fits it
+                await self._preparer.cancel()
             if prepared is not None:
                 result = prepared
             elif self.store is not None:
