@@ -28,16 +28,8 @@ from compaction.testing.fake_provider import FakeProvider
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
-# A long conversation: ~115,000 tokens, past the 0.8 x 128,000 trigger of the README's gpt-4o compactor.
-_LONG = """
-messages = []
-for i in range(60):
-    messages.append({"role": "user", "content": f"step {i}: read src/module_{i}.py and explain it. " + "word " * 900})
-    messages.append({"role": "assistant", "content": f"src/module_{i}.py defines handler_{i}. " + "detail " * 900})
-"""
-
 PREAMBLES: dict[str, str] = {
-    "from compaction import Compactor, CompactionConfig": _LONG,
+    "from compaction import Compactor, CompactionConfig": "",
     "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": """
 SYSTEM_PROMPT = "You are a coding agent."
 task = "Fix the failing test in tests/test_api.py."
