@@ -874,3 +874,23 @@ def test_missing_api_key_for_an_llm_summarizer_stops_the_start(tmp_path: Path) -
     )
     assert done.returncode == 2
     assert "OPENAI_API_KEY" in done.stderr
+
+
+def test_compactions_in_worker_processes_answer_as_in_process(launch: Callable[..., Running]) -> None:
+    """compact_processes=1: the same JSON as the in-process path, and the same 400 for a bad
+    transcript (the error is rebuilt in the server, the library exception never crosses)."""
+    inline, pooled = launch(), launch(compact_processes=1)
+    body = {"messages": coding_session(), "instructions": "files", "include_record": False}
+    a = inline.client.post("/v1/compact", json=body)
+    b = pooled.client.post("/v1/compact", json=body)
+    assert a.status_code == b.status_code == 200, b.text
+    left, right = a.json(), b.json()
+    assert left["compacted"] is True
+    left.pop("duration_s"), right.pop("duration_s")
+    assert left == right
+    bad = {"messages": [{"role": "user", "content": "hi"}, {"role": "nobody", "content": "x"}]}
+    a_bad, b_bad = inline.client.post("/v1/compact", json=bad), pooled.client.post("/v1/compact", json=bad)
+    assert b_bad.status_code == a_bad.status_code == 400
+    assert {k: v for k, v in error_of(b_bad).items() if k != "request_id"} == {
+        k: v for k, v in error_of(a_bad).items() if k != "request_id"
+    }

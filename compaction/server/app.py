@@ -70,6 +70,7 @@ def create_app(
     header_timeout_s: float = 10.0,
     body_timeout_s: float = 60.0,
     client_permissions: frozenset[str] = frozenset(),
+    compact_processes: int = 0,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
@@ -81,7 +82,8 @@ def create_app(
     gives each key its own sessions and a rate limit of ``rate_limit`` requests/s (bursts of
     ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
-    the options in :data:`~compaction.server.auth.PERMISSIONS`."""
+    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -96,6 +98,7 @@ def create_app(
         header_timeout_s=header_timeout_s,
         body_timeout_s=body_timeout_s,
         client_permissions=frozenset(client_permissions),
+        compact_processes=compact_processes,
     )
     service = CompactionService(settings, store)
 

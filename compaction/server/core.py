@@ -10,9 +10,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio.to_thread
+from starlette.responses import Response
 
 from compaction.adapters import detect_format
 from compaction.compactor import Compactor
@@ -35,10 +36,13 @@ from compaction.server.schemas import (
     CompactRequest,
     CompactResult,
 )
-from compaction.server.settings import ServerSettings, make_summarizer
+from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.summarizers.base import SummarizerError
+
+if TYPE_CHECKING:
+    from compaction.server.pool import CompactionPool
 
 logger = logging.getLogger("compaction.server")
 T = TypeVar("T")
@@ -85,6 +89,11 @@ class ServiceCore:
         self._session_locks: dict[str, list[Any]] = {}
         self._closed = False
         self.worker = WorkerLoop()
+        self.pool: CompactionPool | None = None
+        if settings.compact_processes and summarizer_name(settings.summarizer) == "extractive":
+            from compaction.server.pool import CompactionPool
+
+            self.pool = CompactionPool(settings.compact_processes)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -161,15 +170,24 @@ class ServiceCore:
         self._closed = True
         self.bus.close()
         self.worker.stop()
+        if self.pool is not None:
+            self.pool.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
 
     # -- stateless compaction -----------------------------------------------------------------
 
-    async def compact(self, request: CompactRequest) -> CompactResult:
+    async def compact(self, request: CompactRequest) -> CompactResult | Response:
         self.check_accepting()
-        compactor = self.compactor(request.model or self.settings.model, request.options)
+        model = request.model or self.settings.model
+        compactor = self.compactor(model, request.options)
+        if self.pool is not None:  # JSON bytes from a worker process, as the response model shapes them
+            import orjson
+
+            job_body = orjson.dumps(request.model_dump(mode="json"))
+            answer = await self.tracked(self.pool.compact(model, compactor.config, job_body, _RESULT_FIELDS))
+            return Response(answer, media_type="application/json")
 
         async def job() -> CompactResult:  # on the worker loop, response model included
             result = await compactor.acompact(
@@ -241,6 +259,9 @@ class ServiceCore:
         except TranscriptError:  # stored before validation existed; report it, do not fail reads
             return 0, False
         return tokens, compactor.decide(tokens).should_compact
+
+
+_RESULT_FIELDS = tuple(CompactResult.model_fields)
 
 
 def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:

@@ -60,12 +60,17 @@ def error_response(status: int, body: ErrorBody, headers: Mapping[str, str] | No
 
 def transcript_error(exc: TranscriptError, *, index_offset: int = 0) -> ApiError:
     index = None if exc.index is None else exc.index - index_offset
+    return transcript_api_error(index, exc.field, exc.problem)
+
+
+def transcript_api_error(index: int | None, field: str | None, problem: str) -> ApiError:
+    """The 400 for a transcript problem at message ``index`` (negative: the session's system)."""
     if index is not None and index < 0:  # the injected system message: the problem is the session's system
-        return ApiError(400, "invalid_transcript", f"system: {exc.problem}", field="system")
+        return ApiError(400, "invalid_transcript", f"system: {problem}", field="system")
     where = f"message {index}: " if index is not None else ""
-    if exc.field:
-        where += f"field {exc.field!r}: "
-    return ApiError(400, "invalid_transcript", where + exc.problem, index=index, field=exc.field)
+    if field:
+        where += f"field {field!r}: "
+    return ApiError(400, "invalid_transcript", where + problem, index=index, field=field)
 
 
 def not_found(kind: str, key: str) -> ApiError:

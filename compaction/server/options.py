@@ -68,6 +68,12 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--body-timeout", type=float, default=60.0, help="seconds to receive a body (default 60)")
     parser.add_argument(
+        "--compact-processes",
+        type=int,
+        default=0,
+        help="worker processes for stateless extractive compactions (default 0: a thread in the server process)",
+    )
+    parser.add_argument(
         "--allow",
         action="append",
         default=[],

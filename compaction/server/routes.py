@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from compaction import __version__
 from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, scoped_session_id
@@ -81,7 +81,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["compaction"],
         responses=error_responses(*PAYLOAD, 403, 502, 503),
     )
-    async def compact(body: CompactRequest, request: Request) -> CompactResult:
+    async def compact(body: CompactRequest, request: Request) -> CompactResult | Response:
         """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`.
         `options.redact_secrets: false` and `options.summary_prompt` need a server permission (403)."""
         check_options(body.options, permissions_of(request, service))

@@ -184,6 +184,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         "header_timeout_s": args.header_timeout,
         "body_timeout_s": args.body_timeout,
         "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
+        "compact_processes": args.compact_processes,
     }
 
 

@@ -34,6 +34,8 @@ class ServerSettings:
     """A request body must arrive within this (408 otherwise)."""
     client_permissions: frozenset[str] = frozenset()
     """Permissions every client has (see :data:`compaction.server.auth.PERMISSIONS`)."""
+    compact_processes: int = 0
+    """Worker processes for stateless extractive compactions (0: on the worker thread's loop)."""
 
     def __post_init__(self) -> None:
         unknown = set(self.client_permissions) - PERMISSIONS
@@ -42,6 +44,8 @@ class ServerSettings:
         for name in ("header_timeout_s", "body_timeout_s", "rate_limit"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.compact_processes < 0:
+            raise ValueError(f"compact_processes must be 0 or more, got {self.compact_processes}")
         if self.rate_burst < 1:
             raise ValueError(f"rate_burst must be at least 1, got {self.rate_burst}")
         if self.max_body_bytes < 1024:
