@@ -25,6 +25,7 @@ from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
 from compaction.server.protocol import guarded_h11
 from compaction.server.settings import ServerSettings
+from compaction.server.workers import open_store
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -135,8 +136,10 @@ def option_errors(args: argparse.Namespace) -> list[str]:
     return errors
 
 
-def run(args: argparse.Namespace) -> int:
-    """Start the server with parsed ``args``; returns when it has shut down."""
+def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) -> int:
+    """Start the server with parsed ``args``; returns when it has shut down. ``--workers N``
+    starts N of them on one socket (:mod:`compaction.server.workers`); ``sockets``: serve on these
+    (a worker's share of that socket) instead of binding ``--host``/``--port``."""
     errors = option_errors(args)
     if errors:
         print(f"compaction serve: error: {'; '.join(errors)}", file=sys.stderr)
@@ -146,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"compaction serve: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "workers", 1) > 1 and sockets is None:
+        from compaction.server.workers import serve_workers
+
+        return serve_workers(args)
     threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
     try:
         options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}
@@ -153,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             options["window"] = args.window
         app = create_app(
             store_path=args.db,
+            store=open_store(args.db),  # a PostgreSQL URL; None: the SQLite file args.db
             model=args.model,
             summarizer=args.summarizer,
             max_body_bytes=args.max_body_bytes,
@@ -171,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         graceful_timeout=int(args.drain_timeout) + 30,
     )
-    server.run()
+    server.run(sockets=sockets)
     return 0 if server.started else 1
 
 
