@@ -768,3 +768,56 @@ def test_two_processes_append_concurrently(backend: Backend) -> None:
     for worker, worker_ids in by_worker.items():
         assert worker_ids == sorted(worker_ids)
         assert [content[i] for i in worker_ids] == [f"p{worker}-{j}" for j in range(per_process)]
+
+
+# -- the background-prepared summary (optional PreparedStateStore) ------------------------------
+
+
+def test_prepared_state_is_a_compare_and_swap_on_its_version(backend: Backend, store: Any) -> None:
+    from compaction.store import PreparedStateStore
+
+    assert isinstance(store, PreparedStateStore)
+    assert store.load_prepared("s1") == (0, None)
+    state = {"summary": "日本語 summary", "through": 7, "archive": {"m_1": {"role": "user", "content": "x"}}}
+    assert store.save_prepared("s1", expected_version=0, state=state) == 1
+    assert store.save_prepared("s1", expected_version=0, state={"stale": True}) is None
+    assert store.load_prepared("s1") == (1, state)
+    assert store.save_prepared("s1", expected_version=1, state=None) == 2  # cleared, version moves on
+    assert store.load_prepared("s1") == (2, None)
+    assert store.save_prepared("s1", expected_version=1, state=state) is None
+    with backend.open() as again:  # kept across processes and restarts
+        assert again.load_prepared("s1") == (2, None)
+    with pytest.raises(ValueError, match="prepared state is not JSON-serializable"):
+        store.save_prepared("s1", expected_version=2, state={"x": object()})
+    assert store.load_prepared("s1") == (2, None)
+
+    wins: list[int | None] = []
+    race = threading.Barrier(4)
+
+    def writer(t: int) -> None:
+        race.wait(timeout=30)
+        wins.append(store.save_prepared("s1", expected_version=2, state={"by": t}))
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert sorted(wins, key=str) == [3, None, None, None]
+    version, final = store.load_prepared("s1")
+    assert version == 3
+    assert final is not None
+    assert set(final) == {"by"}
+
+
+def test_colliding_archive_ids_stay_per_session_and_session_ids_are_opaque(store: Any) -> None:
+    """The server namespaces sessions per API key (``namespace@client-id``) and may see the same
+    archive id in two sessions: each session reads and searches only its own copy."""
+    tenants = ["team-a@" + "x" * 190, "team-b@" + "x" * 190]
+    for n, sid in enumerate(tenants):
+        _save_archive(store, sid, {"m_same": {"role": "user", "content": f"secret plan of tenant {n}"}})
+    for n, sid in enumerate(tenants):
+        assert store.archived("m_same", session_id=sid) == {"role": "user", "content": f"secret plan of tenant {n}"}
+        assert [h.text for h in store.search_archive(sid, "secret plan")] == [f"secret plan of tenant {n}"]
+    assert store.archived("m_same", session_id="s1") is None
+    assert set(tenants) <= set(store.sessions())
