@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from compaction.adapters import message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
 from compaction.middleware import _store
-from compaction.middleware.background import Preparer, compact_prepared
+from compaction.middleware.background import Preparer
 from compaction.middleware.context import (
     adopted,
     canonical,
@@ -44,15 +42,8 @@ from compaction.middleware.context import (
     request_for,
     split_leading_system,
 )
-from compaction.middleware.events import (
-    CompactionFailed,
-    CompactionFinished,
-    CompactionStarted,
-    EventHandler,
-    emit,
-    handlers_of,
-)
-from compaction.middleware.guard import EventTrigger, growth_point, plan_turn
+from compaction.middleware.events import CompactionFailed, EventHandler, emit, handlers_of
+from compaction.middleware.guard import plan_turn
 from compaction.middleware.measure import (
     ContextMeasure,
     Reading,
@@ -62,7 +53,7 @@ from compaction.middleware.measure import (
     reading_from_usage,
     scale,
 )
-from compaction.middleware.overflow import litellm_call, merged_recovery, recovered_messages
+from compaction.middleware.overflow import apply_recovery, litellm_call
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
 from compaction.middleware.recall import (
     PendingRecall,
@@ -72,12 +63,12 @@ from compaction.middleware.recall import (
     tool_name,
     weave_answers,
 )
-from compaction.middleware.reporting import finished_event, history_entry, log_compaction, planned_zone, start_line
+from compaction.middleware.run import run_compaction, save_compaction
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
 from compaction.recall._memory import MemoryRecallIndex
 from compaction.recall._tool import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource, StoreRecall
-from compaction.result import CompactionResult, Trigger
+from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
 from compaction.transcript import Message
@@ -455,7 +446,7 @@ class ContextManager:
             return None
         self._streak += 1
         async with self._lock:
-            return await self._compact(plan.trigger, measure, decision)
+            return await run_compaction(self, plan.trigger, measure, decision)
 
     async def compact_now(self, instructions: str | None = None) -> CompactionResult:
         """Compact now (seed 004's ``/compact [focus]``), whatever the thresholds say.
@@ -468,7 +459,7 @@ class ContextManager:
         measure = self.measure()
         decision = decide(self._work, measure)
         async with self._lock:
-            result = await self._compact("manual", measure, decision, instructions)
+            result = await run_compaction(self, "manual", measure, decision, instructions)
         if result is None:  # pragma: no cover - manual compactions raise instead
             raise RuntimeError("manual compaction produced no result")
         if result.compacted:
@@ -520,7 +511,7 @@ class ContextManager:
             decision = decide(self._work, measure)
             if decision.action == "block":  # would overflow: swap the prepared summary in first
                 async with self._lock:
-                    await self._compact("overflow", measure, decision)
+                    await run_compaction(self, "overflow", measure, decision)
         request, system, prepended = self._request(self._messages)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
@@ -534,7 +525,7 @@ class ContextManager:
         self.last_outcome = outcome
         if outcome.compactions or outcome.truncated_tool_results:
             async with self._lock:
-                await self._apply_recovery(outcome, prepended, tokens_before, len(request))
+                await apply_recovery(self, outcome, prepended, tokens_before, len(request))
         self._model_call_succeeded()
         report = parse_usage(outcome.response)
         if report is not None:
@@ -582,105 +573,6 @@ class ContextManager:
 
     # --- compaction ----------------------------------------------------------------------
 
-    async def _compact(
-        self,
-        trigger: EventTrigger,
-        measure: ContextMeasure,
-        decision: CompactionDecision,
-        instructions: str | None = None,
-    ) -> CompactionResult | None:
-        manual = trigger == "manual"
-        threshold = self.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
-        messages_before = len(self._messages)
-        await emit(
-            self._handlers,
-            CompactionStarted(self.session_id, trigger, measure.tokens, threshold, messages_before),
-            self.logger,
-        )
-        planned = planned_zone(
-            self._canon, self._counts, self._ids, self._work.config, stored_only=self.store is not None
-        )
-        line = start_line(trigger, measure, threshold, decision, iteration=self.iteration, planned=planned)
-        self.logger.info("%s", line)
-        started = time.perf_counter()
-        acompact_trigger: Trigger = "manual" if manual else "threshold"
-        try:
-            prepared = None
-            if self._preparer is not None and instructions is None:
-                prepared = await compact_prepared(self, acompact_trigger, trigger, measure)
-            elif self._preparer is not None:  # a focused summary: nothing prepared fits it
-                await self._preparer.cancel()
-            if prepared is not None:
-                result = prepared
-            elif self.store is not None:
-                result = await self._compact_stored(acompact_trigger, trigger, measure, instructions)
-            else:
-                result = await self._compact_memory(acompact_trigger, instructions)
-        except Exception as exc:
-            if not manual:
-                self._wait_for_growth(decision.effective_tokens)
-            self.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
-            event = CompactionFailed(self.session_id, trigger, f"{type(exc).__name__}: {exc}", exc)
-            await emit(self._handlers, event, self.logger)
-            if manual:
-                raise
-            return None
-        self.last_result = result
-        if not result.compacted:
-            if not manual:
-                self._wait_for_growth(decision.effective_tokens)
-            if result.reason == LOST_RACE:
-                self.logger.warning("Compaction not applied: %s", result.reason)
-            else:
-                self.logger.info("Compaction: nothing compacted - %s", result.reason)
-            await emit(self._handlers, CompactionFailed(self.session_id, trigger, result.reason), self.logger)
-            return result
-        await self._after_compaction()
-        after = self.measure()
-        self._report(result, measure, after, messages_before, time.perf_counter() - started)
-        if self.store is None:
-            self._history.append(history_entry(result, trigger, measure.tokens, after.tokens, None))
-        finished = self._finished(trigger, result, measure.tokens, after.tokens, messages_before)
-        await emit(self._handlers, finished, self.logger)
-        post = decide(self._work, after)
-        if not manual and self._work.config.threshold != 0 and post.should_compact:
-            self._wait_for_growth(post.effective_tokens)
-        else:
-            self._wait_until = None
-        return result
-
-    async def _compact_memory(self, trigger: Trigger, instructions: str | None) -> CompactionResult:
-        request, system, prepended = self._request(self._messages)
-        result = await self._work.acompact(request, instructions, system=system, tools=self._tools, trigger=trigger)
-        if result.compacted:
-            self._adopt(result.messages, result.system, prepended)
-            self._archive_for_recall(result.archive)
-        return result
-
-    async def _compact_stored(
-        self, trigger: Trigger, event_trigger: EventTrigger, measure: ContextMeasure, instructions: str | None
-    ) -> CompactionResult:
-        assert self.store is not None
-        stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
-        ids = [i for _, i in stored]
-        request, system, _ = self._request([m for m, _ in stored])
-        config = self._work.config
-        previous = _store.previous_summary_body(self._summary, config) if self._summary else None
-        # The compactor sees the stored messages and the summary's text apart; the context is both.
-        context, context_system, _ = self._request(self._messages)
-        whole = self._work.count(context, system=context_system)
-        result = await self._work.acompact(
-            request, instructions, system=system, previous_summary=previous, tools=self._tools, trigger=trigger
-        )
-        result = _store.whole_context(result, whole)
-        if not result.compacted:
-            return result
-        through = _store.through_from_archive(request, system, ids, result)
-        if through is None:
-            return replace(result, compacted=False, reason="the compaction summarized no stored message")
-        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
-        return self._save(result, through, inner, event_trigger, measure.tokens, result.archive)
-
     def _save(
         self,
         result: CompactionResult,
@@ -690,125 +582,8 @@ class ContextManager:
         tokens_before: int,
         archive: Mapping[str, Mapping[str, Any]],
     ) -> CompactionResult:
-        """Store mode: save the summary with a compare-and-swap and reload the context (ours, or
-        the one of the worker that saved first)."""
-        assert self.store is not None
-        entry = history_entry(result, trigger, tokens_before, result.tokens_after, through, summary=inner)
-        saved = self.store.save_compaction(
-            self.session_id,
-            expected_through_id=self._through_id,
-            new_through_id=through,
-            summary=inner,
-            entry=entry,
-            archive=archive,
-        )
-        self._load_from_store()
-        if not saved:
-            return replace(result, compacted=False, reason=LOST_RACE)
-        return result
-
-    async def _apply_recovery(
-        self, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
-    ) -> None:
-        """Adopt what overflow recovery sent, report each of its compactions."""
-        final = recovered_messages(outcome, prepended)
-        messages_before = len(self._messages)
-        if self.store is not None:
-            if outcome.compactions:
-                stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
-                through = _store.through_from_suffix(final, stored)
-                inner = _store.summary_block_text(final, self._work.config)
-                if through is not None and inner is not None:
-                    merged, archive = merged_recovery(outcome)
-                    if not self._save(merged, through, inner, "overflow", tokens_before, archive).compacted:
-                        self.logger.warning("Compaction not applied: %s", LOST_RACE)
-            else:
-                self.logger.warning(
-                    "Overflow recovery truncated tool results for this call only; the store keeps the originals"
-                )
-        else:
-            self._adopt(final, outcome.system, prepended=False)
-            for compaction in outcome.compactions:
-                self._archive_for_recall(compaction.archive)
-        if outcome.compactions:
-            await self._after_compaction()
-        after = self.measure()
-        previous_len = request_len
-        for result in outcome.compactions:
-            start_event = CompactionStarted(
-                self.session_id, "overflow", result.tokens_before, result.budget, previous_len
-            )
-            await emit(self._handlers, start_event, self.logger)
-            before = ContextMeasure(result.tokens_before, result.exact_counts, "count", result.tokens_before)
-            done = ContextMeasure(result.tokens_after, result.exact_counts, "count", result.tokens_after)
-            self._report(result, before, done, previous_len, result.duration_s, messages_after=len(result.messages))
-            if self.store is None:
-                entry = history_entry(result, "overflow", result.tokens_before, result.tokens_after, None)
-                self._history.append(entry)
-            finished = self._finished("overflow", result, result.tokens_before, result.tokens_after, previous_len)
-            await emit(self._handlers, finished, self.logger)
-            previous_len = len(result.messages)
-        if outcome.compactions:
-            self.logger.info(
-                "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
-                messages_before,
-                len(self._messages),
-                f"{after.tokens:,}",
-                f"{tokens_before:,}",
-            )
-
-    async def _after_compaction(self) -> None:
-        """Seed 002's recount: ask the provider for the exact size of the new context."""
-        if self.recount is None:
-            return
-        canon = list(self._canon)
-        if self.system is not None:
-            canon.insert(0, self._system_message())
-        try:
-            tokens = await asyncio.to_thread(self.recount.count_messages, canon)
-        except Exception as exc:
-            self.logger.warning("Recount after compaction failed: %s; using the local count", exc)
-            return
-        tokens += scale(self._work.counter, self._tools_inner)
-        self._reading = Reading(tokens, self._generation, self._sum, expect_response=False, source="recount")
-
-    def _wait_for_growth(self, effective_tokens: int) -> None:
-        self._wait_until = growth_point(self._work.guard, effective_tokens)
-
-    def _report(
-        self,
-        result: CompactionResult,
-        before: ContextMeasure,
-        after: ContextMeasure,
-        messages_before: int,
-        seconds: float,
-        *,
-        messages_after: int | None = None,
-    ) -> None:
-        log_compaction(
-            self.logger,
-            result,
-            before,
-            after,
-            summary_tokens=self._work.counter.count_text(result.summary) if result.summary else 0,
-            messages_before=messages_before,
-            messages_after=len(self._messages) if messages_after is None else messages_after,
-            seconds=seconds,
-        )
-
-    def _finished(
-        self, trigger: EventTrigger, result: CompactionResult, before: int, after: int, messages_before: int
-    ) -> CompactionFinished:
-        return finished_event(
-            self.session_id,
-            trigger,
-            result,
-            before=before,
-            after=after,
-            messages_before=messages_before,
-            messages_after=len(self._messages) if trigger != "overflow" else len(result.messages),
-            background_tokens=self._preparer.usage.tokens if self._preparer is not None else 0,
-        )
+        """Store mode: save a compaction (CAS) and reload; see :func:`~compaction.middleware.run.save_compaction`."""
+        return save_compaction(self, result, through, inner, trigger, tokens_before, archive)
 
     # --- internals -----------------------------------------------------------------------
 
