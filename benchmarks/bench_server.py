@@ -3,14 +3,18 @@
 A real server (``python -m compaction.server``, uvicorn, extractive summarizer, a throwaway SQLite
 file) runs in a subprocess on 127.0.0.1; ``httpx.AsyncClient`` clients send the same 200-message
 coding session (``benchmarks/generate.py``, seed 1; the bundled example when the generator is
-absent) as fast as they can, with 1 and with 50 concurrent clients. Reported: requests per second,
+absent) as fast as they can, with 1, 10 and 50 concurrent clients. Reported: requests per second,
 p50/p99 latency, and - during the 50-client phase - the latency of ``GET /health`` (how long the
 event loop makes other requests wait while compactions run). Two response shapes are measured:
 ``full`` (the default: the result with the archived originals and the replayable record) and
 ``lean`` (``include_removed=false, include_record=false``: messages, numbers, summary).
 
-Run ``python benchmarks/bench_server.py`` for a Markdown table; ``run()`` returns the figures.
-Bounded: about 40 s (``quick=True``, the default).
+Servers compared in one run: this checkout with compactions on its worker thread (``thread``), with
+``--compact-processes`` one per core, and - with ``--old PATH``, a ``git worktree`` of an earlier
+commit - that commit's server (``before``), each at 1, 10 and 50 clients.
+
+Run ``python benchmarks/bench_server.py [--old /tmp/old]`` for a Markdown table; ``run()`` returns
+the figures. Bounded: a few minutes (``quick=True``, the default).
 """
 
 from __future__ import annotations
@@ -56,10 +60,13 @@ def _free_port() -> int:
         return port
 
 
-def _start_server(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(db: Path, root: Path = ROOT, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """``python -m compaction.server`` from the checkout at ``root`` (another commit's worktree for
+    the "before" figures), with ``extra`` options."""
     port = _free_port()
     env = {
         **os.environ,
+        "PYTHONPATH": str(root),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
@@ -80,8 +87,9 @@ def _start_server(db: Path) -> tuple[subprocess.Popen[bytes], str]:
         "extractive",
         "--log-level",
         "warning",
+        *extra,
     ]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     import httpx
 
@@ -173,39 +181,65 @@ async def _load(base: str, body: bytes, clients: int, requests: int, *, probe_he
     return out
 
 
-def run(quick: bool = True) -> dict[str, Any]:
-    """Figures for 1 and 50 concurrent clients, full and lean responses."""
+CLIENTS = (1, 10, 50)
+
+
+def _measure(root: Path, extra: tuple[str, ...], bodies: dict[str, bytes], quick: bool) -> dict[str, Any]:
+    import httpx
+
+    requests = {1: 8, 10: 30, 50: 60} if quick else {1: 30, 10: 120, 50: 300}
+    runs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        process, base = _start_server(Path(tmp) / "bench.db", root, extra)
+        try:
+            headers = {"content-type": "application/json"}
+            for body in bodies.values():  # warm up: tokenizer tables, caches, worker processes
+                for _ in range(3):
+                    httpx.post(f"{base}/v1/compact", content=body, headers=headers, timeout=120).raise_for_status()
+            for shape, body in bodies.items():
+                for clients in CLIENTS:
+                    runs[f"{shape}_c{clients}"] = asyncio.run(
+                        _load(base, body, clients, requests[clients], probe_health=clients > 1)
+                    )
+        finally:
+            _stop_server(process)
+    return runs
+
+
+def run(quick: bool = True, old_root: Path | None = None, processes: int | None = None) -> dict[str, Any]:
+    """Figures for 1, 10 and 50 concurrent clients, full and lean responses: this checkout with
+    ``--compact-processes`` (default: one per core) and, with ``old_root`` (a worktree of an
+    earlier commit), that server too, in the same run."""
     import httpx
 
     messages, source = transcript()
     full = json.dumps({"messages": messages}).encode()
     lean = json.dumps({"messages": messages, "include_removed": False, "include_record": False}).encode()
-    single, many = (20, 100) if quick else (60, 300)
+    bodies = {"full": full, "lean": lean}
+    processes = processes or os.cpu_count() or 1
+    servers: dict[str, tuple[Path, tuple[str, ...]]] = {}
+    if old_root is not None:
+        servers["before"] = (old_root, ())
+    servers["thread"] = (ROOT, ())
+    servers[f"processes={processes}"] = (ROOT, ("--compact-processes", str(processes)))
     with tempfile.TemporaryDirectory() as tmp:
-        process, base = _start_server(Path(tmp) / "bench.db")
+        process, base = _start_server(Path(tmp) / "probe.db")
         try:
-            headers = {"content-type": "application/json"}
-            warm = httpx.post(f"{base}/v1/compact", content=full, headers=headers, timeout=120)
-            warm.raise_for_status()
-            result = warm.json()
-            for _ in range(2):
-                httpx.post(f"{base}/v1/compact", content=lean, headers=headers, timeout=120)
-            figures: dict[str, Any] = {
-                "transcript": source,
-                "messages": len(messages),
-                "request_bytes": len(full),
-                "tokens_before": result["tokens_before"],
-                "tokens_after": result["tokens_after"],
-                "fallback_level": result["fallback_level"],
-                "cpu_count": os.cpu_count(),
-                "runs": {},
-            }
-            for shape, body in (("full", full), ("lean", lean)):
-                for clients, requests in ((1, single), (50, many)):
-                    key = f"{shape}_c{clients}"
-                    figures["runs"][key] = asyncio.run(_load(base, body, clients, requests, probe_health=clients > 1))
+            result = httpx.post(
+                f"{base}/v1/compact", content=full, headers={"content-type": "application/json"}, timeout=120
+            ).json()
         finally:
             _stop_server(process)
+    figures: dict[str, Any] = {
+        "transcript": source,
+        "messages": len(messages),
+        "request_bytes": len(full),
+        "tokens_before": result["tokens_before"],
+        "tokens_after": result["tokens_after"],
+        "fallback_level": result["fallback_level"],
+        "cpu_count": os.cpu_count(),
+        "servers": {name: _measure(root, extra, bodies, quick) for name, (root, extra) in servers.items()},
+    }
     return figures
 
 
@@ -214,26 +248,28 @@ def markdown(figures: dict[str, Any]) -> str:
         f"`POST /v1/compact`, {figures['messages']}-message transcript ({figures['transcript']}; "
         f"{figures['request_bytes'] / 1e6:.2f} MB JSON, {figures['tokens_before']:,} -> "
         f"{figures['tokens_after']:,} tokens, {figures['fallback_level']} summary), extractive summarizer, "
-        f"one uvicorn process on 127.0.0.1, httpx.AsyncClient clients.",
+        f"one uvicorn process on 127.0.0.1 ({figures['cpu_count']} cores), httpx.AsyncClient clients.",
         "",
-        "| response | clients | requests | req/s | p50 ms | p99 ms | response size | /health p50 / p99 ms under load |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| server | response | clients | requests | req/s | p50 ms | p99 ms | response size | /health p50 / p99 ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for key, r in figures["runs"].items():
-        shape = key.split("_")[0]
-        probe = f"{r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f}" if "health_p50_ms" in r else "-"
-        errors = f" ({r['errors']} errors)" if r["errors"] else ""
-        lines.append(
-            f"| {shape} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | {r['p50_ms']:.0f} | "
-            f"{r['p99_ms']:.0f} | {r['response_bytes'] / 1e3:.0f} kB | {probe} |"
-        )
+    for server, runs in figures["servers"].items():
+        for key, r in runs.items():
+            shape = key.split("_")[0]
+            probe = f"{r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f}" if "health_p50_ms" in r else "-"
+            errors = f" ({r['errors']} errors)" if r["errors"] else ""
+            lines.append(
+                f"| {server} | {shape} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | "
+                f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['response_bytes'] / 1e3:.0f} kB | {probe} |"
+            )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = run(quick="--full" not in sys.argv)
+    old = sys.argv[sys.argv.index("--old") + 1] if "--old" in sys.argv else None
+    data = run(quick="--full" not in sys.argv, old_root=Path(old) if old else None)
     print(markdown(data))
     if "--json" in sys.argv:
         print(json.dumps(data, indent=1))
