@@ -580,4 +580,20 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
             return [walk(v, None) for v in value]
         return value
 
-    return {k: v if k == "config" else walk(v, k) for k, v in record.items()}
+    def strings(value: Any, key: str | None) -> Iterator[str]:
+        if isinstance(value, str):
+            if key not in skip:
+                yield value
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                yield from strings(v, k if isinstance(k, str) else None)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                yield from strings(v, None)
+
+    # One cue check per entry first: most entries (archive ids, cut points) hold no credential, and
+    # twenty thousand ids checked one by one cost half a second.
+    return {
+        k: v if k == "config" or not _has_cue("\n".join(strings(v, k)).lower()) else walk(v, k)
+        for k, v in record.items()
+    }
