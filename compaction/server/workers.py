@@ -17,6 +17,7 @@ does; the supervisor returns when all have exited. A worker that dies takes the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -75,8 +76,22 @@ def open_store(db: str, *, pool_size: int = 10) -> SessionStore | None:
         raise ConnectionError(f"cannot open the PostgreSQL store {redact_url(db)}: {detail}") from None
 
 
+def _detach_from_terminal_signals() -> None:
+    """Leave the supervisor's process group, so a Ctrl+C reaches the supervisor alone and each
+    worker gets exactly one signal, passed on by it (uvicorn takes a second SIGINT as "exit now,
+    do not drain"); and on Linux, get SIGTERM when the supervisor dies, not linger on the port."""
+    os.setpgrp()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the supervisor still stops us
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _worker(args: argparse.Namespace, sockets: list[socket.socket]) -> None:
     """One worker process: the whole server on the supervisor's socket."""
+    _detach_from_terminal_signals()
     from compaction.server.runner import run
 
     try:
