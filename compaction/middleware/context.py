@@ -33,7 +33,13 @@ def request_for(
     messages: Sequence[dict[str, Any]], system: Any, fmt: str | None
 ) -> tuple[list[dict[str, Any]], Any, bool]:
     """(messages, system, prepended) as sent to the compactor: the system prompt goes separately
-    for Anthropic-format messages, else as a leading system message."""
+    for Anthropic-format messages, else as a leading system message.
+
+    >>> request_for([{"role": "user", "content": "hi"}], "be brief", "openai")
+    ([{'role': 'system', 'content': 'be brief'}, {'role': 'user', 'content': 'hi'}], None, True)
+    >>> request_for([{"role": "user", "content": "hi"}], "be brief", "anthropic")
+    ([{'role': 'user', 'content': 'hi'}], 'be brief', False)
+    """
     out = list(messages)
     if system is None:
         return out, None, False

@@ -44,7 +44,17 @@ def plan_turn(
     streak: int,
     max_consecutive: int,
 ) -> TurnPlan:
-    """The plan for turn ``iteration`` (numbered from 1) given the guard's ``decision``."""
+    """The plan for turn ``iteration`` (numbered from 1) given the guard's ``decision``.
+
+    >>> from compaction import Compactor
+    >>> over = Compactor("gpt-4o").decide(120_000, exact=True)
+    >>> plan_turn(over, iteration=5, every_n_iterations=None, threshold_on=True, wait_until=None,
+    ...           streak=0, max_consecutive=3).action
+    'compact'
+    >>> plan_turn(over, iteration=5, every_n_iterations=None, threshold_on=True, wait_until=None,
+    ...           streak=3, max_consecutive=3).action
+    'capped'
+    """
     done = iteration - 1
     periodic = every_n_iterations is not None and done > 0 and done % every_n_iterations == 0
     by_tokens = threshold_on and decision.should_compact

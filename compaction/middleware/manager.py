@@ -20,6 +20,12 @@ Loops cannot happen. At most one automatic compaction per ``before_turn``; at mo
 (then a warning and a :class:`CompactionFailed` event); and after an automatic compaction that could
 not bring the context under the threshold, the next one waits until the context has grown by a
 quarter of the threshold (unless it can no longer be sent at all), instead of re-running every turn.
+
+The class holds the state and sequences the parts, each in its own module: :mod:`.measure` (the
+size), :mod:`.guard` (the decision before a turn), :mod:`.run` (a compaction and its events),
+:mod:`.overflow` (recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall``
+tool's answers), :mod:`.background` (preparation off the critical path), :mod:`._store` (store
+mode), :mod:`.context` and :mod:`.reporting` (message lists; log lines and history entries).
 """
 
 from __future__ import annotations
