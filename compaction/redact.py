@@ -570,10 +570,20 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
     config = record.get("config")
     sent_redacted = not isinstance(config, Mapping) or bool(config.get("redact_secrets", True))
     skip = _SENT_AS_REDACTED if sent_redacted else frozenset()
+    return {k: v if k == "config" else redact_json(v, skip_keys=skip, key=k) for k, v in record.items()}
+
+
+def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str | None = None) -> Any:
+    """A copy of a JSON value with every string redacted, except the values of ``skip_keys``
+    (messages as the service returns them, a record's entries).
+
+    >>> redact_json({"role": "tool", "content": "use token=abcd1234efgh", "n": 3})
+    {'role': 'tool', 'content': 'use token=[REDACTED:token]', 'n': 3}
+    """
 
     def walk(value: Any, key: str | None) -> Any:
         if isinstance(value, str):
-            return value if key in skip else redact_if_needed(value)
+            return value if key in skip_keys else redact_if_needed(value)
         if isinstance(value, Mapping):
             return {k: walk(v, k if isinstance(k, str) else None) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -582,7 +592,7 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
     def strings(value: Any, key: str | None) -> Iterator[str]:
         if isinstance(value, str):
-            if key not in skip:
+            if key not in skip_keys:
                 yield value
         elif isinstance(value, Mapping):
             for k, v in value.items():
@@ -591,9 +601,6 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
             for v in value:
                 yield from strings(v, None)
 
-    # One cue check per entry first: most entries (archive ids, cut points) hold no credential, and
-    # twenty thousand ids checked one by one cost half a second.
-    return {
-        k: v if k == "config" or not _has_cue("\n".join(strings(v, k)).lower()) else walk(v, k)
-        for k, v in record.items()
-    }
+    # One cue check for the whole value first: most entries (archive ids, cut points, plain
+    # messages) hold no credential, and twenty thousand strings checked one by one cost half a second.
+    return walk(value, key) if _has_cue("\n".join(strings(value, key)).lower()) else value

@@ -20,7 +20,7 @@ from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware._store import summary_message
-from compaction.result import CompactionResult
+from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
 from compaction.server.errors import (
     ApiError,
@@ -262,12 +262,3 @@ class ServiceCore:
 
 
 _RESULT_FIELDS = tuple(CompactResult.model_fields)
-
-
-def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:
-    data = result.to_dict()
-    if not include_removed:
-        data["removed"], data["archive"] = [], {}
-    if not include_record:
-        data["record"] = {}
-    return data

@@ -21,6 +21,7 @@ import orjson
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
+from compaction.server.answer import result_dict
 from compaction.server.errors import ApiError, one_line, transcript_api_error
 from compaction.summarizers.base import SummarizerError
 
@@ -62,11 +63,9 @@ def compact_job(model: str, config_json: str, request: bytes, fields: tuple[str,
         return "compaction", one_line(exc)
     except SummarizerError as exc:
         return "summarizer", one_line(exc)
-    data = result.to_dict()
-    if not body.get("include_removed", True):
-        data["removed"], data["archive"] = [], {}
-    if not body.get("include_record", True):
-        data["record"] = {}
+    data = result_dict(
+        result, include_removed=body.get("include_removed", True), include_record=body.get("include_record", True)
+    )
     return "ok", orjson.dumps({name: data[name] for name in fields})
 
 

@@ -10,8 +10,9 @@ from typing import Literal
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
 from compaction.result import CompactionResult
+from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
-from compaction.server.core import ServiceCore, result_dict
+from compaction.server.core import ServiceCore
 from compaction.server.errors import (
     REQUEST_ID,
     ApiError,
