@@ -220,6 +220,7 @@ class PostgresSessionStore:
 
     def __init__(self, url: str, *, pool_size: int = 10, min_size: int = 1, timeout: float = 30.0) -> None:
         try:
+            import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError(
@@ -229,6 +230,9 @@ class PostgresSessionStore:
             raise ValueError(f"need 0 <= min_size <= pool_size and pool_size >= 1, got {min_size} and {pool_size}")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        # One plain connection first: a wrong host, password or database fails at once with libpq's
+        # message (psycopg.OperationalError), where the pool would retry until ``timeout``.
+        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
         self._url = url
         self._closed = False
         self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(

@@ -67,9 +67,6 @@ def open_store(db: str, *, pool_size: int = 10) -> SessionStore | None:
     except ImportError as exc:  # pragma: no cover
         raise ValueError(f"--db needs the postgres extra (missing {exc.name})") from None
     try:
-        # One plain connection first: a wrong host, password or database fails at once with
-        # libpq's own message (the pool would retry until its timeout, then say only that).
-        psycopg.connect(db, connect_timeout=10).close()
         return PostgresSessionStore(db, pool_size=pool_size, timeout=10.0)
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
