@@ -48,14 +48,18 @@ class Instance:
     process: subprocess.Popen[bytes]
 
 
-def _start(db_url: str, workers: int, *, new_session: bool = False) -> Instance:
+def _start(db_url: str, workers: int, *, new_session: bool = False, log: Any = None) -> Instance:
     port = _free_port()
     command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--db", db_url, "--workers", str(workers), "--window", "16000", "--keep-recent", "2"]
     command += ["--log-level", "warning" if not new_session else "info"]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TOKENIZERS_PARALLELISM": "false"}
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=new_session
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE if log is None else log,
+        env=env,
+        start_new_session=new_session,
     )
     return Instance(f"http://127.0.0.1:{port}", process)
 
@@ -274,12 +278,17 @@ def test_serve_workers_refuses_a_private_store_and_an_unreachable_database() -> 
 def test_ctrl_c_reaches_each_worker_once_and_they_drain(tmp_path: Any) -> None:
     """Ctrl+C signals the terminal's whole process group; the workers are in their own group, so
     each gets one SIGINT (from the supervisor) and drains, instead of two (uvicorn: exit now)."""
-    instance = _start(str(tmp_path / "sessions.db"), workers=2, new_session=True)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        instance = _start(str(tmp_path / "sessions.db"), workers=2, new_session=True, log=log)
     try:
         _wait_ready(instance, time.monotonic() + 90)
+        deadline = time.monotonic() + 90  # /health answered from one worker: wait for both
+        while log_path.read_text().count("Application startup complete") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         os.killpg(instance.process.pid, signal.SIGINT)
         assert instance.process.wait(timeout=30) == 0
-        stderr = instance.process.stderr.read().decode() if instance.process.stderr else ""
+        stderr = log_path.read_text()
         assert stderr.count("Finished server process") == 2, stderr
         # A second SIGINT would make uvicorn skip the drain and the app's shutdown (force exit).
         assert stderr.count("Application shutdown complete") == 2, stderr
