@@ -894,3 +894,21 @@ def test_compactions_in_worker_processes_answer_as_in_process(launch: Callable[.
     assert {k: v for k, v in error_of(b_bad).items() if k != "request_id"} == {
         k: v for k, v in error_of(a_bad).items() if k != "request_id"
     }
+
+
+def test_worker_loop_ends_without_pending_litellm_tasks() -> None:
+    """The server's worker loop is long-lived: when it stops, litellm's HTTP sessions and its
+    logging worker task on it are wound down (no "Task was destroyed but it is pending" or "Event
+    loop is closed" after the test run, issue 18 item 9)."""
+    tests = [
+        f"{Path(__file__).name}::test_litellm_summarizer_on_the_worker_loop",
+        # a later test's own loop is where the stale task used to be reported
+        "reliability/test_secrets.py::test_the_record_keeps_originals_only_when_asked",
+    ]
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent, timeout=300)
+    assert proc.returncode == 0, proc.stdout
+    assert "2 passed" in proc.stdout
+    for symptom in ("Event loop is closed", "Task was destroyed but it is pending", "Unclosed client session"):
+        assert symptom not in proc.stdout + proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -42,7 +43,24 @@ class WorkerLoop:
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
         if loop is None or thread is None:
             return
+        with contextlib.suppress(Exception):  # shutting down: a failed cleanup must not block the exit
+            asyncio.run_coroutine_threadsafe(_wind_down(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         if not thread.is_alive():
             loop.close()
+
+
+async def _wind_down() -> None:
+    """What ``asyncio.run`` does before closing a loop, for this long-lived one: close the HTTP
+    sessions litellm opened here, then cancel the tasks still pending (litellm's logging worker
+    waits on its queue forever) and let them finish, so none is destroyed with the loop ("Task was
+    destroyed but it is pending", "Event loop is closed" at exit)."""
+    from compaction.summarizers._litellm import close_loop_sessions
+
+    await close_loop_sessions()
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
