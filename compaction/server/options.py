@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
         default=os.environ.get("COMPACTION_DB", "compaction.db"),
-        help="SQLite session store (default compaction.db, or $COMPACTION_DB; ':memory:' for none)",
+        help="session store: a SQLite file (default compaction.db, or $COMPACTION_DB; ':memory:' for none) "
+        "or a postgresql://user:pass@host/db URL (needs the 'postgres' extra)",
     )
     parser.add_argument("--model", default="gpt-4o", help="default agent model (tokenizer and window)")
     parser.add_argument(
