@@ -376,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="500, 2,000, 5,000 and 20,000 messages")
     parser.add_argument("--sizes", type=int, nargs="+", help="message counts (overrides --full)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scenarios", nargs="+", choices=tuple(SCENARIO_FORMATS), default=list(SCENARIO_FORMATS), help="which sessions"
+    )
     parser.add_argument("--mark", type=float, default=PrepareSettings.mark, help="PrepareSettings.mark")
     parser.add_argument("--step", type=float, default=PrepareSettings.step, help="PrepareSettings.step")
     parser.add_argument("--accept", type=float, default=PrepareSettings.accept, help="PrepareSettings.accept")
@@ -385,10 +388,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     sizes = tuple(args.sizes) if args.sizes else (SIZES_FULL if args.full else SIZES_QUICK)
     settings = PrepareSettings(mark=args.mark, step=args.step, accept=args.accept)
-    figures = run(sizes, seed=args.seed, settings=settings)
+    figures = run(sizes, seed=args.seed, scenarios=args.scenarios, settings=settings)
     command = "python -m benchmarks.bench_background" + (" --full" if args.full and not args.sizes else "")
     if args.sizes:
         command += " --sizes " + " ".join(map(str, sizes))
+    if list(args.scenarios) != list(SCENARIO_FORMATS):
+        command += " --scenarios " + " ".join(args.scenarios)
     table = markdown(figures, command)
     print(f"{HEADING}\n\n{table}")
     if args.json:

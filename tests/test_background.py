@@ -240,17 +240,98 @@ async def test_a_job_in_flight_at_the_threshold_is_finished_when_nothing_else_is
     await cm.aclose()
 
 
-async def test_a_job_in_flight_is_cancelled_when_the_prepared_state_is_enough() -> None:
+async def test_a_job_in_flight_extending_the_swapped_state_continues_and_becomes_the_next_state() -> None:
     cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
     summarizer.gate.clear()
-    while not cm.preparing:  # a second job starts and hangs
+    while not cm.preparing:  # a second job starts (it extends the first state) and hangs
         index = await grow(cm, index, 1)
     await asyncio.sleep(0)
     task = jobs()[0]
-    _, result = await asyncio.wait_for(to_threshold(cm, index), 2)
+    index, result = await asyncio.wait_for(to_threshold(cm, index), 2)
     assert result.record["prepared"]["swap"] == "prepared"
-    assert task.cancelled()
+    assert result.llm_calls == 0
+    # Not cancelled: it summarized the swapped-in context's beginning (the first state's head and the
+    # messages after it), so nothing is thrown away.
+    assert not task.done()
+    assert cm.prepared is not None
+    discarded = cm.prepared.discarded
+    swapped = list(cm.messages)
+    summarizer.gate.set()
+    await settle(cm)
+    calls = len(summarizer.requests)
+    assert cm.prepared.discarded == discarded
+    state = cm._preparer.state if cm._preparer is not None else None
+    assert state is not None
+    assert 0 < state.covered < len(cm.messages)
+    assert cm._preparer is not None
+    assert cm._preparer.valid_state(cm) is state
+    assert cm.messages[: len(swapped)] == swapped
+    # At the next compaction it is swapped in with no call; every message it took out is archived.
+    second = await cm.compact_now()
+    assert second.record["prepared"]["swap"] == "prepared"
+    assert second.llm_calls == 0
+    assert len(summarizer.requests) == calls
+    assert second.archive == state.archive
+    assert second.archive
+    assert not set(second.archive) & set(result.archive)
+    assert valid_pairs(cm)
+    await cm.aclose()
     assert not jobs()
+
+
+async def test_a_job_waited_for_at_the_threshold_is_swapped_in_without_a_second_call() -> None:
+    # accept=0.05: nothing prepared is ever small enough for a swap without waiting; after waiting for
+    # the job, its result is accepted up to halfway to the trigger (0.525) instead of a second call.
+    cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05, accept=0.05))
+    summarizer.gate.clear()
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    task = jobs()[0]
+    threshold = asyncio.ensure_future(to_threshold(cm, index))
+    await asyncio.sleep(0.05)
+    assert not threshold.done()  # nothing prepared is small enough: the threshold waits for the job
+    calls = len(summarizer.requests)
+    summarizer.gate.set()
+    _, result = await asyncio.wait_for(threshold, 5)
+    assert task.done()
+    assert not task.cancelled()
+    assert result.record["prepared"]["swap"] == "prepared"
+    assert result.record["prepared"]["threshold_calls"] == 0
+    assert cm.prepared is not None
+    assert cm.prepared.discarded == 0
+    assert len(summarizer.requests) == calls + 1  # the job's call only (it was held at the gate)
+    trigger = cm._work.guard.threshold_tokens or cm._work.guard.budget
+    assert result.tokens_after * 1.2 <= 0.525 * trigger
+    assert not cm.decision().should_compact
+    assert valid_pairs(cm)
+    assert not jobs()
+    await cm.aclose()
+
+
+async def test_after_a_compaction_jobs_start_below_the_mark_once_a_step_aged_out() -> None:
+    summarizer = GatedSummarizer()
+    cm = manager(summarizer, prepare=PrepareSettings(mark=0.95, step=0.1))
+    index = 1
+    while cm.prepared is None or cm.prepared.jobs == 0:  # first job: only past the mark
+        assert cm.tokens * 1.2 < 0.95 * 20_000 or cm.preparing or cm.prepared is not None
+        index = await grow(cm, index, 1)
+        await settle(cm)
+    index, result = await asyncio.wait_for(to_threshold(cm, index), 5)
+    assert result.compacted
+    assert not cm.decision().should_compact
+    jobs_before = cm.prepared.jobs
+    started_below_mark = False
+    for i in range(index + 1, index + 40):
+        before = await cm.before_turn()
+        if before is not None:
+            break
+        if cm.preparing and cm.tokens * 1.2 < 0.95 * 20_000:
+            started_below_mark = True
+        cm.append(*turn(i))
+        await settle(cm)
+    assert started_below_mark  # the session compacted once: a step aged out is prepared at once
+    assert cm.prepared.jobs > jobs_before
     await cm.aclose()
 
 
@@ -474,3 +555,30 @@ async def test_a_manual_compaction_with_instructions_cancels_the_job_and_compact
     assert not jobs()
     assert any("focus on the retry test" in r.prompt for r in summarizer.requests)
     await cm.aclose()
+
+
+async def test_a_job_that_cannot_make_the_context_fit_is_cancelled_and_the_rest_takes_one_call() -> None:
+    cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
+    summarizer.gate.clear()
+    while not cm.preparing:  # a job extending the state starts and is held at the gate
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    task = jobs()[0]
+    cm.append(*turn(index, size=70_000))  # arrives after the job started: no job result can absorb it
+    threshold = asyncio.ensure_future(cm.before_turn())
+    for _ in range(50):
+        await asyncio.sleep(0.005)
+        if task.done():
+            break
+    assert task.cancelled()  # not waited for: waiting could only come before the call on the rest
+    assert not threshold.done()  # the threshold's own call is held at the gate
+    summarizer.gate.set()
+    result = await asyncio.wait_for(threshold, 5)
+    assert result is not None
+    assert result.record["prepared"]["swap"] == "prepared+rest"
+    assert result.record["prepared"]["threshold_calls"] == 1
+    assert cm.prepared is not None
+    assert cm.prepared.discarded == 1
+    assert valid_pairs(cm)
+    await cm.aclose()
+    assert not jobs()

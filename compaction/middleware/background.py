@@ -7,14 +7,19 @@ result is not applied: it becomes a :class:`~compaction.middleware.prepare.Prepa
 first ``covered`` messages can be replaced by the summary block the compactor wrote). Later jobs
 extend it: they compact the prepared head plus the messages after it, so a message already
 summarized is never sent to the summarizer again (only the previous summary is, as on every
-repeated compaction). A job starts only when ``step`` of the trigger has aged out since the last.
+repeated compaction). A job starts only when ``step`` of the trigger has aged out since the last;
+once the session has compacted, that holds below the mark too, so jobs follow one another and what
+the threshold finds unprepared stays about one step (a large tool result can jump past the mark).
 
 At the threshold :func:`compact_prepared` swaps the prepared head in with no model call when the
 context it gives stays under ``accept`` of the trigger and fits the budget; otherwise one
 compaction of the prepared head plus the rest summarizes only what aged out since (usually one
-call). A job still running then is cancelled when what is already prepared is enough; otherwise
-the threshold waits for it (it is partly done: finishing it is faster than compacting on demand),
-the only case where the threshold turn waits on a background job.
+call). A job still running then is cancelled when what is already prepared is enough, unless it
+extends the state being swapped in: its request is then the swapped-in context's beginning, so it
+keeps running and its result becomes the next state (nothing is thrown away). When what is prepared
+is not enough the threshold waits for the job (it is partly done: finishing it is faster than
+compacting on demand) and then accepts its result up to halfway from ``accept`` to the trigger,
+so the turn does not spend a second call on the rest after the wait.
 
 Correctness. The state is checked against the context before use (:func:`prefix_key` of the
 messages it covers, the system prompt, the model and the window); store mode also requires the
@@ -55,6 +60,12 @@ class Preparer:
         self._version = 0  # the persisted copy's version (store mode)
         self._started_at = 0  # context tokens when the last job started
         self._retry_at: int | None = None  # after a failed job: not again before the context is this big
+        self.base: PreparedState | None = None  # the state the running job extends (None: from scratch)
+        self.rebased: PreparedState | None = None
+        """Set when ``base`` was swapped in while the job ran: the job's result then describes the
+        swapped-in context (its request was that context's head plus the same messages)."""
+        self.compactions = 0  # threshold compactions seen: once the session has had one, it will again
+        self.seen = 0  # context messages the running job was given (its result cannot cover more)
 
     @property
     def running(self) -> bool:
@@ -69,7 +80,7 @@ class Preparer:
         if not self.settings.enabled or self.running:
             return False
         trigger = _trigger_tokens(cm)
-        if trigger is None or tokens < self.settings.mark * trigger:
+        if trigger is None:
             return False
         if self._retry_at is not None and tokens < self._retry_at:
             return False
@@ -79,9 +90,19 @@ class Preparer:
         keep = cm._work.config.keep_recent_messages
         tail = min(sum(counts[-keep:]) if keep else 0, cm._work.config.recent_tail_cap(cm._work.guard.window))
         aged = sum(counts[covered:]) - tail
-        if aged <= 0 or (state is not None and aged < self.settings.step * trigger):
+        step = self.settings.step * trigger
+        if tokens < self.settings.mark * trigger:
+            # Below the mark only in a session that has compacted before (it will reach the threshold
+            # again): a step's worth aged out is prepared at once, so what the threshold finds
+            # unprepared stays about one step (a large tool result can jump past the mark).
+            if not (self.compactions and aged >= step):
+                return False
+        elif aged <= 0 or (state is not None and aged < step):
             return False
         self._started_at = tokens
+        self.base = state
+        self.rebased = None
+        self.seen = len(cm._messages)
         self.task = asyncio.get_running_loop().create_task(self._run(cm), name=f"compaction-prepare:{cm.session_id}")
         return True
 
@@ -273,6 +294,21 @@ async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedSta
     new_head = out[: len(out) - kept]
     if prepended and new_head and new_head[0].get("role") == "system":
         new_head = new_head[1:]
+    if state is not None and preparer.rebased is state:
+        # ``state`` was swapped in while this job ran: the context is now ``head`` plus the messages
+        # after what it covered, exactly what this job summarized, so its result covers the first
+        # ``len(head) + (new_covered - covered)`` messages of the new context (checked again on use).
+        # What ``state`` archived is already applied; only this job's removals are still pending.
+        swapped = [*head, *snapshot[covered:new_covered]]
+        return PreparedState(
+            key=key_of(swapped, system_now, model, window),
+            covered=len(swapped),
+            head=new_head,
+            system=result.system,
+            result=result,
+            archive=dict(result.archive),
+            messages_removed=result.messages_removed,
+        )
     archive, removed = _merged(state, result)
     return PreparedState(
         key=key_of(snapshot[:new_covered], system_now, model, window),
@@ -341,20 +377,35 @@ async def compact_prepared(
         return None
     if cm.store is not None and preparer.state is None and not preparer.running:
         preparer.load(cm)  # saved by another process, or before a restart
+    preparer.compactions += 1
+    waited = False
+    after_wait = (1 + preparer.settings.accept) / 2
     if preparer.running:
         ready = preparer.valid_state(cm)
-        if ready is not None and _fits(cm, _candidate_tokens(cm, ready), preparer):
-            await preparer.cancel()  # what is prepared already does: no call, no wait
+        if ready is not None and _fits(cm, _candidate_tokens(cm, ready), preparer.settings.accept):
+            # What is prepared already does: no call, no wait. A job extending it (memory mode)
+            # keeps running: its request is the swapped-in context's beginning, so its result is
+            # the next prepared state (see _prepare_memory); any other job is cancelled.
+            if cm.store is not None or preparer.base is not ready:
+                await preparer.cancel()
+        elif ready is not None and not _fits(cm, sum(cm._counts[preparer.seen :]), after_wait):
+            # What arrived after the job started is too big already, whatever the job yields:
+            # waiting would only come before the call on the rest, so make that call now.
+            await preparer.cancel()
         else:
             await preparer.finish()  # partly done already: finishing beats compacting on demand
+            waited = True
     state = preparer.valid_state(cm)
     if state is None:
         return None
     preparer.state = None
+    # Having waited for the job, the turn has spent (part of) a call already: its result is swapped in
+    # up to halfway from ``accept`` to the trigger rather than spending a second call on the rest.
+    accept = after_wait if waited else preparer.settings.accept
     try:
         if cm.store is not None:
-            return await _swap_stored(cm, preparer, state, trigger, event_trigger, measure)
-        return await _swap_memory(cm, preparer, state, trigger)
+            return await _swap_stored(cm, preparer, state, trigger, event_trigger, measure, accept)
+        return await _swap_memory(cm, preparer, state, trigger, accept)
     finally:
         if cm.store is not None:
             preparer.clear_persisted(cm)
@@ -374,22 +425,27 @@ def _candidate_tokens(cm: ContextManager, state: PreparedState) -> int:
     return cm._work.count(request, system=system, tools=cm._tools)
 
 
-def _fits(cm: ContextManager, tokens: int, preparer: Preparer) -> bool:
+def _fits(cm: ContextManager, tokens: int, accept: float) -> bool:
+    """Whether a context of ``tokens`` may be swapped in with no call: under ``accept`` of the
+    trigger and within the budget."""
     trigger = _trigger_tokens(cm)
     guard = cm._work.guard
     effective = tokens if cm._work.counter.exact else int(tokens * guard.safety_margin)
-    limit = guard.budget if trigger is None else min(guard.budget, int(preparer.settings.accept * trigger))
+    limit = guard.budget if trigger is None else min(guard.budget, int(accept * trigger))
     return effective <= limit
 
 
 async def _swap_memory(
-    cm: ContextManager, preparer: Preparer, state: PreparedState, trigger: Trigger
+    cm: ContextManager, preparer: Preparer, state: PreparedState, trigger: Trigger, accept: float
 ) -> CompactionResult:
     request, system, prepended = cm._request(_candidate(cm, state))
     if state.system is not None and system is not None:
         system = state.system
     tokens = cm._work.count(request, system=system, tools=cm._tools)
-    if _fits(cm, tokens, preparer):
+    if _fits(cm, tokens, accept):
+        if preparer.running:
+            preparer.rebased = state  # the job in flight extends ``state``: its result stays usable
+            preparer.seen = len(state.head) + preparer.seen - state.covered  # in the swapped-in context
         archive = state.archive
         result = CompactionResult(
             messages=request,
@@ -414,6 +470,7 @@ async def _swap_memory(
         cm._archive_for_recall(archive)
         return result
     # Too much aged out since the last job: one compaction of the prepared head plus the rest.
+    await preparer.cancel()  # a job in flight would describe a context this call replaces
     result = await cm._work.acompact(request, system=system, tools=cm._tools, trigger=trigger)
     if not result.compacted:
         return result
@@ -437,6 +494,7 @@ async def _swap_stored(
     trigger: Trigger,
     event_trigger: str,
     measure: ContextMeasure,
+    accept: float,
 ) -> CompactionResult:
     assert state.through_id is not None
     assert state.summary is not None
@@ -461,7 +519,7 @@ async def _swap_stored(
     )
     through, summary, archive = state.through_id, state.summary, dict(state.archive)
     result = replace(base, record=_record(state, preparer.usage, 0, "prepared"))
-    if not _fits(cm, tokens, preparer) and rest:
+    if not _fits(cm, tokens, accept) and rest:
         rest_request, rest_system, _ = cm._request([m for m, _ in rest])
         previous = _store.previous_summary_body(state.summary, config)
         extra = await cm._work.acompact(
