@@ -162,3 +162,10 @@ def test_serve_without_the_extra_names_the_distribution(
     line = _error_line(capsys.readouterr().err)
     assert "pip install 'compaction-engine[server]'" in line
     assert "uvicorn" in line
+
+
+def test_serve_otel_without_opentelemetry_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compaction.server import telemetry
+
+    monkeypatch.setattr(telemetry, "_AVAILABLE", False)
+    assert telemetry.enable() == "--otel needs OpenTelemetry: pip install 'compaction-engine[otel]'"

@@ -37,6 +37,7 @@ from compaction.server.schemas import (
     CompactResult,
 )
 from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
+from compaction.server.telemetry import annotate_request
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.summarizers.base import SummarizerError
@@ -198,6 +199,7 @@ class ServiceCore:
                 pinned=request.pinned,
                 budget=request.budget,
             )
+            annotate_request(result)  # this task runs in a copy of the request's context: its span
             data = result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
             return CompactResult.model_validate(data)
 

@@ -75,6 +75,12 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker processes for stateless extractive compactions (default 0: a thread in the server process)",
     )
     parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry spans for compaction runs and summarizer calls, on the global tracer provider "
+        "(e.g. under opentelemetry-instrument); needs the 'otel' extra",
+    )
+    parser.add_argument(
         "--allow",
         action="append",
         default=[],

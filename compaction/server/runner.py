@@ -149,6 +149,13 @@ def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) ->
     if problem:
         print(f"compaction serve: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "otel", False):
+        from compaction.server.telemetry import enable
+
+        problem = enable()
+        if problem:
+            print(f"compaction serve: error: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     if getattr(args, "workers", 1) > 1 and sockets is None:
         from compaction.server.workers import serve_workers
 

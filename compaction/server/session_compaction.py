@@ -31,6 +31,7 @@ from compaction.server.schemas import (
     CompactionStartedEvent,
     SessionCompactResult,
 )
+from compaction.server.telemetry import annotate_request
 from compaction.store import SessionContext
 from compaction.summarizers.base import SummarizerError
 
@@ -73,6 +74,7 @@ class SessionCompaction(ServiceCore):
         if outcome is None:
             return None
         result, ctx, started, finished = outcome
+        annotate_request(result)
         data = result_dict(result, include_removed=include_removed, include_record=include_record)
         after, messages, _ = self.render_context(ctx)
         compacted = result.compacted

@@ -227,3 +227,42 @@ async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     assert sum("compaction.summarize kind=chunk" in line for line in lines) >= 2
     assert any(line.startswith("compaction.run:") and "fallback full" in line for line in lines)
     assert any(line.startswith("POST /compact:") for line in lines)
+
+
+@pytest.mark.parametrize("route", ["stateless", "session"])
+def test_service_request_spans_carry_the_compaction_attributes(exporter: InMemorySpanExporter, route: str) -> None:
+    """The service puts the result's attributes on the request's span (what a web framework's
+    OpenTelemetry instrumentation opens; here a small ASGI middleware stands for it)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from compaction.server import create_app
+
+    tracer = exporter_provider(exporter).get_tracer("test")
+    app = create_app(store_path=":memory:")
+
+    @app.middleware("http")
+    async def request_span(request: Any, call_next: Any) -> Any:
+        with tracer.start_as_current_span(f"{request.method} {request.url.path}"):
+            return await call_next(request)
+
+    messages = _messages(30)
+    with TestClient(app) as client:
+        if route == "stateless":
+            answer = client.post("/v1/compact", json={"messages": messages, "options": {"window": 32_000}})
+            path = "POST /v1/compact"
+        else:
+            assert client.post("/v1/sessions", json={"session_id": "s"}).status_code == 201
+            assert client.post("/v1/sessions/s/messages", json={"messages": messages}).status_code == 200
+            answer = client.post("/v1/sessions/s/compact", json={})
+            path = "POST /v1/sessions/s/compact"
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["compacted"] is True
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == path]
+    attributes = span.attributes or {}
+    assert attributes["compaction.tokens_before"] == answer.json()["tokens_before"]
+    assert attributes["compaction.fallback_level"] == "full"
+    # the compaction.run span opened by instrument() is a child of the request span
+    (run,) = _named(exporter.get_finished_spans(), "compaction.run")
+    assert run.parent is not None
+    assert run.parent.span_id == span.context.span_id
