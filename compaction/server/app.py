@@ -63,12 +63,15 @@ def create_app(
     store: SessionStore | None = None,
     heartbeat_s: float = 15.0,
     drain_timeout_s: float = 120.0,
+    compute_workers: int | None = 0,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
     ``store_path`` is the SQLite database (``":memory:"`` for a throwaway one); ``store`` replaces it
     with any :class:`~compaction.store.SessionStore`. ``model`` is the default agent model (requests
-    and sessions may name another); ``summarizer`` is fixed for the server's lifetime."""
+    and sessions may name another); ``summarizer`` is fixed for the server's lifetime.
+    ``compute_workers`` processes run offline ``/v1/compact`` requests (None: one per core; 0,
+    the default here: on the worker thread; ``compaction serve`` defaults to one per core)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -77,6 +80,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         heartbeat_s=heartbeat_s,
         drain_timeout_s=drain_timeout_s,
+        compute_workers=compute_workers,
     )
     service = CompactionService(settings, store)
 

@@ -29,12 +29,13 @@ from compaction.server.errors import (
 from compaction.server.events import (
     EventBus,
 )
+from compaction.server.pool import ComputePool, dumps, resolve_workers
 from compaction.server.schemas import (
     CompactOptions,
     CompactRequest,
     CompactResult,
 )
-from compaction.server.settings import ServerSettings, make_summarizer
+from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.summarizers.base import SummarizerError
@@ -84,6 +85,11 @@ class ServiceCore:
         self._session_locks: dict[str, list[Any]] = {}
         self._closed = False
         self.worker = WorkerLoop()
+        # Offline summarizer: compactions are CPU work, run in processes (see pool.py); an LLM
+        # summarizer (I/O-bound) or a custom object stays on the worker loop.
+        offline = isinstance(settings.summarizer, str | None) and summarizer_name(settings.summarizer) == "extractive"
+        workers = resolve_workers(settings.compute_workers)
+        self.pool: ComputePool | None = ComputePool(workers) if offline and workers else None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -160,6 +166,8 @@ class ServiceCore:
         self._closed = True
         self.bus.close()
         self.worker.stop()
+        if self.pool is not None:
+            self.pool.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
@@ -190,6 +198,18 @@ class ServiceCore:
             raise ApiError(422, "compaction_failed", one_line(exc)) from None
         except SummarizerError as exc:
             raise ApiError(502, "summarizer_failed", one_line(exc)) from None
+
+    async def compact_body(self, request: CompactRequest) -> bytes:
+        """The JSON body of ``POST /v1/compact``: computed in the process pool when there is one."""
+        if self.pool is None:
+            result = await self.compact(request)
+            return dumps(result.model_dump(mode="json"))
+        self.check_accepting()
+        model = request.model or self.settings.model
+        config_json = self.compactor(model, request.options).config.model_dump_json()  # 400 on bad options
+        job = request.model_dump(include=_JOB_FIELDS)
+        job["messages"] = request.messages  # as sent (model_dump would copy them)
+        return await self.tracked(self.pool.compact(model, config_json, job))
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -240,6 +260,9 @@ class ServiceCore:
         except TranscriptError:  # stored before validation existed; report it, do not fail reads
             return 0, False
         return tokens, compactor.decide(tokens).should_compact
+
+
+_JOB_FIELDS = {"system", "instructions", "previous_summary", "pinned", "budget", "include_removed", "include_record"}
 
 
 def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:

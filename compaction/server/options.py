@@ -49,5 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds a shutdown waits for in-flight compactions (default 120)",
     )
     parser.add_argument(
+        "--compute-workers",
+        type=int,
+        default=None,
+        help="processes for offline (extractive) compactions; 0 runs them in the server process "
+        "(default: one per core)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import FastAPI, Path, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from compaction import __version__
 from compaction.server.errors import (
@@ -58,9 +58,10 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
     @app.post(
         "/v1/compact", response_model=CompactResult, tags=["compaction"], responses=error_responses(*PAYLOAD, 502, 503)
     )
-    async def compact(body: CompactRequest) -> CompactResult:
-        """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`."""
-        return await service.compact(body)
+    async def compact(body: CompactRequest) -> Response:
+        """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`.
+        Lean by default: `include_removed` / `include_record` add the originals and the record."""
+        return Response(await service.compact_body(body), media_type="application/json")
 
     @app.post(
         "/v1/sessions",

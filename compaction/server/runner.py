@@ -119,6 +119,9 @@ def option_errors(args: argparse.Namespace) -> list[str]:
         errors.append(f"--heartbeat must be a positive number of seconds, got {args.heartbeat:g}")
     if not getattr(args, "drain_timeout", 0.0) >= 0:
         errors.append(f"--drain-timeout must be 0 or more seconds, got {args.drain_timeout:g}")
+    compute_workers = getattr(args, "compute_workers", None)
+    if compute_workers is not None and compute_workers < 0:
+        errors.append(f"--compute-workers must be 0 or more, got {compute_workers}")
     return errors
 
 
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             config=CompactionConfig(**options),
             heartbeat_s=args.heartbeat,
             drain_timeout_s=args.drain_timeout,
+            compute_workers=getattr(args, "compute_workers", None),
         )
     except ValueError as exc:
         print(f"compaction serve: error: {exc}", file=sys.stderr)

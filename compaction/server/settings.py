@@ -22,12 +22,16 @@ class ServerSettings:
     heartbeat_s: float = 15.0
     drain_timeout_s: float = 120.0
     compactor_cache_size: int = 64
+    compute_workers: int | None = 0
+    """Processes for offline compactions: 0 runs them on the worker thread, None one per core."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
         if self.heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be positive, got {self.heartbeat_s}")
+        if self.compute_workers is not None and self.compute_workers < 0:
+            raise ValueError(f"compute_workers must be 0 or more, got {self.compute_workers}")
 
 
 def summarizer_name(summarizer: Summarizer | str | None) -> str:
