@@ -9,7 +9,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -266,7 +266,10 @@ _JOB_FIELDS = {"system", "instructions", "previous_summary", "pinned", "budget",
 
 
 def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:
-    data = result.to_dict()
+    """``result.to_dict()`` without its deep copy (~10 ms for 200 messages): the answer is serialized
+    at once and the result discarded, so its lists and dicts can be shared."""
+    data = {f.name: getattr(result, f.name) for f in fields(result)}
+    data["tokens_saved"] = result.tokens_saved
     if not include_removed:
         data["removed"], data["archive"] = [], {}
     if not include_record:
