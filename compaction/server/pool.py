@@ -16,6 +16,7 @@ exceptions are not all picklable) and are raised here as the same
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -28,6 +29,8 @@ import orjson
 from compaction.server.errors import ApiError
 
 __all__ = ["ComputePool", "compact_job", "dumps", "resolve_workers"]
+
+logger = logging.getLogger("compaction.server")
 
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -153,11 +156,23 @@ class ComputePool:
     async def compact(self, model: str, config_json: str, request: dict[str, Any]) -> bytes:
         """The response body of one compaction, computed in a worker process."""
         loop = asyncio.get_running_loop()
+        executor = self._get()
         try:
-            status, payload = await loop.run_in_executor(self._get(), compact_job, model, config_json, request)
+            pending = loop.run_in_executor(executor, compact_job, model, config_json, request)
+        except RuntimeError as exc:  # starting a worker failed; with spawn, usually an unguarded script
+            self._drop(executor)
+            logger.error("cannot start a compaction worker process: %s", " ".join(str(exc).split())[:300])
+            raise ApiError(
+                503,
+                "unavailable",
+                "cannot start a compaction worker process (a script that creates the app with "
+                "compute_workers > 0 must run under `if __name__ == '__main__':`, multiprocessing's spawn rule)",
+            ) from None
+        try:
+            status, payload = await pending
         except BrokenProcessPool:
             # A worker died (killed, out of memory): this pool is unusable; the next request gets a new one.
-            self._executor = None
+            self._drop(executor)
             raise ApiError(
                 503, "unavailable", "a compaction worker process died; retry", headers={"Retry-After": "1"}
             ) from None
@@ -166,6 +181,11 @@ class ComputePool:
             raise ApiError(code, kind, message, index=index, field=field)
         body: bytes = payload
         return body
+
+    def _drop(self, executor: ProcessPoolExecutor) -> None:
+        if self._executor is executor:
+            self._executor = None
+        executor.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         """Stop the workers (queued jobs are cancelled; a running one finishes) and wait for them."""
