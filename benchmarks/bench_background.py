@@ -284,7 +284,7 @@ def bench_session(scenario: str, n: int, *, seed: int = 0, settings: PrepareSett
     bg = row["background"]
     row["pass"] = {
         "steady": bg["steady_median"] <= TARGET_STEADY + 1e-9 if bg["compactions"] > 1 else None,
-        "worst": bg["worst"] <= TARGET_WORST,
+        "worst": bg["worst"] <= TARGET_WORST + 1e-6,  # one call in series sums to 1 up to rounding
         "extra": extra <= TARGET_EXTRA,
         "fit": bg["unfit"] == 0 and row["on_demand"]["unfit"] == 0,
         "pairs": bg["violations"] == 0,

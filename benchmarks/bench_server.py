@@ -8,17 +8,18 @@ file) run in subprocesses on 127.0.0.1, one at a time; ``httpx.AsyncClient`` cli
 - ``old``: the service before the throughput work (commit ``790e96f``), checked out with
   ``git worktree add /tmp/bench-old 790e96f`` when absent and run with ``PYTHONPATH`` on it. Its
   compactions run on one worker thread, under the GIL; its default response is the full one.
-- ``new``: this checkout, with ``--compute-workers 1`` and ``2`` (offline compactions in worker
-  processes; the response serialized once, with orjson; lean by default).
+- ``new``: this checkout, started as ``compaction serve --workers W --compact-processes P``
+  (W server processes on one port; P compaction processes each; the response serialized once,
+  with orjson; lean by default): W=1 and W=2, P=1.
 
 Reported per row: requests per second, p50/p99 latency, ``GET /health`` p50/p99 while the clients
 run (how long the event loop makes other requests wait), the response size, and the CPU the
-server's process tree used per request (psutil: the server and its worker processes). "Per core"
-figures divide by the cores a server can use: 1 for ``old`` (one process, the GIL), the number of
-compute workers for ``new``; ``cpu ms/request`` is the load-independent measure of the same thing.
+server's process tree used per request (psutil: the server and all its processes). "Per core"
+figures divide by the compaction processes a server runs: 1 for ``old`` (one process, the GIL),
+W x P for ``new``; ``cpu ms/request`` is the load-independent measure of the same thing.
 
 ``/v1/compact`` is stateless (the store is not touched), so the SQLite/PostgreSQL choice does not
-enter these figures; uvicorn ``--workers`` is not measured here (the compute pool is).
+enter these figures (a shared SQLite file serves ``--workers 2``).
 
 Run ``python benchmarks/bench_server.py`` for a Markdown table (``--json`` adds the figures,
 ``--write`` replaces the "HTTP service" section of RESULTS.md); ``run()`` returns the figures.
@@ -55,13 +56,14 @@ HEADING = "## HTTP service"
 class Variant:
     name: str
     tree: Path
-    compute_workers: int | None  # None: the old server (no such option)
+    workers: int | None  # None: the old server (python -m compaction.server, no such options)
+    processes: int
     shape: str  # "full" or "lean": what the body asks for ("default" bodies name no flag)
     body_flags: bool  # send include_removed / include_record explicitly
 
     @property
     def cores(self) -> int:
-        return self.compute_workers or 1
+        return (self.workers or 1) * self.processes
 
 
 def transcript() -> tuple[list[dict[str, Any]], str]:
@@ -97,7 +99,7 @@ def _free_port() -> int:
         return port
 
 
-def _start_server(tree: Path, db: Path, compute_workers: int | None) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(tree: Path, db: Path, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     env = {
         **os.environ,
@@ -106,10 +108,14 @@ def _start_server(tree: Path, db: Path, compute_workers: int | None) -> tuple[su
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    command = [sys.executable, "-m", "compaction.server", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--db", str(db), "--model", MODEL, "--summarizer", "extractive", "--log-level", "warning"]
-    if compute_workers is not None:
-        command += ["--compute-workers", str(compute_workers)]
+    options = ["--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--model", MODEL]
+    options += ["--summarizer", "extractive", "--log-level", "warning"]
+    if variant.workers is None:
+        command = [sys.executable, "-m", "compaction.server", *options]
+    else:  # `compaction serve` (the CLI owns --workers); -c: no script for spawned processes to re-import
+        options += ["--workers", str(variant.workers), "--compact-processes", str(variant.processes)]
+        launcher = f"import sys; from compaction.cli import main; sys.exit(main(['serve', *{options!r}]))"
+        command = [sys.executable, "-c", launcher]
     process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     import httpx
@@ -233,11 +239,11 @@ def _body(messages: list[dict[str, Any]], variant: Variant) -> bytes:
 def variants() -> list[Variant]:
     old = old_tree()
     return [
-        Variant("old", old, None, "full", body_flags=False),  # today's default answer
-        Variant("old", old, None, "lean", body_flags=True),
-        Variant("new", ROOT, 1, "lean", body_flags=False),  # the new default answer
-        Variant("new", ROOT, 2, "lean", body_flags=False),
-        Variant("new", ROOT, 2, "full", body_flags=True),
+        Variant("old", old, None, 1, "full", body_flags=False),  # today's default answer
+        Variant("old", old, None, 1, "lean", body_flags=True),
+        Variant("new", ROOT, 1, 1, "lean", body_flags=False),  # the new default answer
+        Variant("new", ROOT, 2, 1, "lean", body_flags=False),
+        Variant("new", ROOT, 2, 1, "full", body_flags=True),
     ]
 
 
@@ -258,7 +264,7 @@ def run(quick: bool = True) -> dict[str, Any]:
     for variant in variants():
         body = _body(messages, variant)
         with tempfile.TemporaryDirectory() as tmp:
-            process, base = _start_server(variant.tree, Path(tmp) / "bench.db", variant.compute_workers)
+            process, base = _start_server(variant.tree, Path(tmp) / "bench.db", variant)
             try:
                 headers = {"content-type": "application/json"}
                 for _ in range(max(2, variant.cores)):  # warm: imports, tokenizer, every worker process
@@ -270,7 +276,7 @@ def run(quick: bool = True) -> dict[str, Any]:
                 figures.setdefault("fallback_level", result["fallback_level"])
                 for clients, requests in loads:
                     row = asyncio.run(_load(base, body, clients, requests, process.pid))
-                    row |= {"server": variant.name, "compute_workers": variant.compute_workers}
+                    row |= {"server": variant.name, "workers": variant.workers, "processes": variant.processes}
                     row |= {"shape": variant.shape, "cores": variant.cores}
                     figures["rows"].append(row)
             finally:
@@ -300,11 +306,12 @@ def markdown(figures: dict[str, Any]) -> str:
         f"{figures['tokens_after']:,} tokens, {figures['fallback_level']} summary), extractive summarizer, "
         f"uvicorn on 127.0.0.1, {figures['cpu_count']} cores, httpx.AsyncClient clients. `old` = commit "
         f"{figures['old_commit']} (one process, compactions on a worker thread, full answer by default); "
-        "`new` = this tree, `--compute-workers N` processes, lean answer by default. The endpoint is stateless: "
-        "the store (SQLite or PostgreSQL) is not involved. Per core = req/s divided by N (1 for old). "
-        "cpu ms/req = CPU of the server and its worker processes per request (load-independent).",
+        "`new` = this tree, `compaction serve --workers W --compact-processes P`, lean answer by default. "
+        "The endpoint is stateless: the store (SQLite or PostgreSQL) is not involved. Per core = req/s "
+        "divided by W x P (1 for old). cpu ms/req = CPU of all the server's processes per request "
+        "(load-independent).",
         "",
-        "| server | compute workers | answer | clients | requests | req/s | p50 ms | p99 ms | /health p50 / p99 ms "
+        "| server | workers x processes | answer | clients | requests | req/s | p50 ms | p99 ms | /health p50 / p99 ms "
         "| size | cpu ms/req | new/old per core (same answer) | new/old per core (old default) |",
         "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
@@ -312,7 +319,7 @@ def markdown(figures: dict[str, Any]) -> str:
         errors = f" ({r['errors']} errors)" if r["errors"] else ""
         same = f"{r['ratio_per_core']:.2f}x" if "ratio_per_core" in r else "-"
         default = f"{r['ratio_vs_old_default_per_core']:.2f}x" if "ratio_vs_old_default_per_core" in r else "-"
-        workers = r["compute_workers"] if r["compute_workers"] is not None else "- (thread)"
+        workers = f"{r['workers']} x {r['processes']}" if r["workers"] is not None else "1 (thread)"
         lines.append(
             f"| {r['server']} | {workers} | {r['shape']} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | "
             f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f} | "

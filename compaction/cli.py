@@ -367,6 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)")
     add_serve_arguments(serve)
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="server processes on the one port (default 1); more than 1 needs a shared --db: a SQLite file "
+        "or postgresql://user:pass@host/db (the PostgreSQL store, 'postgres' extra)",
+    )
     serve.set_defaults(func=cmd_serve)
     return parser
 

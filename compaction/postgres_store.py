@@ -132,6 +132,12 @@ _SCHEMA: Final[tuple[str, ...]] = (
     f"INSERT INTO compaction_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')",
 )
 
+# The background-prepared summary (compaction.store.PreparedStateStore): a cache the context
+# manager can always rebuild, so outside the versioned, append-only schema (as in SQLite).
+_PREPARED_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS prepared (session_id TEXT PRIMARY KEY, version BIGINT NOT NULL, state TEXT NOT NULL)"
+)
+
 # BM25 over the session's archive, as MemoryRecallIndex computes it (k1 = 1.2, b = 0.75; the
 # corpus is the session's archive; a message's length is its number of words).
 _BM25: Final = """
@@ -214,6 +220,7 @@ class PostgresSessionStore:
 
     def __init__(self, url: str, *, pool_size: int = 10, min_size: int = 1, timeout: float = 30.0) -> None:
         try:
+            import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError(
@@ -223,6 +230,9 @@ class PostgresSessionStore:
             raise ValueError(f"need 0 <= min_size <= pool_size and pool_size >= 1, got {min_size} and {pool_size}")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        # One plain connection first: a wrong host, password or database fails at once with libpq's
+        # message (psycopg.OperationalError), where the pool would retry until ``timeout``.
+        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
         self._url = url
         self._closed = False
         self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
@@ -259,9 +269,10 @@ class PostgresSessionStore:
                         f"session store schema version {version} is newer than this library supports "
                         f"({SCHEMA_VERSION}); upgrade compaction"
                     )
-                return
-            for statement in _SCHEMA:
-                conn.execute(statement)
+            else:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            conn.execute(_PREPARED_TABLE)
 
     @contextmanager
     def _tx(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -406,6 +417,40 @@ class PostgresSessionStore:
             system=None if system_json is None else json.loads(system_json),
             model=model,
         )
+
+    # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
+
+    def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
+        """``(version, state)`` of the session's background-prepared summary; ``(0, None)`` when
+        none was ever saved, ``state`` None when it was cleared."""
+        _check_session_id(session_id)
+        with self._tx() as conn:
+            row = conn.execute("SELECT version, state FROM prepared WHERE session_id = %s", (session_id,)).fetchone()
+        if row is None:
+            return 0, None
+        state = json.loads(row[1])
+        return int(row[0]), state if isinstance(state, dict) else None
+
+    def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
+        """Compare-and-swap the prepared state on its version (``state=None`` clears it; the version
+        still moves on). Returns the new version, or None (nothing changed) when another writer
+        changed it first. One statement: the first save inserts (a concurrent first save hits the
+        primary key and does nothing), later ones update only the row still at ``expected_version``."""
+        _check_session_id(session_id)
+        text = _dumps(state, "prepared state")
+        with self._tx() as conn:
+            if expected_version == 0:
+                cursor = conn.execute(
+                    "INSERT INTO prepared (session_id, version, state) VALUES (%s, 1, %s)"
+                    " ON CONFLICT (session_id) DO NOTHING",
+                    (session_id, text),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE prepared SET version = version + 1, state = %s WHERE session_id = %s AND version = %s",
+                    (text, session_id, expected_version),
+                )
+        return expected_version + 1 if cursor.rowcount == 1 else None
 
     # -- compaction -------------------------------------------------------------------------
 

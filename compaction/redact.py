@@ -23,7 +23,7 @@ import binascii
 import functools
 import importlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 __all__ = ["REDACTED_PREFIX", "looks_like_secret", "redact_if_needed", "redact_record", "redact_secrets"]
@@ -414,13 +414,37 @@ _LITERAL_CUES = (
     "login",
     "--user",
 )
-_CUE = re.compile(
-    _trie(_LITERAL_CUES)
-    + rf"|{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]|--{_trie(_KEY_WORD_LIST)}[= ]"
-    + r"|:(?:\\?/){2}[^\s/@]*:[^\s@/]+@"
-    + r"|-u\s*['\"]?[^\s:'\"]+:"
-    + r"|machine\s+\S+\s+(?:login|password)|default\s+(?:login|password)"
+# Separate patterns, not one alternation: each scans with its own literal-prefix and first-
+# character shortcuts, which a single alternation of them all loses (three times slower).
+_CUES: tuple[re.Pattern[str], ...] = (
+    re.compile(_trie(_LITERAL_CUES)),
+    re.compile(rf"{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]"),
+    re.compile(rf"--{_trie(_KEY_WORD_LIST)}[= ]"),
+    re.compile(r":(?:\\?/){2}[^\s/@]*:[^\s@/]+@"),
+    re.compile(r"-u\s*['\"]?[^\s:'\"]+:"),
+    re.compile(r"(?:machine\s+\S+|default)\s+(?:login|password)"),
 )
+
+
+def _has_cue(lowered: str) -> bool:
+    return any(cue.search(lowered) is not None for cue in _CUES)
+
+
+def _cue_spans(lowered: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the cues in ``lowered``, in order of their start; each pattern is searched
+    again only once the scan has passed its last match."""
+    found = {k: cue.search(lowered) for k, cue in enumerate(_CUES)}
+    pos = 0
+    while True:
+        live = [m for m in found.values() if m is not None]
+        if not live:
+            return
+        first = min(live, key=lambda m: m.start())
+        yield first.start(), first.end()
+        pos = first.start() + 1
+        for k, m in found.items():
+            if m is not None and m.start() < pos:
+                found[k] = _CUES[k].search(lowered, pos)
 
 
 def redact_secrets(text: str) -> tuple[str, int]:
@@ -439,7 +463,7 @@ def redact_secrets(text: str) -> tuple[str, int]:
     >>> redact_secrets("commit 3f9a2c1 at /etc/hosts, id 6f1c0e4a-5b7d-4c2e-9a1b-0d2e3f4a5b6c")[1]
     0
     """
-    if _CUE.search(text.lower()) is None:
+    if not _has_cue(text.lower()):
         return text, 0  # no pattern can match: skip the full pass
     return _redact_all(text)
 
@@ -484,9 +508,11 @@ def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
     """Merged ``(start, end)`` spans of whole lines: each line with a cue and the lines after it."""
     windows: list[tuple[int, int]] = []
     pos = 0
-    while (m := _CUE.search(lowered, pos)) is not None:
-        start = text.rfind("\n", 0, m.start()) + 1
-        end = cue_line_end = _line_end(text, m.end())
+    for cue_start, cue_end in _cue_spans(lowered):
+        if cue_start < pos:
+            continue
+        start = text.rfind("\n", 0, cue_start) + 1
+        end = cue_line_end = _line_end(text, cue_end)
         taken = 0
         while end < len(text) and taken < _WINDOW_LINES_AFTER:
             next_end = _line_end(text, end + 1)
@@ -510,7 +536,7 @@ def redact_if_needed(text: str) -> str:
     if len(text) < _WINDOWED_MIN_CHARS:
         return redact_secrets(text)[0]
     lowered = text.lower()
-    if _CUE.search(lowered) is None:
+    if not _has_cue(lowered):
         return text
     if len(lowered) != len(text) or "private key" in lowered:
         return _redact_all(text)[0]  # offsets would differ; a key block spans many lines
@@ -544,14 +570,37 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
     config = record.get("config")
     sent_redacted = not isinstance(config, Mapping) or bool(config.get("redact_secrets", True))
     skip = _SENT_AS_REDACTED if sent_redacted else frozenset()
+    return {k: v if k == "config" else redact_json(v, skip_keys=skip, key=k) for k, v in record.items()}
+
+
+def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str | None = None) -> Any:
+    """A copy of a JSON value with every string redacted, except the values of ``skip_keys``
+    (messages as the service returns them, a record's entries).
+
+    >>> redact_json({"role": "tool", "content": "use token=abcd1234efgh", "n": 3})
+    {'role': 'tool', 'content': 'use token=[REDACTED:token]', 'n': 3}
+    """
 
     def walk(value: Any, key: str | None) -> Any:
         if isinstance(value, str):
-            return value if key in skip else redact_if_needed(value)
+            return value if key in skip_keys else redact_if_needed(value)
         if isinstance(value, Mapping):
             return {k: walk(v, k if isinstance(k, str) else None) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [walk(v, None) for v in value]
         return value
 
-    return {k: v if k == "config" else walk(v, k) for k, v in record.items()}
+    def strings(value: Any, key: str | None) -> Iterator[str]:
+        if isinstance(value, str):
+            if key not in skip_keys:
+                yield value
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                yield from strings(v, k if isinstance(k, str) else None)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                yield from strings(v, None)
+
+    # One cue check for the whole value first: most entries (archive ids, cut points, plain
+    # messages) hold no credential, and twenty thousand strings checked one by one cost half a second.
+    return walk(value, key) if _has_cue("\n".join(strings(value, key)).lower()) else value

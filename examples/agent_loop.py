@@ -41,11 +41,12 @@ How ``run_command`` is confined, and where that stops:
   and the system's programs and libraries (``/usr``, ``/lib``, this Python), and, with Landlock
   ABI 4+ (Linux 6.7+), open no TCP connection. The first line of output says which applies.
 
-Limits: without Landlock (macOS, Windows, older or locked-down kernels), ``python -c ...`` can
-read and write anything your user can; argument checks cannot see what a program does. Landlock
-does not cover UDP or already-open file descriptors, and reading the Python installation is
-allowed. Memory and process counts are not limited. For a model you do not trust, run the whole
-example in a container or VM.
+Limits: ``run_command`` needs a POSIX system (Linux, macOS); on Windows it fails. Without
+Landlock (macOS, older or locked-down kernels), ``python -c ...`` can read and write anything
+your user can: argument checks cannot see what a program does. Landlock does not cover UDP or
+already-open file descriptors, and reading the Python installation is allowed. Memory and
+process counts are not limited. For a model you do not trust, run the whole example in a
+container or VM.
 """
 
 from __future__ import annotations

@@ -439,3 +439,38 @@ async def test_a_call_that_would_overflow_swaps_the_prepared_state_in_first() ->
     assert not any("mod_0: log line" in p for p in later)  # what it covers was not summarized again
     assert cm.decision().action != "block"
     await cm.aclose()
+
+
+def test_sqlite_prepared_state_is_a_compare_and_swap_on_its_version(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    assert store.load_prepared("s") == (0, None)
+    assert store.save_prepared("s", expected_version=0, state={"summary": "a"}) == 1
+    assert store.save_prepared("s", expected_version=0, state={"summary": "b"}) is None  # stale writer
+    assert store.load_prepared("s") == (1, {"summary": "a"})
+    assert store.save_prepared("s", expected_version=1, state=None) == 2  # cleared, version moves on
+    assert store.save_prepared("s", expected_version=1, state={"summary": "a"}) is None  # cannot bring it back
+    assert store.load_prepared("s") == (2, None)
+    with pytest.raises(ValueError, match="not JSON-serializable"):
+        store.save_prepared("s", expected_version=2, state={"x": object()})
+    assert store.load_prepared("s") == (2, None)
+
+
+async def test_a_manual_compaction_with_instructions_cancels_the_job_and_compacts_on_demand() -> None:
+    summarizer = GatedSummarizer()
+    summarizer.gate.clear()
+    cm = manager(summarizer)
+    index = 1
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    task = jobs()[0]
+    summarizer.gate = asyncio.Event()
+    summarizer.gate.set()
+    result = await asyncio.wait_for(cm.compact_now("focus on the retry test"), 5)
+    assert result.compacted
+    assert "prepared" not in result.record
+    assert task.cancelled()
+    assert not jobs()
+    assert any("focus on the retry test" in r.prompt for r in summarizer.requests)
+    await cm.aclose()

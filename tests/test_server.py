@@ -463,11 +463,11 @@ def test_session_lifecycle_append_compact_history_archive(srv: Running) -> None:
     assert with_record["compactions"][0]["record"]["instructions"] == "focus on the refund bug"
 
     archive_id = result["archive_ids"][0]
-    archived = srv.client.get(f"/v1/archive/{archive_id}")
-    assert archived.status_code == 200
-    assert archived.json()["message"] in messages
+    unscoped = srv.client.get(f"/v1/archive/{archive_id}")  # archive ids are per session
+    assert unscoped.status_code == 422
     scoped = srv.client.get(f"/v1/archive/{archive_id}", params={"session_id": "demo-1"})
     assert scoped.status_code == 200
+    assert scoped.json()["message"] in messages
     other = srv.client.get(f"/v1/archive/{archive_id}", params={"session_id": "someone-else"})
     assert other.status_code == 404
 
@@ -557,8 +557,7 @@ def test_unknown_ids_are_404_and_bad_ids_422(srv: Running) -> None:
         ("GET", "/v1/sessions/nope/context"),
         ("POST", "/v1/sessions/nope/compact"),
         ("GET", "/v1/sessions/nope/compactions"),
-        ("GET", "/v1/sessions/nope/events"),
-        ("GET", "/v1/archive/m_0000000000000000"),
+        ("GET", "/v1/archive/m_0000000000000000?session_id=nope"),
     ):
         response = srv.client.request(method, path)
         assert response.status_code == 404, (method, path, response.text)
@@ -637,6 +636,22 @@ def test_sse_stream_reports_started_and_finished(launch: Callable[..., Running])
     # a client that reconnects with Last-Event-ID gets what it missed
     replay = SSEReader(f"{srv.base_url}/v1/sessions/{session_id}/events", headers={"Last-Event-ID": started["id"]})
     assert replay.next_event()["id"] == finished["id"]
+
+
+def test_the_event_stream_opens_before_the_session_exists(srv: Running) -> None:
+    """Issue 18 item 8: a client subscribes first, then creates the session and works with it; the
+    stream waits (200, subscribed) instead of answering 404, and gets the session's events."""
+    reader = SSEReader(f"{srv.base_url}/v1/sessions/early-bird/events")
+    assert reader.status == 200
+    assert reader.content_type.startswith("text/event-stream")
+    assert srv.client.get("/v1/sessions/early-bird/context").status_code == 404  # still not created
+    assert srv.client.post("/v1/sessions", json={"session_id": "early-bird"}).status_code == 201
+    appended = srv.client.post("/v1/sessions/early-bird/messages", json={"messages": coding_session()})
+    assert appended.status_code == 200
+    assert srv.client.post("/v1/sessions/early-bird/compact").json()["compacted"] is True
+    started = reader.next_event()
+    assert (started["event"], started["data"]["session_id"]) == ("compaction.started", "early-bird")
+    assert reader.next_event()["event"] == "compaction.finished"
 
 
 def test_sse_stream_reports_auto_compaction(srv: Running) -> None:
@@ -865,3 +880,23 @@ def test_missing_api_key_for_an_llm_summarizer_stops_the_start(tmp_path: Path) -
     )
     assert done.returncode == 2
     assert "OPENAI_API_KEY" in done.stderr
+
+
+def test_compactions_in_worker_processes_answer_as_in_process(launch: Callable[..., Running]) -> None:
+    """compact_processes=1: the same JSON as the in-process path, and the same 400 for a bad
+    transcript (the error is rebuilt in the server, the library exception never crosses)."""
+    inline, pooled = launch(), launch(compact_processes=1)
+    body = {"messages": coding_session(), "instructions": "files", "include_record": False}
+    a = inline.client.post("/v1/compact", json=body)
+    b = pooled.client.post("/v1/compact", json=body)
+    assert a.status_code == b.status_code == 200, b.text
+    left, right = a.json(), b.json()
+    assert left["compacted"] is True
+    left.pop("duration_s"), right.pop("duration_s")
+    assert left == right
+    bad = {"messages": [{"role": "user", "content": "hi"}, {"role": "nobody", "content": "x"}]}
+    a_bad, b_bad = inline.client.post("/v1/compact", json=bad), pooled.client.post("/v1/compact", json=bad)
+    assert b_bad.status_code == a_bad.status_code == 400
+    assert {k: v for k, v in error_of(b_bad).items() if k != "request_id"} == {
+        k: v for k, v in error_of(a_bad).items() if k != "request_id"
+    }

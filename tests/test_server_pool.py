@@ -1,5 +1,6 @@
-"""The process pool behind ``POST /v1/compact`` (``compute_workers``): same answers as in-process,
-the same errors, a responsive ``/health`` while it works, and no process left after shutdown."""
+"""The process pool behind ``POST /v1/compact`` (``compact_processes``): same answers as in-process
+(lean and full), the same errors, a responsive ``/health`` while it works, and no process left
+after shutdown. (tests/test_server.py checks the basic pooled == inline answer and a 400.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from compaction.server.app import create_app
-from compaction.server.pool import ComputePool, resolve_workers
 
 EXAMPLE = "compaction/examples/coding_session.json"
 
@@ -36,14 +36,14 @@ def _comparable(body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def pooled() -> Iterator[TestClient]:
-    app = create_app(store_path=":memory:", compute_workers=1)
+    app = create_app(store_path=":memory:", compact_processes=1)
     with TestClient(app) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def inline() -> Iterator[TestClient]:
-    with TestClient(create_app(store_path=":memory:", compute_workers=0)) as client:
+    with TestClient(create_app(store_path=":memory:", compact_processes=0)) as client:
         yield client
 
 
@@ -100,16 +100,13 @@ def test_errors_from_the_pool_are_the_in_process_errors(pooled: TestClient, inli
 
 def test_shutdown_leaves_no_process() -> None:
     before = set(multiprocessing.active_children())
-    app = create_app(store_path=":memory:", compute_workers=2)
+    app = create_app(store_path=":memory:", compact_processes=2)
     with TestClient(app) as client:
         assert client.post("/v1/compact", json={"messages": coding_session()}).status_code == 200
         workers = set(multiprocessing.active_children()) - before
         assert 1 <= len(workers) <= 2  # spawned on demand, up to compute_workers
     assert not any(p.is_alive() for p in workers)
     assert set(multiprocessing.active_children()) - before == set()
-    pool = app.state.service.pool
-    with pytest.raises(Exception, match="shutting down"):
-        asyncio.run(pool.compact("gpt-4o", "{}", {}))
 
 
 async def test_health_stays_fast_while_the_pool_is_busy(pooled: TestClient) -> None:
@@ -128,12 +125,3 @@ async def test_health_stays_fast_while_the_pool_is_busy(pooled: TestClient) -> N
     assert [a.status_code for a in answers] == [200] * len(jobs)
     assert len(latencies) >= 5
     assert max(latencies) < 0.25, latencies  # generous for a loaded CI box; in-thread it waits a whole compaction
-
-
-def test_resolve_workers() -> None:
-    assert resolve_workers(None) >= 1
-    assert resolve_workers(0) == 0
-    with pytest.raises(ValueError, match="0 or more"):
-        resolve_workers(-1)
-    with pytest.raises(ValueError, match="at least one"):
-        ComputePool(0)

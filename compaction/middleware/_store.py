@@ -23,22 +23,30 @@ stored before it is taken as summarized (it stays in the store).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from compaction.adapters import to_canonical
+from compaction.adapters import message_format, to_canonical
 from compaction.config import CompactionConfig
 from compaction.result import CompactionResult
 from compaction.stages.reconstruct import split_previous_summary
+from compaction.store import SessionContext, SessionStore
 from compaction.transcript import Message, TextPart
 
 __all__ = [
+    "LOST_RACE",
+    "context_messages",
+    "has_stored_messages",
     "message_text",
     "previous_summary_body",
     "summary_block_text",
     "summary_message",
     "through_from_archive",
     "through_from_suffix",
+    "whole_context",
 ]
+
+LOST_RACE = "another worker compacted this session first; its context was loaded instead"
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -110,3 +118,40 @@ def through_from_suffix(
     if kept >= len(stored):
         return None
     return stored[len(stored) - kept - 1][1]
+
+
+def has_stored_messages(store: SessionStore, session_id: str) -> bool:
+    try:
+        return bool(store.messages(session_id))
+    except KeyError:  # a session the store has not seen yet
+        return False
+
+
+def context_messages(
+    context: SessionContext, config: CompactionConfig, fmt: str | None
+) -> tuple[list[dict[str, Any]], list[int | None]]:
+    """(messages, store ids) of the context rebuilt from the store: the summary message (and an
+    acknowledgement when alternation needs one; neither has an id), then the stored messages
+    after the summary. ``fmt`` is the context's format when it is known already."""
+    stored = [dict(s.message) for s in context.messages]
+    messages: list[dict[str, Any]] = []
+    ids: list[int | None] = []
+    if context.summary:
+        messages.append(summary_message(context.summary, config))
+        ids.append(None)
+        fmt = fmt or next((f for f in map(message_format, stored) if f), None)
+        alternation = config.ensure_alternation if config.ensure_alternation is not None else fmt == "anthropic"
+        if alternation and stored and stored[0].get("role") in ("user", "tool"):
+            messages.append({"role": "assistant", "content": config.acknowledgement})
+            ids.append(None)
+    messages.extend(stored)
+    ids.extend(s.id for s in context.messages)
+    return messages, ids
+
+
+def whole_context(result: CompactionResult, whole: int) -> CompactionResult:
+    """A stored compaction's result with ``tokens_before`` counting the whole context (the request
+    held only the messages after the stored summary); uncompacted, ``tokens_after`` moves with it."""
+    after = result.tokens_after if result.compacted else whole + result.tokens_after - result.tokens_before
+    record = {**result.record, "tokens_before": whole} if "tokens_before" in result.record else result.record
+    return replace(result, tokens_before=whole, tokens_after=after, record=record)

@@ -20,149 +20,70 @@ Loops cannot happen. At most one automatic compaction per ``before_turn``; at mo
 (then a warning and a :class:`CompactionFailed` event); and after an automatic compaction that could
 not bring the context under the threshold, the next one waits until the context has grown by a
 quarter of the threshold (unless it can no longer be sent at all), instead of re-running every turn.
+
+The class holds the state and sequences the parts, each in its own module: :mod:`.measure` (the
+size), :mod:`.guard` (the decision before a turn), :mod:`.run` (a compaction and its events),
+:mod:`.overflow` (recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall``
+tool's answers), :mod:`.background` (preparation off the critical path), :mod:`._store` (store
+mode), :mod:`.context` and :mod:`.reporting` (message lists; log lines and history entries).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from compaction.adapters import message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
 from compaction.middleware import _store
-from compaction.middleware.background import Preparer, compact_prepared
-from compaction.middleware.events import (
-    CompactionFailed,
-    CompactionFinished,
-    CompactionStarted,
-    EventHandler,
-    emit,
-    handlers_of,
+from compaction.middleware.background import Preparer
+from compaction.middleware.context import (
+    adopted,
+    canonical,
+    derive_compactor,
+    first_format,
+    request_for,
+    split_leading_system,
 )
+from compaction.middleware.events import CompactionFailed, EventHandler, emit, handlers_of
+from compaction.middleware.guard import plan_turn
+from compaction.middleware.measure import (
+    ContextMeasure,
+    Reading,
+    base_counter,
+    decide,
+    measure_context,
+    reading_from_usage,
+    scale,
+)
+from compaction.middleware.overflow import apply_recovery, litellm_call
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
+from compaction.middleware.recall import (
+    PendingRecall,
+    answer_safely,
+    offered_tools,
+    reply_format,
+    tool_name,
+    weave_answers,
+)
+from compaction.middleware.run import run_compaction, save_compaction
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
 from compaction.recall._memory import MemoryRecallIndex
-from compaction.recall._tool import (
-    DEFAULT_MAX_TOKENS,
-    RECALL_TOOL_NAME,
-    RecallSource,
-    StoreRecall,
-    answer_recall,
-    recall_tool,
-)
-from compaction.result import CompactionResult, Trigger
+from compaction.recall._tool import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource, StoreRecall
+from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
-from compaction.tokens import REPLY_PRIMING, CalibratedCounter, TokenCounter, counter_for_model
+from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
 from compaction.transcript import Message
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
 LOGGER = logging.getLogger("compaction.middleware")
 
-EventTrigger = Literal["threshold", "iterations", "manual", "overflow"]
-LOST_RACE = "another worker compacted this session first; its context was loaded instead"
-
-
-@dataclass(frozen=True)
-class ContextMeasure:
-    """How big the context is, and where the figure comes from.
-
-    ``source`` is ``"count"`` (local counter), ``"usage"`` (the provider's last reported usage plus
-    a local count of messages appended since) or ``"recount"`` (a provider recount after a
-    compaction). ``guard_tokens`` is the figure the window guard compares, with the safety margin
-    already applied to estimated parts when ``source`` is not ``"count"``.
-
-    >>> from compaction import Compactor
-    >>> cm = ContextManager(Compactor("gpt-4o"), messages=[{"role": "user", "content": "hi"}])
-    >>> cm.measure().source, cm.measure().exact
-    ('count', True)
-    >>> _ = cm.record_usage({"prompt_tokens": 1_200, "completion_tokens": 30})
-    >>> cm.measure().tokens, cm.measure().source
-    (1230, 'usage')
-    """
-
-    tokens: int
-    exact: bool
-    source: str
-    guard_tokens: int
-
-
-@dataclass
-class _Reading:
-    tokens: int
-    generation: int
-    base_sum: int  # local (uncalibrated) tokens of the messages the reading already covers
-    expect_response: bool  # the next appended assistant message is the answer the reading includes
-    source: str
-
-
-def _stored_messages(store: SessionStore, session_id: str) -> bool:
-    try:
-        return bool(store.messages(session_id))
-    except KeyError:  # a session the store has not seen yet
-        return False
-
-
-def _split_leading_system(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[Mapping[str, Any]]]:
-    """(system prompt, the rest) when ``messages`` open with plain-text system messages."""
-    texts: list[str] = []
-    rest = list(messages)
-    while rest and rest[0].get("role") in ("system", "developer") and isinstance(rest[0].get("content"), str):
-        texts.append(str(rest.pop(0)["content"]))
-    return ("\n\n".join(texts) if texts else None), rest
-
-
-def _whole_context(result: CompactionResult, whole: int) -> CompactionResult:
-    """A stored compaction's result with ``tokens_before`` counting the whole context (the request
-    held only the messages after the stored summary); uncompacted, ``tokens_after`` moves with it."""
-    after = result.tokens_after if result.compacted else whole + result.tokens_after - result.tokens_before
-    record = {**result.record, "tokens_before": whole} if "tokens_before" in result.record else result.record
-    return replace(result, tokens_before=whole, tokens_after=after, record=record)
-
-
-def _litellm_call(model: str, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> Any:
-    """``litellm.acompletion`` with ``model`` (the compactor's default call, with another model)."""
-
-    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
-        import importlib.util
-
-        from compaction.summarizers._litellm import load_litellm
-
-        litellm = load_litellm()
-        payload = list(messages) if system is None else [{"role": "system", "content": system}, *messages]
-        extra = dict(kwargs)
-        if tools:
-            extra["tools"] = list(tools)
-            if importlib.util.find_spec("mcp") is None:  # litellm imports its MCP code whenever tools are passed
-                extra.setdefault("_skip_mcp_handler", True)
-        return await litellm.acompletion(model=model, messages=payload, **extra)
-
-    return call
-
-
-def _tool_name(tool: Mapping[str, Any]) -> Any:
-    function = tool.get("function")
-    return function.get("name") if isinstance(function, Mapping) else tool.get("name")
-
-
-@dataclass
-class _PendingRecall:
-    """Answers to the recall calls of a response returned to the caller, until its assistant
-    message is appended (and, Anthropic, the user message of tool results after it)."""
-
-    ids: frozenset[str]
-    answers: list[tuple[str, str]]
-    after_assistant: bool = False
-
-    def blocks(self) -> list[dict[str, Any]]:
-        return [{"type": "tool_result", "tool_use_id": i, "content": text} for i, text in self.answers]
+LOST_RACE = _store.LOST_RACE
 
 
 class ContextManager:
@@ -260,12 +181,14 @@ class ContextManager:
         self.last_outcome: CompletionOutcome | None = None
         self._lock = asyncio.Lock()
         self._history: list[CompactionEntry] = []
-        self._streak = 0
+        self._streak = 0  # automatic compactions since the last successful model call
         self._cap_reported = False
-        self._wait_until: int | None = None
-        self._generation = 0
-        self._reading: _Reading | None = None
+        self._wait_until: int | None = None  # see guard.growth_point
+        self._generation = 0  # bumped whenever the context is replaced (see measure.Reading)
+        self._reading: Reading | None = None
         self._turn_mark = 0
+        # The context, one entry per message in each list: provider format, store id, canonical
+        # form and local (uncalibrated) count; _sum is the sum of _counts.
         self._messages: list[dict[str, Any]] = []
         self._ids: list[int | None] = []
         self._canon: list[Message] = []
@@ -280,7 +203,7 @@ class ContextManager:
         self.recall_max_tokens = recall_max_tokens
         self.max_recall_rounds = max_recall_rounds
         self._recall_index = MemoryRecallIndex() if store is None else None
-        self._recall_pending: _PendingRecall | None = None
+        self._recall_pending: PendingRecall | None = None
         self._work = self._derive(compactor)
         self._refresh_fixed()
         settings = prepare if isinstance(prepare, PrepareSettings) else PrepareSettings(enabled=bool(prepare))
@@ -288,14 +211,14 @@ class ContextManager:
         if store is not None:
             # Leading system messages of a new stored session become its system prompt: stored, they
             # would sit in front of every summarized run and the summary could never move past them.
-            if system is None and not _stored_messages(store, session_id):
-                system, messages = _split_leading_system(messages)
+            if system is None and not _store.has_stored_messages(store, session_id):
+                system, messages = split_leading_system(messages)
                 self.system = system
                 self._refresh_fixed()
             store.create_session(session_id, system=system, model=compactor.model)
             if messages:
                 for m in messages:
-                    self._to_canonical(m)  # invalid input fails before anything is stored
+                    canonical(m)  # invalid input fails before anything is stored
                 store.append(session_id, [dict(m) for m in messages])
             self._load_from_store()
             if self._preparer is not None:
@@ -349,7 +272,7 @@ class ContextManager:
 
     def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
         """Replace the tool schemas (they count toward the context size)."""
-        new = [dict(t) for t in tools if _tool_name(t) != RECALL_TOOL_NAME or not self.recall]
+        new = [dict(t) for t in tools if tool_name(t) != RECALL_TOOL_NAME or not self.recall]
         if new != self._tools:
             self._tools = new
             self._refresh_fixed()
@@ -362,9 +285,9 @@ class ContextManager:
             if not isinstance(message, Mapping):
                 raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
         if self._recall_pending is not None:
-            messages = self._with_recall_answers(messages)
+            messages, self._recall_pending = weave_answers(messages, self._recall_pending, self._format)
         if self.store is not None and self.system is None and not self._messages and self._summary is None:
-            system, rest = _split_leading_system(messages)
+            system, rest = split_leading_system(messages)
             if system is not None:
                 self.system = system
                 self.store.create_session(self.session_id, system=system)
@@ -372,19 +295,20 @@ class ContextManager:
                 messages = tuple(rest)
                 if not messages:
                     return
-        canon = [self._to_canonical(m) for m in messages]
+        canon = [canonical(m) for m in messages]
         copies = [dict(m) for m in messages]
         ids: list[int | None] = list(self.store.append(self.session_id, copies)) if self.store else [None] * len(copies)
         base = self._base
         reading = self._reading
-        for message, canonical, store_id in zip(copies, canon, ids, strict=True):
-            count = base.count_message(canonical)
+        for message, canonical_message, store_id in zip(copies, canon, ids, strict=True):
+            count = base.count_message(canonical_message)
             self._messages.append(message)
             self._ids.append(store_id)
-            self._canon.append(canonical)
+            self._canon.append(canonical_message)
             self._counts.append(count)
             self._sum += count
-            self._note_format(message)
+            if self._format is None:
+                self._format = message_format(message)
             if reading is not None and reading.expect_response:
                 reading.expect_response = False
                 if message.get("role") == "assistant":
@@ -436,30 +360,16 @@ class ContextManager:
         inner = self._sum + self._system_inner
         if self._messages or self.system is not None:
             inner += REPLY_PRIMING
-        return self._scale(inner) + self._scale(self._tools_inner)
+        counter = self._work.counter
+        return scale(counter, inner) + scale(counter, self._tools_inner)
 
     def measure(self) -> ContextMeasure:
         """The context size the next decision uses (fresh provider usage when there is one)."""
-        exact = self._work.counter.exact
-        reading = self._reading
-        if reading is None or reading.generation != self._generation:
-            tokens = self.tokens
-            return ContextMeasure(tokens, exact, "count", tokens)
-        delta = self._scale(max(0, self._sum - reading.base_sum))
-        tokens = reading.tokens + delta
-        if delta == 0 or exact:
-            return ContextMeasure(tokens, True, reading.source, tokens)
-        guard = reading.tokens + math.ceil(delta * self._work.guard.safety_margin)
-        return ContextMeasure(tokens, False, reading.source, guard)
+        return measure_context(self._work, self._reading, self._generation, self._sum, self.tokens)
 
     def decision(self) -> CompactionDecision:
         """The window guard's decision on :meth:`measure` (never calls a model)."""
-        return self._decide(self.measure())
-
-    def _decide(self, measure: ContextMeasure) -> CompactionDecision:
-        if measure.source == "count":
-            return self._work.decide(measure.tokens, exact=measure.exact)
-        return self._work.decide(measure.guard_tokens, exact=True)
+        return decide(self._work, self.measure())
 
     # --- usage ---------------------------------------------------------------------------
 
@@ -479,16 +389,14 @@ class ContextManager:
 
     def _record(self, report: UsageReport) -> None:
         appended = len(self._messages) > self._turn_mark and self._messages[-1].get("role") == "assistant"
-        counter = self._work.counter
-        if isinstance(counter, CalibratedCounter) and report.prompt_tokens > 0:
-            request = self._sum - (self._counts[-1] if appended else 0) + self._system_inner + REPLY_PRIMING
-            counter.record_usage(request + self._tools_inner, report.prompt_tokens)
-        self._reading = _Reading(
-            tokens=report.context_tokens,
+        self._reading = reading_from_usage(
+            self._work.counter,
+            report.context_tokens,
+            report.prompt_tokens,
             generation=self._generation,
-            base_sum=self._sum,
-            expect_response=not appended,
-            source="usage",
+            messages_sum=self._sum,
+            last_count=self._counts[-1] if appended else None,
+            fixed_tokens=self._system_inner + self._tools_inner,
         )
 
     def _model_call_succeeded(self) -> None:
@@ -510,21 +418,25 @@ class ContextManager:
         config = self._work.config
         if not self._messages or not config.enabled:
             return None
-        done = self.iteration - 1
-        periodic = self.every_n_iterations is not None and done > 0 and done % self.every_n_iterations == 0
         measure = self.measure()
-        decision = self._decide(measure)
-        by_tokens = config.threshold != 0 and decision.should_compact
-        if not periodic and not by_tokens:
+        decision = decide(self._work, measure)
+        plan = plan_turn(
+            decision,
+            iteration=self.iteration,
+            every_n_iterations=self.every_n_iterations,
+            threshold_on=config.threshold != 0,
+            wait_until=self._wait_until,
+            streak=self._streak,
+            max_consecutive=self.max_consecutive_compactions,
+        )
+        if plan.action == "idle":
             self._streak = 0
             self._cap_reported = False
             self._wait_until = None
             if self._preparer is not None:
                 self._preparer.maybe_start(self, decision.effective_tokens)  # never awaited here
             return None
-        trigger: EventTrigger = "iterations" if periodic else "threshold"
-        waiting = self._wait_until is not None and decision.effective_tokens < self._wait_until
-        if not periodic and waiting and decision.action != "block":
+        if plan.action == "wait":
             self.logger.debug(
                 "Compaction: waiting - the last compaction could not get under the threshold; "
                 "next attempt at %s effective tokens (now %s)",
@@ -532,20 +444,15 @@ class ContextManager:
                 f"{decision.effective_tokens:,}",
             )
             return None
-        if self._streak >= self.max_consecutive_compactions:
-            error = (
-                f"{self._streak} automatic compactions in a row without a successful model call "
-                f"(max_consecutive_compactions={self.max_consecutive_compactions}); not compacting again "
-                "until the model answers"
-            )
+        if plan.action == "capped":
             if not self._cap_reported:
                 self._cap_reported = True
-                self.logger.warning("Compaction skipped: %s", error)
-                await emit(self._handlers, CompactionFailed(self.session_id, trigger, error), self.logger)
+                self.logger.warning("Compaction skipped: %s", plan.reason)
+                await emit(self._handlers, CompactionFailed(self.session_id, plan.trigger, plan.reason), self.logger)
             return None
         self._streak += 1
         async with self._lock:
-            return await self._compact(trigger, measure, decision)
+            return await run_compaction(self, plan.trigger, measure, decision)
 
     async def compact_now(self, instructions: str | None = None) -> CompactionResult:
         """Compact now (seed 004's ``/compact [focus]``), whatever the thresholds say.
@@ -556,9 +463,9 @@ class ContextManager:
         is; raises when the compaction itself fails. ``tokens_before`` counts the whole context
         (with a store: the stored summary and every message after it)."""
         measure = self.measure()
-        decision = self._decide(measure)
+        decision = decide(self._work, measure)
         async with self._lock:
-            result = await self._compact("manual", measure, decision, instructions)
+            result = await run_compaction(self, "manual", measure, decision, instructions)
         if result is None:  # pragma: no cover - manual compactions raise instead
             raise RuntimeError("manual compaction produced no result")
         if result.compacted:
@@ -590,25 +497,27 @@ class ContextManager:
             calls = [c for c in parsed.calls if c.name == RECALL_TOOL_NAME] if parsed is not None else []
             if source is None or parsed is None or not calls:
                 return response
-            answers = [(c.id, self._answer_recall(source, c.arguments)) for c in calls]
+            counter, limit = self._work.counter, self.recall_max_tokens
+            answers = [
+                (c.id, answer_safely(source, c.arguments, counter=counter, max_tokens=limit, logger=self.logger))
+                for c in calls
+            ]
             if len(calls) == len(parsed.calls) and rounds < self.max_recall_rounds:
                 rounds += 1
-                fmt: Literal["openai", "anthropic"] = parsed.format
-                if self._format in ("openai", "anthropic"):  # the context's own format wins
-                    fmt = "anthropic" if self._format == "anthropic" else "openai"
+                fmt = reply_format(parsed.format, self._format)
                 self.logger.info("Recall: answered %s call(s), calling the model again (round %s)", len(calls), rounds)
                 self.append(assistant_message(parsed, fmt), *tool_result_messages(answers, fmt))
                 continue
-            self._recall_pending = _PendingRecall(frozenset(c.id for c in calls), answers)
+            self._recall_pending = PendingRecall(frozenset(c.id for c in calls), answers)
             return response
 
     async def _complete_once(self, call: Any, kwargs: dict[str, Any]) -> Any:
         if self._preparer is not None and self._preparer.state is not None:
             measure = self.measure()
-            decision = self._decide(measure)
+            decision = decide(self._work, measure)
             if decision.action == "block":  # would overflow: swap the prepared summary in first
                 async with self._lock:
-                    await self._compact("overflow", measure, decision)
+                    await run_compaction(self, "overflow", measure, decision)
         request, system, prepended = self._request(self._messages)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
@@ -617,12 +526,12 @@ class ContextManager:
             kwargs = dict(kwargs)
             model = kwargs.pop("model")
             if call is None and model is not None:
-                call = _litellm_call(model, kwargs, tools)
+                call = litellm_call(model, kwargs, tools)
         outcome = await self._work.complete(request, system=system, call=call, tools=tools, **kwargs)
         self.last_outcome = outcome
         if outcome.compactions or outcome.truncated_tool_results:
             async with self._lock:
-                await self._apply_recovery(outcome, prepended, tokens_before, len(request))
+                await apply_recovery(self, outcome, prepended, tokens_before, len(request))
         self._model_call_succeeded()
         report = parse_usage(outcome.response)
         if report is not None:
@@ -670,99 +579,6 @@ class ContextManager:
 
     # --- compaction ----------------------------------------------------------------------
 
-    async def _compact(
-        self,
-        trigger: EventTrigger,
-        measure: ContextMeasure,
-        decision: CompactionDecision,
-        instructions: str | None = None,
-    ) -> CompactionResult | None:
-        manual = trigger == "manual"
-        threshold = self.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
-        messages_before = len(self._messages)
-        await emit(
-            self._handlers,
-            CompactionStarted(self.session_id, trigger, measure.tokens, threshold, messages_before),
-            self.logger,
-        )
-        self.logger.info("%s", self._start_line(trigger, measure, threshold, decision))
-        started = time.perf_counter()
-        acompact_trigger: Trigger = "manual" if manual else "threshold"
-        try:
-            prepared = None
-            if self._preparer is not None and instructions is None:
-                prepared = await compact_prepared(self, acompact_trigger, trigger, measure)
-            if prepared is not None:
-                result = prepared
-            elif self.store is not None:
-                result = await self._compact_stored(acompact_trigger, trigger, measure, instructions)
-            else:
-                result = await self._compact_memory(acompact_trigger, instructions)
-        except Exception as exc:
-            if not manual:
-                self._wait_for_growth(decision.effective_tokens)
-            self.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
-            event = CompactionFailed(self.session_id, trigger, f"{type(exc).__name__}: {exc}", exc)
-            await emit(self._handlers, event, self.logger)
-            if manual:
-                raise
-            return None
-        self.last_result = result
-        if not result.compacted:
-            if not manual:
-                self._wait_for_growth(decision.effective_tokens)
-            if result.reason == LOST_RACE:
-                self.logger.warning("Compaction not applied: %s", result.reason)
-            else:
-                self.logger.info("Compaction: nothing compacted - %s", result.reason)
-            await emit(self._handlers, CompactionFailed(self.session_id, trigger, result.reason), self.logger)
-            return result
-        await self._after_compaction()
-        after = self.measure()
-        self._report(trigger, result, measure, after, messages_before, time.perf_counter() - started)
-        if self.store is None:
-            self._history.append(self._entry(result, trigger, measure.tokens, after.tokens, None))
-        finished = self._finished(trigger, result, measure.tokens, after.tokens, messages_before)
-        await emit(self._handlers, finished, self.logger)
-        post = self._decide(after)
-        if not manual and self._work.config.threshold != 0 and post.should_compact:
-            self._wait_for_growth(post.effective_tokens)
-        else:
-            self._wait_until = None
-        return result
-
-    async def _compact_memory(self, trigger: Trigger, instructions: str | None) -> CompactionResult:
-        request, system, prepended = self._request(self._messages)
-        result = await self._work.acompact(request, instructions, system=system, tools=self._tools, trigger=trigger)
-        if result.compacted:
-            self._adopt(result.messages, result.system, prepended)
-            self._archive_for_recall(result.archive)
-        return result
-
-    async def _compact_stored(
-        self, trigger: Trigger, event_trigger: EventTrigger, measure: ContextMeasure, instructions: str | None
-    ) -> CompactionResult:
-        assert self.store is not None
-        stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
-        ids = [i for _, i in stored]
-        request, system, _ = self._request([m for m, _ in stored])
-        config = self._work.config
-        previous = _store.previous_summary_body(self._summary, config) if self._summary else None
-        # The compactor sees the stored messages and the summary's text apart; the context is both.
-        context, context_system, _ = self._request(self._messages)
-        whole = self._work.count(context, system=context_system)
-        result = await self._work.acompact(
-            request, instructions, system=system, previous_summary=previous, tools=self._tools, trigger=trigger
-        )
-        result = _whole_context(result, whole)
-        if not result.compacted:
-            return result
-        through = _store.through_from_archive(request, system, ids, result)
-        if through is None:
-            return replace(result, compacted=False, reason="the compaction summarized no stored message")
-        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
-        return self._save(result, through, inner, event_trigger, measure.tokens, result.archive)
-
     def _save(
         self,
         result: CompactionResult,
@@ -772,267 +588,32 @@ class ContextManager:
         tokens_before: int,
         archive: Mapping[str, Mapping[str, Any]],
     ) -> CompactionResult:
-        assert self.store is not None
-        entry = self._entry(result, trigger, tokens_before, result.tokens_after, through, summary=inner)
-        saved = self.store.save_compaction(
-            self.session_id,
-            expected_through_id=self._through_id,
-            new_through_id=through,
-            summary=inner,
-            entry=entry,
-            archive=archive,
-        )
-        self._load_from_store()
-        if not saved:
-            return replace(result, compacted=False, reason=LOST_RACE)
-        return result
-
-    async def _apply_recovery(
-        self, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
-    ) -> None:
-        """Adopt what overflow recovery sent, report each of its compactions."""
-        final = list(outcome.messages[1:] if prepended and outcome.messages else outcome.messages)
-        messages_before = len(self._messages)
-        if self.store is not None:
-            if outcome.compactions:
-                stored = [(m, i) for m, i in zip(self._messages, self._ids, strict=True) if i is not None]
-                through = _store.through_from_suffix(final, stored)
-                inner = _store.summary_block_text(final, self._work.config)
-                last = outcome.compactions[-1]
-                if through is not None and inner is not None:
-                    archive: dict[str, Mapping[str, Any]] = {}
-                    for compaction in outcome.compactions:
-                        archive.update(compaction.archive)
-                    merged = replace(
-                        last,
-                        tokens_before=outcome.compactions[0].tokens_before,
-                        messages_removed=sum(r.messages_removed for r in outcome.compactions),
-                    )
-                    if not self._save(merged, through, inner, "overflow", tokens_before, archive).compacted:
-                        self.logger.warning("Compaction not applied: %s", LOST_RACE)
-            else:
-                self.logger.warning(
-                    "Overflow recovery truncated tool results for this call only; the store keeps the originals"
-                )
-        else:
-            self._adopt(final, outcome.system, prepended=False)
-            for compaction in outcome.compactions:
-                self._archive_for_recall(compaction.archive)
-        if outcome.compactions:
-            await self._after_compaction()
-        after = self.measure()
-        previous_len = request_len
-        for result in outcome.compactions:
-            start_event = CompactionStarted(
-                self.session_id, "overflow", result.tokens_before, result.budget, previous_len
-            )
-            await emit(self._handlers, start_event, self.logger)
-            before = ContextMeasure(result.tokens_before, result.exact_counts, "count", result.tokens_before)
-            done = ContextMeasure(result.tokens_after, result.exact_counts, "count", result.tokens_after)
-            self._report(
-                "overflow", result, before, done, previous_len, result.duration_s, messages_after=len(result.messages)
-            )
-            if self.store is None:
-                self._history.append(self._entry(result, "overflow", result.tokens_before, result.tokens_after, None))
-            finished = self._finished("overflow", result, result.tokens_before, result.tokens_after, previous_len)
-            await emit(self._handlers, finished, self.logger)
-            previous_len = len(result.messages)
-        if outcome.compactions:
-            self.logger.info(
-                "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
-                messages_before,
-                len(self._messages),
-                f"{after.tokens:,}",
-                f"{tokens_before:,}",
-            )
-
-    async def _after_compaction(self) -> None:
-        """Seed 002's recount: ask the provider for the exact size of the new context."""
-        if self.recount is None:
-            return
-        canon = list(self._canon)
-        if self.system is not None:
-            canon.insert(0, self._system_message())
-        try:
-            tokens = await asyncio.to_thread(self.recount.count_messages, canon)
-        except Exception as exc:
-            self.logger.warning("Recount after compaction failed: %s; using the local count", exc)
-            return
-        tokens += self._scale(self._tools_inner)
-        self._reading = _Reading(tokens, self._generation, self._sum, expect_response=False, source="recount")
-
-    def _wait_for_growth(self, effective_tokens: int) -> None:
-        guard = self._work.guard
-        point = guard.threshold_tokens if guard.threshold_tokens is not None else guard.budget
-        self._wait_until = effective_tokens + max(1, min(point, guard.budget) // 4)
-
-    # --- reporting -----------------------------------------------------------------------
-
-    def _start_line(
-        self, trigger: EventTrigger, measure: ContextMeasure, threshold: int | None, decision: CompactionDecision
-    ) -> str:
-        if measure.source == "count":
-            size = f"{measure.tokens:,} tokens" if measure.exact else f"estimated ~{measure.tokens:,} tokens"
-        elif measure.source == "recount":
-            size = f"{measure.tokens:,} tokens (provider recount)"
-        else:
-            extra = "" if measure.exact else " plus local estimates"
-            size = f"~{measure.tokens:,} tokens (provider-reported usage{extra})"
-        if trigger == "iterations":
-            why = f"iteration {self.iteration - 1} (every {threshold})"
-        elif trigger == "manual":
-            why = "manual request"
-        else:
-            point = decision.budget if threshold is None else min(threshold, decision.budget)
-            why = f"threshold {point:,}"
-        planned = self._planned_zone()
-        what = f"compacting {planned} messages" if planned else "compacting"
-        return f"Compaction: {size}, {why} - {what}"
-
-    def _report(
-        self,
-        trigger: EventTrigger,
-        result: CompactionResult,
-        before: ContextMeasure,
-        after: ContextMeasure,
-        messages_before: int,
-        seconds: float,
-        *,
-        messages_after: int | None = None,
-    ) -> None:
-        summary_tokens = self._work.counter.count_text(result.summary) if result.summary else 0
-        kind = "" if before.exact and after.exact else "estimated "
-        self.logger.info(
-            "Compaction: summarized %s messages into ~%s tokens, freed ~%s %stokens (%s -> %s, %s summary, %.2fs)",
-            result.messages_removed,
-            f"{summary_tokens:,}",
-            f"{max(0, before.tokens - after.tokens):,}",
-            kind,
-            f"{before.tokens:,}",
-            f"{after.tokens:,}",
-            result.fallback_level,
-            seconds,
-        )
-        count_after = len(self._messages) if messages_after is None else messages_after
-        self.logger.info("Context compacted: %s messages -> %s messages", messages_before, count_after)
-        if result.fallback_level not in ("none", "full"):
-            outcome = result.record.get("outcome")
-            reason = outcome.get("reason") if isinstance(outcome, Mapping) else None
-            self.logger.warning("Compaction fell back to %s: %s", result.fallback_level, reason or result.reason)
-
-    def _finished(
-        self, trigger: EventTrigger, result: CompactionResult, before: int, after: int, messages_before: int
-    ) -> CompactionFinished:
-        return CompactionFinished(
-            session_id=self.session_id,
-            trigger=trigger,
-            tokens_before=before,
-            tokens_after=after,
-            tokens_saved=max(0, before - after),
-            messages_compacted=result.messages_removed,
-            fallback_level=result.fallback_level,
-            messages_before=messages_before,
-            messages_after=len(self._messages) if trigger != "overflow" else len(result.messages),
-            result=result,
-            background_tokens=self._preparer.usage.tokens if self._preparer is not None else 0,
-        )
-
-    def _entry(
-        self,
-        result: CompactionResult,
-        trigger: str,
-        before: int,
-        after: int,
-        through: int | None,
-        *,
-        summary: str | None = None,
-    ) -> CompactionEntry:
-        return CompactionEntry(
-            at=time.time(),
-            tokens_before=before,
-            tokens_after=after,
-            messages_compacted=result.messages_removed,
-            fallback_level=result.fallback_level,
-            summary=summary if summary is not None else result.summary,
-            summary_through_id=through,
-            record=result.record,
-            trigger=trigger,
-        )
-
-    def _planned_zone(self) -> int | None:
-        """How many messages the compaction will take (the protect stage's partition)."""
-        try:
-            import numpy as np
-
-            from compaction.stages.protect import partition
-
-            rows = list(zip(self._canon, self._counts, self._ids, strict=True))
-            if self.store is not None:
-                rows = [row for row in rows if row[2] is not None]
-            config = self._work.config
-            layout = partition(
-                [m for m, _, _ in rows],
-                np.array([c for _, c, _ in rows], dtype=np.int64),
-                keep_recent_messages=config.keep_recent_messages,
-                keep_recent_tokens=config.keep_recent_tokens,
-                protect_first_user=config.protect_first_user_message,
-            )
-            return len(layout.zone)
-        except Exception:  # an estimate for a log line only
-            return None
+        """Store mode: save a compaction (CAS) and reload; see :func:`~compaction.middleware.run.save_compaction`."""
+        return save_compaction(self, result, through, inner, trigger, tokens_before, archive)
 
     # --- internals -----------------------------------------------------------------------
 
     @property
     def _base(self) -> TokenCounter:
-        counter = self._work.counter
-        return counter.inner if isinstance(counter, CalibratedCounter) else counter
-
-    def _scale(self, tokens: int) -> int:
-        counter = self._work.counter
-        if isinstance(counter, CalibratedCounter):
-            return math.ceil(round(tokens * counter.ratio, 6))
-        return tokens
+        return base_counter(self._work.counter)
 
     def _derive(self, base: Compactor) -> Compactor:
-        updates: dict[str, Any] = {}
-        if self.keep_recent_iterations is not None:
-            updates["keep_recent_messages"] = 2 * self.keep_recent_iterations
-        if self.store is not None:
-            # The zone must be a prefix of the stored messages (see compaction.middleware._store).
-            updates["protect_first_user_message"] = False
-            updates["summary_placement"] = "message"
-        if all(getattr(base.config, key) == value for key, value in updates.items()):
-            return base
-        return Compactor(
-            base.model,
-            base.summarizer,
-            base.config.model_copy(update=updates),
-            counter=base.counter,
-            registry=getattr(base, "registry", None),
+        return derive_compactor(
+            base, keep_recent_iterations=self.keep_recent_iterations, store_mode=self.store is not None
         )
 
     def _system_message(self) -> Message:
         return to_canonical([], self.system).messages[0]
 
     def _refresh_fixed(self) -> None:
+        """Recount what every request carries besides the messages: system prompt, tool schemas."""
         base = self._base
         self._system_inner = base.count_message(self._system_message()) if self.system is not None else 0
         tools = self._offered_tools()
         self._tools_inner = base.count_tools(tools) if tools else 0
 
-    # --- recall --------------------------------------------------------------------------
-
     def _offered_tools(self) -> list[dict[str, Any]]:
-        if self.recall_source is None or any(_tool_name(t) == RECALL_TOOL_NAME for t in self._tools):
-            return list(self._tools)
-        if any("input_schema" in t for t in self._tools):
-            fmt: Literal["openai", "anthropic"] = "anthropic"
-        elif self._tools or self._format != "anthropic":
-            fmt = "openai"
-        else:
-            fmt = "anthropic"
-        return [*self._tools, recall_tool(fmt)]
+        return offered_tools(self._tools, offer_recall=self.recall_source is not None, fmt=self._format)
 
     def _archive_for_recall(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
         """Memory mode: index what a compaction archived (the store indexes its own archive)."""
@@ -1042,39 +623,6 @@ class ContextManager:
         self._recall_index.add_archive(archive)
         if not offered:
             self._refresh_fixed()  # the recall tool is offered from now on and counts
-
-    def _answer_recall(self, source: RecallSource, arguments: str) -> str:
-        try:
-            return answer_recall(source, arguments, counter=self._work.counter, max_tokens=self.recall_max_tokens)
-        except Exception as exc:  # a broken store must not break the agent loop: the model reads why
-            self.logger.warning("Recall failed: %s", exc)
-            return f"recall error: the archive could not be searched ({type(exc).__name__}: {exc})"
-
-    def _with_recall_answers(self, messages: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
-        """``messages`` with the pending recall answers woven in: right after the assistant message
-        that made the calls (OpenAI tool messages), or inside the next user message (Anthropic,
-        whose tool results must share one user message)."""
-        out: list[Mapping[str, Any]] = []
-        for message in messages:
-            pending = self._recall_pending
-            if pending is None:
-                out.append(message)
-            elif pending.after_assistant:
-                content = message.get("content")
-                if message.get("role") == "user" and isinstance(content, list):
-                    out.append({**message, "content": [*pending.blocks(), *content]})
-                else:
-                    out += [*tool_result_messages(pending.answers, "anthropic"), message]
-                self._recall_pending = None
-            else:
-                out.append(message)
-                if message.get("role") == "assistant" and pending.ids & self._call_ids(message):
-                    if (message_format(message) or self._format) == "anthropic":
-                        pending.after_assistant = True
-                    else:
-                        out += tool_result_messages(pending.answers, "openai")
-                        self._recall_pending = None
-        return tuple(out)
 
     def _flush_recall_answers(self) -> None:
         """Before the next model call: answers still waiting for the next user message go in now."""
@@ -1089,52 +637,24 @@ class ContextManager:
                 len(pending.answers),
             )
 
-    def _call_ids(self, message: Mapping[str, Any]) -> set[str]:
-        try:
-            return {call.id for call in self._to_canonical(message).tool_calls}
-        except (TranscriptError, TypeError):
-            return set()
-
-    @staticmethod
-    def _to_canonical(message: Mapping[str, Any]) -> Message:
-        if not isinstance(message, Mapping):
-            raise TypeError(f"a message must be a mapping, got {type(message).__name__}")
-        return to_canonical([message]).messages[0]
-
-    def _note_format(self, message: Mapping[str, Any]) -> None:
-        if self._format is None:
-            self._format = message_format(message)
-
     def _request(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], Any, bool]:
-        """(messages, system, prepended) as sent to the compactor: the system prompt goes separately
-        for Anthropic-format messages, else as a leading system message."""
-        out = list(messages)
-        if self.system is None:
-            return out, None, False
-        if self._format == "anthropic":
-            return out, self.system, False
-        return [{"role": "system", "content": self.system}, *out], None, True
+        return request_for(messages, self.system, self._format)
 
     def _adopt(self, messages: Sequence[Mapping[str, Any]], system: Any, prepended: bool) -> None:
-        out = [dict(m) for m in messages]
-        if prepended and out and out[0].get("role") == "system":
-            out = out[1:]
+        """Make the compactor's output (``request_for`` layout) the context."""
+        out = adopted(messages, prepended)
         if self._format == "anthropic" and self.system is not None and system is not None:
             self.system = system
             self._refresh_fixed()
         self._replace(out, [None] * len(out))
 
     def _replace(self, messages: list[dict[str, Any]], ids: list[int | None]) -> None:
-        canon = [self._to_canonical(m) for m in messages]
+        canon = [canonical(m) for m in messages]
         base = self._base
         self._messages, self._ids, self._canon = messages, ids, canon
         self._counts = [base.count_message(m) for m in canon]
         self._sum = sum(self._counts)
-        self._format = None
-        for message in messages:
-            self._note_format(message)
-            if self._format is not None:
-                break
+        self._format = first_format(messages)
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -1150,21 +670,7 @@ class ContextManager:
             self._refresh_fixed()
         self._summary = context.summary
         self._through_id = context.summary_through_id
-        stored = [dict(s.message) for s in context.messages]
-        messages: list[dict[str, Any]] = []
-        ids: list[int | None] = []
-        if context.summary:
-            config = self._work.config
-            messages.append(_store.summary_message(context.summary, config))
-            ids.append(None)
-            fmt = self._format or next((f for f in map(message_format, stored) if f), None)
-            alternation = config.ensure_alternation if config.ensure_alternation is not None else fmt == "anthropic"
-            if alternation and stored and stored[0].get("role") in ("user", "tool"):
-                messages.append({"role": "assistant", "content": config.acknowledgement})
-                ids.append(None)
-        messages.extend(stored)
-        ids.extend(s.id for s in context.messages)
-        self._replace(messages, ids)
+        self._replace(*_store.context_messages(context, self._work.config, self._format))
         self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 
     def __repr__(self) -> str:

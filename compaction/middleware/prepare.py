@@ -119,7 +119,11 @@ class PreparedState:
             "base_through_id": self.base_through_id,
             "messages_removed": self.messages_removed,
             "archive": self.archive,
-            "record": self.result.record,
+            # Not the whole record: its prompts hold the summarized messages again (they are stored).
+            "record": {
+                "fallback_level": self.result.fallback_level,
+                **{k: self.result.record[k] for k in ("outcome", "partition") if k in self.result.record},
+            },
         }
 
 

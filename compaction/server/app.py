@@ -37,6 +37,7 @@ from fastapi import FastAPI
 
 from compaction import __version__
 from compaction.config import CompactionConfig
+from compaction.server.auth import KeyRing
 from compaction.server.errors import error_responses, install_error_handlers
 from compaction.server.guard import GuardMiddleware
 from compaction.server.options import DEFAULT_MAX_BODY_BYTES
@@ -63,15 +64,26 @@ def create_app(
     store: SessionStore | None = None,
     heartbeat_s: float = 15.0,
     drain_timeout_s: float = 120.0,
-    compute_workers: int | None = 0,
+    api_keys: KeyRing | None = None,
+    rate_limit: float = 20.0,
+    rate_burst: int = 40,
+    header_timeout_s: float = 10.0,
+    body_timeout_s: float = 60.0,
+    client_permissions: frozenset[str] = frozenset(),
+    compact_processes: int = 0,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
     ``store_path`` is the SQLite database (``":memory:"`` for a throwaway one); ``store`` replaces it
     with any :class:`~compaction.store.SessionStore`. ``model`` is the default agent model (requests
     and sessions may name another); ``summarizer`` is fixed for the server's lifetime.
-    ``compute_workers`` processes run offline ``/v1/compact`` requests (None: one per core; 0,
-    the default here: on the worker thread; ``compaction serve`` defaults to one per core)."""
+
+    ``api_keys`` (see :mod:`compaction.server.auth`) makes every route but ``/health`` need a key,
+    gives each key its own sessions and a rate limit of ``rate_limit`` requests/s (bursts of
+    ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
+    (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
+    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -80,7 +92,13 @@ def create_app(
         max_body_bytes=max_body_bytes,
         heartbeat_s=heartbeat_s,
         drain_timeout_s=drain_timeout_s,
-        compute_workers=compute_workers,
+        api_keys=api_keys,
+        rate_limit=rate_limit,
+        rate_burst=rate_burst,
+        header_timeout_s=header_timeout_s,
+        body_timeout_s=body_timeout_s,
+        client_permissions=frozenset(client_permissions),
+        compact_processes=compact_processes,
     )
     service = CompactionService(settings, store)
 
@@ -104,10 +122,10 @@ def create_app(
             "`CompactionFinishedEvent`, `CompactionFailedEvent`)."
         ),
         lifespan=lifespan,
-        responses=error_responses(500),
+        responses=error_responses(401, 429, 500),
     )
     app.state.service = service
-    app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(GuardMiddleware, settings=settings)
 
     install_error_handlers(app)
     add_routes(app, service)

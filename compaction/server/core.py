@@ -9,17 +9,19 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio.to_thread
+from starlette.responses import Response
 
 from compaction.adapters import detect_format
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware._store import summary_message
-from compaction.result import CompactionResult
+from compaction.server.answer import result_dict
+from compaction.server.auth import public_session_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -29,7 +31,6 @@ from compaction.server.errors import (
 from compaction.server.events import (
     EventBus,
 )
-from compaction.server.pool import ComputePool, dumps, resolve_workers
 from compaction.server.schemas import (
     CompactOptions,
     CompactRequest,
@@ -39,6 +40,9 @@ from compaction.server.settings import ServerSettings, make_summarizer, summariz
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.summarizers.base import SummarizerError
+
+if TYPE_CHECKING:
+    from compaction.server.pool import CompactionPool
 
 logger = logging.getLogger("compaction.server")
 T = TypeVar("T")
@@ -85,11 +89,11 @@ class ServiceCore:
         self._session_locks: dict[str, list[Any]] = {}
         self._closed = False
         self.worker = WorkerLoop()
-        # Offline summarizer: compactions are CPU work, run in processes (see pool.py); an LLM
-        # summarizer (I/O-bound) or a custom object stays on the worker loop.
-        offline = isinstance(settings.summarizer, str | None) and summarizer_name(settings.summarizer) == "extractive"
-        workers = resolve_workers(settings.compute_workers)
-        self.pool: ComputePool | None = ComputePool(workers) if offline and workers else None
+        self.pool: CompactionPool | None = None
+        if settings.compact_processes and summarizer_name(settings.summarizer) == "extractive":
+            from compaction.server.pool import CompactionPool
+
+            self.pool = CompactionPool(settings.compact_processes)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -174,9 +178,16 @@ class ServiceCore:
 
     # -- stateless compaction -----------------------------------------------------------------
 
-    async def compact(self, request: CompactRequest) -> CompactResult:
+    async def compact(self, request: CompactRequest) -> CompactResult | Response:
         self.check_accepting()
-        compactor = self.compactor(request.model or self.settings.model, request.options)
+        model = request.model or self.settings.model
+        compactor = self.compactor(model, request.options)
+        if self.pool is not None:  # JSON bytes from a worker process, as the response model shapes them
+            import orjson
+
+            job_body = orjson.dumps(request.model_dump(mode="json"))
+            answer = await self.tracked(self.pool.compact(model, compactor.config, job_body, _RESULT_FIELDS))
+            return Response(answer, media_type="application/json")
 
         async def job() -> CompactResult:  # on the worker loop, response model included
             result = await compactor.acompact(
@@ -199,25 +210,13 @@ class ServiceCore:
         except SummarizerError as exc:
             raise ApiError(502, "summarizer_failed", one_line(exc)) from None
 
-    async def compact_body(self, request: CompactRequest) -> bytes:
-        """The JSON body of ``POST /v1/compact``: computed in the process pool when there is one."""
-        if self.pool is None:
-            result = await self.compact(request)
-            return dumps(result.model_dump(mode="json"))
-        self.check_accepting()
-        model = request.model or self.settings.model
-        config_json = self.compactor(model, request.options).config.model_dump_json()  # 400 on bad options
-        job = request.model_dump(include=_JOB_FIELDS)
-        job["messages"] = request.messages  # as sent (model_dump would copy them)
-        return await self.tracked(self.pool.compact(model, config_json, job))
-
     # -- sessions -----------------------------------------------------------------------------
 
     async def context(self, session_id: str) -> SessionContext:
         try:
             return await self.run_store(self.store.context, session_id)
         except KeyError:
-            raise not_found("session", session_id) from None
+            raise not_found("session", public_session_id(session_id)) from None
 
     def session_input(self, ctx: SessionContext) -> SessionInput:
         messages = [m.message for m in ctx.messages]
@@ -262,16 +261,4 @@ class ServiceCore:
         return tokens, compactor.decide(tokens).should_compact
 
 
-_JOB_FIELDS = {"system", "instructions", "previous_summary", "pinned", "budget", "include_removed", "include_record"}
-
-
-def result_dict(result: CompactionResult, *, include_removed: bool, include_record: bool) -> dict[str, Any]:
-    """``result.to_dict()`` without its deep copy (~10 ms for 200 messages): the answer is serialized
-    at once and the result discarded, so its lists and dicts can be shared."""
-    data = {f.name: getattr(result, f.name) for f in fields(result)}
-    data["tokens_saved"] = result.tokens_saved
-    if not include_removed:
-        data["removed"], data["archive"] = [], {}
-    if not include_record:
-        data["record"] = {}
-    return data
+_RESULT_FIELDS = tuple(CompactResult.model_fields)

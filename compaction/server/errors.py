@@ -60,12 +60,17 @@ def error_response(status: int, body: ErrorBody, headers: Mapping[str, str] | No
 
 def transcript_error(exc: TranscriptError, *, index_offset: int = 0) -> ApiError:
     index = None if exc.index is None else exc.index - index_offset
+    return transcript_api_error(index, exc.field, exc.problem)
+
+
+def transcript_api_error(index: int | None, field: str | None, problem: str) -> ApiError:
+    """The 400 for a transcript problem at message ``index`` (negative: the session's system)."""
     if index is not None and index < 0:  # the injected system message: the problem is the session's system
-        return ApiError(400, "invalid_transcript", f"system: {exc.problem}", field="system")
+        return ApiError(400, "invalid_transcript", f"system: {problem}", field="system")
     where = f"message {index}: " if index is not None else ""
-    if exc.field:
-        where += f"field {exc.field!r}: "
-    return ApiError(400, "invalid_transcript", where + exc.problem, index=index, field=exc.field)
+    if field:
+        where += f"field {field!r}: "
+    return ApiError(400, "invalid_transcript", where + problem, index=index, field=field)
 
 
 def not_found(kind: str, key: str) -> ApiError:
@@ -74,14 +79,18 @@ def not_found(kind: str, key: str) -> ApiError:
 
 ERRORS: dict[int, str] = {
     400: "Invalid transcript (with the message index and field) or invalid options",
-    404: "Unknown session or archive id",
+    401: "Missing or invalid API key (only when the server has API keys)",
+    403: "An option needs a server permission (disable_redaction, summary_prompt)",
+    404: "Unknown session (of this API key) or archive id",
+    408: "The request body did not arrive in time",
     413: "Request body larger than the server's limit",
     422: "Request does not match the schema (invalid_request), or the compaction cannot fit (compaction_failed)",
+    429: "This API key's rate limit is reached; see Retry-After",
     500: "Internal error: a generic message and the request id, never a traceback",
     502: "The summarizer model failed (summarizer_failed)",
     503: "The server is shutting down; retry elsewhere",
 }
-PAYLOAD = (400, 413, 422)  # any operation with a JSON body
+PAYLOAD = (400, 408, 413, 422)  # any operation with a JSON body
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

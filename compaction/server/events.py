@@ -25,6 +25,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from compaction.server.auth import public_session_id
+
 __all__ = [
     "COMPACTION_FAILED",
     "COMPACTION_FINISHED",
@@ -136,7 +138,7 @@ class EventBus:
         self._subscribers.setdefault(session_id, set()).add(subscriber)
         deadline = None if max_duration is None else time.monotonic() + max_duration
         try:
-            yield b"retry: 2000\n" + comment(f"subscribed to session {session_id}")
+            yield b"retry: 2000\n" + comment(f"subscribed to session {public_session_id(session_id)}")
             seen = 0
             if last_event_id is not None:
                 for event in self.recent(session_id, after_id=last_event_id):

@@ -1,19 +1,20 @@
-"""The outermost ASGI layer: request ids, the body size limit, the catch-all 500."""
+"""The outermost ASGI layer: request ids, API keys (401) and rate limits (429), the body size limit
+(413) and deadline (408), the catch-all 500."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from compaction.server.errors import (
-    REQUEST_ID,
-    error_response,
-)
-from compaction.server.schemas import (
-    ErrorBody,
-)
+from compaction.server.auth import ApiKey, RateLimiter, presented_key
+from compaction.server.errors import REQUEST_ID, error_response
+from compaction.server.schemas import ErrorBody
+from compaction.server.settings import ServerSettings
 
 logger = logging.getLogger("compaction.server")
 
@@ -23,15 +24,29 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+API_KEY_SCOPE = "compaction.api_key"
+"""Where the authenticated :class:`~compaction.server.auth.ApiKey` is kept in the ASGI scope."""
+PUBLIC_PATHS = frozenset({"/health"})
+"""Answered without a key (load balancers probe it); every other path needs one when keys exist."""
+
+
+def api_key_of(scope: Scope) -> ApiKey | None:
+    key = scope.get(API_KEY_SCOPE)
+    return key if isinstance(key, ApiKey) else None
+
 
 class GuardMiddleware:
     """Outermost layer of the app: assigns a request id (``X-Request-ID``, echoed when the client
-    sends a sane one), enforces the body size limit before the app reads anything, and turns any
-    exception that escapes the app into a generic JSON 500 (the traceback is logged, never sent)."""
+    sends a sane one), checks the API key and its rate limit, enforces the body size limit and
+    deadline before the app reads anything, and turns any exception that escapes the app into a
+    generic JSON 500 (the traceback is logged, never sent)."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
         self.app = app
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes = settings.max_body_bytes
+        self.body_timeout_s = settings.body_timeout_s
+        self.keys = settings.api_keys
+        self.limiter = RateLimiter(settings.rate_limit, settings.rate_burst)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,6 +66,8 @@ class GuardMiddleware:
             await send(message)
 
         try:
+            if not await self._admit(scope, receive, send_with_id):
+                return
             if scope.get("method") in ("POST", "PUT", "PATCH"):
                 buffered = await self._read_body(scope, receive, send_with_id)
                 if buffered is None:
@@ -71,6 +88,34 @@ class GuardMiddleware:
         finally:
             REQUEST_ID.reset(token)
 
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Authenticate (401) and rate-limit (429) before reading the body; no keys: everyone."""
+        if self.keys is None or scope.get("path") in PUBLIC_PATHS:
+            return True
+        presented = presented_key(scope.get("headers", []))
+        key = self.keys.authenticate(presented)
+        if key is None:
+            message = (
+                "invalid API key"
+                if presented
+                else "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+            )
+            body = ErrorBody(type="unauthorized", message=message, request_id=REQUEST_ID.get())
+            await error_response(401, body, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return False
+        wait = self.limiter.wait_time(key.namespace)
+        if wait > 0:
+            retry = max(1, math.ceil(wait))
+            body = ErrorBody(
+                type="rate_limited",
+                message=f"rate limit of this API key reached; retry in {retry} s",
+                request_id=REQUEST_ID.get(),
+            )
+            await error_response(429, body, headers={"Retry-After": str(retry)})(scope, receive, send)
+            return False
+        scope[API_KEY_SCOPE] = key
+        return True
+
     async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         limit = self.max_body_bytes
         for name, value in scope.get("headers", []):
@@ -84,8 +129,13 @@ class GuardMiddleware:
                     return None
         chunks: list[bytes] = []
         size = 0
+        deadline = time.monotonic() + self.body_timeout_s
         while True:
-            message = await receive()
+            try:  # one deadline for the whole body: a byte every few seconds does not extend it
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await self._too_slow(scope, receive, send)
+                return None
             if message["type"] == "http.disconnect":
                 chunks_done: list[Message] = [message]
                 break
@@ -120,6 +170,14 @@ class GuardMiddleware:
         )
         # Connection: close, since the rest of the body is not read.
         await error_response(413, body, headers={"Connection": "close"})(scope, receive, send)
+
+    async def _too_slow(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = ErrorBody(
+            type="request_timeout",
+            message=f"the request body did not arrive within {self.body_timeout_s:g} s",
+            request_id=REQUEST_ID.get(),
+        )
+        await error_response(408, body, headers={"Connection": "close"})(scope, receive, send)
 
 
 def _request_id(scope: Scope) -> str:

@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import Final
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments", "add_limit_arguments"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 20 * 1024 * 1024
 
@@ -48,13 +48,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=120.0,
         help="seconds a shutdown waits for in-flight compactions (default 120)",
     )
-    parser.add_argument(
-        "--compute-workers",
-        type=int,
-        default=None,
-        help="processes for offline (extractive) compactions; 0 runs them in the server process "
-        "(default: one per core)",
-    )
+    add_limit_arguments(parser)
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level"
+    )
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """API keys, rate limit, timeouts and client permissions."""
+    parser.add_argument(
+        "--api-keys-file",
+        help="API keys, one per line (a secret or sha256:<hex>, then optional namespace=NAME allow=PERM,...); "
+        "with $COMPACTION_API_KEYS (comma-separated). No keys: open service (keep it on 127.0.0.1)",
+    )
+    parser.add_argument("--rate-limit", type=float, default=20.0, help="requests/s per API key (default 20)")
+    parser.add_argument("--rate-burst", type=int, default=40, help="burst per API key (default 40)")
+    parser.add_argument(
+        "--header-timeout", type=float, default=10.0, help="seconds to receive a request's headers (default 10)"
+    )
+    parser.add_argument("--body-timeout", type=float, default=60.0, help="seconds to receive a body (default 60)")
+    parser.add_argument(
+        "--compact-processes",
+        type=int,
+        default=0,
+        help="worker processes for stateless extractive compactions (default 0: a thread in the server process)",
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PERMISSION",
+        help="let every client use: disable_redaction (options.redact_secrets=false), "
+        "summary_prompt (options.summary_prompt); repeatable",
     )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import FastAPI, Path, Query
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from compaction import __version__
-from compaction.server.errors import (
-    PAYLOAD,
-    error_responses,
-)
+from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, scoped_session_id
+from compaction.server.errors import PAYLOAD, error_responses
+from compaction.server.guard import api_key_of
 from compaction.server.schemas import (
     SESSION_ID_PATTERN,
     AppendRequest,
@@ -30,6 +29,27 @@ from compaction.server.service import CompactionService
 from compaction.server.settings import summarizer_name
 
 SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="the session id")]
+
+
+def stored_session_id(request: Request, session_id: SessionId) -> str:
+    """The store's id of the path's session: in the caller's key namespace (a key never names
+    another key's session; without keys, the id as given)."""
+    return scoped_session_id(api_key_of(request.scope), session_id)
+
+
+StoredId = Annotated[str, Depends(stored_session_id)]
+
+
+def namespace_of(request: Request) -> str:
+    """The prefix of the caller's stored session ids ('' without keys)."""
+    key = api_key_of(request.scope)
+    return "" if key is None else key.namespace + NAMESPACE_SEPARATOR
+
+
+def permissions_of(request: Request, service: CompactionService) -> frozenset[str]:
+    key = api_key_of(request.scope)
+    granted = service.settings.client_permissions
+    return granted if key is None else granted | key.permissions
 
 
 def add_routes(app: FastAPI, service: CompactionService) -> None:
@@ -56,12 +76,16 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         return JSONResponse(body.model_dump(mode="json"), status_code=503 if service.draining else 200)
 
     @app.post(
-        "/v1/compact", response_model=CompactResult, tags=["compaction"], responses=error_responses(*PAYLOAD, 502, 503)
+        "/v1/compact",
+        response_model=CompactResult,
+        tags=["compaction"],
+        responses=error_responses(*PAYLOAD, 403, 502, 503),
     )
-    async def compact(body: CompactRequest) -> Response:
+    async def compact(body: CompactRequest, request: Request) -> CompactResult | Response:
         """Compact a transcript (stateless). Not enough messages is a 200 with `compacted: false`.
-        Lean by default: `include_removed` / `include_record` add the originals and the record."""
-        return Response(await service.compact_body(body), media_type="application/json")
+        `options.redact_secrets: false` and `options.summary_prompt` need a server permission (403)."""
+        check_options(body.options, permissions_of(request, service))
+        return await service.compact(body)
 
     @app.post(
         "/v1/sessions",
@@ -73,9 +97,9 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
             200: {"model": SessionInfo, "description": "The session existed; updated"},
         },
     )
-    async def create_session(body: CreateSessionRequest) -> JSONResponse:
+    async def create_session(body: CreateSessionRequest, request: Request) -> JSONResponse:
         """Create a session (id generated unless given); an existing id is updated (system/model)."""
-        info = await service.create_session(body)
+        info = await service.create_session(body, namespace=namespace_of(request))
         return JSONResponse(info.model_dump(mode="json"), status_code=201 if info.created else 200)
 
     @app.post(
@@ -84,7 +108,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["sessions"],
         responses=error_responses(*PAYLOAD, 404, 503),
     )
-    async def append(body: AppendRequest, session_id: SessionId) -> AppendResponse:
+    async def append(body: AppendRequest, session_id: StoredId) -> AppendResponse:
         """Append messages (in the session's format; never rewritten). `auto_compact` compacts when
         the threshold is reached, emitting the same events as a manual compaction."""
         return await service.append(session_id, body)
@@ -95,7 +119,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["sessions"],
         responses=error_responses(404, 422),
     )
-    async def context(session_id: SessionId) -> SessionContextResponse:
+    async def context(session_id: StoredId) -> SessionContextResponse:
         """The context for the next model call: the summary plus the messages after it."""
         return await service.session_context(session_id)
 
@@ -105,7 +129,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["sessions"],
         responses=error_responses(*PAYLOAD, 404, 502, 503),
     )
-    async def compact_session(session_id: SessionId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
+    async def compact_session(session_id: StoredId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
         """Compact the session now (seed 004's `/compact`), optionally focused by `instructions`.
         Not enough messages is a 200 with `compacted: false`."""
         body = body or SessionCompactRequest()
@@ -122,7 +146,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         responses=error_responses(404, 422),
     )
     async def compactions(
-        session_id: SessionId,
+        session_id: StoredId,
         include_record: bool = Query(default=False, description="include each run's replayable record"),
     ) -> CompactionHistory:
         """The session's compaction history, oldest first."""

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import FastAPI, Header, Path, Query
+from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
-from compaction.server.errors import (
-    error_responses,
-)
+from compaction.server.auth import scoped_session_id
+from compaction.server.errors import error_responses
+from compaction.server.guard import api_key_of
+from compaction.server.routes import StoredId
 from compaction.server.schemas import (
     SESSION_ID_PATTERN,
     ArchivedMessage,
     RecallResponse,
 )
 from compaction.server.service import CompactionService
-
-SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="the session id")]
 
 
 def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
@@ -36,16 +33,16 @@ def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
                 ),
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
-            **error_responses(404, 422, 503),
+            **error_responses(422, 503),
         },
     )
     async def events(
-        session_id: SessionId,
+        session_id: StoredId,
         last_event_id: str | None = Header(default=None, description="resume after this event id"),
     ) -> StreamingResponse:
-        """Compaction events of one session, as they happen."""
+        """Compaction events of one session, as they happen. The stream may be opened before the
+        session exists (before any other call): it waits for the session's first events."""
         service.check_accepting()
-        await service.context(session_id)  # 404 for unknown sessions
         after = int(last_event_id) if last_event_id and last_event_id.isdigit() else None
         stream = service.bus.stream(session_id, last_event_id=after, heartbeat=settings.heartbeat_s)
         return StreamingResponse(
@@ -61,7 +58,7 @@ def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
         responses=error_responses(404, 422),
     )
     async def recall(
-        session_id: SessionId,
+        session_id: StoredId,
         q: str | None = Query(
             default=None,
             min_length=1,
@@ -86,10 +83,11 @@ def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
         responses=error_responses(404, 422),
     )
     async def archived(
+        request: Request,
         archive_id: str = Path(min_length=1, max_length=200),
-        session_id: str | None = Query(
-            default=None, pattern=SESSION_ID_PATTERN, description="only find ids archived by this session"
-        ),
+        session_id: str = Query(pattern=SESSION_ID_PATTERN, description="the session that archived it"),
     ) -> ArchivedMessage:
-        """An original message that a compaction archived, by the id its summary names."""
-        return await service.archived(archive_id, session_id)
+        """An original message that the session's compaction archived, by the id its summary names.
+        Archive ids are per session: the same id in another session is another message."""
+        stored = scoped_session_id(api_key_of(request.scope), session_id)
+        return await service.archived(archive_id, stored)

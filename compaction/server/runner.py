@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,11 @@ from fastapi import FastAPI
 
 from compaction.config import CompactionConfig
 from compaction.server.app import CompactionService, create_app
+from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
+from compaction.server.protocol import guarded_h11
+from compaction.server.settings import ServerSettings
+from compaction.server.workers import open_store
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -60,7 +65,11 @@ def server_for(
     graceful_timeout: int | None = 150,
     **uvicorn_options: Any,
 ) -> Server:
-    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``."""
+    """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``.
+
+    Connections use :func:`~compaction.server.protocol.guarded_h11`: request headers must arrive
+    within the app's ``header_timeout_s`` (10 s by default)."""
+    uvicorn_options.setdefault("http", guarded_h11(_header_timeout(app)))
     config = uvicorn.Config(
         app,
         host=host,
@@ -71,6 +80,11 @@ def server_for(
         **uvicorn_options,
     )
     return Server(config)
+
+
+def _header_timeout(app: Any) -> float:
+    service = _find_service(app)
+    return service.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,14 +133,13 @@ def option_errors(args: argparse.Namespace) -> list[str]:
         errors.append(f"--heartbeat must be a positive number of seconds, got {args.heartbeat:g}")
     if not getattr(args, "drain_timeout", 0.0) >= 0:
         errors.append(f"--drain-timeout must be 0 or more seconds, got {args.drain_timeout:g}")
-    compute_workers = getattr(args, "compute_workers", None)
-    if compute_workers is not None and compute_workers < 0:
-        errors.append(f"--compute-workers must be 0 or more, got {compute_workers}")
     return errors
 
 
-def run(args: argparse.Namespace) -> int:
-    """Start the server with parsed ``args``; returns when it has shut down."""
+def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) -> int:
+    """Start the server with parsed ``args``; returns when it has shut down. ``--workers N``
+    starts N of them on one socket (:mod:`compaction.server.workers`); ``sockets``: serve on these
+    (a worker's share of that socket) instead of binding ``--host``/``--port``."""
     errors = option_errors(args)
     if errors:
         print(f"compaction serve: error: {'; '.join(errors)}", file=sys.stderr)
@@ -136,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"compaction serve: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "workers", 1) > 1 and sockets is None:
+        from compaction.server.workers import serve_workers
+
+        return serve_workers(args)
     threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
     try:
         options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}
@@ -143,15 +160,16 @@ def run(args: argparse.Namespace) -> int:
             options["window"] = args.window
         app = create_app(
             store_path=args.db,
+            store=open_store(args.db),  # a PostgreSQL URL; None: the SQLite file args.db
             model=args.model,
             summarizer=args.summarizer,
             max_body_bytes=args.max_body_bytes,
             config=CompactionConfig(**options),
             heartbeat_s=args.heartbeat,
             drain_timeout_s=args.drain_timeout,
-            compute_workers=getattr(args, "compute_workers", None),
+            **_limits(args),
         )
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"compaction serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     server = server_for(
@@ -161,8 +179,21 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         graceful_timeout=int(args.drain_timeout) + 30,
     )
-    server.run()
+    server.run(sockets=sockets)
     return 0 if server.started else 1
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """API keys, rate limit, timeouts and client permissions from the parsed options."""
+    return {
+        "api_keys": load_keys(os.environ, args.api_keys_file),
+        "rate_limit": args.rate_limit,
+        "rate_burst": args.rate_burst,
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
+        "compact_processes": args.compact_processes,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

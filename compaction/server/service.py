@@ -10,6 +10,7 @@ import anyio.to_thread
 
 from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
+from compaction.server.auth import public_session_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -35,8 +36,9 @@ from compaction.store import SessionContext
 class CompactionService(SessionCompaction):
     """The service behind the routes (state and plumbing in :class:`ServiceCore`)."""
 
-    async def create_session(self, body: CreateSessionRequest) -> SessionInfo:
-        session_id = body.session_id or f"s_{secrets.token_hex(12)}"
+    async def create_session(self, body: CreateSessionRequest, *, namespace: str = "") -> SessionInfo:
+        """``namespace``: the caller's key namespace prefix ('' without keys)."""
+        session_id = namespace + (body.session_id or f"s_{secrets.token_hex(12)}")
         system: Any = body.system
         if body.format == "anthropic" and isinstance(system, str):
             system = [{"type": "text", "text": system}]  # a list marks the session as Anthropic
@@ -50,7 +52,10 @@ class CompactionService(SessionCompaction):
         await self.run_store(self.store.create_session, session_id, system=system, model=body.model)
         ctx = await self.context(session_id)
         return SessionInfo(
-            session_id=session_id, model=ctx.model or self.settings.model, system=ctx.system, created=not existed
+            session_id=public_session_id(session_id),
+            model=ctx.model or self.settings.model,
+            system=ctx.system,
+            created=not existed,
         )
 
     async def append(self, session_id: str, body: AppendRequest) -> AppendResponse:
@@ -68,7 +73,7 @@ class CompactionService(SessionCompaction):
         try:
             ids = await self.run_store(self.store.append, session_id, batch) if batch else []
         except KeyError:
-            raise not_found("session", session_id) from None
+            raise not_found("session", public_session_id(session_id)) from None
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
         ctx = await self.context(session_id)
@@ -79,7 +84,7 @@ class CompactionService(SessionCompaction):
             compaction = await self.compact_session(session_id, None, trigger="threshold")
             tokens, reached = await anyio.to_thread.run_sync(self.measure, await self.context(session_id))
         return AppendResponse(
-            session_id=session_id,
+            session_id=public_session_id(session_id),
             message_ids=[*hoisted, *ids],
             context_tokens=tokens,
             threshold_reached=reached,
@@ -105,7 +110,7 @@ class CompactionService(SessionCompaction):
         data, messages, ids = self.render_context(ctx)
         tokens, reached = self.measure(ctx)
         return SessionContextResponse(
-            session_id=session_id,
+            session_id=public_session_id(session_id),
             model=ctx.model or self.settings.model,
             format=data.format,
             system=ctx.system,
@@ -121,9 +126,9 @@ class CompactionService(SessionCompaction):
         try:
             entries = await self.run_store(self.store.history, session_id)
         except KeyError:
-            raise not_found("session", session_id) from None
+            raise not_found("session", public_session_id(session_id)) from None
         return CompactionHistory(
-            session_id=session_id,
+            session_id=public_session_id(session_id),
             compactions=[
                 CompactionHistoryEntry(
                     at=e.at,
@@ -159,7 +164,7 @@ class CompactionService(SessionCompaction):
         if answer.error is not None and answer.pages == 0:  # not a page past the end: the arguments
             raise ApiError(422, "invalid_request", answer.error)
         return RecallResponse(
-            session_id=session_id,
+            session_id=public_session_id(session_id),
             query=query,
             archive_id=archive_id,
             page=answer.page,
@@ -173,13 +178,9 @@ class CompactionService(SessionCompaction):
             error=answer.error,
         )
 
-    async def archived(self, archive_id: str, session_id: str | None) -> ArchivedMessage:
-        from compaction.sqlite_store import SQLiteSessionStore
-
-        if session_id is not None and isinstance(self.store, SQLiteSessionStore):
-            message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
-        else:
-            message = await self.run_store(self.store.archived, archive_id)
+    async def archived(self, archive_id: str, session_id: str) -> ArchivedMessage:
+        """Always within the session's scope: archive ids are per session (any store)."""
+        message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
         if message is None:
             raise not_found("archived message", archive_id)
         return ArchivedMessage(archive_id=archive_id, message=message)

@@ -10,7 +10,9 @@ from typing import Literal
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
 from compaction.result import CompactionResult
-from compaction.server.core import ServiceCore, result_dict
+from compaction.server.answer import result_dict
+from compaction.server.auth import public_session_id
+from compaction.server.core import ServiceCore
 from compaction.server.errors import (
     REQUEST_ID,
     ApiError,
@@ -77,7 +79,7 @@ class SessionCompaction(ServiceCore):
         tokens_before = finished.tokens_before if finished else started.tokens_before if started else 0
         tokens_after = finished.tokens_after if finished else tokens_before
         data.update(
-            session_id=session_id,
+            session_id=public_session_id(session_id),
             messages=messages,
             system=after.system,
             format=after.format,
@@ -148,7 +150,7 @@ class SessionCompaction(ServiceCore):
         """The middleware's events as SSE events."""
         if isinstance(event, CompactionStarted):
             started = CompactionStartedEvent(
-                session_id=session_id,
+                session_id=public_session_id(session_id),
                 trigger=event.trigger,
                 messages=event.messages,
                 tokens_before=event.tokens_before,
@@ -159,7 +161,7 @@ class SessionCompaction(ServiceCore):
         elif isinstance(event, CompactionFinished):
             r = event.result
             finished = CompactionFinishedEvent(
-                session_id=session_id,
+                session_id=public_session_id(session_id),
                 compacted=True,
                 reason=r.reason,
                 trigger=event.trigger,
@@ -181,7 +183,7 @@ class SessionCompaction(ServiceCore):
             tokens = started_event.tokens_before if started_event is not None else 0
             messages = started_event.messages if started_event is not None else 0
             quiet = CompactionFinishedEvent(
-                session_id=session_id,
+                session_id=public_session_id(session_id),
                 compacted=False,
                 reason=event.error,
                 trigger=event.trigger,
@@ -194,6 +196,6 @@ class SessionCompaction(ServiceCore):
             self.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
         else:
             failed = CompactionFailedEvent(
-                session_id=session_id, trigger=event.trigger, error=public_error(event, request_id)
+                session_id=public_session_id(session_id), trigger=event.trigger, error=public_error(event, request_id)
             )
             self.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))

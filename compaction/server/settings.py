@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compaction.config import CompactionConfig
+from compaction.server.auth import PERMISSIONS, KeyRing
 from compaction.server.options import DEFAULT_MAX_BODY_BYTES
 from compaction.summarizers.base import Summarizer
 
@@ -22,16 +23,35 @@ class ServerSettings:
     heartbeat_s: float = 15.0
     drain_timeout_s: float = 120.0
     compactor_cache_size: int = 64
-    compute_workers: int | None = 0
-    """Processes for offline compactions: 0 runs them on the worker thread, None one per core."""
+    api_keys: KeyRing | None = None
+    """None: open service (bind 127.0.0.1). Else every request but ``/health`` needs a key."""
+    rate_limit: float = 20.0
+    """Requests per second per API key, on average (only with API keys)."""
+    rate_burst: int = 40
+    header_timeout_s: float = 10.0
+    """A connection must send a request's line and headers within this (slowloris)."""
+    body_timeout_s: float = 60.0
+    """A request body must arrive within this (408 otherwise)."""
+    client_permissions: frozenset[str] = frozenset()
+    """Permissions every client has (see :data:`compaction.server.auth.PERMISSIONS`)."""
+    compact_processes: int = 0
+    """Worker processes for stateless extractive compactions (0: on the worker thread's loop)."""
 
     def __post_init__(self) -> None:
+        unknown = set(self.client_permissions) - PERMISSIONS
+        if unknown:
+            raise ValueError(f"unknown permission(s) {sorted(unknown)}; known: {sorted(PERMISSIONS)}")
+        for name in ("header_timeout_s", "body_timeout_s", "rate_limit"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.compact_processes < 0:
+            raise ValueError(f"compact_processes must be 0 or more, got {self.compact_processes}")
+        if self.rate_burst < 1:
+            raise ValueError(f"rate_burst must be at least 1, got {self.rate_burst}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
         if self.heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be positive, got {self.heartbeat_s}")
-        if self.compute_workers is not None and self.compute_workers < 0:
-            raise ValueError(f"compute_workers must be 0 or more, got {self.compute_workers}")
 
 
 def summarizer_name(summarizer: Summarizer | str | None) -> str:

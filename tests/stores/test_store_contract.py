@@ -1,10 +1,9 @@
 """The SessionStore contract, run against every store: SQLite (a file) and PostgreSQL (a real server
-that the tests start, see tests/pg.py).
+that the tests start, see tests/pg.py): sessions, append-only messages, summary +
+``summary_through_id``, compare-and-swap compactions, history, the archive, errors.
 
-Append-only messages, summary + ``summary_through_id``, compare-and-swap compactions (exactly one
-of two racing workers wins, threads and real processes), history, the archive and recall, errors.
-What only one backend has (SQLite's pragmas and query plans, PostgreSQL's URL handling) stays in
-that backend's own tests.
+Recall: test_store_recall.py; threads, processes and the prepared-state CAS: test_store_concurrency.py.
+What only one backend has (SQLite's pragmas and query plans) stays in that backend's own tests.
 """
 
 from __future__ import annotations
@@ -12,79 +11,21 @@ from __future__ import annotations
 import ast
 import doctest
 import inspect
-import multiprocessing as mp
 import re
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
+from store_support import Backend
+from store_support import entry as _entry
+from store_support import msgs as _msgs
+from store_support import snapshot as _snapshot
 
 import compaction.postgres_store as postgres_store_module
 import compaction.sqlite_store as sqlite_store_module
-from compaction.recall import MemoryRecallIndex, StoreRecall, answer_recall
-from compaction.sqlite_store import SessionNotFound, SQLiteSessionStore
-from compaction.store import CompactionEntry, SessionStore
-
-SPAWN_TIMEOUT = 120.0
-BACKENDS = ["sqlite", "postgres"]
-
-
-def open_store(kind: str, target: str) -> Any:
-    """A store of ``kind`` on ``target`` (a file path or a PostgreSQL URL); also used in child processes."""
-    if kind == "sqlite":
-        return SQLiteSessionStore(target)
-    from compaction.postgres_store import PostgresSessionStore
-
-    return PostgresSessionStore(target, pool_size=8)
-
-
-@dataclass
-class Backend:
-    kind: str
-    target: str
-
-    def open(self) -> Any:
-        return open_store(self.kind, self.target)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    if request.param == "sqlite":
-        return Backend("sqlite", str(tmp_path / "sessions.db"))
-    server = request.getfixturevalue("postgres")
-    return Backend("postgres", server.new_database())
-
-
-@pytest.fixture
-def store(backend: Backend) -> Iterator[Any]:
-    with backend.open() as s:
-        s.create_session("s1", system="be brief", model="gpt-4o")
-        yield s
-
-
-def _entry(through: int, summary: str | None = "s", **overrides: Any) -> CompactionEntry:
-    fields: dict[str, Any] = {
-        "at": 1_700_000_000.5,
-        "tokens_before": 1000,
-        "tokens_after": 200,
-        "messages_compacted": 3,
-        "fallback_level": "full",
-        "summary": summary,
-        "summary_through_id": through,
-        "record": {"chunks": [1, 2], "note": "ok"},
-        "trigger": "threshold",
-    }
-    fields.update(overrides)
-    return CompactionEntry(**fields)
-
-
-def _msgs(n: int, prefix: str = "m") -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{prefix}{i}"} for i in range(n)]
-
+from compaction.sqlite_store import SessionNotFound
+from compaction.store import SessionStore
 
 # -- basics ---------------------------------------------------------------------------------
 
@@ -304,10 +245,6 @@ def test_archive_fetch(store: Any) -> None:
     assert store.archived("m_aaaa") == originals["m_aaaa"]
 
 
-def _snapshot(store: Any, session_id: str) -> tuple[Any, ...]:
-    return (store.context(session_id), store.history(session_id), store.messages(session_id))
-
-
 def test_stale_compare_and_swap_returns_false_and_changes_nothing(store: Any) -> None:
     ids = store.append("s1", _msgs(6))
     assert store.save_compaction(
@@ -491,280 +428,3 @@ def test_database_refuses_rewrites_of_messages_history_and_archive(backend: Back
     assert all("append-only" in error for error in errors), errors
     assert _snapshot(store, "s1") == before
     assert store.archived("a") == {"x": 1}
-
-
-# -- recall -------------------------------------------------------------------------------------
-
-RECALL_ARCHIVE: dict[str, dict[str, Any]] = {
-    "m_dunder": {"role": "assistant", "content": "The fix: call super().__init__(**kwargs) first."},
-    "m_init": {"role": "assistant", "content": "init the kwargs, then call super and init again"},
-    "m_ab": {"role": "user", "content": "rename a__b to a_b everywhere, 100% sure"},
-    "m_stars": {"role": "user", "content": "never pass **kwargs through the public API"},
-    "m_path": {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "c2",
-                "type": "function",
-                "function": {"name": "read_file", "arguments": '{"path": "/pydicom__pydicom/pydicom/dataset.py"}'},
-            }
-        ],
-    },
-    "m_path_result": {"role": "tool", "tool_call_id": "c2", "content": "class Dataset(dict):\n    pass"},
-    "m_hash": {"role": "tool", "tool_call_id": "c3", "content": "commit 3f9a2c1d8e7b6a5f4e3d2c1b0a9f8e7d\nAuthor: dev"},
-    "m_ticket": {"role": "user", "content": "Billing reports PAY-1437: KRW refunds show two decimals. krw!"},
-    "m_cafe": {"role": "user", "content": "ÉCOLE and café: the refunds again, refunds refunds"},
-    "m_secret": {"role": "user", "content": "token sk-proj-" + "a1B2c3D4" * 6 + " for the refunds API"},
-}
-
-RECALL_QUERIES = [
-    "super().__init__(**kwargs)",
-    "__init__",
-    "a__b",
-    "a_b",
-    "100%",
-    "**kwargs",
-    "kwargs",
-    "/pydicom__pydicom/pydicom/dataset.py",
-    "3f9a2c1",
-    "KRW",
-    "krw",
-    "PAY-1437",
-    "école",
-    "refunds",
-    "refunds decimals",
-    "two   decimals.",
-    "dataset class",
-    "nothing matches this",
-    "->",
-    "a1B2c3D4",
-]
-
-
-def _save_archive(store: Any, session_id: str, archive: dict[str, dict[str, Any]]) -> None:
-    store.create_session(session_id)
-    through = store.context(session_id).summary_through_id
-    new = store.append(session_id, [{"role": "user", "content": "next"}])[0]
-    assert store.save_compaction(
-        session_id, expected_through_id=through, new_through_id=new, summary="s", entry=_entry(new), archive=archive
-    )
-
-
-def test_recall_answers_as_the_memory_index_does(store: Any, backend: Backend) -> None:
-    """Both stores find the same verbatim hits in the same order as the in-memory index; the
-    PostgreSQL store's BM25 (corpus: the session's archive) equals the in-memory index's exactly."""
-    _save_archive(store, "r", RECALL_ARCHIVE)
-    _save_archive(store, "other", {"m_x": {"role": "user", "content": "refunds of another tenant, KRW"}})
-    memory = MemoryRecallIndex(RECALL_ARCHIVE)
-    for query in RECALL_QUERIES:
-        expected = memory.search(query, limit=50)
-        got = store.search_archive("r", query, limit=50)
-        assert (got.total, got.verbatim) == (expected.total, expected.verbatim), query
-        if expected.verbatim or backend.kind == "postgres":
-            assert [h.archive_id for h in got] == [h.archive_id for h in expected], query
-            assert [h.score for h in got] == pytest.approx([h.score for h in expected]), query
-        else:  # SQLite ranks words by FTS5's BM25 over the whole table: same hits, its own order
-            assert {h.archive_id for h in got} == {h.archive_id for h in expected}, query
-        assert all(h.verbatim == bool(expected.verbatim) for h in got)
-        assert "a1B2c3D4" not in "".join(h.text for h in got)  # secrets redacted before indexing
-    # Pages: the same ranking cut at offsets.
-    full = [h.archive_id for h in store.search_archive("r", "refunds", limit=50)]
-    paged = [
-        h.archive_id for k in range(0, len(full), 2) for h in store.search_archive("r", "refunds", limit=2, offset=k)
-    ]
-    assert paged == full
-    past = store.search_archive("r", "refunds", limit=2, offset=40)
-    assert (len(past), past.total) == (0, len(full))
-    assert store.search_archive("r", "refunds", limit=0).total == len(full)
-    with pytest.raises(ValueError, match="empty"):
-        store.search_archive("r", "   ")
-    with pytest.raises(ValueError, match=">= 0"):
-        store.search_archive("r", "x", limit=-1)
-    answer = answer_recall(StoreRecall(store, "r"), {"query": "PAY-1437"})
-    assert "archive id m_ticket " in answer
-
-
-# -- concurrency: threads -----------------------------------------------------------------------
-
-
-def test_threads_append_and_race_to_compact(store: Any) -> None:
-    store.create_session("s")
-    n_threads, per_thread = 4, 50
-    returned: dict[int, list[int]] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(n_threads)
-
-    def appender(t: int) -> None:
-        try:
-            start.wait(timeout=30)
-            mine: list[int] = []
-            for j in range(per_thread):
-                if j % 10 == 0:
-                    mine += store.append("s", [{"role": "user", "content": f"t{t}-{j}-{k}"} for k in range(3)])
-                else:
-                    mine += store.append("s", [{"role": "user", "content": f"t{t}-{j}"}])
-                store.context("s")
-            returned[t] = mine
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=appender, args=(t,)) for t in range(n_threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=60)
-    assert errors == []
-    all_ids = [i for ids in returned.values() for i in ids]
-    assert len(all_ids) == len(set(all_ids)) == n_threads * (per_thread + 10)
-    for ids in returned.values():
-        assert ids == sorted(ids)
-    assert [m.id for m in store.messages("s")] == sorted(all_ids)
-
-    state = store.context("s")
-    race = threading.Barrier(n_threads)
-    wins: list[bool] = []
-
-    def compactor(t: int) -> None:
-        through = state.messages[10 + t].id
-        race.wait(timeout=30)
-        won = store.save_compaction(
-            "s",
-            expected_through_id=state.summary_through_id,
-            new_through_id=through,
-            summary=f"by {t}",
-            entry=_entry(through, f"by {t}"),
-            archive={f"by-{t}": {"role": "user", "content": f"archived by {t}"}},
-        )
-        wins.append(won)
-
-    threads = [threading.Thread(target=compactor, args=(t,)) for t in range(n_threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=60)
-    assert sorted(wins) == [False] * (n_threads - 1) + [True]
-    (entry,) = store.history("s")
-    assert store.context("s").summary == entry.summary
-    winner = int(str(entry.summary).removeprefix("by "))
-    assert [t for t in range(n_threads) if store.archived(f"by-{t}") is not None] == [winner]
-    assert len(store.messages("s")) == len(all_ids)
-
-
-# -- concurrency: two real processes ------------------------------------------------------------
-
-
-def _compact_worker(
-    kind: str, target: str, worker: int, rounds: int, base_ids: list[int], barrier: Any, out: Any
-) -> None:
-    """Each round: both workers read the same state, then both try to compact from it."""
-    try:
-        with open_store(kind, target) as store:
-            for r in range(rounds):
-                barrier.wait(timeout=SPAWN_TIMEOUT)  # previous round finished everywhere
-                state = store.context("s")
-                barrier.wait(timeout=SPAWN_TIMEOUT)  # both hold the same state
-                through = base_ids[r * 8 + 2 + worker]
-                won = store.save_compaction(
-                    "s",
-                    expected_through_id=state.summary_through_id,
-                    new_through_id=through,
-                    summary=f"round {r} by worker {worker}",
-                    entry=_entry(through, f"round {r} by worker {worker}"),
-                    archive={f"w{worker}-r{r}": {"role": "user", "content": f"archived by {worker}"}},
-                )
-                appended = store.append("s", [{"role": "user", "content": f"w{worker}-r{r}"}])
-                after = store.context("s")
-                out.put((worker, r, won, state.summary_through_id, after.summary_through_id, after.summary, appended))
-    except BaseException as exc:
-        out.put(("error", worker, repr(exc)))
-        raise
-
-
-def _append_worker(kind: str, target: str, worker: int, count: int, barrier: Any, out: Any) -> None:
-    try:
-        with open_store(kind, target) as store:
-            barrier.wait(timeout=SPAWN_TIMEOUT)
-            ids = [store.append("s", [{"role": "user", "content": f"p{worker}-{j}"}])[0] for j in range(count)]
-            out.put((worker, ids))
-    except BaseException as exc:
-        out.put(("error", worker, repr(exc)))
-        raise
-
-
-def _run_processes(target: Any, args_for: list[tuple[Any, ...]], expected_results: int) -> list[Any]:
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(args_for))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, barrier, out)) for args in args_for]
-    for p in procs:
-        p.start()
-    try:
-        results = [out.get(timeout=SPAWN_TIMEOUT) for _ in range(expected_results)]
-    finally:
-        for p in procs:
-            p.join(timeout=SPAWN_TIMEOUT)
-            if p.is_alive():  # pragma: no cover
-                p.kill()
-    errors = [r for r in results if r[0] == "error"]
-    assert errors == []
-    assert [p.exitcode for p in procs] == [0] * len(procs)
-    return results
-
-
-def test_two_processes_race_to_compact_exactly_one_wins(backend: Backend) -> None:
-    rounds = 4
-    with backend.open() as store:
-        store.create_session("s", model="gpt-4o")
-        base_ids = store.append("s", _msgs(rounds * 8 + 4))
-    results = _run_processes(
-        _compact_worker,
-        [(backend.kind, backend.target, w, rounds, base_ids) for w in (0, 1)],
-        expected_results=2 * rounds,
-    )
-    with backend.open() as store:
-        history = store.history("s")
-        appended = [i for r in results for i in r[6]]
-        for r in range(rounds):
-            pair = sorted((res for res in results if res[1] == r), key=lambda res: res[0])
-            assert [res[2] for res in pair].count(True) == 1, pair  # exactly one winner
-            assert pair[0][3] == pair[1][3]  # both started from the same state
-            winner = next(res for res in pair if res[2])
-            winning_through = base_ids[r * 8 + 2 + winner[0]]
-            # The loser, re-reading, sees the winner's state.
-            for res in pair:
-                assert res[4] == winning_through
-                assert res[5] == f"round {r} by worker {winner[0]}"
-            assert history[r].summary == f"round {r} by worker {winner[0]}"
-            assert store.archived(f"w{winner[0]}-r{r}") is not None
-            assert store.archived(f"w{1 - winner[0]}-r{r}") is None
-        assert len(history) == rounds
-        # No message lost or duplicated.
-        stored = [m.id for m in store.messages("s")]
-        assert stored == sorted(base_ids + appended)
-        assert len(stored) == len(set(stored)) == len(base_ids) + 2 * rounds
-        ctx = store.context("s")
-        last = history[-1].summary_through_id
-        assert last is not None
-        assert [m.id for m in ctx.messages] == [i for i in stored if i > last]
-
-
-def test_two_processes_append_concurrently(backend: Backend) -> None:
-    per_process = 200
-    with backend.open() as store:
-        store.create_session("s")
-    results = _run_processes(
-        _append_worker, [(backend.kind, backend.target, w, per_process) for w in (0, 1)], expected_results=2
-    )
-    by_worker: dict[int, list[int]] = dict(results)
-    with backend.open() as store:
-        stored = store.messages("s")
-    ids = [m.id for m in stored]
-    assert len(stored) == 2 * per_process
-    assert len(set(ids)) == len(ids)
-    assert ids == sorted(ids)  # increasing
-    assert sorted(by_worker[0] + by_worker[1]) == ids
-    content = {m.id: m.message["content"] for m in stored}
-    for worker, worker_ids in by_worker.items():
-        assert worker_ids == sorted(worker_ids)
-        assert [content[i] for i in worker_ids] == [f"p{worker}-{j}" for j in range(per_process)]

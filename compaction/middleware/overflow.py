@@ -1,0 +1,112 @@
+"""Overflow recovery inside ``ContextManager.complete``: the model call, and what to keep when
+:meth:`Compactor.complete <compaction.Compactor.complete>` had to compact (maybe several times in
+a row, each on the previous result) or truncate tool results to get the request accepted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from compaction.compactor import CompletionOutcome
+from compaction.middleware import _store
+from compaction.middleware.events import CompactionStarted, emit
+from compaction.middleware.measure import ContextMeasure
+from compaction.middleware.reporting import history_entry
+from compaction.middleware.run import finished_of, recount_after, report_compaction, save_compaction
+from compaction.result import CompactionResult
+
+if TYPE_CHECKING:
+    from compaction.middleware.manager import ContextManager
+
+__all__ = ["apply_recovery", "litellm_call", "merged_recovery", "recovered_messages"]
+
+
+def litellm_call(model: str, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> Any:
+    """``litellm.acompletion`` with ``model`` (the compactor's default call, with another model)."""
+
+    async def call(messages: list[dict[str, Any]], system: Any) -> Any:
+        import importlib.util
+
+        from compaction.summarizers._litellm import load_litellm
+
+        litellm = load_litellm()
+        payload = list(messages) if system is None else [{"role": "system", "content": system}, *messages]
+        extra = dict(kwargs)
+        if tools:
+            extra["tools"] = list(tools)
+            if importlib.util.find_spec("mcp") is None:  # litellm imports its MCP code whenever tools are passed
+                extra.setdefault("_skip_mcp_handler", True)
+        return await litellm.acompletion(model=model, messages=payload, **extra)
+
+    return call
+
+
+def recovered_messages(outcome: CompletionOutcome, prepended: bool) -> list[dict[str, Any]]:
+    """The messages the recovery finally sent, without the system message the manager put first."""
+    return list(outcome.messages[1:] if prepended and outcome.messages else outcome.messages)
+
+
+def merged_recovery(outcome: CompletionOutcome) -> tuple[CompactionResult, dict[str, Mapping[str, Any]]]:
+    """Store mode: the recovery's compactions as one (the last, counting from the first's
+    ``tokens_before`` and every message removed), and their archives merged."""
+    archive: dict[str, Mapping[str, Any]] = {}
+    for compaction in outcome.compactions:
+        archive.update(compaction.archive)
+    merged = replace(
+        outcome.compactions[-1],
+        tokens_before=outcome.compactions[0].tokens_before,
+        messages_removed=sum(r.messages_removed for r in outcome.compactions),
+    )
+    return merged, archive
+
+
+async def apply_recovery(
+    cm: ContextManager, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
+) -> None:
+    """Adopt what overflow recovery sent, report each of its compactions."""
+    final = recovered_messages(outcome, prepended)
+    messages_before = len(cm._messages)
+    if cm.store is not None:
+        if outcome.compactions:
+            stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
+            through = _store.through_from_suffix(final, stored)
+            inner = _store.summary_block_text(final, cm._work.config)
+            if through is not None and inner is not None:
+                merged, archive = merged_recovery(outcome)
+                if not save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive).compacted:
+                    cm.logger.warning("Compaction not applied: %s", _store.LOST_RACE)
+        else:
+            cm.logger.warning(
+                "Overflow recovery truncated tool results for this call only; the store keeps the originals"
+            )
+    else:
+        cm._adopt(final, outcome.system, prepended=False)
+        for compaction in outcome.compactions:
+            cm._archive_for_recall(compaction.archive)
+    if outcome.compactions:
+        await recount_after(cm)
+    after = cm.measure()
+    previous_len = request_len
+    for result in outcome.compactions:
+        start_event = CompactionStarted(cm.session_id, "overflow", result.tokens_before, result.budget, previous_len)
+        await emit(cm._handlers, start_event, cm.logger)
+        before = ContextMeasure(result.tokens_before, result.exact_counts, "count", result.tokens_before)
+        done = ContextMeasure(result.tokens_after, result.exact_counts, "count", result.tokens_after)
+        report_compaction(
+            cm, result, before, done, previous_len, result.duration_s, messages_after=len(result.messages)
+        )
+        if cm.store is None:
+            entry = history_entry(result, "overflow", result.tokens_before, result.tokens_after, None)
+            cm._history.append(entry)
+        finished = finished_of(cm, "overflow", result, result.tokens_before, result.tokens_after, previous_len)
+        await emit(cm._handlers, finished, cm.logger)
+        previous_len = len(result.messages)
+    if outcome.compactions:
+        cm.logger.info(
+            "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
+            messages_before,
+            len(cm._messages),
+            f"{after.tokens:,}",
+            f"{tokens_before:,}",
+        )

@@ -1,0 +1,159 @@
+"""Many workers and instances: the store behind ``--db`` and ``compaction serve --workers N``.
+
+``--db`` is a SQLite file (the default) or a PostgreSQL URL (``postgresql://user:pass@host/db``),
+which :func:`open_store` opens as a :class:`~compaction.postgres_store.PostgresSessionStore`.
+Every worker process and every instance behind a load balancer may share one PostgreSQL: a
+session's appends and compactions are serialized by the store (a row lock per session), and two
+compactions of one session, on any workers, are a compare-and-swap where exactly one wins.
+
+``--workers N`` (N > 1): this process binds the socket once, then starts N worker processes
+(spawned, not forked: no connection pool or event loop crosses a fork), each running the whole
+server (:func:`compaction.server.runner.run`) on that shared socket; the kernel spreads
+connections over them. SIGINT / SIGTERM are passed on to every worker, which drain as one server
+does; the supervisor returns when all have exited. A worker that dies takes the others down
+(exit status 1): run the supervisor under something that restarts it (Docker, systemd, k8s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+from types import FrameType
+
+from compaction.store import SessionStore
+
+__all__ = ["is_postgres_url", "open_store", "serve_workers"]
+
+_log = logging.getLogger("compaction.server.workers")
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(db: str) -> bool:
+    """True for a PostgreSQL connection URL (``postgresql://`` or ``postgres://``).
+
+    >>> is_postgres_url("postgresql://app@db/compaction"), is_postgres_url("compaction.db")
+    (True, False)
+    """
+    return db.strip().lower().startswith(_POSTGRES_SCHEMES)
+
+
+def open_store(db: str, *, pool_size: int = 10) -> SessionStore | None:
+    """The store ``--db`` names when it is not a SQLite file: a PostgreSQL URL opens a
+    :class:`~compaction.postgres_store.PostgresSessionStore` (its schema created on first use).
+    None for a SQLite path, which the app opens itself.
+
+    Raises ``ValueError`` when the ``postgres`` extra is missing and ``ConnectionError`` (an
+    ``OSError``) when the database cannot be reached in 10 s; neither message holds the password."""
+    if not is_postgres_url(db):
+        return None
+    try:
+        from compaction.postgres_store import PostgresSessionStore, redact_url
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ValueError(
+            f"--db {db.split('://')[0]}:// needs the postgres extra (missing {exc.name}): "
+            "pip install 'compaction-engine[postgres]'"
+        ) from None
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:  # pragma: no cover
+        raise ValueError(f"--db needs the postgres extra (missing {exc.name})") from None
+    try:
+        return PostgresSessionStore(db, pool_size=pool_size, timeout=10.0)
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConnectionError(f"cannot open the PostgreSQL store {redact_url(db)}: {detail}") from None
+
+
+def _detach_from_terminal_signals() -> None:
+    """Leave the supervisor's process group, so a Ctrl+C reaches the supervisor alone and each
+    worker gets exactly one signal, passed on by it (uvicorn takes a second SIGINT as "exit now,
+    do not drain"); and on Linux, get SIGTERM when the supervisor dies, not linger on the port."""
+    os.setpgrp()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the supervisor still stops us
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _worker(args: argparse.Namespace, sockets: list[socket.socket]) -> None:
+    """One worker process: the whole server on the supervisor's socket."""
+    _detach_from_terminal_signals()
+    from compaction.server.runner import run
+
+    try:
+        code = run(args, sockets=sockets)
+    except KeyboardInterrupt:  # the supervisor passes SIGINT on; uvicorn drains on it
+        code = 0
+    sys.exit(code)
+
+
+def serve_workers(args: argparse.Namespace) -> int:
+    """Run ``args.workers`` server processes on one socket (see the module docstring); their
+    exit status: 0 when all exited cleanly, else 1 (2 for a usage error found before start)."""
+    workers = int(args.workers)
+    db = str(args.db)
+    if db in (":memory:", ""):
+        print("compaction serve: error: --workers needs a shared store: a SQLite file or a PostgreSQL URL, "
+              "not ':memory:' (each worker would have its own)", file=sys.stderr)  # fmt: skip
+        return 2
+    try:  # fail before binding anything; creates the schema once, before the workers race to
+        store = open_store(db, pool_size=1)
+    except (ValueError, OSError) as exc:
+        print(f"compaction serve: error: {exc}", file=sys.stderr)
+        return 2
+    if store is not None:
+        getattr(store, "close", lambda: None)()
+    import uvicorn
+
+    # Bound once here, shared by the workers (uvicorn's own --workers does the same).
+    sock = uvicorn.Config(app="compaction.server.app:create_app", host=args.host, port=args.port).bind_socket()
+    child_args = argparse.Namespace(**{**vars(args), "workers": 1})
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=_worker, args=(child_args, [sock]), name=f"compaction-worker-{i}", daemon=False)
+        for i in range(workers)
+    ]
+    stopping = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in processes:
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for process in processes:
+            process.start()
+        _log.info("compaction serve: %d workers on %s:%d (pids %s)", workers, args.host, args.port,
+                  ", ".join(str(p.pid) for p in processes))  # fmt: skip
+        failed = False
+        while any(p.is_alive() for p in processes):
+            time.sleep(0.2)
+            dead = [p for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
+            if dead and not stopping:  # one worker died: take the others down, report failure
+                _log.error("worker %s exited with %s; stopping the others", dead[0].name, dead[0].exitcode)
+                failed = stopping = True
+                for process in processes:
+                    if process.is_alive():
+                        process.terminate()
+        for process in processes:
+            process.join()
+        codes = [p.exitcode for p in processes]
+        return 1 if failed or any(code not in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
