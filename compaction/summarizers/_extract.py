@@ -18,7 +18,6 @@ from compaction.patterns import ELLIPSIS, TOKEN_END, truncate
 # --------------------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0e-\x1f\x7f]")
-_WS = re.compile(r"\s+")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -35,7 +34,9 @@ def strip_control(text: str) -> str:
 
 def clean(text: str) -> str:
     """One line: control characters removed, every run of whitespace collapsed to one space."""
-    return _WS.sub(" ", strip_control(text)).strip()
+    # str.split() splits at the characters \s matches (str.isspace) and drops the ends: the same
+    # as re.sub(r"\s+", " ", ...).strip(), about twice as fast (this runs for every line scanned).
+    return " ".join(strip_control(text).split())
 
 
 # Text in tool output that addresses the model rather than the user: quoted lines that contain it
