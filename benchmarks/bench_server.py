@@ -1,20 +1,29 @@
-"""Benchmark of the HTTP service: ``POST /v1/compact`` on a 200-message transcript.
+"""Benchmark of the HTTP service: ``POST /v1/compact`` on a 200-message transcript, old and new.
 
-A real server (``python -m compaction.server``, uvicorn, extractive summarizer, a throwaway SQLite
-file) runs in a subprocess on 127.0.0.1; ``httpx.AsyncClient`` clients send the same 200-message
-coding session (``benchmarks/generate.py``, seed 1; the bundled example when the generator is
-absent) as fast as they can, with 1, 10 and 50 concurrent clients. Reported: requests per second,
-p50/p99 latency, and - during the 50-client phase - the latency of ``GET /health`` (how long the
-event loop makes other requests wait while compactions run). Two response shapes are measured:
-``full`` (the default: the result with the archived originals and the replayable record) and
-``lean`` (``include_removed=false, include_record=false``: messages, numbers, summary).
+Real servers (``python -m compaction.server``, uvicorn, extractive summarizer, a throwaway SQLite
+file) run in subprocesses on 127.0.0.1, one at a time; ``httpx.AsyncClient`` clients send the same
+200-message coding session (``benchmarks/generate.py``, seed 1) as fast as they can with 1, 10 and
+50 concurrent clients. Two servers are measured side by side in the same run:
 
-Servers compared in one run: this checkout with compactions on its worker thread (``thread``), with
-``--compact-processes`` one per core, and - with ``--old PATH``, a ``git worktree`` of an earlier
-commit - that commit's server (``before``), each at 1, 10 and 50 clients.
+- ``old``: the service before the throughput work (commit ``790e96f``), checked out with
+  ``git worktree add /tmp/bench-old 790e96f`` when absent and run with ``PYTHONPATH`` on it. Its
+  compactions run on one worker thread, under the GIL; its default response is the full one.
+- ``new``: this checkout, started as ``compaction serve --workers W --compact-processes P``
+  (W server processes on one port; P compaction processes each; the response serialized once,
+  with orjson; lean by default): W=1 and W=2, P=1.
 
-Run ``python benchmarks/bench_server.py [--old /tmp/old]`` for a Markdown table; ``run()`` returns
-the figures. Bounded: a few minutes (``quick=True``, the default).
+Reported per row: requests per second, p50/p99 latency, ``GET /health`` p50/p99 while the clients
+run (how long the event loop makes other requests wait), the response size, and the CPU the
+server's process tree used per request (psutil: the server and all its processes). "Per core"
+figures divide by the compaction processes a server runs: 1 for ``old`` (one process, the GIL),
+W x P for ``new``; ``cpu ms/request`` is the load-independent measure of the same thing.
+
+``/v1/compact`` is stateless (the store is not touched), so the SQLite/PostgreSQL choice does not
+enter these figures (a shared SQLite file serves ``--workers 2``).
+
+Run ``python benchmarks/bench_server.py`` for a Markdown table (``--json`` adds the figures,
+``--write`` replaces the "HTTP service" section of RESULTS.md); ``run()`` returns the figures.
+Bounded: about 2-3 minutes on 2 busy cores (``quick=True``, the default).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +47,23 @@ if str(ROOT) not in sys.path:
 
 N_MESSAGES = 200
 MODEL = "gpt-4o"
+OLD_COMMIT = "790e96f"
+OLD_TREE = Path(os.environ.get("COMPACTION_BENCH_OLD", "/tmp/bench-old"))
+HEADING = "## HTTP service"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    tree: Path
+    workers: int | None  # None: the old server (python -m compaction.server, no such options)
+    processes: int
+    shape: str  # "full" or "lean": what the body asks for ("default" bodies name no flag)
+    body_flags: bool  # send include_removed / include_record explicitly
+
+    @property
+    def cores(self) -> int:
+        return (self.workers or 1) * self.processes
 
 
 def transcript() -> tuple[list[dict[str, Any]], str]:
@@ -53,6 +80,18 @@ def transcript() -> tuple[list[dict[str, Any]], str]:
         return messages, "compaction/examples/coding_session.json, repeated"
 
 
+def old_tree() -> Path:
+    """The old service's source: a git worktree at ``OLD_COMMIT`` (made once, reused)."""
+    if not (OLD_TREE / "compaction" / "server").is_dir():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(OLD_TREE), OLD_COMMIT],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return OLD_TREE
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -60,36 +99,24 @@ def _free_port() -> int:
         return port
 
 
-def _start_server(db: Path, root: Path = ROOT, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], str]:
-    """``python -m compaction.server`` from the checkout at ``root`` (another commit's worktree for
-    the "before" figures), with ``extra`` options."""
+def _start_server(tree: Path, db: Path, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(root),
+        "PYTHONPATH": str(tree),
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    command = [
-        sys.executable,
-        "-m",
-        "compaction.server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--db",
-        str(db),
-        "--model",
-        MODEL,
-        "--summarizer",
-        "extractive",
-        "--log-level",
-        "warning",
-        *extra,
-    ]
-    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    options = ["--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--model", MODEL]
+    options += ["--summarizer", "extractive", "--log-level", "warning"]
+    if variant.workers is None:
+        command = [sys.executable, "-m", "compaction.server", *options]
+    else:  # `compaction serve` (the CLI owns --workers); -c: no script for spawned processes to re-import
+        options += ["--workers", str(variant.workers), "--compact-processes", str(variant.processes)]
+        launcher = f"import sys; from compaction.cli import main; sys.exit(main(['serve', *{options!r}]))"
+        command = [sys.executable, "-c", launcher]
+    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     import httpx
 
@@ -108,12 +135,29 @@ def _start_server(db: Path, root: Path = ROOT, extra: tuple[str, ...] = ()) -> t
 
 
 def _stop_server(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()  # SIGTERM: the graceful path
+    process.terminate()  # SIGTERM: the graceful path (the compute pool's processes end with it)
     try:
         process.wait(30)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its live children; NaN without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return float("nan")
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        return total
+    except psutil.Error:
+        return float("nan")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -125,7 +169,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-async def _load(base: str, body: bytes, clients: int, requests: int, *, probe_health: bool) -> dict[str, Any]:
+async def _load(base: str, body: bytes, clients: int, requests: int, pid: int) -> dict[str, Any]:
     import httpx
 
     latencies: list[float] = []
@@ -135,7 +179,10 @@ async def _load(base: str, body: bytes, clients: int, requests: int, *, probe_he
     remaining = requests
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
     headers = {"content-type": "application/json"}
-    async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as client:
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=60) as prober_client,  # its own connection
+    ):
 
         async def worker() -> None:
             nonlocal remaining, errors
@@ -152,19 +199,20 @@ async def _load(base: str, body: bytes, clients: int, requests: int, *, probe_he
         async def prober(stop: asyncio.Event) -> None:
             while not stop.is_set():
                 started = time.perf_counter()
-                await client.get("/health")
+                await prober_client.get("/health")
                 health.append(time.perf_counter() - started)
                 await asyncio.sleep(0.05)
 
         stop = asyncio.Event()
-        probe = asyncio.create_task(prober(stop)) if probe_health else None
+        probe = asyncio.create_task(prober(stop))
+        cpu_before = _cpu_seconds(pid)
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         wall = time.perf_counter() - began
+        cpu = _cpu_seconds(pid) - cpu_before
         stop.set()
-        if probe is not None:
-            await probe
-    out: dict[str, Any] = {
+        await probe
+    return {
         "clients": clients,
         "requests": len(latencies),
         "errors": errors,
@@ -174,73 +222,81 @@ async def _load(base: str, body: bytes, clients: int, requests: int, *, probe_he
         "p99_ms": 1000 * _percentile(latencies, 0.99),
         "mean_ms": 1000 * statistics.fmean(latencies),
         "response_bytes": int(statistics.median(sizes)),
+        "health_p50_ms": 1000 * _percentile(health, 0.5),
+        "health_p99_ms": 1000 * _percentile(health, 0.99),
+        "cpu_ms_per_request": 1000 * cpu / max(1, len(latencies)),
     }
-    if health:
-        out["health_p50_ms"] = 1000 * _percentile(health, 0.5)
-        out["health_p99_ms"] = 1000 * _percentile(health, 0.99)
-    return out
 
 
-CLIENTS = (1, 10, 50)
+def _body(messages: list[dict[str, Any]], variant: Variant) -> bytes:
+    data: dict[str, Any] = {"messages": messages}
+    if variant.body_flags:
+        full = variant.shape == "full"
+        data |= {"include_removed": full, "include_record": full}
+    return json.dumps(data).encode()
 
 
-def _measure(root: Path, extra: tuple[str, ...], bodies: dict[str, bytes], quick: bool) -> dict[str, Any]:
-    import httpx
-
-    requests = {1: 8, 10: 30, 50: 60} if quick else {1: 30, 10: 120, 50: 300}
-    runs: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        process, base = _start_server(Path(tmp) / "bench.db", root, extra)
-        try:
-            headers = {"content-type": "application/json"}
-            for body in bodies.values():  # warm up: tokenizer tables, caches, worker processes
-                for _ in range(3):
-                    httpx.post(f"{base}/v1/compact", content=body, headers=headers, timeout=120).raise_for_status()
-            for shape, body in bodies.items():
-                for clients in CLIENTS:
-                    runs[f"{shape}_c{clients}"] = asyncio.run(
-                        _load(base, body, clients, requests[clients], probe_health=clients > 1)
-                    )
-        finally:
-            _stop_server(process)
-    return runs
+def variants() -> list[Variant]:
+    old = old_tree()
+    return [
+        Variant("old", old, None, 1, "full", body_flags=False),  # today's default answer
+        Variant("old", old, None, 1, "lean", body_flags=True),
+        Variant("new", ROOT, 1, 1, "lean", body_flags=False),  # the new default answer
+        Variant("new", ROOT, 2, 1, "lean", body_flags=False),
+        Variant("new", ROOT, 2, 1, "full", body_flags=True),
+    ]
 
 
-def run(quick: bool = True, old_root: Path | None = None, processes: int | None = None) -> dict[str, Any]:
-    """Figures for 1, 10 and 50 concurrent clients, full and lean responses: this checkout with
-    ``--compact-processes`` (default: one per core) and, with ``old_root`` (a worktree of an
-    earlier commit), that server too, in the same run."""
+def run(quick: bool = True) -> dict[str, Any]:
+    """Figures for every variant at 1, 10 and 50 concurrent clients."""
     import httpx
 
     messages, source = transcript()
-    full = json.dumps({"messages": messages}).encode()
-    lean = json.dumps({"messages": messages, "include_removed": False, "include_record": False}).encode()
-    bodies = {"full": full, "lean": lean}
-    processes = processes or os.cpu_count() or 1
-    servers: dict[str, tuple[Path, tuple[str, ...]]] = {}
-    if old_root is not None:
-        servers["before"] = (old_root, ())
-    servers["thread"] = (ROOT, ())
-    servers[f"processes={processes}"] = (ROOT, ("--compact-processes", str(processes)))
-    with tempfile.TemporaryDirectory() as tmp:
-        process, base = _start_server(Path(tmp) / "probe.db")
-        try:
-            result = httpx.post(
-                f"{base}/v1/compact", content=full, headers={"content-type": "application/json"}, timeout=120
-            ).json()
-        finally:
-            _stop_server(process)
+    loads = ((1, 8), (10, 30), (50, 60)) if quick else ((1, 30), (10, 100), (50, 200))
     figures: dict[str, Any] = {
         "transcript": source,
         "messages": len(messages),
-        "request_bytes": len(full),
-        "tokens_before": result["tokens_before"],
-        "tokens_after": result["tokens_after"],
-        "fallback_level": result["fallback_level"],
+        "request_bytes": len(json.dumps({"messages": messages}).encode()),
         "cpu_count": os.cpu_count(),
-        "servers": {name: _measure(root, extra, bodies, quick) for name, (root, extra) in servers.items()},
+        "old_commit": OLD_COMMIT,
+        "rows": [],
     }
+    for variant in variants():
+        body = _body(messages, variant)
+        with tempfile.TemporaryDirectory() as tmp:
+            process, base = _start_server(variant.tree, Path(tmp) / "bench.db", variant)
+            try:
+                headers = {"content-type": "application/json"}
+                for _ in range(max(2, variant.cores)):  # warm: imports, tokenizer, every worker process
+                    warm = httpx.post(f"{base}/v1/compact", content=body, headers=headers, timeout=120)
+                    warm.raise_for_status()
+                result = warm.json()
+                figures.setdefault("tokens_before", result["tokens_before"])
+                figures.setdefault("tokens_after", result["tokens_after"])
+                figures.setdefault("fallback_level", result["fallback_level"])
+                for clients, requests in loads:
+                    row = asyncio.run(_load(base, body, clients, requests, process.pid))
+                    row |= {"server": variant.name, "workers": variant.workers, "processes": variant.processes}
+                    row |= {"shape": variant.shape, "cores": variant.cores}
+                    figures["rows"].append(row)
+            finally:
+                _stop_server(process)
+    _ratios(figures)
     return figures
+
+
+def _ratios(figures: dict[str, Any]) -> None:
+    """new/old requests per second per core, against the old server answering the same shape."""
+    old = {(r["shape"], r["clients"]): r for r in figures["rows"] if r["server"] == "old"}
+    for row in figures["rows"]:
+        base = old.get((row["shape"], row["clients"]))
+        if row["server"] == "new" and base is not None:
+            row["ratio_per_core"] = (row["rps"] / row["cores"]) / base["rps"]
+            row["ratio_cpu"] = base["cpu_ms_per_request"] / row["cpu_ms_per_request"]
+        # the change a client sees: new default (lean) against old default (full)
+        default_old = old.get(("full", row["clients"]))
+        if row["server"] == "new" and row["shape"] == "lean" and default_old is not None:
+            row["ratio_vs_old_default_per_core"] = (row["rps"] / row["cores"]) / default_old["rps"]
 
 
 def markdown(figures: dict[str, Any]) -> str:
@@ -248,28 +304,39 @@ def markdown(figures: dict[str, Any]) -> str:
         f"`POST /v1/compact`, {figures['messages']}-message transcript ({figures['transcript']}; "
         f"{figures['request_bytes'] / 1e6:.2f} MB JSON, {figures['tokens_before']:,} -> "
         f"{figures['tokens_after']:,} tokens, {figures['fallback_level']} summary), extractive summarizer, "
-        f"one uvicorn process on 127.0.0.1 ({figures['cpu_count']} cores), httpx.AsyncClient clients.",
+        f"uvicorn on 127.0.0.1, {figures['cpu_count']} cores, httpx.AsyncClient clients. `old` = commit "
+        f"{figures['old_commit']} (one process, compactions on a worker thread, full answer by default); "
+        "`new` = this tree, `compaction serve --workers W --compact-processes P`, lean answer by default. "
+        "The endpoint is stateless: the store (SQLite or PostgreSQL) is not involved. Per core = req/s "
+        "divided by W x P (1 for old). cpu ms/req = CPU of all the server's processes per request "
+        "(load-independent).",
         "",
-        "| server | response | clients | requests | req/s | p50 ms | p99 ms | response size | /health p50 / p99 ms |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| server | workers x processes | answer | clients | requests | req/s | p50 ms | p99 ms | /health p50 / p99 ms "
+        "| size | cpu ms/req | new/old per core (same answer) | new/old per core (old default) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for server, runs in figures["servers"].items():
-        for key, r in runs.items():
-            shape = key.split("_")[0]
-            probe = f"{r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f}" if "health_p50_ms" in r else "-"
-            errors = f" ({r['errors']} errors)" if r["errors"] else ""
-            lines.append(
-                f"| {server} | {shape} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | "
-                f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['response_bytes'] / 1e3:.0f} kB | {probe} |"
-            )
+    for r in figures["rows"]:
+        errors = f" ({r['errors']} errors)" if r["errors"] else ""
+        same = f"{r['ratio_per_core']:.2f}x" if "ratio_per_core" in r else "-"
+        default = f"{r['ratio_vs_old_default_per_core']:.2f}x" if "ratio_vs_old_default_per_core" in r else "-"
+        workers = f"{r['workers']} x {r['processes']}" if r["workers"] is not None else "1 (thread)"
+        lines.append(
+            f"| {r['server']} | {workers} | {r['shape']} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | "
+            f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f} | "
+            f"{r['response_bytes'] / 1e3:.0f} kB | {r['cpu_ms_per_request']:.0f} | {same} | {default} |"
+        )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    old = sys.argv[sys.argv.index("--old") + 1] if "--old" in sys.argv else None
-    data = run(quick="--full" not in sys.argv, old_root=Path(old) if old else None)
-    print(markdown(data))
+    data = run(quick="--full" not in sys.argv)
+    table = markdown(data)
+    print(table)
     if "--json" in sys.argv:
         print(json.dumps(data, indent=1))
+    if "--write" in sys.argv:
+        from benchmarks.run_all import write_own_section
+
+        write_own_section(HEADING, "benchmarks/bench_server.py", table)

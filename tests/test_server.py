@@ -250,7 +250,13 @@ def test_openapi_schema_is_complete(srv: Running) -> None:
 
 def test_compact_openai_transcript(srv: Running) -> None:
     messages = coding_session()
-    response = srv.client.post("/v1/compact", json={"messages": messages, "instructions": "focus on file paths"})
+    body = {
+        "messages": messages,
+        "instructions": "focus on file paths",
+        "include_removed": True,
+        "include_record": True,
+    }
+    response = srv.client.post("/v1/compact", json=body)
     assert response.status_code == 200, response.text
     result = response.json()
     assert result["compacted"] is True

@@ -157,8 +157,8 @@ class CompactRequest(BaseModel):
     )
     budget: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="target tokens after compaction")
     options: CompactOptions | None = None
-    include_removed: bool = Field(default=True, description="return `removed` and `archive` (the originals)")
-    include_record: bool = Field(default=True, description="return `record` (the replayable account)")
+    include_removed: bool = Field(default=False, description="return `removed` and `archive` (the originals)")
+    include_record: bool = Field(default=False, description="return `record` (the replayable account)")
 
 
 class CompactResult(BaseModel):

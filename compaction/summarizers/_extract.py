@@ -18,7 +18,6 @@ from compaction.patterns import ELLIPSIS, TOKEN_END, truncate
 # --------------------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0e-\x1f\x7f]")
-_WS = re.compile(r"\s+")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -35,7 +34,9 @@ def strip_control(text: str) -> str:
 
 def clean(text: str) -> str:
     """One line: control characters removed, every run of whitespace collapsed to one space."""
-    return _WS.sub(" ", strip_control(text)).strip()
+    # str.split() splits at the characters \s matches (str.isspace) and drops the ends: the same
+    # as re.sub(r"\s+", " ", ...).strip(), about twice as fast (this runs for every line scanned).
+    return " ".join(strip_control(text).split())
 
 
 # Text in tool output that addresses the model rather than the user: quoted lines that contain it
@@ -67,6 +68,11 @@ def code(text: str) -> str:
 URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
 UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
+# What HASH_RE matches, found faster: a whole run of 7-64 hex digits, kept when it has a letter and
+# a digit (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
+_HEX_RUN = re.compile(r"\b[0-9a-f]{7,64}\b")
+_HEX_LETTER = re.compile(r"[a-f]")
+_DIGIT = re.compile(r"[0-9]")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
 TICKET_RE = re.compile(r"(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
@@ -146,27 +152,35 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
     """Tickets, issue numbers, UUIDs, CVEs and hashes in ``text`` as ``(offset, kind, value)``."""
     found: list[tuple[int, str, str]] = []
     spans: list[tuple[int, int]] = list(skip)
-    for match in UUID_RE.finditer(text):
-        found.append((match.start(), "uuid", match.group()))
-        spans.append(match.span())
-    for match in CVE_RE.finditer(text):
-        found.append((match.start(), "ticket", match.group()))
-        spans.append(match.span())
+    # Each pattern needs a character that the cheap ``in`` checks look for first (most texts have
+    # none of them): this is a hot path of the extractive summarizer.
+    hyphen = "-" in text
+    if hyphen:
+        for match in UUID_RE.finditer(text):
+            found.append((match.start(), "uuid", match.group()))
+            spans.append(match.span())
+    if "CVE-" in text:
+        for match in CVE_RE.finditer(text):
+            found.append((match.start(), "ticket", match.group()))
+            spans.append(match.span())
 
     def free(start: int) -> bool:
         return not any(a <= start < b for a, b in spans)
 
-    for match in TICKET_RE.finditer(text):
+    if hyphen:
+        for match in TICKET_RE.finditer(text):
+            value = match.group()
+            if value.split("-", 1)[0] in _TICKET_STOP or not free(match.start()):
+                continue
+            found.append((match.start(), "ticket", value))
+    if "#" in text:
+        for match in ISSUE_RE.finditer(text):
+            if free(match.start()):
+                found.append((match.start(), "ticket", match.group()))
+    for match in _HEX_RUN.finditer(text):
         value = match.group()
-        if value.split("-", 1)[0] in _TICKET_STOP or not free(match.start()):
-            continue
-        found.append((match.start(), "ticket", value))
-    for match in ISSUE_RE.finditer(text):
-        if free(match.start()):
-            found.append((match.start(), "ticket", match.group()))
-    for match in HASH_RE.finditer(text):
-        if free(match.start()):
-            found.append((match.start(), "hash", match.group()))
+        if _HEX_LETTER.search(value) and _DIGIT.search(value) and free(match.start()):
+            found.append((match.start(), "hash", value))
     found.sort()
     return found
 
