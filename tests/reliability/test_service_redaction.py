@@ -32,7 +32,12 @@ def transcript() -> list[dict[str, Any]]:
 
 def compact(permissions: frozenset[str], options: dict[str, Any]) -> dict[str, Any]:
     app = create_app(store_path=":memory:", client_permissions=permissions)
-    body = {"messages": transcript(), "options": {"window": 32_000, **options}}
+    body = {
+        "messages": transcript(),
+        "options": {"window": 32_000, **options},
+        "include_removed": True,
+        "include_record": True,
+    }
     with TestClient(app) as client:
         answer = client.post("/v1/compact", json=body)
     assert answer.status_code == 200, answer.text
