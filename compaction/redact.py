@@ -575,32 +575,26 @@ def redact_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str | None = None) -> Any:
     """A copy of a JSON value with every string redacted, except the values of ``skip_keys``
-    (messages as the service returns them, a record's entries).
+    (messages as the service returns them, a record's entries). Strings without a cue are
+    returned as they are, without a full pass: most (ids, cut points, plain messages) hold none.
 
     >>> redact_json({"role": "tool", "content": "use token=abcd1234efgh", "n": 3})
     {'role': 'tool', 'content': 'use token=[REDACTED:token]', 'n': 3}
     """
 
+    seen: dict[str, str] = {}  # the same text twice (a message in removed and in archive): one pass
+
     def walk(value: Any, key: str | None) -> Any:
         if isinstance(value, str):
-            return value if key in skip_keys else redact_if_needed(value)
+            if key in skip_keys:
+                return value
+            if value not in seen:
+                seen[value] = redact_if_needed(value) if _has_cue(value.lower()) else value
+            return seen[value]
         if isinstance(value, Mapping):
             return {k: walk(v, k if isinstance(k, str) else None) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [walk(v, None) for v in value]
         return value
 
-    def strings(value: Any, key: str | None) -> Iterator[str]:
-        if isinstance(value, str):
-            if key not in skip_keys:
-                yield value
-        elif isinstance(value, Mapping):
-            for k, v in value.items():
-                yield from strings(v, k if isinstance(k, str) else None)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                yield from strings(v, None)
-
-    # One cue check for the whole value first: most entries (archive ids, cut points, plain
-    # messages) hold no credential, and twenty thousand strings checked one by one cost half a second.
-    return walk(value, key) if _has_cue("\n".join(strings(value, key)).lower()) else value
+    return walk(value, key)

@@ -19,7 +19,8 @@ def result_dict(result: CompactionResult, *, include_removed: bool, include_reco
     if not include_removed:
         data["removed"], data["archive"] = [], {}
     elif redact_originals:
-        data["removed"], data["archive"] = redact_json(data["removed"]), redact_json(data["archive"])
+        originals = redact_json({"removed": data["removed"], "archive": data["archive"]})
+        data["removed"], data["archive"] = originals["removed"], originals["archive"]
     if not include_record:
         data["record"] = {}
     return data
