@@ -388,9 +388,9 @@ async def compact_prepared(
             # the next prepared state (see _prepare_memory); any other job is cancelled.
             if cm.store is not None or preparer.base is not ready:
                 await preparer.cancel()
-        elif ready is not None and not _fits(cm, sum(cm._counts[preparer.seen :]), after_wait):
-            # What arrived after the job started is too big already, whatever the job yields:
-            # waiting would only come before the call on the rest, so make that call now.
+        elif ready is not None and not _fits(cm, _best_after_job(cm, preparer, ready), after_wait):
+            # What the job cannot cover is too big already, whatever it yields: waiting would
+            # only come before the call on the rest, so make that call now.
             await preparer.cancel()
         else:
             await preparer.finish()  # partly done already: finishing beats compacting on demand
@@ -409,6 +409,15 @@ async def compact_prepared(
     finally:
         if cm.store is not None:
             preparer.clear_persisted(cm)
+
+
+def _best_after_job(cm: ContextManager, preparer: Preparer, ready: PreparedState) -> int:
+    """The smallest context the running job can give: a head like ``ready``'s (with the system
+    prompt and tools), then at least the last ``keep_recent_messages`` it was given and all that
+    arrived since."""
+    overhead = _candidate_tokens(cm, ready) - sum(cm._counts[ready.covered :])
+    start = max(ready.covered, preparer.seen - cm._work.config.keep_recent_messages)
+    return overhead + sum(cm._counts[start:])
 
 
 def _candidate(cm: ContextManager, state: PreparedState) -> list[dict[str, Any]]:
