@@ -56,6 +56,8 @@ _EMPTY_LINE_RE = re.compile(r"^[\s\-*+>#:;,.()\[\]`'\"|]*(?:\d+[.)])?[\s\-*+>#:;
 
 
 # Our fence lines as render.fence writes them; the closer is looked up by its nonce.
+_HEX_RUN_RE = re.compile(r"[0-9a-f]{10,}")
+_NONCE_RE = re.compile(r"[0-9a-f]{10}")
 _OPENER_RE = re.compile(r"<<<TOOL_OUTPUT ([0-9a-f]{10}) [^\n]*>>>\n")
 # Anything in the history that looks like a fence marker, spaced out or partial ones included.
 _FORGED_RE = re.compile(r"<+[ \t]*(?:END_)?TOOL_OUTPUT[^\n<>]*>*|(?:END_)?TOOL_OUTPUT[^\n<>]*>+")
@@ -89,11 +91,17 @@ def drop_forged_markers(body: str, nonces: Collection[str]) -> str:
         if end < 0:  # cut off (cut_middle runs later, but be safe): the rest is content
             end, closer = len(body), ""
         content = body[opener.end() : end]
-        pieces += (_FORGED_RE.sub(FORGED_MARKER_NOTE, body[pos : opener.start()]), opener.group())
-        pieces += (_FORGED_RE.sub(FORGED_MARKER_NOTE, content), closer)
+        pieces += (_drop_forged(body[pos : opener.start()]), opener.group())
+        pieces += (_drop_forged(content), closer)
         pos = search_from = end + len(closer)
-    pieces.append(_FORGED_RE.sub(FORGED_MARKER_NOTE, body[pos:]))
+    pieces.append(_drop_forged(body[pos:]))
     return "".join(pieces)
+
+
+def _drop_forged(text: str) -> str:
+    # Every forged marker contains "TOOL_OUTPUT": most pieces have none, and a substring check is
+    # much cheaper than the regex's scan.
+    return _FORGED_RE.sub(FORGED_MARKER_NOTE, text) if "TOOL_OUTPUT" in text else text
 
 
 def prompt_nonces(request: SummaryRequest) -> frozenset[str]:
@@ -106,7 +114,11 @@ def prompt_nonces(request: SummaryRequest) -> frozenset[str]:
     if not nonces:
         return nonces
     rest = _MARKER_RE.sub(lambda m: "" if m.group(1) in nonces else m.group(0), request.prompt)
-    return frozenset(n for n in nonces if n not in rest)
+    # A nonce (ten lowercase hex digits) can only occur inside a run of hex digits: the set of the
+    # runs' ten-character windows answers each nonce at once, instead of one scan of the whole
+    # prompt per nonce.
+    windows = {run[i : i + 10] for run in _HEX_RUN_RE.findall(rest) for i in range(len(run) - 9)}
+    return frozenset(n for n in nonces if (n not in windows if _NONCE_RE.fullmatch(n) else n not in rest))
 
 
 def strip_framing(text: str, nonces: Collection[str]) -> str:

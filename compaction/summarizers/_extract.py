@@ -29,6 +29,10 @@ _LINE_NUMBER = re.compile(r"[ \t]*\d{1,7}\t")
 
 def strip_control(text: str) -> str:
     """Remove ANSI escape sequences and control characters (tabs and newlines stay)."""
+    # Every match starts with a control character, which str.isprintable() rejects (one C-level
+    # pass; most lines scanned are single printable lines).
+    if text.isprintable():
+        return text
     return _ANSI.sub("", text) if _ANSI.search(text) else text
 
 

@@ -174,6 +174,24 @@ def _fitting_text(line: Line, free: int, allowed: int, refund: int, first: bool)
     return None
 
 
+def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int]) -> bool:
+    """Whether every identifier occurs in some kept text. ``kept`` only grows, so ``searched``
+    remembers per identifier how many texts were already searched in vain (-1: found), and each
+    text is searched at most once per identifier over the whole fit."""
+    for ident in idents:
+        start = searched.get(ident, 0)
+        if start < 0:
+            continue
+        for k in range(start, len(kept)):
+            if ident in kept[k]:
+                searched[ident] = -1
+                break
+        else:
+            searched[ident] = len(kept)
+            return False
+    return True
+
+
 def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[float, str] | None:
     level = _LEVELS[level_index]
     had = [bool(lines) for lines in sections]
@@ -195,6 +213,7 @@ def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[fl
     candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
     chosen: list[list[Line]] = [[] for _ in sections]
     kept_texts: list[str] = []
+    searched: dict[str, int] = {}
     value = 0.0
     # Pass 0 places the pinned lines, then the essential ones (up to ESSENTIAL_SHARE of the room);
     # pass 1 gives each section a fair share of what is left; pass 2 hands the rest to the best
@@ -220,7 +239,7 @@ def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[fl
             neg, s, _order, _text, line = candidates[index]
             if index in taken:
                 continue
-            if line.covers and all(any(ident in t for t in kept_texts) for ident in line.covers):
+            if line.covers and _all_covered(line.covers, kept_texts, searched):
                 continue
             first = not chosen[s]
             refund = marker_cost[s] if first else 0

@@ -216,6 +216,17 @@ def _call_label(part: ToolCallPart) -> str:
     return part.name
 
 
+_ASCII_DIGIT = re.compile(r"[0-9]")
+
+
+def _has_digit(line: str) -> bool:
+    """Whether any character of ``line`` is a digit (``str.isdigit``): an ASCII digit or an ASCII
+    line answers with one C-level scan; only other lines are walked per character."""
+    if _ASCII_DIGIT.search(line):
+        return True
+    return False if line.isascii() else any(ch.isdigit() for ch in line)
+
+
 def segment(messages: Sequence[Message]) -> list[Unit]:
     """The span's units in order: sentences and non-prose lines of the user's and the assistant's
     text, and the measurement lines of tool results."""
@@ -249,7 +260,7 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                 if ":" not in text and "=" not in text:
                     continue
                 for raw in text.splitlines():
-                    if len(raw) > MAX_OUTPUT_LINE or not any(ch.isdigit() for ch in raw):
+                    if len(raw) > MAX_OUTPUT_LINE or not _has_digit(raw):
                         continue
                     found = measurement(clean(raw))
                     if found is not None:  # marked when it addresses the model (never followed)

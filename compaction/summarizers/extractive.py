@@ -176,10 +176,10 @@ _PIECE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\w\s]+|\s+|[^\x00-\x7f]")
 def piece_tokens(text: str) -> int:
     """A tokenizer-free estimate of ``text``'s BPE tokens (no lower than typical BPE counts)."""
     count = 0
-    for match in _PIECE.finditer(text):
-        piece = match.group().strip()
+    for raw in _PIECE.findall(text):  # the pattern has no groups: findall gives whole matches
+        piece = raw.strip()
         if not piece:
-            count += "\n" in match.group()
+            count += "\n" in raw
         elif piece[-1].isascii() and piece[-1].isalpha():
             count += 1 + (len(piece) - 1) // 10
         elif piece[0].isdigit() or len(piece) <= 2:
