@@ -469,12 +469,23 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
             c.add_text(value, index)  # long strings are file contents: their paths are noise
 
 
+def _nonzero_exit(text: str) -> bool:
+    # Every match holds "exit" or "non-zero" (any case): an ASCII text without them (most tool
+    # output) is answered by one lower() and two substring checks instead of the regex's scan.
+    # Outside ASCII, case-insensitive "i" also matches "\u0130" and "\u0131": the regex decides.
+    if text.isascii():
+        lowered = text.lower()
+        if "exit" not in lowered and "non-zero" not in lowered:
+            return False
+    return _NONZERO_EXIT.search(text) is not None
+
+
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
     text = part.text
     errors = [_error_text(line) for line in c.add_text(text, index, PER_RESULT_LIMIT)]
     commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
     c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
-    failed = part.is_error is True or _NONZERO_EXIT.search(text) is not None
+    failed = part.is_error is True or _nonzero_exit(text)
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
         errors = [_trim(first, ERROR_LINE_CHARS)]

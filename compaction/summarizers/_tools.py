@@ -77,6 +77,13 @@ _ERR_SHELL = re.compile(
     r"exit(?:ed)? (?:with )?(?:code|status)[: ]+[1-9]\d*|returned non-zero exit status",
     re.I,
 )
+# A word that every rankable line except pytest's "E   ..." holds (see the patterns above and
+# below, same flags): one search skips the lines none of the six patterns can match.
+_ERR_ANY = re.compile(
+    r"error|exception|fail|fault|exit|interrupt|fatal|err!|panic|no such file|command not found|"
+    r"permission denied|non-zero",
+    re.I,
+)
 _ERR_SUMMARY = re.compile(r"\b\d+ (?:failed|errors?)\b", re.I)
 _EXIT_OK = re.compile(r"exit(?:ed)? (?:with )?(?:code|status)[: ]+0\b", re.I)
 _TRACEBACK = "Traceback (most recent call last)"
@@ -220,7 +227,7 @@ def error_lines(text: str) -> list[str]:
     ranked: list[tuple[int, int, str]] = []
     for pos, raw in enumerate(text.splitlines()):
         line = raw.strip()
-        if not line or len(line) < 4:
+        if not line or len(line) < 4 or not (line.startswith("E") or _ERR_ANY.search(line)):
             continue
         rank = -1
         if _ERR_FAILED.match(line):
