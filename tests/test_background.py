@@ -309,32 +309,6 @@ async def test_a_job_waited_for_at_the_threshold_is_swapped_in_without_a_second_
     await cm.aclose()
 
 
-async def test_after_a_compaction_jobs_start_below_the_mark_once_a_step_aged_out() -> None:
-    summarizer = GatedSummarizer()
-    cm = manager(summarizer, prepare=PrepareSettings(mark=0.95, step=0.1))
-    index = 1
-    while cm.prepared is None or cm.prepared.jobs == 0:  # first job: only past the mark
-        assert cm.tokens * 1.2 < 0.95 * 20_000 or cm.preparing or cm.prepared is not None
-        index = await grow(cm, index, 1)
-        await settle(cm)
-    index, result = await asyncio.wait_for(to_threshold(cm, index), 5)
-    assert result.compacted
-    assert not cm.decision().should_compact
-    jobs_before = cm.prepared.jobs
-    started_below_mark = False
-    for i in range(index + 1, index + 40):
-        before = await cm.before_turn()
-        if before is not None:
-            break
-        if cm.preparing and cm.tokens * 1.2 < 0.95 * 20_000:
-            started_below_mark = True
-        cm.append(*turn(i))
-        await settle(cm)
-    assert started_below_mark  # the session compacted once: a step aged out is prepared at once
-    assert cm.prepared.jobs > jobs_before
-    await cm.aclose()
-
-
 async def test_never_two_jobs_and_close_leaves_no_task() -> None:
     summarizer = GatedSummarizer()
     summarizer.gate.clear()

@@ -7,9 +7,7 @@ result is not applied: it becomes a :class:`~compaction.middleware.prepare.Prepa
 first ``covered`` messages can be replaced by the summary block the compactor wrote). Later jobs
 extend it: they compact the prepared head plus the messages after it, so a message already
 summarized is never sent to the summarizer again (only the previous summary is, as on every
-repeated compaction). A job starts only when ``step`` of the trigger has aged out since the last;
-once the session has compacted, that holds below the mark too, so jobs follow one another and what
-the threshold finds unprepared stays about one step (a large tool result can jump past the mark).
+repeated compaction). A job starts only when ``step`` of the trigger has aged out since the last.
 
 At the threshold :func:`compact_prepared` swaps the prepared head in with no model call when the
 context it gives stays under ``accept`` of the trigger and fits the budget; otherwise one
@@ -64,7 +62,6 @@ class Preparer:
         self.rebased: PreparedState | None = None
         """Set when ``base`` was swapped in while the job ran: the job's result then describes the
         swapped-in context (its request was that context's head plus the same messages)."""
-        self.compactions = 0  # threshold compactions seen: once the session has had one, it will again
         self.seen = 0  # context messages the running job was given (its result cannot cover more)
 
     @property
@@ -90,14 +87,9 @@ class Preparer:
         keep = cm._work.config.keep_recent_messages
         tail = min(sum(counts[-keep:]) if keep else 0, cm._work.config.recent_tail_cap(cm._work.guard.window))
         aged = sum(counts[covered:]) - tail
-        step = self.settings.step * trigger
         if tokens < self.settings.mark * trigger:
-            # Below the mark only in a session that has compacted before (it will reach the threshold
-            # again): a step's worth aged out is prepared at once, so what the threshold finds
-            # unprepared stays about one step (a large tool result can jump past the mark).
-            if not (self.compactions and aged >= step):
-                return False
-        elif aged <= 0 or (state is not None and aged < step):
+            return False
+        if aged <= 0 or (state is not None and aged < self.settings.step * trigger):
             return False
         self._started_at = tokens
         self.base = state
@@ -377,7 +369,6 @@ async def compact_prepared(
         return None
     if cm.store is not None and preparer.state is None and not preparer.running:
         preparer.load(cm)  # saved by another process, or before a restart
-    preparer.compactions += 1
     waited = False
     after_wait = (1 + preparer.settings.accept) / 2
     if preparer.running:

@@ -41,11 +41,10 @@ class PrepareSettings:
     ``mark``: start once the context passes this fraction of the compaction trigger (the guard's
     threshold in tokens). ``step``: after the first job, start another only when at least this
     fraction of the trigger has aged out of the protected tail since the last one (each job sends
-    the previous summary again, so small steps cost more tokens); once the session has compacted,
-    this alone starts a job, below the mark too. ``accept``: at the threshold the prepared summary
-    is swapped in with no model call when the context it gives stays under this fraction of the
-    trigger (after waiting for a job in flight: under halfway from it to the trigger); above it,
-    one call summarizes what aged out since.
+    the previous summary again, so small steps cost more tokens). ``accept``: at the threshold the
+    prepared summary is swapped in with no model call when the context it gives stays under this
+    fraction of the trigger (after waiting for a job in flight: under halfway from it to the
+    trigger); above it, one call summarizes what aged out since.
     ``enabled=False`` is the off switch."""
 
     enabled: bool = True
