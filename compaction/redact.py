@@ -271,9 +271,14 @@ _KEY_WORDS = (
 _QUOTE = r"(?:\\?[\"'])"  # a quote, maybe JSON-escaped
 _ASSIGN_KEY = rf"(?:{_KEY_WORDS}){_QUOTE}?\s*[:=]\s*"
 # key = "a quoted value", spaces allowed: the whole pass phrase goes.
-_QUOTED_ASSIGN_RE = re.compile(rf"(?i)({_ASSIGN_KEY})(\\?[\"'])" + _NOT_DONE + r"((?:(?!\2)[^\n]){1,200}?)\2")
+# Each starts with a lookahead for the first character of a key ("--" for a flag): it only skips
+# positions where no alternative can start (same flags, so the same case folding), about three
+# times faster over long texts than trying the alternation at every character.
+_QUOTED_ASSIGN_RE = re.compile(
+    rf"(?i)(?=[acprst])({_ASSIGN_KEY})(\\?[\"'])" + _NOT_DONE + r"((?:(?!\2)[^\n]){1,200}?)\2"
+)
 _ASSIGN_RE = re.compile(
-    rf"(?i)({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
+    rf"(?i)(?=[acprst-])({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
     r"([^\s\"',;&)}\]\\]{4,})"
 )
 _RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}")
@@ -394,6 +399,16 @@ _KEY_WORD_LIST = tuple(
     )
     for sep in (("_", "-", "") if b else ("",))
 )
+
+
+def _first_chars(words: Iterable[str]) -> str:
+    """A lookahead for the first characters of ``words`` (none when one is empty: it matches anywhere)."""
+    words = tuple(words)
+    if not words or not all(words):
+        return ""
+    return "(?=[" + "".join(re.escape(ch) for ch in sorted({w[0] for w in words})) + "])"
+
+
 # Cheap cues, so that text without any (most tool output) skips the full redaction pass. Every
 # match of the steps above starts on a line holding one of them (for assignments the cue is the key
 # and its "=" or ":", so "token" in code is not one), which lets a long text be redacted around its
@@ -416,13 +431,15 @@ _LITERAL_CUES = (
 )
 # Separate patterns, not one alternation: each scans with its own literal-prefix and first-
 # character shortcuts, which a single alternation of them all loses (three times slower).
+# The ones led by an alternation start with a lookahead for its first characters: it only skips
+# positions where no match can start, and the engine tests it far faster than the alternation.
 _CUES: tuple[re.Pattern[str], ...] = (
-    re.compile(_trie(_LITERAL_CUES)),
-    re.compile(rf"{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]"),
+    re.compile(_first_chars(_LITERAL_CUES) + _trie(_LITERAL_CUES)),
+    re.compile(rf"{_first_chars(_KEY_WORD_LIST)}{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]"),
     re.compile(rf"--{_trie(_KEY_WORD_LIST)}[= ]"),
     re.compile(r":(?:\\?/){2}[^\s/@]*:[^\s@/]+@"),
     re.compile(r"-u\s*['\"]?[^\s:'\"]+:"),
-    re.compile(r"(?:machine\s+\S+|default)\s+(?:login|password)"),
+    re.compile(r"(?=[md])(?:machine\s+\S+|default)\s+(?:login|password)"),
 )
 
 
