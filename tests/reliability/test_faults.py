@@ -157,7 +157,9 @@ async def test_strict_mode_raises_only_compaction_error(provider: FakeProvider, 
 
 @pytest.mark.parametrize("fault", RETRIED)
 async def test_a_fault_that_clears_on_retry_still_gives_a_full_summary(provider: FakeProvider, fault: str) -> None:
-    compactor = Compactor(MODEL, llm(provider), config())
+    # A 2 s timeout (the kit's is 0.5 s): on a loaded machine a healthy attempt must not time out
+    # too, or the count of calls below is off by one; the slow fault (3 s) still times out.
+    compactor = Compactor(MODEL, llm(provider, timeout=2.0), config())
     messages = session(20)
     clean = await compact(compactor, messages)
     baseline = len(provider.completion_requests)
