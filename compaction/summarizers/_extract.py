@@ -92,8 +92,10 @@ _EXTENSIONS = (
     "fs|rb|php|swift|mm|jl|lua|pl|dart|ex|exs|erl|hs|ml|clj|vue|svelte|proto|graphql|lock|gradle|tf|"
     "tfvars|mk|pdf|png|jpg|jpeg|gif|svg|webp|zip|gz|tgz|whl|so|dll|exe|db|sqlite|parquet|patch|diff"
 )
+# The lookahead (any first character of the three forms) lets the engine skip the other positions
+# before it evaluates the lookbehind.
 PATH_RE = re.compile(
-    r"(?<![\w./~:@+-])"
+    r"(?=[~./\w@+-])(?<![\w./~:@+-])"
     r"(?:"
     r"(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?"  # /abs, ~/home, ./rel, ../rel
     r"|[\w@+-][\w.@+-]*(?:/[\w.@+-]+)+/?"  # rel/with/slashes
