@@ -129,8 +129,9 @@ def fit(sections: Sections, max_chars: int) -> str | None:
     """Render the sections in at most ``max_chars`` characters, dropping the lowest-priority
     lines first. ``None`` when even the bare skeleton cannot fit."""
     best: tuple[float, str] | None = None
+    ranked = _ranked(sections)
     for level_index in range(len(_LEVELS)):
-        fitted = _fit_level(sections, max_chars, level_index)
+        fitted = _fit_level(sections, max_chars, level_index, ranked)
         if fitted is None:
             continue
         value, text = fitted
@@ -192,15 +193,13 @@ def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int
     return True
 
 
-def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[float, str] | None:
-    level = _LEVELS[level_index]
-    had = [bool(lines) for lines in sections]
-    marker_cost = [3 + len(level.omitted if h else level.none) for h in had]
-    used = sum(len(heading(i + 1, t)) for i, t in enumerate(level.titles))
-    used += len(level.separator) * (len(SECTION_TITLES) - 1) + sum(marker_cost)
-    if used > max_chars:
-        return None
-    candidates: list[tuple[float, int, tuple[float, ...], str, Line]] = []
+_Candidate = tuple[float, int, tuple[float, ...], str, Line]
+
+
+def _ranked(sections: Sections) -> tuple[list[_Candidate], list[int]]:
+    """Every line as a candidate, best first, and the indices placed first (pinned, then essential
+    lines). The same at every level and budget, so :func:`fit` ranks the sections once."""
+    candidates: list[_Candidate] = []
     for s, raw_lines in enumerate(sections):
         # One line each, whatever the source: no newline or control character survives.
         lines = [_one_line(line) for line in raw_lines]
@@ -211,6 +210,28 @@ def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[fl
             value = base[k] + (TOP_BONUS if k == best and not line.pinned else 0.0)
             candidates.append((-value, s, line.order, line.text, line))
     candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
+    # Essential lines compete on their own score, whatever their section.
+    essentials = sorted(
+        (k for k, c in enumerate(candidates) if c[4].essential and not c[4].pinned),
+        key=lambda k: (-candidates[k][4].score, candidates[k][1], candidates[k][2]),
+    )
+    return candidates, [k for k, c in enumerate(candidates) if c[4].pinned] + essentials
+
+
+def _fit_level(
+    sections: Sections,
+    max_chars: int,
+    level_index: int,
+    ranked: tuple[list[_Candidate], list[int]] | None = None,
+) -> tuple[float, str] | None:
+    level = _LEVELS[level_index]
+    had = [bool(lines) for lines in sections]
+    marker_cost = [3 + len(level.omitted if h else level.none) for h in had]
+    used = sum(len(heading(i + 1, t)) for i, t in enumerate(level.titles))
+    used += len(level.separator) * (len(SECTION_TITLES) - 1) + sum(marker_cost)
+    if used > max_chars:
+        return None
+    candidates, first_pass = ranked if ranked is not None else _ranked(sections)
     chosen: list[list[Line]] = [[] for _ in sections]
     kept_texts: list[str] = []
     searched: dict[str, int] = {}
@@ -222,12 +243,6 @@ def _fit_level(sections: Sections, max_chars: int, level_index: int) -> tuple[fl
     essential_end = used + int(room * ESSENTIAL_SHARE)
     spent = [0] * len(sections)
     taken: set[int] = set()
-    # Essential lines compete on their own score, whatever their section.
-    essentials = sorted(
-        (k for k, c in enumerate(candidates) if c[4].essential and not c[4].pinned),
-        key=lambda k: (-candidates[k][4].score, candidates[k][1], candidates[k][2]),
-    )
-    first_pass = [k for k, c in enumerate(candidates) if c[4].pinned] + essentials
     quota: list[int] = []
     for pass_number in (0, 1, 2):
         if pass_number == 1:
