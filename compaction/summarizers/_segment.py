@@ -260,7 +260,8 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                 if ":" not in text and "=" not in text:
                     continue
                 for raw in text.splitlines():
-                    if len(raw) > MAX_OUTPUT_LINE or not _has_digit(raw):
+                    # measurement() needs a ":" or "=", which clean() keeps: skip the others early.
+                    if len(raw) > MAX_OUTPUT_LINE or (":" not in raw and "=" not in raw) or not _has_digit(raw):
                         continue
                     found = measurement(clean(raw))
                     if found is not None:  # marked when it addresses the model (never followed)
