@@ -443,8 +443,22 @@ _CUES: tuple[re.Pattern[str], ...] = (
 )
 
 
+# Every key word holds one of these, and the last cue needs "login" or "password": two or four
+# substring checks (much faster than a regex scan) rule out the key-word cues and the .netrc cue
+# for most texts. Computed, not assumed: a key word without an anchor turns the shortcut off.
+_KEY_ANCHORS = ("key", "token", "secret", "pass")
+_KEY_SHORTCUT = all(any(a in w for a in _KEY_ANCHORS) for w in _KEY_WORD_LIST)
+
+
 def _has_cue(lowered: str) -> bool:
-    return any(cue.search(lowered) is not None for cue in _CUES)
+    if _CUES[0].search(lowered) is not None:
+        return True
+    keyed = not _KEY_SHORTCUT or any(a in lowered for a in _KEY_ANCHORS)
+    if keyed and (_CUES[1].search(lowered) is not None or _CUES[2].search(lowered) is not None):
+        return True
+    if _CUES[3].search(lowered) is not None or _CUES[4].search(lowered) is not None:
+        return True
+    return ("login" in lowered or "password" in lowered) and _CUES[5].search(lowered) is not None
 
 
 def _cue_spans(lowered: str) -> Iterator[tuple[int, int]]:
