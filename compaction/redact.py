@@ -205,7 +205,9 @@ _URL_SIGNATURE_RE = re.compile(
     + r"([^&\s\"'#\\]+)"
 )
 # "Authorization: Bearer <token>", also bare "Bearer <token>", and Basic credentials.
-_AUTH_RE = re.compile(r"(?i)\b(Bearer|Basic)\s+" + _NOT_DONE + r"([A-Za-z0-9._~+/=-]{8,})")
+# The patterns below that start with a lookahead for their first character ("(?=m)") match what they
+# would without it: it only lets the engine skip positions where no match can start (2-3x faster).
+_AUTH_RE = re.compile(r"(?i)(?=b)\b(Bearer|Basic)\s+" + _NOT_DONE + r"([A-Za-z0-9._~+/=-]{8,})")
 
 
 def _basic_credentials(value: str) -> bool:
@@ -234,20 +236,20 @@ def _auth_headers(text: str) -> tuple[str, int]:
 
 
 # Command lines that take a password as an argument.
-_CURL_USER_RE = re.compile(r"(?<=\s)(?:-u\s*|--user[\s=]+)(['\"]?)[^\s:'\"]+:" + _NOT_DONE + r"([^\s'\"]+)\1")
+_CURL_USER_RE = re.compile(r"(?=-)(?<=\s)(?:-u\s*|--user[\s=]+)(['\"]?)[^\s:'\"]+:" + _NOT_DONE + r"([^\s'\"]+)\1")
 _MYSQL_RE = re.compile(
-    r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n]*?\s-p(['\"]?)"
+    r"(?=m)\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n]*?\s-p(['\"]?)"
     + _NOT_DONE
     + r"([^\s'\"]+)\1"
 )
 _LOGIN_RE = re.compile(
-    r"\b(?:docker|podman|buildah|skopeo|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:\s+|=)(['\"]?)"
+    r"(?=[dpbsn])\b(?:docker|podman|buildah|skopeo|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:\s+|=)(['\"]?)"
     + _NOT_DONE
     + r"([^\s'\"]+)\1"
 )
 # .netrc: "machine <host> login <user> password <secret>", on one line or several.
 _NETRC_RE = re.compile(
-    r"\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port)\s+\S+){0,3}\s+password\s+" + _NOT_DONE + r"(\S+)"
+    r"(?=[md])\b(?:machine\s+\S+|default)(?:\s+(?:login|account|port)\s+\S+){0,3}\s+password\s+" + _NOT_DONE + r"(\S+)"
 )
 
 
