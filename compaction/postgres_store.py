@@ -40,16 +40,34 @@ the session's archive as the corpus, so its scores equal the in-memory index's.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-from compaction.sqlite_store import SessionNotFound, _check_session_id, _dumps
-from compaction.store import ArchiveHit, ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction._store_rows import (
+    NO_ARCHIVE,
+    ClosingStore,
+    SessionNotFound,
+    archive_rows,
+    check_compaction,
+    check_model,
+    check_owner,
+    check_search,
+    check_session_id,
+    dumps,
+    entry_row,
+    history_entries,
+    loads_message,
+    message_rows,
+    prepared_state,
+    ranked_search,
+    session_context,
+    stored_messages,
+    verbatim_search,
+)
+from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,8 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore", "SessionNotFound"]
 
 SCHEMA_VERSION: Final = 1
-
-_NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
 # pg_advisory_xact_lock key for schema creation ("compacti" as an int64), so that processes that
 # open a new database at the same time do not race on CREATE TABLE.
@@ -180,13 +196,6 @@ def redact_url(url: str) -> str:
     return _PASSWORD.sub(lambda m: (m.group(1) or m.group(2)) + ("***@" if m.group(1) else "***"), url)
 
 
-def _loads_message(text: str) -> dict[str, Any]:
-    value = json.loads(text)
-    if not isinstance(value, dict):  # only dicts are ever written
-        raise ValueError(f"stored message is {type(value).__name__}, not a JSON object")
-    return value
-
-
 def _like_pattern(piece: str) -> str:
     """``%piece%`` for ``ILIKE``, with the pattern's special characters escaped (escape ``\\``)."""
     return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -204,7 +213,7 @@ def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(ClosingStore):
     """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
 
     ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or
@@ -304,14 +313,6 @@ class PostgresSessionStore:
             self._closed = True
             self._pool.close()
 
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"PostgresSessionStore({self.url!r}, {state})"
@@ -321,8 +322,8 @@ class PostgresSessionStore:
     def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
         """Create the session if it does not exist (idempotent); update system/model when given
         (``None`` leaves the stored value as it is)."""
-        _check_session_id(session_id)
-        system_json = None if system is None else _dumps(system, "system")
+        check_session_id(session_id)
+        system_json = None if system is None else dumps(system, "system")
         now = time.time()
         with self._tx() as conn:
             conn.execute(
@@ -343,9 +344,8 @@ class PostgresSessionStore:
 
     def set_model(self, session_id: str, model: str) -> None:
         """Record a model change: :meth:`context` returns the new model from now on."""
-        _check_session_id(session_id)
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty str, got {model!r}")
+        check_session_id(session_id)
+        check_model(model)
         with self._tx() as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET model = %s, updated_at = %s WHERE id = %s", (model, time.time(), session_id)
@@ -360,14 +360,8 @@ class PostgresSessionStore:
         database, increasing in commit order within a session). Raises :class:`SessionNotFound`,
         ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
         message that is not JSON-serializable (nothing of the batch is stored then)."""
-        _check_session_id(session_id)
-        if isinstance(messages, Mapping | str | bytes):
-            raise TypeError(f"messages must be a sequence of message dicts, got one {type(messages).__name__}")
-        rows: list[str] = []
-        for index, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                raise TypeError(f"message {index} of the batch is a {type(message).__name__}, not a mapping")
-            rows.append(_dumps(dict(message), f"message {index} of the batch"))
+        check_session_id(session_id)
+        rows = message_rows(messages)
         now = time.time()
         with self._tx() as conn:
             self._lock_session(conn, session_id)
@@ -384,7 +378,7 @@ class PostgresSessionStore:
 
     def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
         """All messages of the session, or only those with an id above ``after_id``, oldest first."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._tx() as conn:
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = %s AND id > %s ORDER BY id",
@@ -392,52 +386,42 @@ class PostgresSessionStore:
             ).fetchall()
             if not rows:
                 self._require_session(conn, session_id)
-        return [StoredMessage(id=row[0], message=_loads_message(row[1]), created_at=row[2]) for row in rows]
+        return stored_messages(rows)
 
     def context(self, session_id: str) -> SessionContext:
         """The session's summary, system, model and the messages after ``summary_through_id``
         (one consistent snapshot)."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._tx(snapshot=True) as conn:
             head = conn.execute(
                 "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
             if head is None:
                 raise SessionNotFound(session_id)
-            system_json, model, summary, through = head
+            through = head[3]
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = %s AND id > %s ORDER BY id",
                 (session_id, 0 if through is None else through),
             ).fetchall()
-        return SessionContext(
-            session_id=session_id,
-            summary=summary,
-            summary_through_id=through,
-            messages=tuple(StoredMessage(id=r[0], message=_loads_message(r[1]), created_at=r[2]) for r in rows),
-            system=None if system_json is None else json.loads(system_json),
-            model=model,
-        )
+        return session_context(session_id, head, rows)
 
     # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
 
     def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
         """``(version, state)`` of the session's background-prepared summary; ``(0, None)`` when
         none was ever saved, ``state`` None when it was cleared."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._tx() as conn:
             row = conn.execute("SELECT version, state FROM prepared WHERE session_id = %s", (session_id,)).fetchone()
-        if row is None:
-            return 0, None
-        state = json.loads(row[1])
-        return int(row[0]), state if isinstance(state, dict) else None
+        return prepared_state(row)
 
     def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
         """Compare-and-swap the prepared state on its version (``state=None`` clears it; the version
         still moves on). Returns the new version, or None (nothing changed) when another writer
         changed it first. One statement: the first save inserts (a concurrent first save hits the
         primary key and does nothing), later ones update only the row still at ``expected_version``."""
-        _check_session_id(session_id)
-        text = _dumps(state, "prepared state")
+        check_session_id(session_id)
+        text = dumps(state, "prepared state")
         with self._tx() as conn:
             if expected_version == 0:
                 cursor = conn.execute(
@@ -462,7 +446,7 @@ class PostgresSessionStore:
         new_through_id: int,
         summary: str | None,
         entry: CompactionEntry,
-        archive: Mapping[str, Mapping[str, Any]] = _NO_ARCHIVE,
+        archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
     ) -> bool:
         """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``
         (``None`` matches a session never compacted); else return ``False`` and change nothing.
@@ -472,35 +456,16 @@ class PostgresSessionStore:
         its first message), all in one transaction. Caller errors raise as in
         :meth:`compaction.sqlite_store.SQLiteSessionStore.save_compaction`.
         """
-        _check_session_id(session_id)
-        if isinstance(new_through_id, bool) or not isinstance(new_through_id, int):
-            raise ValueError(f"new_through_id must be a message id (int), got {new_through_id!r}")
-        if expected_through_id is not None and new_through_id <= expected_through_id:
-            raise ValueError(
-                f"new_through_id {new_through_id} must be above expected_through_id {expected_through_id}: "
-                "a compaction only moves summary_through_id forward"
-            )
-        if entry.summary_through_id != new_through_id:
-            raise ValueError(
-                f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
-            )
-        record_json = _dumps(dict(entry.record), "entry.record")
-        from compaction.recall._text import archive_text
-
-        archive_rows = []
-        for archive_id, message in archive.items():
-            message_json = _dumps(dict(message), f"archived message {archive_id!r}")
-            role, text = archive_text(message)
-            archive_rows.append((session_id, str(archive_id), message_json, role, text, *_word_counts(text)))
+        check_session_id(session_id)
+        record_json = check_compaction(expected_through_id, new_through_id, entry)
+        archived = [(*row, *_word_counts(row[4])) for row in archive_rows(session_id, archive)]
         now = time.time()
         with self._tx() as conn:
             head = self._lock_session(conn, session_id)
             if head[0] != expected_through_id:
                 return False  # lost the race: another worker compacted first
             owner = conn.execute("SELECT session_id FROM messages WHERE id = %s", (new_through_id,)).fetchone()
-            if owner is None or owner[0] != session_id:
-                where = "no message" if owner is None else f"a message of session {owner[0]!r}"
-                raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+            check_owner(owner, new_through_id, session_id)
             conn.execute(
                 "UPDATE sessions SET summary = %s, summary_through_id = %s, updated_at = %s WHERE id = %s",
                 (summary, new_through_id, now, session_id),
@@ -509,32 +474,21 @@ class PostgresSessionStore:
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
                 ' fallback_level, summary, summary_through_id, "trigger", record)'
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    session_id,
-                    float(entry.at),
-                    int(entry.tokens_before),
-                    int(entry.tokens_after),
-                    int(entry.messages_compacted),
-                    str(entry.fallback_level),
-                    entry.summary,
-                    entry.summary_through_id,
-                    str(entry.trigger),
-                    record_json,
-                ),
+                entry_row(session_id, entry, record_json),
             )
-            if archive_rows:
+            if archived:
                 with conn.cursor() as cursor:
                     cursor.executemany(
                         "INSERT INTO archive (session_id, archive_id, message, role, text, words, freqs, length,"
                         " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                         " ON CONFLICT (session_id, archive_id) DO NOTHING",
-                        [(*row, now) for row in archive_rows],
+                        [(*row, now) for row in archived],
                     )
         return True
 
     def history(self, session_id: str) -> list[CompactionEntry]:
         """The session's compactions, oldest first."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._tx() as conn:
             rows = conn.execute(
                 "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
@@ -543,20 +497,7 @@ class PostgresSessionStore:
             ).fetchall()
             if not rows:
                 self._require_session(conn, session_id)
-        return [
-            CompactionEntry(
-                at=row[0],
-                tokens_before=row[1],
-                tokens_after=row[2],
-                messages_compacted=row[3],
-                fallback_level=row[4],
-                summary=row[5],
-                summary_through_id=row[6],
-                record=json.loads(row[8]),
-                trigger=row[7],
-            )
-            for row in rows
-        ]
+        return history_entries(rows)
 
     def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
         """The archived original message stored under ``archive_id``, or ``None``; with
@@ -570,22 +511,17 @@ class PostgresSessionStore:
                 row = conn.execute(
                     "SELECT message FROM archive WHERE session_id = %s AND archive_id = %s", (session_id, archive_id)
                 ).fetchone()
-        return None if row is None else _loads_message(row[0])
+        return None if row is None else loads_message(row[0])
 
     def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
         """Recall: the messages this session archived that match ``query``, best first, ``limit``
         of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
         Raises ``ValueError`` for a blank query or a negative ``limit`` / ``offset``,
         :class:`SessionNotFound` for an unknown session."""
-        from compaction.recall._text import Phrase, query_words, rank_verbatim
+        from compaction.recall._text import query_words
 
-        _check_session_id(session_id)
-        query = query.strip() if isinstance(query, str) else ""
-        if not query:
-            raise ValueError("the query is empty")
-        if limit < 0 or offset < 0:
-            raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        phrase = Phrase(query)
+        check_session_id(session_id)
+        query = check_search(query, limit, offset)
         with self._tx(snapshot=True) as conn:
             self._require_session(conn, session_id)
             rows = conn.execute(
@@ -594,16 +530,9 @@ class PostgresSessionStore:
                 # left to the Python check.
                 (session_id, [_like_pattern(piece) for piece in query.split() if piece.isascii()]),
             ).fetchall()
-            found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
-            if found:
-                ranked = [(key, *phrase.rank(found[key][3])) for key in found]
-                scores = {key: score for key, _, score in ranked}
-                order = rank_verbatim(ranked)
-                hits = tuple(
-                    ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
-                    for key in order[offset : offset + limit]
-                )
-                return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
+            verbatim = verbatim_search(query, rows, limit=limit, offset=offset)
+            if verbatim is not None:
+                return verbatim
             words = query_words(query)
             if not words:
                 return ArchiveSearch((), total=0, verbatim=0, offset=offset)
@@ -614,5 +543,4 @@ class PostgresSessionStore:
             else:  # a page past the end (or limit 0): count the hits alone
                 counted = conn.execute(_BM25, {**arguments, "limit": 1, "offset": 0}).fetchone()
                 total = 0 if counted is None else int(counted[4])
-        hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in page)
-        return ArchiveSearch(hits, total=total, verbatim=0, offset=offset)
+        return ranked_search(page, total=total, offset=offset)

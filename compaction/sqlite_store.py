@@ -41,23 +41,40 @@ turn a JSON document such as ``5`` into an integer. Times are Unix seconds (``RE
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
-from compaction.store import ArchiveHit, ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction._store_rows import (
+    NO_ARCHIVE,
+    ClosingStore,
+    SessionNotFound,
+    archive_rows,
+    check_compaction,
+    check_model,
+    check_owner,
+    check_search,
+    check_session_id,
+    dumps,
+    entry_row,
+    history_entries,
+    loads_message,
+    message_rows,
+    prepared_state,
+    ranked_search,
+    session_context,
+    stored_messages,
+    verbatim_search,
+)
+from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
 SCHEMA_VERSION: Final = 2
-
-_NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
 # Statements run in order, in one transaction, on a database whose user_version is 0.
 _SCHEMA: Final[tuple[str, ...]] = (
@@ -149,7 +166,13 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
         conn.executemany(
             "INSERT INTO archive (session_id, archive_id, message, created_at, role, text) VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (session_id, archive_id, message, created_at, *archive_text(_loads_message(message)))
+                (
+                    session_id,
+                    archive_id,
+                    message,
+                    created_at,
+                    *archive_text(loads_message(message, sqlite3.DatabaseError)),
+                )
                 for archive_id, session_id, message, created_at in batch
             ],
         )
@@ -223,43 +246,7 @@ def _word_probe(query: str) -> str | None:
     return " AND ".join(terms) or None
 
 
-class SessionNotFound(KeyError):
-    """The session id is not in the store. A :class:`KeyError`, so ``except KeyError`` catches it.
-
-    >>> str(SessionNotFound("s1"))
-    "no session 's1' in this store (create it with create_session first)"
-    """
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(session_id)
-        self.session_id = session_id
-
-    def __str__(self) -> str:
-        return f"no session {self.session_id!r} in this store (create it with create_session first)"
-
-
-def _dumps(value: Any, what: str) -> str:
-    """``value`` as compact UTF-8 JSON, or a ValueError that names ``what`` could not be stored."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{what} is not JSON-serializable: {exc}") from exc
-
-
-def _loads_message(text: str) -> dict[str, Any]:
-    value = json.loads(text)
-    if not isinstance(value, dict):  # only dicts are ever written
-        raise sqlite3.DatabaseError(f"stored message is {type(value).__name__}, not a JSON object")
-    return value
-
-
-def _check_session_id(session_id: object) -> str:
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
-    return session_id
-
-
-class SQLiteSessionStore:
+class SQLiteSessionStore(ClosingStore):
     """A :class:`~compaction.store.SessionStore` in one SQLite file, safe across threads and processes.
 
     ``path`` is a database file (created with its schema on first open) or ``":memory:"`` for a
@@ -443,14 +430,6 @@ class SQLiteSessionStore:
         for conn in connections:
             conn.close()
 
-    def __enter__(self) -> SQLiteSessionStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"SQLiteSessionStore({self._path!r}, {state})"
@@ -460,8 +439,8 @@ class SQLiteSessionStore:
     def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
         """Create the session if it does not exist (idempotent); update system/model when given
         (``None`` leaves the stored value as it is)."""
-        _check_session_id(session_id)
-        system_json = None if system is None else _dumps(system, "system")
+        check_session_id(session_id)
+        system_json = None if system is None else dumps(system, "system")
         now = time.time()
         with self._write() as conn:
             conn.execute(
@@ -483,9 +462,8 @@ class SQLiteSessionStore:
     def set_model(self, session_id: str, model: str) -> None:
         """Record a model change: :meth:`context` returns the new model from now on, so the caller
         re-derives the budget from the new model's window. Messages and summary are unchanged."""
-        _check_session_id(session_id)
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty str, got {model!r}")
+        check_session_id(session_id)
+        check_model(model)
         with self._write() as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?", (model, time.time(), session_id)
@@ -503,14 +481,8 @@ class SQLiteSessionStore:
         ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
         message that is not JSON-serializable (nothing of the batch is stored then).
         """
-        _check_session_id(session_id)
-        if isinstance(messages, Mapping | str | bytes):
-            raise TypeError(f"messages must be a sequence of message dicts, got one {type(messages).__name__}")
-        rows: list[str] = []
-        for index, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                raise TypeError(f"message {index} of the batch is a {type(message).__name__}, not a mapping")
-            rows.append(_dumps(dict(message), f"message {index} of the batch"))
+        check_session_id(session_id)
+        rows = message_rows(messages)
         now = time.time()
         with self._write() as conn:
             self._require_session(conn, session_id)
@@ -529,7 +501,7 @@ class SQLiteSessionStore:
     def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
         """All messages of the session, or only those with an id above ``after_id``, oldest first.
         Compaction never removes anything from this list."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._connection() as conn:
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
@@ -537,31 +509,24 @@ class SQLiteSessionStore:
             ).fetchall()
             if not rows:
                 self._require_session(conn, session_id)
-        return [StoredMessage(id=row[0], message=_loads_message(row[1]), created_at=row[2]) for row in rows]
+        return stored_messages(rows, sqlite3.DatabaseError)
 
     def context(self, session_id: str) -> SessionContext:
         """The session's summary, system, model and the messages after ``summary_through_id``
         (one consistent snapshot; messages at or before that id are not read at all)."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._read() as conn:
             head = conn.execute(
                 "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
             if head is None:
                 raise SessionNotFound(session_id)
-            system_json, model, summary, through = head
+            through = head[3]
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
                 (session_id, 0 if through is None else through),
             ).fetchall()
-        return SessionContext(
-            session_id=session_id,
-            summary=summary,
-            summary_through_id=through,
-            messages=tuple(StoredMessage(id=r[0], message=_loads_message(r[1]), created_at=r[2]) for r in rows),
-            system=None if system_json is None else json.loads(system_json),
-            model=model,
-        )
+        return session_context(session_id, head, rows, sqlite3.DatabaseError)
 
     # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
 
@@ -575,21 +540,18 @@ class SQLiteSessionStore:
     def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
         """``(version, state)`` of the session's background-prepared summary; ``(0, None)`` when
         none was ever saved, ``state`` None when it was cleared."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._write() as conn:
             conn.execute(self._PREPARED_TABLE)
             row = conn.execute("SELECT version, state FROM prepared WHERE session_id = ?", (session_id,)).fetchone()
-        if row is None:
-            return 0, None
-        state = json.loads(row[1])
-        return int(row[0]), state if isinstance(state, dict) else None
+        return prepared_state(row)
 
     def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
         """Compare-and-swap the prepared state on its version (``state=None`` clears it; the version
         still moves on, so a writer that read the old state cannot bring it back). Returns the new
         version, or None (nothing changed) when another writer changed it first."""
-        _check_session_id(session_id)
-        text = _dumps(state, "prepared state")
+        check_session_id(session_id)
+        text = dumps(state, "prepared state")
         with self._write() as conn:
             conn.execute(self._PREPARED_TABLE)
             row = conn.execute("SELECT version FROM prepared WHERE session_id = ?", (session_id,)).fetchone()
@@ -612,7 +574,7 @@ class SQLiteSessionStore:
         new_through_id: int,
         summary: str | None,
         entry: CompactionEntry,
-        archive: Mapping[str, Mapping[str, Any]] = _NO_ARCHIVE,
+        archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
     ) -> bool:
         """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
 
@@ -630,30 +592,9 @@ class SQLiteSessionStore:
         message of this session, or differs from ``entry.summary_through_id``, or when the record
         or an archived message is not JSON-serializable; :class:`SessionNotFound`.
         """
-        _check_session_id(session_id)
-        if isinstance(new_through_id, bool) or not isinstance(new_through_id, int):
-            raise ValueError(f"new_through_id must be a message id (int), got {new_through_id!r}")
-        if expected_through_id is not None and new_through_id <= expected_through_id:
-            raise ValueError(
-                f"new_through_id {new_through_id} must be above expected_through_id {expected_through_id}: "
-                "a compaction only moves summary_through_id forward"
-            )
-        if entry.summary_through_id != new_through_id:
-            raise ValueError(
-                f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
-            )
-        record_json = _dumps(dict(entry.record), "entry.record")
-        from compaction.recall._text import archive_text
-
-        archive_rows = [
-            (
-                session_id,
-                str(archive_id),
-                _dumps(dict(message), f"archived message {archive_id!r}"),
-                *archive_text(message),
-            )
-            for archive_id, message in archive.items()
-        ]
+        check_session_id(session_id)
+        record_json = check_compaction(expected_through_id, new_through_id, entry)
+        archived = archive_rows(session_id, archive)
         now = time.time()
         with self._write() as conn:
             head = conn.execute("SELECT summary_through_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -662,9 +603,7 @@ class SQLiteSessionStore:
             if head[0] != expected_through_id:
                 return False  # lost the race: another worker compacted first
             owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (new_through_id,)).fetchone()
-            if owner is None or owner[0] != session_id:
-                where = "no message" if owner is None else f"a message of session {owner[0]!r}"
-                raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+            check_owner(owner, new_through_id, session_id)
             cursor = conn.execute(
                 "UPDATE sessions SET summary = ?, summary_through_id = ?, updated_at = ?"
                 " WHERE id = ? AND summary_through_id IS ?",
@@ -676,29 +615,18 @@ class SQLiteSessionStore:
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
                 ' fallback_level, summary, summary_through_id, "trigger", record)'
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    float(entry.at),
-                    int(entry.tokens_before),
-                    int(entry.tokens_after),
-                    int(entry.messages_compacted),
-                    str(entry.fallback_level),
-                    entry.summary,
-                    entry.summary_through_id,
-                    str(entry.trigger),
-                    record_json,
-                ),
+                entry_row(session_id, entry, record_json),
             )
             conn.executemany(
                 "INSERT OR IGNORE INTO archive (session_id, archive_id, message, role, text, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                [(*row, now) for row in archive_rows],
+                [(*row, now) for row in archived],
             )
         return True
 
     def history(self, session_id: str) -> list[CompactionEntry]:
         """The session's compactions, oldest first."""
-        _check_session_id(session_id)
+        check_session_id(session_id)
         with self._connection() as conn:
             rows = conn.execute(
                 "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
@@ -707,20 +635,7 @@ class SQLiteSessionStore:
             ).fetchall()
             if not rows:
                 self._require_session(conn, session_id)
-        return [
-            CompactionEntry(
-                at=row[0],
-                tokens_before=row[1],
-                tokens_after=row[2],
-                messages_compacted=row[3],
-                fallback_level=row[4],
-                summary=row[5],
-                summary_through_id=row[6],
-                record=json.loads(row[8]),
-                trigger=row[7],
-            )
-            for row in rows
-        ]
+        return history_entries(rows)
 
     def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
         """The archived original message stored under ``archive_id``, or ``None``.
@@ -738,7 +653,7 @@ class SQLiteSessionStore:
                 row = conn.execute(
                     "SELECT message FROM archive WHERE session_id = ? AND archive_id = ?", (session_id, archive_id)
                 ).fetchone()
-        return None if row is None else _loads_message(row[0])
+        return None if row is None else loads_message(row[0], sqlite3.DatabaseError)
 
     def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
         """Recall: the messages this session archived that match ``query``, best first, ``limit``
@@ -750,28 +665,15 @@ class SQLiteSessionStore:
         its words, ranked by FTS5's BM25. Raises ``ValueError`` for a blank query or a negative
         ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
         """
-        from compaction.recall._text import Phrase, query_words, rank_verbatim
+        from compaction.recall._text import query_words
 
-        _check_session_id(session_id)
-        query = query.strip() if isinstance(query, str) else ""
-        if not query:
-            raise ValueError("the query is empty")
-        if limit < 0 or offset < 0:
-            raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        phrase = Phrase(query)
+        check_session_id(session_id)
+        query = check_search(query, limit, offset)
         with self._read() as conn:
             self._require_session(conn, session_id)
-            rows = _verbatim_candidates(conn, session_id, query)
-            found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
-            if found:
-                ranked = [(key, *phrase.rank(found[key][3])) for key in found]
-                scores = {key: score for key, _, score in ranked}
-                order = rank_verbatim(ranked)
-                hits = tuple(
-                    ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
-                    for key in order[offset : offset + limit]
-                )
-                return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
+            verbatim = verbatim_search(query, _verbatim_candidates(conn, session_id, query), limit=limit, offset=offset)
+            if verbatim is not None:
+                return verbatim
             words = query_words(query)
             if not words:
                 return ArchiveSearch((), total=0, verbatim=0, offset=offset)
@@ -787,5 +689,4 @@ class SQLiteSessionStore:
                 + " ORDER BY score DESC, a.id DESC LIMIT ? OFFSET ?",
                 (match, session_id, limit, offset),
             ).fetchall()
-        hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in page)
-        return ArchiveSearch(hits, total=int(total), verbatim=0, offset=offset)
+        return ranked_search(page, total=int(total), offset=offset)

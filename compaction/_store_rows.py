@@ -1,0 +1,224 @@
+"""What :class:`~compaction.sqlite_store.SQLiteSessionStore` and
+:class:`~compaction.postgres_store.PostgresSessionStore` share apart from their SQL: argument
+checks, JSON in and out of columns, rows to :mod:`compaction.store` records, the compaction's
+caller-error checks and the verbatim half of recall. Each store keeps its own SQL and transactions;
+both answer alike because both go through these functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType, TracebackType
+from typing import Any, Final, Self
+
+from compaction.store import ArchiveHit, ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+
+NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+
+
+class SessionNotFound(KeyError):
+    """The session id is not in the store. A :class:`KeyError`, so ``except KeyError`` catches it.
+
+    >>> str(SessionNotFound("s1"))
+    "no session 's1' in this store (create it with create_session first)"
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return f"no session {self.session_id!r} in this store (create it with create_session first)"
+
+
+class ClosingStore:
+    """``with store:`` closes the store on exit (the subclass defines ``close``)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def dumps(value: Any, what: str) -> str:
+    """``value`` as compact UTF-8 JSON, or a ValueError that names ``what`` could not be stored."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"{what} is not JSON-serializable: {exc}") from exc
+
+
+def loads_message(text: str, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """A stored message column back as a dict; ``error`` (the store's database error) otherwise."""
+    value = json.loads(text)
+    if not isinstance(value, dict):  # only dicts are ever written
+        raise error(f"stored message is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def check_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+    return session_id
+
+
+def check_model(model: object) -> str:
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"model must be a non-empty str, got {model!r}")
+    return model
+
+
+def message_rows(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """An append's batch as JSON texts, checked before anything is written: ``TypeError`` for a
+    lone message or an item that is not a mapping, ``ValueError`` naming the index of one that is
+    not JSON-serializable."""
+    if isinstance(messages, Mapping | str | bytes):
+        raise TypeError(f"messages must be a sequence of message dicts, got one {type(messages).__name__}")
+    rows: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"message {index} of the batch is a {type(message).__name__}, not a mapping")
+        rows.append(dumps(dict(message), f"message {index} of the batch"))
+    return rows
+
+
+def stored_messages(rows: Sequence[Sequence[Any]], error: type[Exception] = ValueError) -> list[StoredMessage]:
+    """``(id, message, created_at)`` rows as :class:`StoredMessage`, in row order."""
+    return [StoredMessage(id=row[0], message=loads_message(row[1], error), created_at=row[2]) for row in rows]
+
+
+def session_context(
+    session_id: str, head: Sequence[Any], rows: Sequence[Sequence[Any]], error: type[Exception] = ValueError
+) -> SessionContext:
+    """The :class:`SessionContext` of a ``(system, model, summary, summary_through_id)`` session row
+    and its ``(id, message, created_at)`` message rows after ``summary_through_id``."""
+    system_json, model, summary, through = head
+    return SessionContext(
+        session_id=session_id,
+        summary=summary,
+        summary_through_id=through,
+        messages=tuple(stored_messages(rows, error)),
+        system=None if system_json is None else json.loads(system_json),
+        model=model,
+    )
+
+
+def prepared_state(row: Sequence[Any] | None) -> tuple[int, dict[str, Any] | None]:
+    """A ``(version, state)`` prepared row as :meth:`load_prepared` returns it; ``(0, None)`` for no row."""
+    if row is None:
+        return 0, None
+    state = json.loads(row[1])
+    return int(row[0]), state if isinstance(state, dict) else None
+
+
+def check_compaction(expected_through_id: int | None, new_through_id: int, entry: CompactionEntry) -> str:
+    """The caller errors of ``save_compaction`` (``ValueError``: retrying could never succeed);
+    the entry's record as JSON."""
+    if isinstance(new_through_id, bool) or not isinstance(new_through_id, int):
+        raise ValueError(f"new_through_id must be a message id (int), got {new_through_id!r}")
+    if expected_through_id is not None and new_through_id <= expected_through_id:
+        raise ValueError(
+            f"new_through_id {new_through_id} must be above expected_through_id {expected_through_id}: "
+            "a compaction only moves summary_through_id forward"
+        )
+    if entry.summary_through_id != new_through_id:
+        raise ValueError(
+            f"entry.summary_through_id ({entry.summary_through_id!r}) must equal new_through_id ({new_through_id})"
+        )
+    return dumps(dict(entry.record), "entry.record")
+
+
+def check_owner(owner: Sequence[Any] | None, new_through_id: int, session_id: str) -> None:
+    """``ValueError`` unless ``owner`` (the ``session_id`` row of message ``new_through_id``) is this session."""
+    if owner is None or owner[0] != session_id:
+        where = "no message" if owner is None else f"a message of session {owner[0]!r}"
+        raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+
+
+def archive_rows(session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """``(session_id, archive_id, message JSON, role, searchable text)`` for each archived message."""
+    from compaction.recall._text import archive_text
+
+    return [
+        (session_id, str(archive_id), dumps(dict(message), f"archived message {archive_id!r}"), *archive_text(message))
+        for archive_id, message in archive.items()
+    ]
+
+
+def entry_row(session_id: str, entry: CompactionEntry, record_json: str) -> tuple[Any, ...]:
+    """The ``compactions`` row's values, in column order (session_id, at, tokens_before,
+    tokens_after, messages_compacted, fallback_level, summary, summary_through_id, trigger, record)."""
+    return (
+        session_id,
+        float(entry.at),
+        int(entry.tokens_before),
+        int(entry.tokens_after),
+        int(entry.messages_compacted),
+        str(entry.fallback_level),
+        entry.summary,
+        entry.summary_through_id,
+        str(entry.trigger),
+        record_json,
+    )
+
+
+def history_entries(rows: Sequence[Sequence[Any]]) -> list[CompactionEntry]:
+    """``compactions`` rows (at, tokens_before, tokens_after, messages_compacted, fallback_level,
+    summary, summary_through_id, trigger, record) as :class:`CompactionEntry`."""
+    return [
+        CompactionEntry(
+            at=row[0],
+            tokens_before=row[1],
+            tokens_after=row[2],
+            messages_compacted=row[3],
+            fallback_level=row[4],
+            summary=row[5],
+            summary_through_id=row[6],
+            record=json.loads(row[8]),
+            trigger=row[7],
+        )
+        for row in rows
+    ]
+
+
+def check_search(query: object, limit: int, offset: int) -> str:
+    """The stripped query; ``ValueError`` for a blank one or a negative ``limit`` / ``offset``."""
+    text = query.strip() if isinstance(query, str) else ""
+    if not text:
+        raise ValueError("the query is empty")
+    if limit < 0 or offset < 0:
+        raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
+    return text
+
+
+def verbatim_search(query: str, rows: Sequence[Sequence[Any]], *, limit: int, offset: int) -> ArchiveSearch | None:
+    """Recall's first half over candidate ``(key, archive_id, role, text)`` rows: those whose text
+    holds ``query`` verbatim (checked here, whatever the store's prefilter let through), ranked as
+    :class:`compaction.recall.MemoryRecallIndex` ranks them; None when none does."""
+    from compaction.recall._text import Phrase, rank_verbatim
+
+    phrase = Phrase(query)
+    found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
+    if not found:
+        return None
+    ranked = [(key, *phrase.rank(found[key][3])) for key in found]
+    scores = {key: score for key, _, score in ranked}
+    order = rank_verbatim(ranked)
+    hits = tuple(
+        ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
+        for key in order[offset : offset + limit]
+    )
+    return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
+
+
+def ranked_search(rows: Sequence[Sequence[Any]], *, total: int, offset: int) -> ArchiveSearch:
+    """Recall's second half: a page of ``(archive_id, role, text, score)`` rows the store ranked by BM25."""
+    hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in rows)
+    return ArchiveSearch(hits, total=total, verbatim=0, offset=offset)
