@@ -14,29 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stores.store_support import msgs as _msgs
+from stores.store_support import threads_append_and_race
 
 from compaction.sqlite_store import SCHEMA_VERSION, SQLiteSessionStore
-from compaction.store import CompactionEntry
-
-
-def _entry(through: int, summary: str | None = "s", **overrides: Any) -> CompactionEntry:
-    fields: dict[str, Any] = {
-        "at": 1_700_000_000.5,
-        "tokens_before": 1000,
-        "tokens_after": 200,
-        "messages_compacted": 3,
-        "fallback_level": "full",
-        "summary": summary,
-        "summary_through_id": through,
-        "record": {"chunks": [1, 2], "note": "ok"},
-        "trigger": "threshold",
-    }
-    fields.update(overrides)
-    return CompactionEntry(**fields)
-
-
-def _msgs(n: int, prefix: str = "m") -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{prefix}{i}"} for i in range(n)]
 
 
 @pytest.fixture
@@ -137,63 +118,7 @@ def test_memory_store_works() -> None:
 def test_memory_store_threads_append_and_race_to_compact() -> None:
     """A ``:memory:`` store shares one connection behind a lock (file stores: the contract suite)."""
     with SQLiteSessionStore(":memory:") as store:
-        store.create_session("s")
-        n_threads, per_thread = 4, 50
-        returned: dict[int, list[int]] = {}
-        errors: list[BaseException] = []
-        start = threading.Barrier(n_threads)
-
-        def appender(t: int) -> None:
-            try:
-                start.wait(timeout=30)
-                mine: list[int] = []
-                for j in range(per_thread):
-                    if j % 10 == 0:
-                        mine += store.append("s", [{"role": "user", "content": f"t{t}-{j}-{k}"} for k in range(3)])
-                    else:
-                        mine += store.append("s", [{"role": "user", "content": f"t{t}-{j}"}])
-                    store.context("s")
-                returned[t] = mine
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=appender, args=(t,)) for t in range(n_threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=60)
-        assert errors == []
-        all_ids = [i for ids in returned.values() for i in ids]
-        assert len(all_ids) == len(set(all_ids)) == n_threads * (per_thread + 10)
-        for ids in returned.values():
-            assert ids == sorted(ids)
-        assert [m.id for m in store.messages("s")] == sorted(all_ids)
-
-        state = store.context("s")
-        race = threading.Barrier(n_threads)
-        wins: list[bool] = []
-
-        def compactor(t: int) -> None:
-            through = state.messages[10 + t].id
-            race.wait(timeout=30)
-            won = store.save_compaction(
-                "s",
-                expected_through_id=state.summary_through_id,
-                new_through_id=through,
-                summary=f"by {t}",
-                entry=_entry(through, f"by {t}"),
-            )
-            wins.append(won)
-
-        threads = [threading.Thread(target=compactor, args=(t,)) for t in range(n_threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=60)
-        assert sorted(wins) == [False] * (n_threads - 1) + [True]
-        (entry,) = store.history("s")
-        assert store.context("s").summary == entry.summary
-        assert len(store.messages("s")) == len(all_ids)
+        threads_append_and_race(store)
 
 
 def test_connections_of_finished_threads_are_closed(db: Path) -> None:
