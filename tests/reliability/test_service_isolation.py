@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,38 +17,23 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from compaction.sqlite_store import SQLiteSessionStore
-from tests.test_server import Running, coding_session, error_of, start
+from tests import test_server
+from tests.test_server import Running, coding_session, error_of
+from tests.test_server_recall import compacted_session
+
+launch = test_server.launch  # the fixture that starts servers and stops them after the test
 
 SECRET = "sk-proj-" + "Qw3Er4Ty5Ui6" * 4
 
 
-@pytest.fixture
-def launch(tmp_path: Path) -> Iterator[Callable[..., Running]]:
-    servers: list[Running] = []
-
-    def factory(**options: Any) -> Running:
-        running = start(tmp_path, **options)
-        servers.append(running)
-        return running
-
-    yield factory
-    for running in servers:
-        running.stop()
-
-
 def compacted(srv: Running, session_id: str, marker: str) -> dict[str, Any]:
     """The bundled coding session with ``marker`` in its first tool result, compacted."""
-    messages = coding_session()
-    tool = next(m for m in messages if m.get("role") == "tool")
-    tool["content"] = f"{marker}\n{tool['content']}"
-    assert srv.client.post("/v1/sessions", json={"session_id": session_id}).status_code == 201
-    appended = srv.client.post(f"/v1/sessions/{session_id}/messages", json={"messages": messages})
-    assert appended.status_code == 200, appended.text
-    result = srv.client.post(f"/v1/sessions/{session_id}/compact", json={})
-    assert result.status_code == 200, result.text
-    body: dict[str, Any] = result.json()
-    assert body["compacted"] is True
-    return body
+
+    def mark(messages: list[dict[str, Any]]) -> None:
+        tool = next(m for m in messages if m.get("role") == "tool")
+        tool["content"] = f"{marker}\n{tool['content']}"
+
+    return compacted_session(srv, session_id, patch=mark)
 
 
 def marker_id(result: dict[str, Any], marker: str) -> str:
