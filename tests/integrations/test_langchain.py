@@ -372,15 +372,9 @@ def test_explicit_engine_config_wins_over_the_derived_one() -> None:
 
 
 def test_the_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-    from pathlib import Path
+    from ._examples import load_example
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "langchain_agent.py"
-    spec = importlib.util.spec_from_file_location("langchain_agent_example", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("langchain_agent.py")
     assert module.main([]) == 0
     out = capsys.readouterr().out
     assert "compacted:" in out

@@ -212,14 +212,9 @@ def test_satisfies_the_sdk_protocol() -> None:
 
 
 async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
+    from ._examples import load_example
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_session.py"
-    spec = importlib.util.spec_from_file_location("openai_agents_session_example", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("openai_agents_session.py")
     await module.main(":memory:")
     out = capsys.readouterr().out
     assert "compacted" in out

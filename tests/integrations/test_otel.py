@@ -210,15 +210,9 @@ def test_import_compaction_does_not_import_opentelemetry() -> None:
 
 
 async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-    from pathlib import Path
+    from ._examples import load_example
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "otel_spans.py"
-    spec = importlib.util.spec_from_file_location("otel_spans_example", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("otel_spans.py")
     try:
         await module.main()
     finally:
