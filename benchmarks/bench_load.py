@@ -347,9 +347,23 @@ async def drive(
     max_retries: int = 8,
 ) -> LoadReport:
     """Run ``sessions`` concurrent sessions of ``turns`` turns each and report what happened."""
+    # 200 sessions' compaction notices would drown the report; the caller's level comes back after.
+    middleware_logger = logging.getLogger("compaction.middleware")
+    previous_level = middleware_logger.level
+    middleware_logger.setLevel(logging.ERROR)
+    try:
+        return await _drive(
+            sessions, turns, fault_rate=fault_rate, seed=seed, trace_memory=trace_memory, max_retries=max_retries
+        )
+    finally:
+        middleware_logger.setLevel(previous_level)
+
+
+async def _drive(
+    sessions: int, turns: int, *, fault_rate: float, seed: int, trace_memory: bool, max_retries: int
+) -> LoadReport:
     from compaction.summarizers._litellm import load_litellm
 
-    logging.getLogger("compaction.middleware").setLevel(logging.ERROR)
     load_litellm()  # the one-time import (5-10 s) is not part of the load
     faults: Counter[str] = Counter()
     async with FakeProvider(responder=_responder(seed, fault_rate, faults)) as provider:

@@ -16,6 +16,7 @@ tool output; the test checks that
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from reliability_kit import SOAK
@@ -54,3 +55,12 @@ def test_two_hundred_concurrent_sessions_with_faults() -> None:
 def test_soak_many_sessions_many_turns() -> None:
     report = asyncio.run(drive(400, 16, fault_rate=0.15, seed=2))
     check(report, 400)
+
+
+def test_the_load_driver_gives_the_logger_level_back() -> None:
+    """bench_load quiets the middleware's logger while it drives; a later test's caplog must
+    still see its warnings (test_background's failing-job test did not, after this suite)."""
+    logger = logging.getLogger("compaction.middleware")
+    before = logger.level
+    asyncio.run(drive(sessions=2, turns=2, trace_memory=False))
+    assert logger.level == before
