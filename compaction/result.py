@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from compaction.redact import redact_record
@@ -61,8 +61,10 @@ class CompactionResult:
     def archive_ids(self) -> list[str]:
         return list(self.archive)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self, *, copy: bool = True) -> dict[str, Any]:
+        """The result as a JSON-ready dict. ``copy=False`` shares the messages, archive and record
+        with this result instead of deep-copying them (for a caller that only serializes it)."""
+        data = asdict(self) if copy else {f.name: getattr(self, f.name) for f in fields(self)}
         data["tokens_saved"] = self.tokens_saved
         return data
 

@@ -13,7 +13,7 @@ def result_dict(result: CompactionResult, *, include_removed: bool, include_reco
     redacted like the record unless the run's redaction was switched off (a server permission):
     a client that sent a secret does not get it echoed back in a second place, logs and proxies
     included. The client still has what it sent; a session's store keeps the originals."""
-    data = result.to_dict()
+    data = result.to_dict(copy=False)  # only serialized: nothing below changes what it shares
     config = result.record.get("config")
     redact_originals = not isinstance(config, dict) or config.get("redact_secrets", True) is not False
     if not include_removed:
