@@ -542,4 +542,6 @@ async def _swap_stored(
                 record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
             )
     result = replace(result, archive=archive, removed=list(archive.values()))
-    return cm._save(result, through, summary, event_trigger, measure.tokens, archive)
+    from compaction.middleware.run import save_compaction  # run imports this module
+
+    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive)

@@ -69,7 +69,7 @@ from compaction.middleware.recall import (
     tool_name,
     weave_answers,
 )
-from compaction.middleware.run import run_compaction, save_compaction
+from compaction.middleware.run import run_compaction
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
 from compaction.recall._memory import MemoryRecallIndex
@@ -576,20 +576,6 @@ class ContextManager:
             threshold,
             f"{self.tokens:,}",
         )
-
-    # --- compaction ----------------------------------------------------------------------
-
-    def _save(
-        self,
-        result: CompactionResult,
-        through: int,
-        inner: str,
-        trigger: str,
-        tokens_before: int,
-        archive: Mapping[str, Mapping[str, Any]],
-    ) -> CompactionResult:
-        """Store mode: save a compaction (CAS) and reload; see :func:`~compaction.middleware.run.save_compaction`."""
-        return save_compaction(self, result, through, inner, trigger, tokens_before, archive)
 
     # --- internals -----------------------------------------------------------------------
 
