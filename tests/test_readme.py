@@ -29,7 +29,6 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 PREAMBLES: dict[str, str] = {
-    "from compaction import Compactor, CompactionConfig": "",
     "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": """
 SYSTEM_PROMPT = "You are a coding agent."
 task = "Fix the failing test in tests/test_api.py."
