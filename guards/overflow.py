@@ -453,6 +453,16 @@ _TRANSIENT_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# Client-side configuration errors that some SDKs raise as a 500 (litellm wraps OpenAI's "Missing
+# credentials ... set the OPENAI_API_KEY environment variable" in an InternalServerError): no retry
+# can fix them, so they are never transient.
+_MISSING_CREDENTIALS_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("missing credentials", _rx(r"missing credentials|api[_ ]key client option must be set")),
+    ("no api key", _rx(r"(?:no|missing) api[_ ]key|api[_ ]key (?:is )?(?:missing|not (?:set|provided|found))")),
+    ("unset key variable", _rx(r"\bset the `?[A-Z][A-Z0-9_]*_API_KEY`? environment variable")),
+)
+
+
 def _first_text(texts: Iterable[str], rules: Iterable[tuple[str, re.Pattern[str]]]) -> str | None:
     joined = "\n".join(texts)
     for name, pattern in rules:
@@ -495,6 +505,9 @@ def _decide(ev: _Evidence) -> tuple[ErrorKind, str | None, str | None]:
     if overflow is not None:
         return ErrorKind.CONTEXT_OVERFLOW, f"text:{overflow}", None
 
+    credentials = _first_text(ev.texts, _MISSING_CREDENTIALS_TEXTS)
+    if credentials is not None:
+        return ErrorKind.OTHER, f"text:{credentials}", None
     if ev.status is not None and (ev.status in _TRANSIENT_STATUS or (ev.status >= 500 and ev.status != 501)):
         return ErrorKind.TRANSIENT, f"status:{ev.status}", None
     for code in ev.codes:

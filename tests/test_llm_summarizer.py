@@ -472,3 +472,16 @@ async def test_a_huge_reply_does_not_stall_a_compaction(monkeypatch: pytest.Monk
     assert result.summary is not None
     assert len(result.summary) < 20_000
     assert elapsed < 2.0, elapsed
+
+
+async def test_a_missing_api_key_fails_at_once_without_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No server and no network: the OpenAI client refuses to start without a key, and litellm
+    # reports that as a 500. Retrying cannot help, so one attempt, and the error says what is missing.
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    summarizer = LLMSummarizer("openai/gpt-4o", timeout=5.0, backoff_min=2.0, backoff_max=2.0, attempts=3)
+    with pytest.raises(SummarizerError) as info:
+        await summarizer.summarize(request())
+    assert info.value.calls == 1
+    assert "summarization failed" in str(info.value)  # not "gave up after N attempt(s)"
+    assert "OPENAI_API_KEY" in str(info.value)

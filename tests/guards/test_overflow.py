@@ -642,3 +642,32 @@ def test_detect_silent_overflow_validation(kwargs: dict[str, Any], argument: str
     arguments: dict[str, Any] = {"sent_tokens": 10, "reported_prompt_tokens": 10, "window": 100, **kwargs}
     with pytest.raises(ValueError, match=argument):
         detect_silent_overflow(**arguments)
+
+
+class _LitellmInternalServerError(Exception):
+    status_code = 500
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # litellm 1.106 wraps the OpenAI client's constructor error in an InternalServerError (500)
+        "litellm.InternalServerError: InternalServerError: OpenAIException - Missing credentials. Please pass an "
+        "`api_key`, `workload_identity`, `admin_api_key`, or set the `OPENAI_API_KEY` or `OPENAI_ADMIN_KEY` "
+        "environment variable.",
+        "The api_key client option must be set either by passing api_key to the client or by setting the "
+        "OPENAI_API_KEY environment variable",
+        "AnthropicException - Missing API key: set the ANTHROPIC_API_KEY environment variable",
+    ],
+)
+def test_missing_credentials_are_not_transient_even_as_a_500(message: str) -> None:
+    c = classify_error(_LitellmInternalServerError(message))
+    assert c.kind is ErrorKind.OTHER
+    assert c.status_code == 500
+    assert str(c.matched).startswith("text:")
+
+
+def test_a_plain_500_is_still_transient() -> None:
+    error = _LitellmInternalServerError("InternalServerError: The server had an error processing your request")
+    c = classify_error(error)
+    assert c.kind is ErrorKind.TRANSIENT
