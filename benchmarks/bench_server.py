@@ -309,21 +309,24 @@ def markdown(figures: dict[str, Any]) -> str:
         "`new` = this tree, `compaction serve --workers W --compact-processes P`, lean answer by default. "
         "The endpoint is stateless: the store (SQLite or PostgreSQL) is not involved. Per core = req/s "
         "divided by W x P (1 for old). cpu ms/req = CPU of all the server's processes per request "
-        "(load-independent).",
+        "(load-independent); requests per CPU-second = 1000 / cpu ms/req, the per-core figure that does not "
+        "count an idle core (one client keeps only one of W x P processes busy).",
         "",
         "| server | workers x processes | answer | clients | requests | req/s | p50 ms | p99 ms | /health p50 / p99 ms "
-        "| size | cpu ms/req | new/old per core (same answer) | new/old per core (old default) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| size | cpu ms/req | new/old per core (same answer) | new/old per core (old default) "
+        "| new/old requests per CPU-second (same answer) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in figures["rows"]:
         errors = f" ({r['errors']} errors)" if r["errors"] else ""
         same = f"{r['ratio_per_core']:.2f}x" if "ratio_per_core" in r else "-"
         default = f"{r['ratio_vs_old_default_per_core']:.2f}x" if "ratio_vs_old_default_per_core" in r else "-"
+        per_cpu = f"{r['ratio_cpu']:.2f}x" if "ratio_cpu" in r else "-"
         workers = f"{r['workers']} x {r['processes']}" if r["workers"] is not None else "1 (thread)"
         lines.append(
             f"| {r['server']} | {workers} | {r['shape']} | {r['clients']} | {r['requests']}{errors} | {r['rps']:.1f} | "
             f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['health_p50_ms']:.0f} / {r['health_p99_ms']:.0f} | "
-            f"{r['response_bytes'] / 1e3:.0f} kB | {r['cpu_ms_per_request']:.0f} | {same} | {default} |"
+            f"{r['response_bytes'] / 1e3:.0f} kB | {r['cpu_ms_per_request']:.0f} | {same} | {default} | {per_cpu} |"
         )
     return "\n".join(lines)
 
