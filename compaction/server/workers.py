@@ -6,10 +6,13 @@ Every worker process and every instance behind a load balancer may share one Pos
 session's appends and compactions are serialized by the store (a row lock per session), and two
 compactions of one session, on any workers, are a compare-and-swap where exactly one wins.
 
-``--workers N`` (N > 1): this process binds the socket once, then starts N worker processes
-(spawned, not forked: no connection pool or event loop crosses a fork), each running the whole
-server (:func:`compaction.server.runner.run`) on that shared socket; the kernel spreads
-connections over them. SIGINT / SIGTERM are passed on to every worker, which drain as one server
+``--workers N`` (N > 1): this process claims the address, then starts N worker processes (spawned,
+not forked: no connection pool or event loop crosses a fork), each running the whole server
+(:func:`compaction.server.runner.run`). Where the platform has ``SO_REUSEPORT`` (Linux, the BSDs,
+macOS), each worker listens on a socket of its own on that address and the kernel hashes new
+connections over them, so clients that connect together (an HTTP client's pool) are spread over the
+workers. Elsewhere the workers share one listening socket, and the first to wake may accept a whole
+burst of connections. SIGINT / SIGTERM are passed on to every worker, which drain as one server
 does; the supervisor returns when all have exited. A worker that dies takes the others down
 (exit status 1): run the supervisor under something that restarts it (Docker, systemd, k8s).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import multiprocessing
 import os
@@ -29,7 +33,7 @@ from types import FrameType
 
 from compaction.store import SessionStore
 
-__all__ = ["is_postgres_url", "open_store", "serve_workers"]
+__all__ = ["is_postgres_url", "open_store", "reuse_port_socket", "serve_workers"]
 
 _log = logging.getLogger("compaction.server.workers")
 
@@ -86,16 +90,55 @@ def _detach_from_terminal_signals() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def reuse_port_socket(host: str, port: int, *, listen: bool = True) -> socket.socket:
+    """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT`` (raises ``OSError`` without it, or
+    when the address is taken by a socket that did not set it). Listening sockets of one user on
+    one address form a group over which the kernel hashes new connections; a bound socket that
+    does not listen only holds the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds --host
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        if listen:
+            sock.listen(2048)  # uvicorn's default backlog
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _worker(args: argparse.Namespace, sockets: list[socket.socket]) -> None:
-    """One worker process: the whole server on the supervisor's socket."""
+    """One worker process: the whole server, on a ``SO_REUSEPORT`` socket of its own on the
+    supervisor's address when ``sockets`` is empty, else on the supervisor's shared socket."""
     _detach_from_terminal_signals()
     from compaction.server.runner import run
 
     try:
-        code = run(args, sockets=sockets)
+        code = run(args, sockets=sockets or [reuse_port_socket(args.host, args.port)])
     except KeyboardInterrupt:  # the supervisor passes SIGINT on; uvicorn drains on it
         code = 0
     sys.exit(code)
+
+
+def _claim_address(host: str, port: int) -> tuple[socket.socket, list[socket.socket]]:
+    """The supervisor's hold on the address, and the sockets the workers should serve on: none
+    (each worker listens on a ``SO_REUSEPORT`` socket of its own; the supervisor's is bound, not
+    listening, so no connection waits on it) or, without ``SO_REUSEPORT``, one shared listening
+    socket. An address in use raises ``OSError`` here, before any worker starts."""
+    if hasattr(socket, "SO_REUSEPORT"):
+        try:
+            return reuse_port_socket(host, port, listen=False), []
+        except OSError as exc:
+            if exc.errno not in (errno.ENOPROTOOPT, errno.EINVAL, errno.EOPNOTSUPP):
+                raise  # e.g. the address is in use
+    import uvicorn
+
+    # Bound once here, shared by the workers (uvicorn's own --workers does the same).
+    sock = uvicorn.Config(app="compaction.server.app:create_app", host=host, port=port).bind_socket()
+    return sock, [sock]
 
 
 def serve_workers(args: argparse.Namespace) -> int:
@@ -114,14 +157,16 @@ def serve_workers(args: argparse.Namespace) -> int:
         return 2
     if store is not None:
         getattr(store, "close", lambda: None)()
-    import uvicorn
-
-    # Bound once here, shared by the workers (uvicorn's own --workers does the same).
-    sock = uvicorn.Config(app="compaction.server.app:create_app", host=args.host, port=args.port).bind_socket()
-    child_args = argparse.Namespace(**{**vars(args), "workers": 1})
+    try:
+        sock, shared = _claim_address(args.host, int(args.port))
+    except OSError as exc:
+        print(f"compaction serve: error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    port = sock.getsockname()[1]  # --port 0: the workers join the port the kernel chose
+    child_args = argparse.Namespace(**{**vars(args), "workers": 1, "port": port})
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=_worker, args=(child_args, [sock]), name=f"compaction-worker-{i}", daemon=False)
+        context.Process(target=_worker, args=(child_args, shared), name=f"compaction-worker-{i}", daemon=False)
         for i in range(workers)
     ]
     stopping = False
