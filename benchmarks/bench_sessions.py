@@ -1,8 +1,10 @@
 """Benchmark of the session routes over HTTP, on SQLite and PostgreSQL, old and new.
 
-Real servers (uvicorn, extractive summarizer) run in subprocesses on 127.0.0.1, one at a time, as
-``benchmarks/bench_server.py`` starts them (its helpers are imported, not copied). Each client
-repeats one *session cycle* as fast as it can, with 1, 10 and 50 concurrent clients:
+Real servers (uvicorn, extractive summarizer) run in subprocesses on 127.0.0.1, started as
+``benchmarks/bench_server.py`` starts them (its helpers are imported, not copied); all of them are
+started first, then they take turns at each load, so a change in the shared machine's load hits old
+and new alike. Each client repeats one *session cycle* as fast as it can, with 1, 10 and 50
+concurrent clients (quick: 4, 20 and 50 cycles):
 
 1. ``POST /v1/sessions`` (the transcript's system prompt, model gpt-4o);
 2. the rest of the 200-message bench transcript (``benchmarks/generate.py`` coding, seed 1) in 10
@@ -20,11 +22,12 @@ Rows: ``old`` (commit ``790e96f``, ``python -m compaction.server``, SQLite) with
 server row, stopped at the end), W = 1 and 2. Session compactions run in the server processes
 (``--compact-processes`` only serves the stateless ``/v1/compact``; left at 0), so "per core"
 divides by W (1 for old). ``cpu ms/cycle`` is the CPU of the server's processes per cycle
-(psutil, as bench_server); on PostgreSQL the database server's own CPU is reported beside it.
+(psutil, as bench_server); on PostgreSQL the database server's own CPU is reported beside it,
+and each worker's share of the server's CPU shows how the kernel spread the connections.
 
 Run ``python benchmarks/bench_sessions.py`` for a Markdown table (``--json`` adds the figures,
 ``--full`` more cycles, ``--write`` replaces the "Sessions over HTTP" section of RESULTS.md);
-``run()`` returns the figures. Quick mode: about 4 minutes on 2 busy cores.
+``run()`` returns the figures. Quick mode: about 3-4 minutes on 2 busy cores.
 """
 
 from __future__ import annotations
