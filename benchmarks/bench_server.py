@@ -99,7 +99,8 @@ def _free_port() -> int:
         return port
 
 
-def _start_server(tree: Path, db: Path, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(tree: Path, db: Path | str, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``variant`` on a free port with ``--db db`` (a SQLite file or a PostgreSQL URL)."""
     port = _free_port()
     env = {
         **os.environ,

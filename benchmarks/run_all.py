@@ -169,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench_pipeline,
         bench_quality,
         bench_server,
+        bench_sessions,
         bench_store,
         bench_summarizers,
         bench_tokens,
@@ -192,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     middleware, middleware_md = _section("bench_middleware", bench_middleware.run, bench_middleware.markdown)
     store, store_md = _section("bench_store", bench_store.run, bench_store._table)
     server, server_md = _section("bench_server", lambda: bench_server.run(quick=quick), bench_server.markdown)
+    sessions, sessions_md = _section("bench_sessions", lambda: bench_sessions.run(quick=quick), bench_sessions.markdown)
     load, load_md = _section("bench_load", bench_load.run, bench_load.markdown)
     total = time.perf_counter() - start
     load_end = machine()["load_average"]
@@ -235,6 +237,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         server_md,
         "",
+        "## Sessions over HTTP (`benchmarks/bench_sessions.py`)",
+        "",
+        sessions_md,
+        "",
         "## Load: concurrent sessions with faults (`benchmarks/bench_load.py`)",
         "",
         load_md,
@@ -255,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "middleware": middleware,
         "store": store,
         "server": server,
+        "sessions": sessions,
         "load": load,
     }
     data = json.dumps(figures, indent=1, default=str)
@@ -262,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(data, encoding="utf-8")
     print(data)
     print(f"[run_all] wrote {args.out} in {total:.0f} s", file=sys.stderr)
-    sections = (tokens, pipeline, summ, quality, middleware, store, server, load)
+    sections = (tokens, pipeline, summ, quality, middleware, store, server, sessions, load)
     return 0 if not any("error" in f for f in sections) else 1
 
 
