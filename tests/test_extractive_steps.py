@@ -11,11 +11,13 @@ import importlib
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
-from compaction.summarizers._sections import empty_sections, fit
+from compaction.summarizers._sections import empty_sections, fit, render, render_chunks
 from compaction.summarizers._segment import Unit, line_form, measurement, segment
 from compaction.summarizers._select import same_subject, select_units
 from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
@@ -315,6 +317,24 @@ def test_piece_tokens_counts_dense_text_higher_than_chars_over_four() -> None:
     assert abs(piece_tokens(prose) - len(prose) / 4.4) < 0.25 * len(prose) / 4
     dense = "a/b_c.d:12 " * 40
     assert piece_tokens(dense) > len(dense) / 4
+
+
+_LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab Z09_-.:/#`\t\r\x0b \u00e9\u2014\u00b2\u2028\xa0*")), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(_LINE_TEXT.filter(bool), max_size=3), min_size=7, max_size=7),
+    st.lists(st.booleans(), min_size=7, max_size=7),
+    st.integers(0, 2),
+)
+def test_piece_tokens_of_a_summary_is_the_sum_over_its_render_chunks(
+    kept: list[list[str]], had: list[bool], level: int
+) -> None:
+    # _fit_or_raise counts each bullet line once across budgets, relying on this identity.
+    chunks = render_chunks(kept, had, level)
+    assert "".join(chunks) == render(kept, had, level)
+    assert sum(map(piece_tokens, chunks)) == piece_tokens("".join(chunks))
 
 
 # --------------------------------------------------------------------------------------------

@@ -117,28 +117,45 @@ def minimum_chars() -> int:
 
 
 def render(kept: Sequence[Sequence[str]], had_content: Sequence[bool], level_index: int = 0) -> str:
+    return "".join(render_chunks(kept, had_content, level_index))
+
+
+def render_chunks(kept: Sequence[Sequence[str]], had_content: Sequence[bool], level_index: int = 0) -> list[str]:
+    """The rendered summary in pieces that concatenate to it: the first heading, then one
+    ``"\n- " + line`` per bullet and one separator-plus-heading per later section. Every piece
+    but the first starts with a newline and none ends with one, so a count that only joins
+    characters within a line (like ``piece_tokens``) is the sum of the pieces' counts."""
     level = _LEVELS[level_index]
-    blocks: list[str] = []
+    chunks: list[str] = []
     for number, (title, lines) in enumerate(zip(level.titles, kept, strict=True), start=1):
         body = list(lines) or [level.omitted if had_content[number - 1] else level.none]
-        blocks.append(heading(number, title) + "".join("\n- " + line for line in body))
-    return level.separator.join(blocks)
+        chunks.append((level.separator if number > 1 else "") + heading(number, title))
+        chunks.extend("\n- " + line for line in body)
+    return chunks
 
 
 def fit(sections: Sections, max_chars: int) -> str | None:
     """Render the sections in at most ``max_chars`` characters, dropping the lowest-priority
     lines first. ``None`` when even the bare skeleton cannot fit."""
-    best: tuple[float, str] | None = None
-    ranked = _ranked(sections)
+    chunks = fit_chunks(sections, max_chars)
+    return None if chunks is None else "".join(chunks)
+
+
+def fit_chunks(sections: Sections, max_chars: int, ranked: Ranking | None = None) -> list[str] | None:
+    """:func:`fit`'s text as :func:`render_chunks` pieces. ``ranked`` (from :func:`rank`) saves
+    ranking the same sections again when they are fitted to several budgets."""
+    best: tuple[float, list[str]] | None = None
+    if ranked is None:
+        ranked = rank(sections)
     for level_index in range(len(_LEVELS)):
         fitted = _fit_level(sections, max_chars, level_index, ranked)
         if fitted is None:
             continue
-        value, text = fitted
+        value, chunks = fitted
         # The full headings are the canonical ones (the LLM prompt uses them too): a shorter
         # skeleton only when the budget is so small that it keeps far more content.
         if best is None or value > best[0] * 1.5 + 1.0:
-            best = (value, text)
+            best = (value, chunks)
     return None if best is None else best[1]
 
 
@@ -194,9 +211,10 @@ def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int
 
 
 _Candidate = tuple[float, int, tuple[float, ...], str, Line]
+Ranking = tuple[list[_Candidate], list[int]]
 
 
-def _ranked(sections: Sections) -> tuple[list[_Candidate], list[int]]:
+def rank(sections: Sections) -> Ranking:
     """Every line as a candidate, best first, and the indices placed first (pinned, then essential
     lines). The same at every level and budget, so :func:`fit` ranks the sections once."""
     candidates: list[_Candidate] = []
@@ -222,8 +240,8 @@ def _fit_level(
     sections: Sections,
     max_chars: int,
     level_index: int,
-    ranked: tuple[list[_Candidate], list[int]] | None = None,
-) -> tuple[float, str] | None:
+    ranked: Ranking | None = None,
+) -> tuple[float, list[str]] | None:
     level = _LEVELS[level_index]
     had = [bool(lines) for lines in sections]
     marker_cost = [3 + len(level.omitted if h else level.none) for h in had]
@@ -231,7 +249,7 @@ def _fit_level(
     used += len(level.separator) * (len(SECTION_TITLES) - 1) + sum(marker_cost)
     if used > max_chars:
         return None
-    candidates, first_pass = ranked if ranked is not None else _ranked(sections)
+    candidates, first_pass = ranked if ranked is not None else rank(sections)
     chosen: list[list[Line]] = [[] for _ in sections]
     kept_texts: list[str] = []
     searched: dict[str, int] = {}
@@ -273,8 +291,8 @@ def _fit_level(
             value += -neg * (1.0 if text == line.text else 0.7)
             taken.add(index)
     ordered = [[line.text for line in sorted(lines, key=lambda ln: (ln.order, ln.text))] for lines in chosen]
-    text = render(ordered, had, level_index)
-    return (value, text) if len(text) <= max_chars else None
+    chunks = render_chunks(ordered, had, level_index)
+    return (value, chunks) if sum(map(len, chunks)) <= max_chars else None
 
 
 # --------------------------------------------------------------------------------------------

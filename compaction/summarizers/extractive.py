@@ -51,9 +51,10 @@ from compaction.summarizers._sections import (
     Sections,
     dedupe,
     empty_sections,
-    fit,
+    fit_chunks,
     minimum_chars,
     parse_sections,
+    rank,
 )
 from compaction.summarizers._segment import segment
 from compaction.summarizers._select import first_requests, select_units, user_turns
@@ -195,22 +196,32 @@ def _fit_or_raise(sections: Sections, max_tokens: int) -> str:
     if max_tokens <= 0:
         raise SummarizerError(f"max_tokens must be positive, got {max_tokens}")
     chars = max_tokens * 4
-    text = fit(sections, chars)
-    if text is None:
+    ranked = rank(sections)
+    chunks = fit_chunks(sections, chars, ranked)
+    if chunks is None:
         need = math.ceil(minimum_chars() / 4)
         raise SummarizerError(
             f"max_tokens={max_tokens} is too small for the seven-section summary (needs at least {need})"
         )
+    # A smaller budget keeps mostly the same lines: each chunk (one bullet line) is counted once.
+    counted: dict[str, int] = {}
+
+    def count(chunk: str) -> int:
+        found = counted.get(chunk)
+        if found is None:
+            found = counted[chunk] = piece_tokens(chunk)
+        return found
+
     for _ in range(3):
-        pieces = piece_tokens(text)
+        pieces = sum(map(count, chunks))  # == piece_tokens("".join(chunks)), see render_chunks
         if pieces <= max_tokens:
             break
         chars = int(chars * max_tokens / pieces * 0.98)
-        smaller = fit(sections, chars)
+        smaller = fit_chunks(sections, chars, ranked)
         if smaller is None:
             break
-        text = smaller
-    return text
+        chunks = smaller
+    return "".join(chunks)
 
 
 def _add_focus(sections: Sections, instructions: str | None) -> None:
