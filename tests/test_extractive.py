@@ -17,12 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
-from compaction.summarizers._extract import clean_path, find_ids, split_sentences, truncate
+from compaction.summarizers._extract import (
+    _TICKET_STOP,
+    CVE_RE,
+    HASH_RE,
+    ISSUE_RE,
+    PATH_RE,
+    TICKET_RE,
+    UUID_RE,
+    clean_path,
+    find_ids,
+    split_sentences,
+    truncate,
+)
 from compaction.summarizers._score import tfidf_centrality
 from compaction.summarizers._sections import minimum_chars
 from compaction.summarizers._tools import command_family, error_lines
@@ -744,6 +756,53 @@ def test_identifier_recognition() -> None:
     assert ("uuid", "123e4567-e89b-12d3-a456-426614174000") in found
     assert not any(value in ("UTF-8", "BHD-3") for _, value in found)
     assert not any(kind == "hash" and value in "123e4567-e89b-12d3-a456-426614174000" for kind, value in found)
+
+
+def _reference_ids(text: str) -> list[tuple[int, str, str]]:
+    """find_ids written with the documented patterns (the slow, obvious form)."""
+    found: list[tuple[int, str, str]] = []
+    spans: list[tuple[int, int]] = []
+    for pattern, kind in ((UUID_RE, "uuid"), (CVE_RE, "ticket")):
+        for match in pattern.finditer(text):
+            found.append((match.start(), kind, match.group()))
+            spans.append(match.span())
+    taken = list(spans)
+    for match in TICKET_RE.finditer(text):
+        if match.group().split("-", 1)[0] not in _TICKET_STOP and not any(a <= match.start() < b for a, b in taken):
+            found.append((match.start(), "ticket", match.group()))
+    for match in ISSUE_RE.finditer(text):
+        if not any(a <= match.start() < b for a, b in taken):
+            found.append((match.start(), "ticket", match.group()))
+    for match in HASH_RE.finditer(text):
+        if not any(a <= match.start() < b for a, b in taken):
+            found.append((match.start(), "hash", match.group()))
+    return sorted(found)
+
+
+_ID_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefAFXYZ-#&/._ \n")), max_size=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["123e4567-e89b-12d3-a456-426614174000", "PAY-1432", "#88", "4b1d9e2", "CVE-2024-12345"]),
+        max_size=4,
+    ),
+    _ID_TEXT,
+    _ID_TEXT,
+)
+def test_find_ids_matches_the_documented_patterns(tokens: list[str], head: str, tail: str) -> None:
+    text = head + " ".join(tokens) + tail
+    assert find_ids(text) == _reference_ids(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab.py/~:@+-_ \n3")), max_size=60))
+def test_path_pattern_gate_changes_no_match(text: str) -> None:
+    # PATH_RE's second look-ahead only skips tokens no form can match.
+    ungated = re.compile(PATH_RE.pattern.replace(r"(?=[\w~@+-]*+[./])", "", 1))
+    assert ungated.pattern != PATH_RE.pattern
+    assert [m.span() for m in PATH_RE.finditer(text)] == [m.span() for m in ungated.finditer(text)]
 
 
 def test_sentences_truncation_and_centrality() -> None:

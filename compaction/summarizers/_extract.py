@@ -75,14 +75,24 @@ def code(text: str) -> str:
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
 UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
-# What HASH_RE matches, found faster: a whole run of 7-64 hex digits, kept when it has a letter and
-# a digit (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
-_HEX_RUN = re.compile(r"(?=[0-9a-f])\b[0-9a-f]{7,64}\b")
-_HEX_LETTER = re.compile(r"[a-f]")
-_DIGIT = re.compile(r"[0-9]")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
 TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
+# The same matches as the patterns above, found faster by find_ids. A pattern that starts with a
+# literal or a character class lets the engine skip ahead to the next place a match can start; a
+# look-behind or \b in front of it tests every position. So the look-behinds move after the first
+# character (a two-character look-behind checks the one before it), and a possessive repeat stops
+# where backtracking could never find a match anyway (the next character must end the token).
+_UUID_AT_DASH = re.compile(  # matched from its first dash: the 8 digits before it are a look-behind
+    r"-(?<=\b[0-9a-fA-F]{8}-)[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_TICKET = re.compile(r"[A-Z](?<![\w.-][A-Z])[A-Z0-9]{1,9}+-\d{1,6}\b(?![.,]\d)")
+_ISSUE = re.compile(r"#(?<![\w&#/]#)\d{1,6}\b")
+# What HASH_RE matches: a whole run of 7-64 hex digits, kept when it has a letter and a digit
+# (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
+_HEX_RUN = re.compile(r"[0-9a-f](?<!\w[0-9a-f])[0-9a-f]{6,63}+(?!\w)")
+_HEX_LETTER = re.compile(r"[a-f]")
+_DIGIT = re.compile(r"[0-9]")
 _TICKET_STOP = _words(
     "UTF SHA ISO MD TLS SSL AES RSA GPT HTTP IPV WIN BASE ES X P BSD GPL LGPL AGPL MPL EPL CC TOP COVID"
 )
@@ -96,6 +106,9 @@ _EXTENSIONS = (
 # before it evaluates the lookbehind.
 PATH_RE = re.compile(
     r"(?=[~./\w@+-])(?<![\w./~:@+-])"
+    # Every form holds a "/" or "." before any character outside [\w~@+-]: a token without one is
+    # passed over in one possessive scan instead of being tried three ways.
+    r"(?=[\w~@+-]*+[./])"
     r"(?:"
     r"(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?"  # /abs, ~/home, ./rel, ../rel
     r"|[\w@+-][\w.@+-]*(?:/[\w.@+-]+)+/?"  # rel/with/slashes
@@ -165,9 +178,10 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
     # none of them): this is a hot path of the extractive summarizer.
     hyphen = "-" in text
     if hyphen:
-        for match in UUID_RE.finditer(text):
-            found.append((match.start(), "uuid", match.group()))
-            spans.append(match.span())
+        for match in _UUID_AT_DASH.finditer(text):
+            start, end = match.start() - 8, match.end()
+            found.append((start, "uuid", text[start:end]))
+            spans.append((start, end))
     if "CVE-" in text:
         for match in CVE_RE.finditer(text):
             found.append((match.start(), "ticket", match.group()))
@@ -177,13 +191,13 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
         return not any(a <= start < b for a, b in spans)
 
     if hyphen:
-        for match in TICKET_RE.finditer(text):
+        for match in _TICKET.finditer(text):
             value = match.group()
             if value.split("-", 1)[0] in _TICKET_STOP or not free(match.start()):
                 continue
             found.append((match.start(), "ticket", value))
     if "#" in text:
-        for match in ISSUE_RE.finditer(text):
+        for match in _ISSUE.finditer(text):
             if free(match.start()):
                 found.append((match.start(), "ticket", match.group()))
     for match in _HEX_RUN.finditer(text):
