@@ -158,9 +158,34 @@ def find_urls(text: str) -> list[tuple[int, str]]:
     return [(m.start(), _strip_trailing(m.group())) for m in URL_RE.finditer(text)]
 
 
+# A token that can hold a path, read backwards from its last "/" or "." to its first character.
+_TOKEN_TAIL_REVERSED = re.compile(r"[./][\w./~@+-]*+")
+
+
+def path_matches(text: str) -> list[re.Match[str]]:
+    r"""``PATH_RE.finditer(text)``, found faster.
+
+    Every character a match holds is one of ``[\w./~@+-]``, and the look-behind puts its start
+    at the first character of a run of them (not after a ":"), so a run holds at most one match.
+    A run without "/" or "." holds none. Those runs' starts are found in the reversed text by a
+    pattern that starts with "/" or "." (the engine skips to them), and PATH_RE is tried there
+    only, instead of a search that tests its look-behind at every character of the text.
+    """
+    size = len(text)
+    found: list[re.Match[str]] = []
+    for tail in reversed(list(_TOKEN_TAIL_REVERSED.finditer(text[::-1]))):
+        start = size - tail.end()
+        if start and text[start - 1] == ":":
+            continue
+        match = PATH_RE.match(text, start)  # the look-behind still sees text[start - 1]
+        if match is not None:
+            found.append(match)
+    return found
+
+
 def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
-    for match in PATH_RE.finditer(text):
+    for match in path_matches(text):
         start = match.start()
         if skip and any(a <= start < b for a, b in skip):
             continue
