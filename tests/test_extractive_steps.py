@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
-from compaction.summarizers._sections import empty_sections, fit, render, render_chunks
+from compaction.summarizers._sections import _all_covered, empty_sections, fit, render, render_chunks
 from compaction.summarizers._segment import Unit, line_form, measurement, segment
 from compaction.summarizers._select import same_subject, select_units
 from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
@@ -301,6 +301,26 @@ def test_fit_places_essential_lines_first() -> None:
     text = fit(sections, 700)
     assert text is not None
     assert "Decision: keep it" in text
+
+
+_WORD = st.text(alphabet=st.sampled_from(list("ab/.\n")), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(_WORD, max_size=3)), max_size=12))
+def test_coverage_search_over_the_kept_texts_matches_a_search_of_each_text(steps: list[tuple[bool, list[str]]]) -> None:
+    # _fit_level keeps its texts as one growing string; a kept text is a single line.
+    kept_list: list[str] = []
+    kept = ""
+    searched: dict[str, int] = {}
+    for keep, words in steps:
+        if keep:
+            text = "".join(words).replace("\n", " ")
+            kept_list.append(text)
+            kept += "\n" + text
+        else:
+            expected = all(any(word in text for text in kept_list) for word in words)
+            assert _all_covered(words, kept, searched) == expected
 
 
 def test_summary_fits_in_word_pieces_too() -> None:

@@ -192,18 +192,21 @@ def _fitting_text(line: Line, free: int, allowed: int, refund: int, first: bool)
     return None
 
 
-def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int]) -> bool:
-    """Whether every identifier occurs in some kept text. ``kept`` only grows, so ``searched``
-    remembers per identifier how many texts were already searched in vain (-1: found), and each
-    text is searched at most once per identifier over the whole fit."""
+def _all_covered(idents: Sequence[str], kept: str, searched: dict[str, int]) -> bool:
+    """Whether every identifier occurs in some kept text. ``kept`` is the kept texts so far, each
+    after a newline: they are single lines, so an identifier found in ``kept`` lies inside one
+    text, and one holding a newline is in none. ``kept`` only grows, so ``searched`` remembers per
+    identifier up to where it was already searched in vain (-1: found), and each text is searched
+    at most once per identifier."""
     for ident in idents:
         start = searched.get(ident, 0)
         if start < 0:
             continue
-        for k in range(start, len(kept)):
-            if ident in kept[k]:
-                searched[ident] = -1
-                break
+        if "\n" in ident:
+            return False
+        # (An empty identifier is in any text: found when a text was kept since the last search.)
+        if kept.find(ident, start) >= 0 if ident else len(kept) > start:
+            searched[ident] = -1
         else:
             searched[ident] = len(kept)
             return False
@@ -251,7 +254,7 @@ def _fit_level(
         return None
     candidates, first_pass = ranked if ranked is not None else rank(sections)
     chosen: list[list[Line]] = [[] for _ in sections]
-    kept_texts: list[str] = []
+    kept_texts = ""  # grown in place (a local str with one reference): "\n" + each kept text
     searched: dict[str, int] = {}
     value = 0.0
     # Pass 0 places the pinned lines, then the essential ones (up to ESSENTIAL_SHARE of the room);
@@ -285,7 +288,8 @@ def _fit_level(
                 continue
             cost = 3 + len(text) - refund
             chosen[s].append(line if text == line.text else replace(line, text=text))
-            kept_texts.append(text)
+            kept_texts += "\n"
+            kept_texts += text
             used += cost
             spent[s] += cost
             value += -neg * (1.0 if text == line.text else 0.7)
