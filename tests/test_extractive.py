@@ -38,7 +38,14 @@ from compaction.summarizers._extract import (
 )
 from compaction.summarizers._score import tfidf_centrality
 from compaction.summarizers._sections import minimum_chars
-from compaction.summarizers._tools import command_family, error_lines
+from compaction.summarizers._tools import (
+    _ERR_ANY,
+    _ERROR_HINT,
+    _ERROR_HINT_LOWER,
+    _error_line_candidates,
+    command_family,
+    error_lines,
+)
 from compaction.summarizers.base import EmptySummaryError, SummarizerError, SummaryRequest
 from compaction.summarizers.extractive import (
     SECTION_TITLES,
@@ -725,6 +732,31 @@ def test_error_lines_and_families() -> None:
         frozenset({"-q", "tests/x.py"}),
     )
     assert command_family("git commit -m x")[0] == "git commit"
+
+
+_ERROR_TEXT = st.lists(
+    st.sampled_from(
+        [
+            *("Error", "EXIT code", "exit status", "timed out", "Time out", "FAIL", "non-zero", "Err!", "E"),
+            *("E   x", "Permission Denied", "no such FILE", "x", "  ", "\t", "\n", "\n\n", ":", "traceback"),
+            *("Killed", "panic", "fault", "Interrupt", "command not found", "SEGMENTATION"),
+        ]
+    ),
+    max_size=14,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ERROR_TEXT)
+def test_error_line_shortcuts_skip_no_line_the_full_scan_would_rank(text: str) -> None:
+    assert bool(_ERROR_HINT_LOWER.search(text.lower())) == bool(_ERROR_HINT.search(text))
+    lines = text.splitlines()
+    could_rank = {
+        k
+        for k, raw in enumerate(lines)
+        if len(line := raw.strip()) >= 4 and (line.startswith("E") or _ERR_ANY.search(line))
+    }
+    assert could_rank <= set(_error_line_candidates(text, text.lower(), len(lines)))
 
 
 @pytest.mark.parametrize(
