@@ -339,6 +339,35 @@ def test_piece_tokens_counts_dense_text_higher_than_chars_over_four() -> None:
     assert piece_tokens(dense) > len(dense) / 4
 
 
+def _reference_piece_tokens(text: str) -> int:
+    """piece_tokens as first written: cut into pieces, then weigh each one."""
+    count = 0
+    for raw in re.findall(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\w\s]+|\s+|[^\x00-\x7f]", text):
+        piece = raw.strip()
+        if not piece:
+            count += "\n" in raw
+        elif piece[-1].isascii() and piece[-1].isalpha():
+            count += 1 + (len(piece) - 1) // 10
+        elif piece[0].isdigit() or len(piece) <= 2:
+            count += 1
+        else:
+            count += (len(piece) + 1) // 2
+    return count
+
+
+_PIECE_TEXT = st.lists(
+    st.sampled_from(["a", "bcd", "X" * 11, "y" * 25, "1", "1234567", "-", "*" * 3, ":/", " ", "  ", "\n", " \n "])
+    | st.sampled_from(["_", "\t", "\r", "\x1c", "\xa0", "\u2028", "\u00e9", "\u00b2", "\u0663", "\u2014", "\uff71"]),
+    max_size=16,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PIECE_TEXT | st.text(max_size=30))
+def test_piece_tokens_counts_like_cutting_and_weighing_pieces(text: str) -> None:
+    assert piece_tokens(text) == _reference_piece_tokens(text)
+
+
 _LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab Z09_-.:/#`\t\r\x0b \u00e9\u2014\u00b2\u2028\xa0*")), max_size=12)
 
 
