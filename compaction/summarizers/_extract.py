@@ -155,6 +155,8 @@ def clean_path(raw: str) -> str | None:
 
 
 def find_urls(text: str) -> list[tuple[int, str]]:
+    if "://" not in text:  # one C-level scan; most tool output holds no link
+        return []
     return [(m.start(), _strip_trailing(m.group())) for m in URL_RE.finditer(text)]
 
 

@@ -291,6 +291,9 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
     )
 
 
+_WRITING_COMMAND = re.compile(r"sed -i|\s>>?\s*\S|\btee\b|\bmv\b|\bcp\b|\brm\b|\btouch\b|git apply|\bpatch\b")
+
+
 def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: _Collector) -> ToolEvent:
     args = parse_arguments(part.arguments)
     kind = tool_kind(part.name, args)
@@ -326,10 +329,7 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
             event.snippet, event.snippet_telling = _change_snippet(key, value)
             break
     writes = kind == "write" or (
-        kind == "exec"
-        and event.command is not None
-        and re.search(r"sed -i|\s>>?\s*\S|\btee\b|\bmv\b|\bcp\b|\brm\b|\btouch\b|git apply|\bpatch\b", event.command)
-        is not None
+        kind == "exec" and event.command is not None and _WRITING_COMMAND.search(event.command) is not None
     )
     for raw in dict.fromkeys(event.arg_paths):
         fact = collector.path(raw, index)
