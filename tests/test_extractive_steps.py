@@ -17,7 +17,17 @@ from hypothesis import strategies as st
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
-from compaction.summarizers._sections import _all_covered, empty_sections, fit, render, render_chunks
+from compaction.summarizers._sections import (
+    Line,
+    _all_covered,
+    _fit_level,
+    empty_sections,
+    fit,
+    fit_chunks,
+    rank,
+    render,
+    render_chunks,
+)
 from compaction.summarizers._segment import Unit, line_form, measurement, segment
 from compaction.summarizers._select import same_subject, select_units
 from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
@@ -321,6 +331,34 @@ def test_coverage_search_over_the_kept_texts_matches_a_search_of_each_text(steps
         else:
             expected = all(any(word in text for text in kept_list) for word in words)
             assert _all_covered(words, kept, searched) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(1, 90), st.floats(-3, 6), st.booleans(), st.booleans()), max_size=6),
+        min_size=7,
+        max_size=7,
+    ),
+    st.integers(150, 1500),
+)
+def test_fit_tries_shorter_skeletons_only_when_they_could_win(
+    spec: list[list[tuple[int, float, bool, bool]]], max_chars: int
+) -> None:
+    sections = [
+        [
+            Line(f"s{s} line {k} " + "w" * size, score, (float(k),), pinned=pinned, essential=essential)
+            for k, (size, score, pinned, essential) in enumerate(lines)
+        ]
+        for s, lines in enumerate(spec)
+    ]
+    ranked = rank(sections)
+    best: tuple[float, list[str]] | None = None
+    for level in range(3):  # every level, as fit_chunks would without its shortcut
+        fitted = _fit_level(sections, max_chars, level, ranked)
+        if fitted is not None and (best is None or fitted[0] > best[0] * 1.5 + 1.0):
+            best = fitted
+    assert fit_chunks(sections, max_chars, ranked) == (None if best is None else best[1])
 
 
 def test_summary_fits_in_word_pieces_too() -> None:

@@ -147,7 +147,14 @@ def fit_chunks(sections: Sections, max_chars: int, ranked: Ranking | None = None
     best: tuple[float, list[str]] | None = None
     if ranked is None:
         ranked = rank(sections)
+    # No level's value exceeds the sum of the lines' positive values (plus a margin for rounding):
+    # once the best one so far needs more than that to be replaced, the shorter skeletons are not
+    # tried.
+    attainable = sum(max(0.0, -candidate[0]) for candidate in ranked[0])
+    attainable += 1e-9 * (1.0 + attainable)
     for level_index in range(len(_LEVELS)):
+        if best is not None and best[0] * 1.5 + 1.0 >= attainable:
+            break
         fitted = _fit_level(sections, max_chars, level_index, ranked)
         if fitted is None:
             continue
