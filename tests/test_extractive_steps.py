@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction.patterns import _COUNT_VALUE, _LABEL, _MEASURE_LINE, QUANTITY
 from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._extract import clean
 from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
 from compaction.summarizers._sections import (
@@ -28,7 +30,7 @@ from compaction.summarizers._sections import (
     render,
     render_chunks,
 )
-from compaction.summarizers._segment import Unit, line_form, measurement, segment
+from compaction.summarizers._segment import Unit, _may_measure, line_form, measurement, segment
 from compaction.summarizers._select import same_subject, select_units
 from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -111,6 +113,38 @@ def test_line_form(line: str, form: str) -> None:
 )
 def test_measurement_lines(line: str, expected: tuple[str, str] | None) -> None:
     assert measurement(line) == expected
+
+
+def _reference_measurement(line: str) -> tuple[str, str] | None:
+    """measurement() without its early exits: the pattern and the label and value checks."""
+    match = _MEASURE_LINE.match(line.strip())
+    if match is None:
+        return None
+    label, value = match.group("label").strip(), match.group("value").strip()
+    if not _LABEL.match(label) or label.isupper():
+        return None
+    found = QUANTITY.search(value) or _COUNT_VALUE.match(value)
+    return None if found is None or found.start() > 6 else (label, value)
+
+
+_MEASURE_NOISE = st.lists(
+    st.sampled_from(["p", "9", " ", "\t", ":", "=", "_", "-", "\u00e9", "\xa0", "\x00"]),
+    max_size=4,
+)
+_MEASURE_TEXT = st.tuples(
+    st.sampled_from(["p95 latency", "Load", "x", "TOTAL", " coverage", "\x1b[1mtime", "\u00e9t\u00e9", "9 lives"])
+    | _MEASURE_NOISE.map("".join),
+    st.sampled_from([":", "=", " = ", ": ", "= ", "::", ""]),
+    st.sampled_from(["12.5 ms", "3", "71.9%", "342 items", " 8 GB", "abc", "\x00 4 s"]) | _MEASURE_NOISE.map("".join),
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MEASURE_TEXT)
+def test_measurement_early_exits_reject_only_what_the_pattern_rejects(line: str) -> None:
+    assert measurement(line) == _reference_measurement(line)
+    if not _may_measure(line):
+        assert measurement(clean(line)) is None
 
 
 def test_segment_roles_forms_and_sources() -> None:
