@@ -40,9 +40,16 @@ from compaction.summarizers._score import tfidf_centrality
 from compaction.summarizers._sections import minimum_chars
 from compaction.summarizers._tools import (
     _ERR_ANY,
+    _ERR_EXCEPTION,
+    _ERR_FAILED,
+    _ERR_GENERIC,
+    _ERR_PYTEST_E,
+    _ERR_SHELL,
+    _ERR_SUMMARY,
     _ERROR_HINT,
     _ERROR_HINT_LOWER,
     _error_line_candidates,
+    _error_rank,
     command_family,
     error_lines,
 )
@@ -740,6 +747,7 @@ _ERROR_TEXT = st.lists(
             *("Error", "EXIT code", "exit status", "timed out", "Time out", "FAIL", "non-zero", "Err!", "E"),
             *("E   x", "Permission Denied", "no such FILE", "x", "  ", "\t", "\n", "\n\n", ":", "traceback"),
             *("Killed", "panic", "fault", "Interrupt", "command not found", "SEGMENTATION"),
+            *("error: x", "fatal: y", "Panic: z", " 1", "No such file or directory", "segmentation Fault", "Failed"),
         ]
     ),
     max_size=14,
@@ -757,6 +765,29 @@ def test_error_line_shortcuts_skip_no_line_the_full_scan_would_rank(text: str) -
         if len(line := raw.strip()) >= 4 and (line.startswith("E") or _ERR_ANY.search(line))
     }
     assert could_rank <= set(_error_line_candidates(text, text.lower(), len(lines)))
+
+
+def _reference_error_rank(line: str) -> int:
+    for rank, matches in enumerate(
+        (
+            lambda: _ERR_FAILED.match(line),
+            lambda: _ERR_EXCEPTION.match(line) and ":" in line,
+            lambda: _ERR_PYTEST_E.match(line),
+            lambda: _ERR_GENERIC.search(line),
+            lambda: _ERR_SHELL.search(line),
+            lambda: _ERR_SUMMARY.search(line) and ("=" in line or " in " in line),
+        )
+    ):
+        if matches():
+            return rank
+    return -1
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ERROR_TEXT.map(lambda text: text.replace("\n", " ")) | st.text(max_size=20))
+def test_error_rank_word_checks_change_no_rank(line: str) -> None:
+    for variant in (line, "npm ERR! " + line, "3 failed in " + line, "x: " + line, "E  " + line):
+        assert _error_rank(variant) == _reference_error_rank(variant)
 
 
 @pytest.mark.parametrize(

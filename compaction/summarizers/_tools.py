@@ -256,6 +256,35 @@ def _error_line_candidates(text: str, lower: str, count: int) -> list[int]:
     return sorted(k for k in found if k < count)
 
 
+def _error_rank(line: str) -> int:
+    """How informative an error line is (0 best), -1 when it is none."""
+    if _ERR_FAILED.match(line):
+        return 0
+    if _ERR_EXCEPTION.match(line) and ":" in line:
+        return 1
+    if _ERR_PYTEST_E.match(line):
+        return 2
+    # Each case-insensitive pattern below needs one of a few words; in ASCII text, where re.I only
+    # folds A-Z, a substring test of the lowercased line tells (most lines have none of them).
+    low = line.lower() if line.isascii() else ""
+    if (not low or "error" in low or "fatal:" in low or "npm err!" in low or "panic:" in low) and (
+        _ERR_GENERIC.search(line)
+    ):
+        return 3
+    if (
+        not low
+        or "exit" in low
+        or "no such file" in low
+        or "command not found" in low
+        or "permission denied" in low
+        or "segmentation fault" in low
+    ) and _ERR_SHELL.search(line):
+        return 4
+    if (not low or "failed" in low or "error" in low) and _ERR_SUMMARY.search(line) and ("=" in line or " in " in line):
+        return 5
+    return -1
+
+
 def error_lines(text: str) -> list[str]:
     """The most informative error lines of a tool result, verbatim (trimmed), best first."""
     ascii_lines = text.isascii() and _OTHER_ASCII_BREAK.search(text) is None
@@ -270,19 +299,7 @@ def error_lines(text: str) -> list[str]:
         line = lines[pos].strip()
         if not line or len(line) < 4 or not (line.startswith("E") or _ERR_ANY.search(line)):
             continue
-        rank = -1
-        if _ERR_FAILED.match(line):
-            rank = 0
-        elif _ERR_EXCEPTION.match(line) and ":" in line:
-            rank = 1
-        elif _ERR_PYTEST_E.match(line):
-            rank = 2
-        elif _ERR_GENERIC.search(line):
-            rank = 3
-        elif _ERR_SHELL.search(line):
-            rank = 4
-        elif _ERR_SUMMARY.search(line) and ("=" in line or " in " in line):
-            rank = 5
+        rank = _error_rank(line)
         if rank >= 0:
             stripped = clean(_DECOR.sub("", line)) if rank == 5 else clean(line)
             ranked.append((rank, pos, guard(truncate(stripped, MAX_ERROR_LINE))))
