@@ -160,8 +160,9 @@ def find_urls(text: str) -> list[tuple[int, str]]:
     return [(m.start(), _strip_trailing(m.group())) for m in URL_RE.finditer(text)]
 
 
-# A token that can hold a path, read backwards from its last "/" or "." to its first character.
-_TOKEN_TAIL_REVERSED = re.compile(r"[./][\w./~@+-]*+")
+# A token that can hold a path, read backwards from its last "/" (or "." before a lowercase
+# letter, as an extension starts) to its first character.
+_TOKEN_TAIL_REVERSED = re.compile(r"(?:/|\.(?<=[a-z]\.))[\w./~@+-]*+")
 
 
 def path_matches(text: str) -> list[re.Match[str]]:
@@ -169,9 +170,10 @@ def path_matches(text: str) -> list[re.Match[str]]:
 
     Every character a match holds is one of ``[\w./~@+-]``, and the look-behind puts its start
     at the first character of a run of them (not after a ":"), so a run holds at most one match.
-    A run without "/" or "." holds none. Those runs' starts are found in the reversed text by a
-    pattern that starts with "/" or "." (the engine skips to them), and PATH_RE is tried there
-    only, instead of a search that tests its look-behind at every character of the text.
+    A run without a "/" or an extension (a "." before a lowercase letter) holds none: "done.",
+    "3.5", "e.G". The other runs' starts are found in the reversed text by a pattern that starts
+    with "/" or "." (the engine skips to them), and PATH_RE is tried there only, instead of a
+    search that tests its look-behind at every character of the text.
     """
     size = len(text)
     found: list[re.Match[str]] = []
