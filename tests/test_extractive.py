@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
 from compaction.summarizers._extract import (
+    _ANSI,
     _TICKET_STOP,
     CVE_RE,
     HASH_RE,
@@ -34,6 +35,7 @@ from compaction.summarizers._extract import (
     find_ids,
     path_matches,
     split_sentences,
+    strip_control,
     truncate,
 )
 from compaction.summarizers._score import tfidf_centrality
@@ -820,6 +822,12 @@ def test_identifier_recognition() -> None:
     assert ("uuid", "123e4567-e89b-12d3-a456-426614174000") in found
     assert not any(value in ("UTF-8", "BHD-3") for _, value in found)
     assert not any(kind == "hash" and value in "123e4567-e89b-12d3-a456-426614174000" for kind, value in found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("a1 \t\n\r\x0b\x0c\x1b[;?m@_~\x00\x1f\x7f\x85\u00e9")), max_size=30))
+def test_strip_control_removes_what_the_escape_pattern_matches(text: str) -> None:
+    assert strip_control(text) == _ANSI.sub("", text)
 
 
 def _reference_ids(text: str) -> list[tuple[int, str, str]]:
