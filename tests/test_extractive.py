@@ -27,10 +27,12 @@ from compaction.summarizers._extract import (
     _TICKET_STOP,
     CVE_RE,
     HASH_RE,
+    INJECTION_RE,
     ISSUE_RE,
     PATH_RE,
     TICKET_RE,
     UUID_RE,
+    addresses_model,
     clean_path,
     find_ids,
     path_matches,
@@ -828,6 +830,22 @@ def test_identifier_recognition() -> None:
 @given(st.text(alphabet=st.sampled_from(list("a1 \t\n\r\x0b\x0c\x1b[;?m@_~\x00\x1f\x7f\x85\u00e9")), max_size=30))
 def test_strip_control_removes_what_the_escape_pattern_matches(text: str) -> None:
     assert strip_control(text) == _ANSI.sub("", text)
+
+
+_INJECTION_PART = st.sampled_from(
+    [
+        *("Ignore ", "all ", "previous ", "instructions", "DISREGARD ", "the ", "above", "AI ", "LLM ", "agents "),
+        *("reading", "System ", "prompt", "override", "new instructions:", "Do not ", "reveal", "You are now"),
+        *(" ", "\n", "x", "\u0130", "\u017f", "ystem"),
+        *("SYSTEM NOTICE", "Ignore prior messages", "llm models reading", "do not tell", "you are nowhere"),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_INJECTION_PART, max_size=8).map("".join))
+def test_addresses_model_is_the_injection_pattern(text: str) -> None:
+    assert addresses_model(text) == (INJECTION_RE.search(text) is not None)
 
 
 def _reference_ids(text: str) -> list[tuple[int, str, str]]:

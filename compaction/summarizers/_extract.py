@@ -56,11 +56,23 @@ INJECTION_RE = re.compile(
     re.I,
 )
 UNTRUSTED = "[untrusted tool text] "
+# A word every INJECTION_RE match holds. In ASCII text, where re.I only folds A-Z, text whose
+# lowercased form holds none of them has no match (most text): substring tests tell it faster.
+_INJECTION_WORDS = ("ignore", "disregard", "reading", "system", "new instructions:", "do not", "you are now")
+
+
+def addresses_model(text: str) -> bool:
+    """Whether ``text`` holds an :data:`INJECTION_RE` match (text addressed to the model)."""
+    if text.isascii():
+        lower = text.lower()
+        if not any(word in lower for word in _INJECTION_WORDS):
+            return False
+    return INJECTION_RE.search(text) is not None
 
 
 def guard(text: str) -> str:
     """``text`` (from tool output), marked when it addresses the model with instructions."""
-    return UNTRUSTED + text if INJECTION_RE.search(text) else text
+    return UNTRUSTED + text if addresses_model(text) else text
 
 
 def code(text: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.patterns import truncate
-from compaction.summarizers._extract import _HAS_LETTER, INJECTION_RE, _words, clean, code, guard
+from compaction.summarizers._extract import _HAS_LETTER, _words, addresses_model, clean, code, guard
 
 # --------------------------------------------------------------------------------------------
 # Tool events
@@ -396,7 +396,7 @@ def outcome(event: ToolEvent) -> str:
         first = _first_content_line(event.result) or "error"
         return (
             "failed " + ADDRESSES_MODEL
-            if INJECTION_RE.search(clean(first))
+            if addresses_model(clean(first))
             else "failed: " + truncate(first, MAX_ERROR_LINE)
         )
     text = event.result
@@ -404,10 +404,10 @@ def outcome(event: ToolEvent) -> str:
         return "ok (empty output)"
     if event.kind == "exec":
         tail = last_meaningful_line(text)
-        if tail and INJECTION_RE.search(clean(tail)):
+        if tail and addresses_model(clean(tail)):
             return "ok " + ADDRESSES_MODEL
         return "ok: " + truncate(tail, 160) if tail else "ok"
     line_count = text.count("\n") + 1
     if line_count <= 2 and len(text) <= 160:
-        return "ok " + ADDRESSES_MODEL if INJECTION_RE.search(clean(text)) else "ok: " + clean(text)
+        return "ok " + ADDRESSES_MODEL if addresses_model(clean(text)) else "ok: " + clean(text)
     return f"ok ({line_count:,} lines, {len(text):,} chars)"
