@@ -869,13 +869,18 @@ def _reference_ids(text: str) -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-_ID_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefAFXYZ-#&/._ \n")), max_size=80)
+_ID_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefAFXYZ-#&/._ \n\u0663")), max_size=80)
 
 
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["123e4567-e89b-12d3-a456-426614174000", "PAY-1432", "#88", "4b1d9e2", "CVE-2024-12345"]),
+        st.sampled_from(
+            [
+                *("123e4567-e89b-12d3-a456-426614174000", "PAY-1432", "#88", "4b1d9e2", "CVE-2024-12345"),
+                *("AB-\u0663\u0664", "X1Y-2", "ABC-12.5", "A-1", "AB12CD-7-8"),
+            ]
+        ),
         max_size=4,
     ),
     _ID_TEXT,

@@ -214,6 +214,24 @@ def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[in
     return out
 
 
+# The part of a ticket before its dash, read backwards from a dash that a digit follows.
+_TICKET_HEAD_REVERSED = re.compile(r"-(?<=\d-)[A-Z0-9]*+")
+
+
+def _ticket_matches(text: str) -> list[re.Match[str]]:
+    """``_TICKET.finditer(text)``, found faster: a ticket starts at the first character of the run
+    of ``[A-Z0-9]`` before a dash that a digit follows (its look-behind rules out any later one).
+    Those runs are found in the reversed text from their dash (the engine skips to dashes), and
+    ``_TICKET`` is tried at their starts only."""
+    size = len(text)
+    found: list[re.Match[str]] = []
+    for head in reversed(list(_TICKET_HEAD_REVERSED.finditer(text[::-1]))):
+        match = _TICKET.match(text, size - head.end())
+        if match is not None:
+            found.append(match)
+    return found
+
+
 def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str, str]]:
     """Tickets, issue numbers, UUIDs, CVEs and hashes in ``text`` as ``(offset, kind, value)``."""
     found: list[tuple[int, str, str]] = []
@@ -235,7 +253,7 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
         return not any(a <= start < b for a, b in spans)
 
     if hyphen:
-        for match in _TICKET.finditer(text):
+        for match in _ticket_matches(text):
             value = match.group()
             if value.split("-", 1)[0] in _TICKET_STOP or not free(match.start()):
                 continue
