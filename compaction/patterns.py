@@ -367,7 +367,18 @@ def measurement(line: str) -> tuple[str, str] | None:
     """
     if ":" not in line and "=" not in line:
         return None  # the pattern needs one: a cheap exit for most lines
-    match = _MEASURE_LINE.match(line.strip())
+    stripped = line.strip()
+    # Cheap exits for what the pattern and the label check need: the label starts with an ASCII
+    # letter, and the first ":" or "=" (none can be in the label) is the separator, after at
+    # least two characters and before whitespace.
+    head = stripped[:1]
+    if not (head.isascii() and head.isalpha()):
+        return None
+    colon, equals = stripped.find(":"), stripped.find("=")
+    separator = colon if equals < 0 or 0 <= colon < equals else equals
+    if separator < 2 or not stripped[separator + 1 : separator + 2].isspace():
+        return None
+    match = _MEASURE_LINE.match(stripped)
     if match is None:
         return None
     label, value = match.group("label").strip(), match.group("value").strip()

@@ -11,12 +11,26 @@ import importlib
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from compaction.patterns import _COUNT_VALUE, _LABEL, _MEASURE_LINE, QUANTITY
 from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._extract import clean
 from compaction.summarizers._facts import extract
 from compaction.summarizers._score import mmr_order, score_units, similarity
-from compaction.summarizers._sections import empty_sections, fit
-from compaction.summarizers._segment import Unit, line_form, measurement, segment
+from compaction.summarizers._sections import (
+    Line,
+    _all_covered,
+    _fit_level,
+    empty_sections,
+    fit,
+    fit_chunks,
+    rank,
+    render,
+    render_chunks,
+)
+from compaction.summarizers._segment import Unit, _may_measure, line_form, measurement, segment
 from compaction.summarizers._select import same_subject, select_units
 from compaction.summarizers.extractive import ExtractiveSummarizer, piece_tokens
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -99,6 +113,38 @@ def test_line_form(line: str, form: str) -> None:
 )
 def test_measurement_lines(line: str, expected: tuple[str, str] | None) -> None:
     assert measurement(line) == expected
+
+
+def _reference_measurement(line: str) -> tuple[str, str] | None:
+    """measurement() without its early exits: the pattern and the label and value checks."""
+    match = _MEASURE_LINE.match(line.strip())
+    if match is None:
+        return None
+    label, value = match.group("label").strip(), match.group("value").strip()
+    if not _LABEL.match(label) or label.isupper():
+        return None
+    found = QUANTITY.search(value) or _COUNT_VALUE.match(value)
+    return None if found is None or found.start() > 6 else (label, value)
+
+
+_MEASURE_NOISE = st.lists(
+    st.sampled_from(["p", "9", " ", "\t", ":", "=", "_", "-", "\u00e9", "\xa0", "\x00"]),
+    max_size=4,
+)
+_MEASURE_TEXT = st.tuples(
+    st.sampled_from(["p95 latency", "Load", "x", "TOTAL", " coverage", "\x1b[1mtime", "\u00e9t\u00e9", "9 lives"])
+    | _MEASURE_NOISE.map("".join),
+    st.sampled_from([":", "=", " = ", ": ", "= ", "::", ""]),
+    st.sampled_from(["12.5 ms", "3", "71.9%", "342 items", " 8 GB", "abc", "\x00 4 s"]) | _MEASURE_NOISE.map("".join),
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MEASURE_TEXT)
+def test_measurement_early_exits_reject_only_what_the_pattern_rejects(line: str) -> None:
+    assert measurement(line) == _reference_measurement(line)
+    if not _may_measure(line):
+        assert measurement(clean(line)) is None
 
 
 def test_segment_roles_forms_and_sources() -> None:
@@ -301,6 +347,54 @@ def test_fit_places_essential_lines_first() -> None:
     assert "Decision: keep it" in text
 
 
+_WORD = st.text(alphabet=st.sampled_from(list("ab/.\n")), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(_WORD, max_size=3)), max_size=12))
+def test_coverage_search_over_the_kept_texts_matches_a_search_of_each_text(steps: list[tuple[bool, list[str]]]) -> None:
+    # _fit_level keeps its texts as one growing string; a kept text is a single line.
+    kept_list: list[str] = []
+    kept = ""
+    searched: dict[str, int] = {}
+    for keep, words in steps:
+        if keep:
+            text = "".join(words).replace("\n", " ")
+            kept_list.append(text)
+            kept += "\n" + text
+        else:
+            expected = all(any(word in text for text in kept_list) for word in words)
+            assert _all_covered(words, kept, searched) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(1, 90), st.floats(-3, 6), st.booleans(), st.booleans()), max_size=6),
+        min_size=7,
+        max_size=7,
+    ),
+    st.integers(150, 1500),
+)
+def test_fit_tries_shorter_skeletons_only_when_they_could_win(
+    spec: list[list[tuple[int, float, bool, bool]]], max_chars: int
+) -> None:
+    sections = [
+        [
+            Line(f"s{s} line {k} " + "w" * size, score, (float(k),), pinned=pinned, essential=essential)
+            for k, (size, score, pinned, essential) in enumerate(lines)
+        ]
+        for s, lines in enumerate(spec)
+    ]
+    ranked = rank(sections)
+    best: tuple[float, list[str]] | None = None
+    for level in range(3):  # every level, as fit_chunks would without its shortcut
+        fitted = _fit_level(sections, max_chars, level, ranked)
+        if fitted is not None and (best is None or fitted[0] > best[0] * 1.5 + 1.0):
+            best = fitted
+    assert fit_chunks(sections, max_chars, ranked) == (None if best is None else best[1])
+
+
 def test_summary_fits_in_word_pieces_too() -> None:
     dense = " ".join(f"src/pkg_{k}/mod_{k}.py:{k}" for k in range(400))
     messages = [user("Look at these files: " + dense), assistant("I read them all in src/pkg_1/.")]
@@ -315,6 +409,53 @@ def test_piece_tokens_counts_dense_text_higher_than_chars_over_four() -> None:
     assert abs(piece_tokens(prose) - len(prose) / 4.4) < 0.25 * len(prose) / 4
     dense = "a/b_c.d:12 " * 40
     assert piece_tokens(dense) > len(dense) / 4
+
+
+def _reference_piece_tokens(text: str) -> int:
+    """piece_tokens as first written: cut into pieces, then weigh each one."""
+    count = 0
+    for raw in re.findall(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\w\s]+|\s+|[^\x00-\x7f]", text):
+        piece = raw.strip()
+        if not piece:
+            count += "\n" in raw
+        elif piece[-1].isascii() and piece[-1].isalpha():
+            count += 1 + (len(piece) - 1) // 10
+        elif piece[0].isdigit() or len(piece) <= 2:
+            count += 1
+        else:
+            count += (len(piece) + 1) // 2
+    return count
+
+
+_PIECE_TEXT = st.lists(
+    st.sampled_from(["a", "bcd", "X" * 11, "y" * 25, "1", "1234567", "-", "*" * 3, ":/", " ", "  ", "\n", " \n "])
+    | st.sampled_from(["_", "\t", "\r", "\x1c", "\xa0", "\u2028", "\u00e9", "\u00b2", "\u0663", "\u2014", "\uff71"]),
+    max_size=16,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_PIECE_TEXT | st.text(max_size=30))
+def test_piece_tokens_counts_like_cutting_and_weighing_pieces(text: str) -> None:
+    assert piece_tokens(text) == _reference_piece_tokens(text)
+
+
+_LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab Z09_-.:/#`\t\r\x0b \u00e9\u2014\u00b2\u2028\xa0*")), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(_LINE_TEXT.filter(bool), max_size=3), min_size=7, max_size=7),
+    st.lists(st.booleans(), min_size=7, max_size=7),
+    st.integers(0, 2),
+)
+def test_piece_tokens_of_a_summary_is_the_sum_over_its_render_chunks(
+    kept: list[list[str]], had: list[bool], level: int
+) -> None:
+    # _fit_or_raise counts each bullet line once across budgets, relying on this identity.
+    chunks = render_chunks(kept, had, level)
+    assert "".join(chunks) == render(kept, had, level)
+    assert sum(map(piece_tokens, chunks)) == piece_tokens("".join(chunks))
 
 
 # --------------------------------------------------------------------------------------------

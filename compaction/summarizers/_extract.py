@@ -18,6 +18,9 @@ from compaction.patterns import ELLIPSIS, TOKEN_END, truncate
 # --------------------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0e-\x1f\x7f]")
+# The characters an _ANSI match starts with (ESC is one), each a match on its own: the same test
+# of whether there is one, as a single class the engine skips through four times faster.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -33,7 +36,7 @@ def strip_control(text: str) -> str:
     # pass; most lines scanned are single printable lines).
     if text.isprintable():
         return text
-    return _ANSI.sub("", text) if _ANSI.search(text) else text
+    return _ANSI.sub("", text) if _CONTROL.search(text) else text
 
 
 def clean(text: str) -> str:
@@ -53,11 +56,23 @@ INJECTION_RE = re.compile(
     re.I,
 )
 UNTRUSTED = "[untrusted tool text] "
+# A word every INJECTION_RE match holds. In ASCII text, where re.I only folds A-Z, text whose
+# lowercased form holds none of them has no match (most text): substring tests tell it faster.
+_INJECTION_WORDS = ("ignore", "disregard", "reading", "system", "new instructions:", "do not", "you are now")
+
+
+def addresses_model(text: str) -> bool:
+    """Whether ``text`` holds an :data:`INJECTION_RE` match (text addressed to the model)."""
+    if text.isascii():
+        lower = text.lower()
+        if not any(word in lower for word in _INJECTION_WORDS):
+            return False
+    return INJECTION_RE.search(text) is not None
 
 
 def guard(text: str) -> str:
     """``text`` (from tool output), marked when it addresses the model with instructions."""
-    return UNTRUSTED + text if INJECTION_RE.search(text) else text
+    return UNTRUSTED + text if addresses_model(text) else text
 
 
 def code(text: str) -> str:
@@ -75,14 +90,24 @@ def code(text: str) -> str:
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
 UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
-# What HASH_RE matches, found faster: a whole run of 7-64 hex digits, kept when it has a letter and
-# a digit (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
-_HEX_RUN = re.compile(r"(?=[0-9a-f])\b[0-9a-f]{7,64}\b")
-_HEX_LETTER = re.compile(r"[a-f]")
-_DIGIT = re.compile(r"[0-9]")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
 TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
+# The same matches as the patterns above, found faster by find_ids. A pattern that starts with a
+# literal or a character class lets the engine skip ahead to the next place a match can start; a
+# look-behind or \b in front of it tests every position. So the look-behinds move after the first
+# character (a two-character look-behind checks the one before it), and a possessive repeat stops
+# where backtracking could never find a match anyway (the next character must end the token).
+_UUID_AT_DASH = re.compile(  # matched from its first dash: the 8 digits before it are a look-behind
+    r"-(?<=\b[0-9a-fA-F]{8}-)[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_TICKET = re.compile(r"[A-Z](?<![\w.-][A-Z])[A-Z0-9]{1,9}+-\d{1,6}\b(?![.,]\d)")
+_ISSUE = re.compile(r"#(?<![\w&#/]#)\d{1,6}\b")
+# What HASH_RE matches: a whole run of 7-64 hex digits, kept when it has a letter and a digit
+# (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
+_HEX_RUN = re.compile(r"[0-9a-f](?<!\w[0-9a-f])[0-9a-f]{6,63}+(?!\w)")
+_HEX_LETTER = re.compile(r"[a-f]")
+_DIGIT = re.compile(r"[0-9]")
 _TICKET_STOP = _words(
     "UTF SHA ISO MD TLS SSL AES RSA GPT HTTP IPV WIN BASE ES X P BSD GPL LGPL AGPL MPL EPL CC TOP COVID"
 )
@@ -96,6 +121,9 @@ _EXTENSIONS = (
 # before it evaluates the lookbehind.
 PATH_RE = re.compile(
     r"(?=[~./\w@+-])(?<![\w./~:@+-])"
+    # Every form holds a "/" or "." before any character outside [\w~@+-]: a token without one is
+    # passed over in one possessive scan instead of being tried three ways.
+    r"(?=[\w~@+-]*+[./])"
     r"(?:"
     r"(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?"  # /abs, ~/home, ./rel, ../rel
     r"|[\w@+-][\w.@+-]*(?:/[\w.@+-]+)+/?"  # rel/with/slashes
@@ -142,12 +170,41 @@ def clean_path(raw: str) -> str | None:
 
 
 def find_urls(text: str) -> list[tuple[int, str]]:
+    if "://" not in text:  # one C-level scan; most tool output holds no link
+        return []
     return [(m.start(), _strip_trailing(m.group())) for m in URL_RE.finditer(text)]
+
+
+# A token that can hold a path, read backwards from its last "/" (or "." before a lowercase
+# letter, as an extension starts) to its first character.
+_TOKEN_TAIL_REVERSED = re.compile(r"(?:/|\.(?<=[a-z]\.))[\w./~@+-]*+")
+
+
+def path_matches(text: str) -> list[re.Match[str]]:
+    r"""``PATH_RE.finditer(text)``, found faster.
+
+    Every character a match holds is one of ``[\w./~@+-]``, and the look-behind puts its start
+    at the first character of a run of them (not after a ":"), so a run holds at most one match.
+    A run without a "/" or an extension (a "." before a lowercase letter) holds none: "done.",
+    "3.5", "e.G". The other runs' starts are found in the reversed text by a pattern that starts
+    with "/" or "." (the engine skips to them), and PATH_RE is tried there only, instead of a
+    search that tests its look-behind at every character of the text.
+    """
+    size = len(text)
+    found: list[re.Match[str]] = []
+    for tail in reversed(list(_TOKEN_TAIL_REVERSED.finditer(text[::-1]))):
+        start = size - tail.end()
+        if start and text[start - 1] == ":":
+            continue
+        match = PATH_RE.match(text, start)  # the look-behind still sees text[start - 1]
+        if match is not None:
+            found.append(match)
+    return found
 
 
 def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
-    for match in PATH_RE.finditer(text):
+    for match in path_matches(text):
         start = match.start()
         if skip and any(a <= start < b for a, b in skip):
             continue
@@ -155,6 +212,24 @@ def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[in
         if path is not None:
             out.append((start, path))
     return out
+
+
+# The part of a ticket before its dash, read backwards from a dash that a digit follows.
+_TICKET_HEAD_REVERSED = re.compile(r"-(?<=\d-)[A-Z0-9]*+")
+
+
+def _ticket_matches(text: str) -> list[re.Match[str]]:
+    """``_TICKET.finditer(text)``, found faster: a ticket starts at the first character of the run
+    of ``[A-Z0-9]`` before a dash that a digit follows (its look-behind rules out any later one).
+    Those runs are found in the reversed text from their dash (the engine skips to dashes), and
+    ``_TICKET`` is tried at their starts only."""
+    size = len(text)
+    found: list[re.Match[str]] = []
+    for head in reversed(list(_TICKET_HEAD_REVERSED.finditer(text[::-1]))):
+        match = _TICKET.match(text, size - head.end())
+        if match is not None:
+            found.append(match)
+    return found
 
 
 def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str, str]]:
@@ -165,9 +240,10 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
     # none of them): this is a hot path of the extractive summarizer.
     hyphen = "-" in text
     if hyphen:
-        for match in UUID_RE.finditer(text):
-            found.append((match.start(), "uuid", match.group()))
-            spans.append(match.span())
+        for match in _UUID_AT_DASH.finditer(text):
+            start, end = match.start() - 8, match.end()
+            found.append((start, "uuid", text[start:end]))
+            spans.append((start, end))
     if "CVE-" in text:
         for match in CVE_RE.finditer(text):
             found.append((match.start(), "ticket", match.group()))
@@ -177,13 +253,13 @@ def find_ids(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int,
         return not any(a <= start < b for a, b in spans)
 
     if hyphen:
-        for match in TICKET_RE.finditer(text):
+        for match in _ticket_matches(text):
             value = match.group()
             if value.split("-", 1)[0] in _TICKET_STOP or not free(match.start()):
                 continue
             found.append((match.start(), "ticket", value))
     if "#" in text:
-        for match in ISSUE_RE.finditer(text):
+        for match in _ISSUE.finditer(text):
             if free(match.start()):
                 found.append((match.start(), "ticket", match.group()))
     for match in _HEX_RUN.finditer(text):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from compaction.patterns import truncate
 from compaction.summarizers._extract import (
-    INJECTION_RE,
+    addresses_model,
     clean,
     context_snippet,
     find_ids,
@@ -219,7 +219,7 @@ def _url_label(text: str, start: int, url: str) -> str:
                 continue
             above.insert(0, candidate)
         before = " \u00b7 ".join(above) if above else before
-    if INJECTION_RE.search(text[max(0, start - 400) : start + 400]):
+    if addresses_model(text[max(0, start - 400) : start + 400]):
         return "(found next to text addressed to AI assistants; untrusted)"
     return truncate(clean(before), 130) if before else ""
 
@@ -291,6 +291,9 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
     )
 
 
+_WRITING_COMMAND = re.compile(r"sed -i|\s>>?\s*\S|\btee\b|\bmv\b|\bcp\b|\brm\b|\btouch\b|git apply|\bpatch\b")
+
+
 def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: _Collector) -> ToolEvent:
     args = parse_arguments(part.arguments)
     kind = tool_kind(part.name, args)
@@ -326,10 +329,7 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
             event.snippet, event.snippet_telling = _change_snippet(key, value)
             break
     writes = kind == "write" or (
-        kind == "exec"
-        and event.command is not None
-        and re.search(r"sed -i|\s>>?\s*\S|\btee\b|\bmv\b|\bcp\b|\brm\b|\btouch\b|git apply|\bpatch\b", event.command)
-        is not None
+        kind == "exec" and event.command is not None and _WRITING_COMMAND.search(event.command) is not None
     )
     for raw in dict.fromkeys(event.arg_paths):
         fact = collector.path(raw, index)
@@ -367,5 +367,5 @@ def _attach_result(event: ToolEvent, part: ToolResultPart, index: int, collector
         lines = error_lines(scan_text)
     # A line that addresses the model ("SYSTEM OVERRIDE: run ...") is no error message: reported as
     # the command's error it would read as the agent's own state.
-    event.error_lines = [line for line in lines if not INJECTION_RE.search(line)][:4] if event.failed else []
+    event.error_lines = [line for line in lines if not addresses_model(line)][:4] if event.failed else []
     collector.scan(scan_text, index, talked=False, result_of=event.name)

@@ -117,28 +117,52 @@ def minimum_chars() -> int:
 
 
 def render(kept: Sequence[Sequence[str]], had_content: Sequence[bool], level_index: int = 0) -> str:
+    return "".join(render_chunks(kept, had_content, level_index))
+
+
+def render_chunks(kept: Sequence[Sequence[str]], had_content: Sequence[bool], level_index: int = 0) -> list[str]:
+    """The rendered summary in pieces that concatenate to it: the first heading, then one
+    ``"\n- " + line`` per bullet and one separator-plus-heading per later section. Every piece
+    but the first starts with a newline and none ends with one, so a count that only joins
+    characters within a line (like ``piece_tokens``) is the sum of the pieces' counts."""
     level = _LEVELS[level_index]
-    blocks: list[str] = []
+    chunks: list[str] = []
     for number, (title, lines) in enumerate(zip(level.titles, kept, strict=True), start=1):
         body = list(lines) or [level.omitted if had_content[number - 1] else level.none]
-        blocks.append(heading(number, title) + "".join("\n- " + line for line in body))
-    return level.separator.join(blocks)
+        chunks.append((level.separator if number > 1 else "") + heading(number, title))
+        chunks.extend("\n- " + line for line in body)
+    return chunks
 
 
 def fit(sections: Sections, max_chars: int) -> str | None:
     """Render the sections in at most ``max_chars`` characters, dropping the lowest-priority
     lines first. ``None`` when even the bare skeleton cannot fit."""
-    best: tuple[float, str] | None = None
-    ranked = _ranked(sections)
+    chunks = fit_chunks(sections, max_chars)
+    return None if chunks is None else "".join(chunks)
+
+
+def fit_chunks(sections: Sections, max_chars: int, ranked: Ranking | None = None) -> list[str] | None:
+    """:func:`fit`'s text as :func:`render_chunks` pieces. ``ranked`` (from :func:`rank`) saves
+    ranking the same sections again when they are fitted to several budgets."""
+    best: tuple[float, list[str]] | None = None
+    if ranked is None:
+        ranked = rank(sections)
+    # No level's value exceeds the sum of the lines' positive values (plus a margin for rounding):
+    # once the best one so far needs more than that to be replaced, the shorter skeletons are not
+    # tried.
+    attainable = sum(max(0.0, -candidate[0]) for candidate in ranked[0])
+    attainable += 1e-9 * (1.0 + attainable)
     for level_index in range(len(_LEVELS)):
+        if best is not None and best[0] * 1.5 + 1.0 >= attainable:
+            break
         fitted = _fit_level(sections, max_chars, level_index, ranked)
         if fitted is None:
             continue
-        value, text = fitted
+        value, chunks = fitted
         # The full headings are the canonical ones (the LLM prompt uses them too): a shorter
         # skeleton only when the budget is so small that it keeps far more content.
         if best is None or value > best[0] * 1.5 + 1.0:
-            best = (value, text)
+            best = (value, chunks)
     return None if best is None else best[1]
 
 
@@ -175,18 +199,21 @@ def _fitting_text(line: Line, free: int, allowed: int, refund: int, first: bool)
     return None
 
 
-def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int]) -> bool:
-    """Whether every identifier occurs in some kept text. ``kept`` only grows, so ``searched``
-    remembers per identifier how many texts were already searched in vain (-1: found), and each
-    text is searched at most once per identifier over the whole fit."""
+def _all_covered(idents: Sequence[str], kept: str, searched: dict[str, int]) -> bool:
+    """Whether every identifier occurs in some kept text. ``kept`` is the kept texts so far, each
+    after a newline: they are single lines, so an identifier found in ``kept`` lies inside one
+    text, and one holding a newline is in none. ``kept`` only grows, so ``searched`` remembers per
+    identifier up to where it was already searched in vain (-1: found), and each text is searched
+    at most once per identifier."""
     for ident in idents:
         start = searched.get(ident, 0)
         if start < 0:
             continue
-        for k in range(start, len(kept)):
-            if ident in kept[k]:
-                searched[ident] = -1
-                break
+        if "\n" in ident:
+            return False
+        # (An empty identifier is in any text: found when a text was kept since the last search.)
+        if kept.find(ident, start) >= 0 if ident else len(kept) > start:
+            searched[ident] = -1
         else:
             searched[ident] = len(kept)
             return False
@@ -194,9 +221,10 @@ def _all_covered(idents: Sequence[str], kept: list[str], searched: dict[str, int
 
 
 _Candidate = tuple[float, int, tuple[float, ...], str, Line]
+Ranking = tuple[list[_Candidate], list[int]]
 
 
-def _ranked(sections: Sections) -> tuple[list[_Candidate], list[int]]:
+def rank(sections: Sections) -> Ranking:
     """Every line as a candidate, best first, and the indices placed first (pinned, then essential
     lines). The same at every level and budget, so :func:`fit` ranks the sections once."""
     candidates: list[_Candidate] = []
@@ -222,8 +250,8 @@ def _fit_level(
     sections: Sections,
     max_chars: int,
     level_index: int,
-    ranked: tuple[list[_Candidate], list[int]] | None = None,
-) -> tuple[float, str] | None:
+    ranked: Ranking | None = None,
+) -> tuple[float, list[str]] | None:
     level = _LEVELS[level_index]
     had = [bool(lines) for lines in sections]
     marker_cost = [3 + len(level.omitted if h else level.none) for h in had]
@@ -231,9 +259,9 @@ def _fit_level(
     used += len(level.separator) * (len(SECTION_TITLES) - 1) + sum(marker_cost)
     if used > max_chars:
         return None
-    candidates, first_pass = ranked if ranked is not None else _ranked(sections)
+    candidates, first_pass = ranked if ranked is not None else rank(sections)
     chosen: list[list[Line]] = [[] for _ in sections]
-    kept_texts: list[str] = []
+    kept_texts = ""  # grown in place (a local str with one reference): "\n" + each kept text
     searched: dict[str, int] = {}
     value = 0.0
     # Pass 0 places the pinned lines, then the essential ones (up to ESSENTIAL_SHARE of the room);
@@ -267,14 +295,15 @@ def _fit_level(
                 continue
             cost = 3 + len(text) - refund
             chosen[s].append(line if text == line.text else replace(line, text=text))
-            kept_texts.append(text)
+            kept_texts += "\n"
+            kept_texts += text
             used += cost
             spent[s] += cost
             value += -neg * (1.0 if text == line.text else 0.7)
             taken.add(index)
     ordered = [[line.text for line in sorted(lines, key=lambda ln: (ln.order, ln.text))] for lines in chosen]
-    text = render(ordered, had, level_index)
-    return (value, text) if len(text) <= max_chars else None
+    chunks = render_chunks(ordered, had, level_index)
+    return (value, chunks) if sum(map(len, chunks)) <= max_chars else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -227,6 +227,16 @@ def _has_digit(line: str) -> bool:
     return False if line.isascii() else any(ch.isdigit() for ch in line)
 
 
+def _may_measure(raw: str) -> bool:
+    """False for lines ``measurement(clean(raw))`` rejects, told cheaply: it needs a ":" or "="
+    (which clean() keeps), a digit, and a label that starts with an ASCII letter, the first
+    character clean() keeps unless the line starts with a control character."""
+    if ":" not in raw and "=" not in raw:
+        return False
+    head = raw.lstrip()[:1]
+    return head.isascii() and (head.isalpha() or not head.isprintable()) and _has_digit(raw)
+
+
 def segment(messages: Sequence[Message]) -> list[Unit]:
     """The span's units in order: sentences and non-prose lines of the user's and the assistant's
     text, and the measurement lines of tool results."""
@@ -260,8 +270,7 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                 if ":" not in text and "=" not in text:
                     continue
                 for raw in text.splitlines():
-                    # measurement() needs a ":" or "=", which clean() keeps: skip the others early.
-                    if len(raw) > MAX_OUTPUT_LINE or (":" not in raw and "=" not in raw) or not _has_digit(raw):
+                    if len(raw) > MAX_OUTPUT_LINE or not _may_measure(raw):
                         continue
                     found = measurement(clean(raw))
                     if found is not None:  # marked when it addresses the model (never followed)

@@ -51,9 +51,10 @@ from compaction.summarizers._sections import (
     Sections,
     dedupe,
     empty_sections,
-    fit,
+    fit_chunks,
     minimum_chars,
     parse_sections,
+    rank,
 )
 from compaction.summarizers._segment import segment
 from compaction.summarizers._select import first_requests, select_units, user_turns
@@ -167,26 +168,17 @@ class ExtractiveSummarizer:
         return _fit_or_raise(sections, max_tokens)
 
 
-# Word pieces as BPE tokenizers cut them: a short run of letters, up to three digits, a little
-# punctuation. Summaries are dense with paths, numbers and code, where chars / 4 undercounts by up
-# to a third; this count overshoots GPT-4o's tokenizer by a few percent instead.
-_PIECE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\w\s]+|\s+|[^\x00-\x7f]")
+# Word pieces as BPE tokenizers cut them: a run of letters per ten letters, up to three digits,
+# punctuation per two marks, each other letter (CJK, accented), and a run of whitespace that holds
+# a newline. Summaries are dense with paths, numbers and code, where chars / 4 undercounts by up to
+# a third; this count overshoots GPT-4o's tokenizer by a few percent instead. The character classes
+# are disjoint, so every match is one piece and the count is the number of matches.
+_PIECE = re.compile(r"[A-Za-z]{1,10}|\d{1,3}|[^\w\s]{1,2}|[^\W\d\x00-\x7f]|\n\s*")
 
 
 def piece_tokens(text: str) -> int:
     """A tokenizer-free estimate of ``text``'s BPE tokens (no lower than typical BPE counts)."""
-    count = 0
-    for raw in _PIECE.findall(text):  # the pattern has no groups: findall gives whole matches
-        piece = raw.strip()
-        if not piece:
-            count += "\n" in raw
-        elif piece[-1].isascii() and piece[-1].isalpha():
-            count += 1 + (len(piece) - 1) // 10
-        elif piece[0].isdigit() or len(piece) <= 2:
-            count += 1
-        else:
-            count += (len(piece) + 1) // 2
-    return count
+    return len(_PIECE.findall(text))
 
 
 def _fit_or_raise(sections: Sections, max_tokens: int) -> str:
@@ -195,22 +187,32 @@ def _fit_or_raise(sections: Sections, max_tokens: int) -> str:
     if max_tokens <= 0:
         raise SummarizerError(f"max_tokens must be positive, got {max_tokens}")
     chars = max_tokens * 4
-    text = fit(sections, chars)
-    if text is None:
+    ranked = rank(sections)
+    chunks = fit_chunks(sections, chars, ranked)
+    if chunks is None:
         need = math.ceil(minimum_chars() / 4)
         raise SummarizerError(
             f"max_tokens={max_tokens} is too small for the seven-section summary (needs at least {need})"
         )
+    # A smaller budget keeps mostly the same lines: each chunk (one bullet line) is counted once.
+    counted: dict[str, int] = {}
+
+    def count(chunk: str) -> int:
+        found = counted.get(chunk)
+        if found is None:
+            found = counted[chunk] = piece_tokens(chunk)
+        return found
+
     for _ in range(3):
-        pieces = piece_tokens(text)
+        pieces = sum(map(count, chunks))  # == piece_tokens("".join(chunks)), see render_chunks
         if pieces <= max_tokens:
             break
         chars = int(chars * max_tokens / pieces * 0.98)
-        smaller = fit(sections, chars)
+        smaller = fit_chunks(sections, chars, ranked)
         if smaller is None:
             break
-        text = smaller
-    return text
+        chunks = smaller
+    return "".join(chunks)
 
 
 def _add_focus(sections: Sections, instructions: str | None) -> None:
