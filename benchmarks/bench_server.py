@@ -268,7 +268,11 @@ def run(quick: bool = True) -> dict[str, Any]:
             process, base = _start_server(variant.tree, Path(tmp) / "bench.db", variant)
             try:
                 headers = {"content-type": "application/json"}
-                for _ in range(max(2, variant.cores)):  # warm: imports, tokenizer, every worker process
+                # Warm imports, tokenizer and every worker process: each request opens a connection,
+                # which the kernel hashes to one of the W workers (SO_REUSEPORT), so 6 per process
+                # leave a cold one with odds of 2 ** -11 at W = 2 (a cold pool process spends ~1 s
+                # of CPU starting, which would count against the first row).
+                for _ in range(max(2, 6 * variant.cores)):
                     warm = httpx.post(f"{base}/v1/compact", content=body, headers=headers, timeout=120)
                     warm.raise_for_status()
                 result = warm.json()
