@@ -337,14 +337,6 @@ def markdown(figures: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    data = run(quick="--full" not in sys.argv)
-    table = markdown(data)
-    print(table)
-    if "--json" in sys.argv:
-        print(json.dumps(data, indent=1))
-    if "--write" in sys.argv:
-        from benchmarks.run_all import write_own_section
+    from benchmarks.run_all import table_main
 
-        write_own_section(HEADING, "benchmarks/bench_server.py", table)
+    table_main(HEADING, "benchmarks/bench_server.py", run, markdown)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
 import statistics
 import subprocess
@@ -396,15 +395,6 @@ def markdown(figures: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    data = run(quick="--full" not in sys.argv)
-    table = markdown(data)
-    print(table)
-    if "--json" in sys.argv:
-        print(json.dumps(data, indent=1))
-    if "--write" in sys.argv:
-        from benchmarks.run_all import write_own_section
+    from benchmarks.run_all import table_main
 
-        write_own_section(HEADING, "benchmarks/bench_sessions.py", table)
+    table_main(HEADING, "benchmarks/bench_sessions.py", run, markdown)

@@ -122,6 +122,22 @@ def write_own_section(heading: str, source: str, table: str, path: Path = RESULT
     print(f"wrote {path}", file=sys.stderr)
 
 
+def table_main(heading: str, source: str, run: Callable[..., dict[str, Any]], markdown: Callable[..., str]) -> None:
+    """The command line of a benchmark that writes its own section: ``run(quick=...)``, print its
+    Markdown table; ``--full`` for the long run, ``--json`` to print the figures too, ``--write`` to
+    replace its section ``heading`` of RESULTS.md."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    data = run(quick="--full" not in sys.argv)
+    table = markdown(data)
+    print(table)
+    if "--json" in sys.argv:
+        print(json.dumps(data, indent=1))
+    if "--write" in sys.argv:
+        write_own_section(heading, source, table)
+
+
 def _section(
     name: str, produce: Callable[[], dict[str, Any]], render: Callable[[dict[str, Any]], str]
 ) -> tuple[dict[str, Any], str]:
