@@ -22,11 +22,12 @@ Background jobs run while the agent's own calls are in flight, as they would in 
 
 The summarizer is the offline extractive one (deterministic; its token figures are chars/4 of each
 request and answer, counted when a call starts (input) and ends (output), so a cancelled job's input
-counts too). Reported per session and mode: compactions, threshold-turn latencies (first, mean
-after the first = the steady state, worst), summarizer tokens and the background run's extra over
-on demand, fit (every compaction under the budget and the threshold-turn context sendable), pair
-violations after every compaction, and facts kept: planted facts of the session present verbatim in
-the final context (summary, ledger, kept messages).
+counts too). A completion (a job that was in flight at the threshold, swapped in when it landed,
+with no call) is counted apart: it is not a threshold turn. Reported per session and mode:
+compactions, threshold-turn latencies (first, mean after the first = the steady state, worst),
+summarizer tokens and the background run's extra over on demand, fit (every compaction under the
+budget and the threshold-turn context sendable), pair violations after every compaction, and facts
+kept: planted facts of the session present verbatim in the final context (summary, ledger, kept messages).
 
 Targets: 0 model latencies on the threshold turn in the steady state, <= 1 at worst; extra summarizer
 tokens <= 25 %; fit 100 %, 0 pair violations, facts kept >= on demand.
@@ -214,16 +215,21 @@ async def _replay(scenario: str, n: int, *, background: PrepareSettings | bool, 
     threshold_turns: list[float] = []
     waits: list[float] = []  # virtual seconds each compacting turn waited
     swaps: list[str] = []  # per compaction: how the prepared summary was used, calls on that turn
+    completions = 0  # in-flight jobs of a threshold swapped in when they landed
     violations = 0
     unfit = 0
     for group in turns:
         begin = clock.now
         result = await clock.run(cm.before_turn())
         if result is not None and result.compacted:
-            threshold_turns.append(summarizer.calls_in_series(begin, clock.now))
-            waits.append(clock.now - begin)
             how = result.record.get("prepared") or {}
-            swaps.append(f"{how.get('swap', 'on demand')}:{how.get('threshold_calls', result.llm_calls)}")
+            if how.get("swap") == "completion":  # below the threshold, no call: not a threshold turn
+                completions += 1
+                assert summarizer.calls_in_series(begin, clock.now) == 0
+            else:
+                threshold_turns.append(summarizer.calls_in_series(begin, clock.now))
+                waits.append(clock.now - begin)
+                swaps.append(f"{how.get('swap', 'on demand')}:{how.get('threshold_calls', result.llm_calls)}")
             violations += len(validate(to_canonical(cm.messages, cm.system if fmt == "anthropic" else None)))
             if cm.decision().action == "block":
                 unfit += 1
@@ -236,6 +242,7 @@ async def _replay(scenario: str, n: int, *, background: PrepareSettings | bool, 
     usage = cm.prepared
     return {
         "compactions": len(threshold_turns),
+        "completions": completions,
         "threshold_s": threshold_turns,  # model latencies in series on each compacting turn
         "swaps": swaps,
         "wait_s": waits,
@@ -337,11 +344,14 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
         f"background = `prepare=PrepareSettings(mark={st['mark']:g}, step={st['step']:g}, accept={st['accept']:g})` "
         "(fractions of the trigger). Steady = the compactions after the first (median / mean). Extra tokens: "
         "summarizer tokens (in + out, chars/4) of the background run over the on-demand run, cancelled jobs "
-        "included.",
+        "included. Completions: a job still running when the threshold swapped in the state it extends, swapped "
+        "in with no call on the first turn after it landed (below the threshold: not a threshold turn, not "
+        "counted in compactions). A threshold turn with nothing prepared makes one call over the whole zone "
+        "(on demand: a round of chunk calls, then a merge).",
         "",
         "| scenario | messages | compactions | on demand: first / steady / worst | background: first / "
         "steady (median / mean) / worst | summarizer tokens (on demand -> background) | extra | jobs (discarded) "
-        "| background turns: swapped / waited on a job / on demand | fit | pair violations "
+        "| background turns: swapped / waited on a job / on demand (+ completions) | fit | pair violations "
         "| facts kept (on demand / background) | met |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -353,7 +363,7 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
             f"{d['first']:.2f} / {d['steady_mean']:.2f} / {d['worst']:.2f} | "
             f"**{b['first']:.2f} / {b['steady_median']:.2f} / {b['steady_mean']:.2f} / {b['worst']:.2f}** | "
             f"{d['tokens']:,} -> {b['tokens']:,} | {r['extra_tokens']:+.0%} | {b['background_jobs']} "
-            f"({b['discarded']}) | {_kinds(r['background_swaps'], r['background_waits'])} | "
+            f"({b['discarded']}) | {_kinds(r['background_swaps'], r['background_waits'])} (+{b['completions']}) | "
             f"{'100 %' if p['fit'] else '**no**'} | {b['violations']} | "
             f"{d['facts'][0]}/{d['facts'][1]} / {b['facts'][0]}/{b['facts'][1]} | {'pass' if met else '**FAIL**'} |"
         )

@@ -266,17 +266,63 @@ async def test_a_job_in_flight_extending_the_swapped_state_continues_and_becomes
     assert cm._preparer is not None
     assert cm._preparer.valid_state(cm) is state
     assert cm.messages[: len(swapped)] == swapped
-    # At the next compaction it is swapped in with no call; every message it took out is archived.
-    second = await cm.compact_now()
-    assert second.record["prepared"]["swap"] == "prepared"
+    assert state.completes
+    # It finishes the threshold's compaction: the next turn swaps it in with no call (the context
+    # is then what a compaction on demand would leave) and every message it took out is archived.
+    before = cm.tokens
+    second = await cm.before_turn()
+    assert second is not None
+    assert second.record["prepared"]["swap"] == "completion"
     assert second.llm_calls == 0
     assert len(summarizer.requests) == calls
+    assert cm.tokens < before
     assert second.archive == state.archive
     assert second.archive
     assert not set(second.archive) & set(result.archive)
+    assert cm._preparer.state is None
     assert valid_pairs(cm)
+    assert await cm.before_turn() is None  # once: nothing more to swap in
     await cm.aclose()
     assert not jobs()
+
+
+async def test_a_landed_completion_is_dropped_when_the_context_changed_under_it() -> None:
+    cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
+    summarizer.gate.clear()
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    await asyncio.sleep(0)
+    index, result = await asyncio.wait_for(to_threshold(cm, index), 2)
+    assert result.record["prepared"]["swap"] == "prepared"
+    summarizer.gate.set()
+    await settle(cm)
+    assert cm._preparer is not None
+    assert cm._preparer.state is not None
+    assert cm._preparer.state.completes
+    edited = list(cm.messages)
+    edited[0] = {**edited[0], "content": "an edited summary"}
+    cm.replace_messages(edited)  # what the job summarized is no longer the context's beginning
+    assert await cm.before_turn() is None
+    assert cm._preparer.state is None
+    assert cm.messages == edited
+    await cm.aclose()
+
+
+async def test_nothing_prepared_at_the_threshold_costs_one_call_not_a_chunk_round_and_a_merge() -> None:
+    # mark=1.0: no job ever starts, as when one turn jumps past the mark and the threshold at once.
+    # On demand this zone takes two chunk calls and a merge; with preparation on, one call.
+    kinds: dict[bool, list[str]] = {}
+    for prepare in (False, True):
+        summarizer = ScriptedSummarizer(default=lambda r: f"Summary ({r.kind}): the agent read several modules.")
+        cm = manager(summarizer, prepare=PrepareSettings(mark=1.0) if prepare else False)
+        _, result = await to_threshold(cm, 1)
+        assert result.compacted
+        assert result.archive
+        assert valid_pairs(cm)
+        kinds[prepare] = [r.kind for r in summarizer.requests]
+        await cm.aclose()
+    assert kinds[False] == ["chunk", "chunk", "merge"]
+    assert kinds[True] == ["single"]
 
 
 async def test_a_job_waited_for_at_the_threshold_is_swapped_in_without_a_second_call() -> None:

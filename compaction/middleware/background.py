@@ -19,6 +19,14 @@ is not enough the threshold waits for the job (it is partly done: finishing it i
 compacting on demand) and then accepts its result up to halfway from ``accept`` to the trigger,
 so the turn does not spend a second call on the rest after the wait.
 
+A job that kept running across the swap finishes that compaction: when it lands, the next turn
+swaps its result in too (:meth:`Preparer.completion`, no call), so the context comes down to about
+what a compaction on demand leaves instead of carrying what the job summarized into the next cycle
+(which would bring the next threshold, and one more rewrite of the summary, sooner). When a
+threshold turn has to call the summarizer itself (nothing prepared: one turn jumped past the mark
+and the threshold at once; or the rest after a stale state) it makes one call over the whole zone
+(:meth:`Preparer.one_call`), not a round of chunk calls and then a merge.
+
 Correctness. The state is checked against the context before use (:func:`prefix_key` of the
 messages it covers, the system prompt, the model and the window); store mode also requires the
 stored summary it extends to be the session's current one. One task per manager; ``aclose()``
@@ -35,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from compaction.compactor import Compactor
 from compaction.middleware import _store
 from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
 from compaction.result import CompactionResult, Trigger
@@ -63,6 +72,7 @@ class Preparer:
         """Set when ``base`` was swapped in while the job ran: the job's result then describes the
         swapped-in context (its request was that context's head plus the same messages)."""
         self.seen = 0  # context messages the running job was given (its result cannot cover more)
+        self._single: tuple[Compactor, Compactor] | None = None  # (work compactor, its one-call copy)
 
     @property
     def running(self) -> bool:
@@ -123,6 +133,33 @@ class Preparer:
             self.usage.discarded += 1
         self.task = None
         self.discard()
+
+    def one_call(self, cm: ContextManager) -> Compactor:
+        """The manager's compactor with chunks as large as the summarizer's window allows, for the
+        calls a threshold turn makes itself (nothing prepared: a turn that jumped past the mark and
+        the threshold at once; or the rest after a stale state). One call reading the whole zone
+        instead of a round of chunk calls and then a merge: one model latency instead of two on the
+        critical path, and the earlier summary is rewritten once either way. Zones larger than the
+        summarizer's window are still chunked."""
+        work = cm._work
+        if self._single is None or self._single[0] is not work:
+            config = work.config.model_copy(update={"base_chunk_ratio": 1.0})
+            single = Compactor(work.model, work.summarizer, config, counter=work.counter, registry=work.registry)
+            self._single = (work, single)
+        return self._single[1]
+
+    def completion(self, cm: ContextManager) -> bool:
+        """Whether a job that was in flight at the last threshold has landed and its state can be
+        swapped in now with no call. The threshold swapped in the older state the job extends, so
+        until then the context holds everything the job summarized; swapping it in brings the
+        context down to what a compaction on demand leaves, instead of carrying those messages
+        (and an earlier next threshold, and one more summary rewrite) into the next cycle."""
+        state = self.state
+        if cm.store is not None or state is None or not state.completes or self.running:
+            return False
+        if self.valid_state(cm) is None:
+            return False
+        return _fits(cm, _candidate_tokens(cm, state), self.settings.accept)
 
     def discard(self) -> None:
         if self.state is not None:
@@ -300,6 +337,7 @@ async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedSta
             result=result,
             archive=dict(result.archive),
             messages_removed=result.messages_removed,
+            completes=True,
         )
     archive, removed = _merged(state, result)
     return PreparedState(
@@ -358,7 +396,7 @@ def _record(state: PreparedState, usage: PreparedUsage, calls: int, how: str) ->
 
 
 async def compact_prepared(
-    cm: ContextManager, trigger: Trigger, event_trigger: str, measure: ContextMeasure
+    cm: ContextManager, trigger: Trigger, event_trigger: str, measure: ContextMeasure, *, completion: bool = False
 ) -> CompactionResult | None:
     """The threshold (or manual, or guard-blocked) compaction from the prepared state: swapped in
     with no call when small enough, else one compaction of what aged out since. A job in flight is
@@ -367,6 +405,12 @@ async def compact_prepared(
     preparer = cm._preparer
     if preparer is None:
         return None
+    if completion:  # below the threshold: the landed state (Preparer.completion checked it), no call
+        state = preparer.state
+        assert state is not None
+        assert cm.store is None
+        preparer.state = None
+        return await _swap_memory(cm, preparer, state, trigger, preparer.settings.accept, completion=True)
     if cm.store is not None and preparer.state is None and not preparer.running:
         preparer.load(cm)  # saved by another process, or before a restart
     waited = False
@@ -421,8 +465,16 @@ def _candidate(cm: ContextManager, state: PreparedState) -> list[dict[str, Any]]
 
 
 def _candidate_tokens(cm: ContextManager, state: PreparedState) -> int:
-    request, system, _ = cm._request(_candidate(cm, state))
-    return cm._work.count(request, system=system, tools=cm._tools)
+    return _swap_request(cm, state)[3]
+
+
+def _swap_request(cm: ContextManager, state: PreparedState) -> tuple[list[dict[str, Any]], Any, bool, int]:
+    """Memory mode: the request the state gives (messages, system, whether a system message was
+    prepended) and its tokens."""
+    request, system, prepended = cm._request(_candidate(cm, state))
+    if state.system is not None and system is not None:
+        system = state.system
+    return request, system, prepended, cm._work.count(request, system=system, tools=cm._tools)
 
 
 def _fits(cm: ContextManager, tokens: int, accept: float) -> bool:
@@ -436,13 +488,15 @@ def _fits(cm: ContextManager, tokens: int, accept: float) -> bool:
 
 
 async def _swap_memory(
-    cm: ContextManager, preparer: Preparer, state: PreparedState, trigger: Trigger, accept: float
+    cm: ContextManager,
+    preparer: Preparer,
+    state: PreparedState,
+    trigger: Trigger,
+    accept: float,
+    completion: bool = False,
 ) -> CompactionResult:
-    request, system, prepended = cm._request(_candidate(cm, state))
-    if state.system is not None and system is not None:
-        system = state.system
-    tokens = cm._work.count(request, system=system, tools=cm._tools)
-    if _fits(cm, tokens, accept):
+    request, system, prepended, tokens = _swap_request(cm, state)
+    if completion or _fits(cm, tokens, accept):  # a completion was checked by Preparer.completion
         if preparer.running:
             preparer.rebased = state  # the job in flight extends ``state``: its result stays usable
             preparer.seen = len(state.head) + preparer.seen - state.covered  # in the swapped-in context
@@ -450,7 +504,11 @@ async def _swap_memory(
         result = CompactionResult(
             messages=request,
             compacted=True,
-            reason="threshold reached; summary prepared in the background",
+            reason=(
+                "the background job in flight at the last threshold landed: its summary swapped in"
+                if completion
+                else "threshold reached; summary prepared in the background"
+            ),
             tokens_before=_count_context(cm),
             tokens_after=tokens,
             budget=cm._work.guard.budget,
@@ -464,14 +522,14 @@ async def _swap_memory(
             trigger=trigger,
             removed=list(archive.values()),
             archive=archive,
-            record=_record(state, preparer.usage, 0, "prepared"),
+            record=_record(state, preparer.usage, 0, "completion" if completion else "prepared"),
         )
         cm._adopt(request, system, prepended)
         cm._archive_for_recall(archive)
         return result
     # Too much aged out since the last job: one compaction of the prepared head plus the rest.
     await preparer.cancel()  # a job in flight would describe a context this call replaces
-    result = await cm._work.acompact(request, system=system, tools=cm._tools, trigger=trigger)
+    result = await preparer.one_call(cm).acompact(request, system=system, tools=cm._tools, trigger=trigger)
     if not result.compacted:
         return result
     archive, removed = _merged(state, result)
@@ -522,7 +580,7 @@ async def _swap_stored(
     if not _fits(cm, tokens, accept) and rest:
         rest_request, rest_system, _ = cm._request([m for m, _ in rest])
         previous = _store.previous_summary_body(state.summary, config)
-        extra = await cm._work.acompact(
+        extra = await preparer.one_call(cm).acompact(
             rest_request, system=rest_system, previous_summary=previous, tools=cm._tools, trigger=trigger
         )
         later = (

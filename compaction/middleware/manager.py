@@ -434,6 +434,9 @@ class ContextManager:
             self._cap_reported = False
             self._wait_until = None
             if self._preparer is not None:
+                if self._preparer.completion(self):  # the rest of the last threshold's compaction
+                    async with self._lock:
+                        return await run_compaction(self, "threshold", measure, decision, completion=True)
                 self._preparer.maybe_start(self, decision.effective_tokens)  # never awaited here
             return None
         if plan.action == "wait":

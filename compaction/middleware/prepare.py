@@ -109,6 +109,9 @@ class PreparedState:
     """Store mode: the summary text between the markers (what the store saves)."""
     version: int | None = None
     """Store mode: the version of the persisted copy (compare-and-swap)."""
+    completes: bool = False
+    """Made by a job that was in flight when the state it extends was swapped in at the threshold:
+    it finishes that compaction, so it is swapped in as soon as it lands (no call)."""
 
     def to_json(self) -> dict[str, Any]:
         """What the store persists (store mode: enough to rebuild the state in another process)."""

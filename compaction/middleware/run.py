@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from compaction.compactor import CompactionDecision
+from compaction.compactor import CompactionDecision, Compactor
 from compaction.middleware import _store
 from compaction.middleware.background import compact_prepared
 from compaction.middleware.events import CompactionFailed, CompactionFinished, CompactionStarted, emit
@@ -51,9 +51,13 @@ async def run_compaction(
     measure: ContextMeasure,
     decision: CompactionDecision,
     instructions: str | None = None,
+    *,
+    completion: bool = False,
 ) -> CompactionResult | None:
     """One compaction with its events (see the module docstring). None when an automatic one
-    failed (reported with :class:`CompactionFailed`); a manual one raises instead."""
+    failed (reported with :class:`CompactionFailed`); a manual one raises instead. ``completion``:
+    swap in the background job that landed after the last threshold (no call; see
+    :meth:`~compaction.middleware.background.Preparer.completion`)."""
     manual = trigger == "manual"
     threshold = cm.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
     messages_before = len(cm._messages)
@@ -70,15 +74,18 @@ async def run_compaction(
     try:
         prepared = None
         if cm._preparer is not None and instructions is None:
-            prepared = await compact_prepared(cm, acompact_trigger, trigger, measure)
+            prepared = await compact_prepared(cm, acompact_trigger, trigger, measure, completion=completion)
         elif cm._preparer is not None:  # a focused summary: nothing prepared fits it
             await cm._preparer.cancel()
+        # Nothing prepared (or a focused summary): with background preparation on, the turn waits
+        # on one call, not a chunk round and a merge (Preparer.one_call).
+        work = cm._preparer.one_call(cm) if cm._preparer is not None and not manual else cm._work
         if prepared is not None:
             result = prepared
         elif cm.store is not None:
-            result = await compact_stored(cm, acompact_trigger, trigger, measure, instructions)
+            result = await compact_stored(cm, acompact_trigger, trigger, measure, instructions, work)
         else:
-            result = await compact_memory(cm, acompact_trigger, instructions)
+            result = await compact_memory(cm, acompact_trigger, instructions, work)
     except Exception as exc:
         if not manual:
             wait_for_growth(cm, decision.effective_tokens)
@@ -113,10 +120,13 @@ async def run_compaction(
     return result
 
 
-async def compact_memory(cm: ContextManager, trigger: Trigger, instructions: str | None) -> CompactionResult:
-    """Without a store: compact the context and adopt the result."""
+async def compact_memory(
+    cm: ContextManager, trigger: Trigger, instructions: str | None, work: Compactor | None = None
+) -> CompactionResult:
+    """Without a store: compact the context and adopt the result (with ``work``, default the
+    manager's compactor)."""
     request, system, prepended = cm._request(cm._messages)
-    result = await cm._work.acompact(request, instructions, system=system, tools=cm._tools, trigger=trigger)
+    result = await (work or cm._work).acompact(request, instructions, system=system, tools=cm._tools, trigger=trigger)
     if result.compacted:
         cm._adopt(result.messages, result.system, prepended)
         cm._archive_for_recall(result.archive)
@@ -124,7 +134,12 @@ async def compact_memory(cm: ContextManager, trigger: Trigger, instructions: str
 
 
 async def compact_stored(
-    cm: ContextManager, trigger: Trigger, event_trigger: EventTrigger, measure: ContextMeasure, instructions: str | None
+    cm: ContextManager,
+    trigger: Trigger,
+    event_trigger: EventTrigger,
+    measure: ContextMeasure,
+    instructions: str | None,
+    work: Compactor | None = None,
 ) -> CompactionResult:
     """Store mode: compact the stored messages after the stored summary (extending it) and save
     the new summary (:func:`save_compaction`); ``tokens_before`` counts the whole context."""
@@ -137,7 +152,7 @@ async def compact_stored(
     # The compactor sees the stored messages and the summary's text apart; the context is both.
     context, context_system, _ = cm._request(cm._messages)
     whole = cm._work.count(context, system=context_system)
-    result = await cm._work.acompact(
+    result = await (work or cm._work).acompact(
         request, instructions, system=system, previous_summary=previous, tools=cm._tools, trigger=trigger
     )
     result = _store.whole_context(result, whole)
