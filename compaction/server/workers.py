@@ -8,11 +8,10 @@ compactions of one session, on any workers, are a compare-and-swap where exactly
 
 ``--workers N`` (N > 1): this process claims the address, then starts N worker processes (spawned,
 not forked: no connection pool or event loop crosses a fork), each running the whole server
-(:func:`compaction.server.runner.run`). Where the platform has ``SO_REUSEPORT`` (Linux, the BSDs,
-macOS), each worker listens on a socket of its own on that address and the kernel hashes new
-connections over them, so clients that connect together (an HTTP client's pool) are spread over the
-workers. Elsewhere the workers share one listening socket, and the first to wake may accept a whole
-burst of connections. SIGINT / SIGTERM are passed on to every worker, which drain as one server
+(:func:`compaction.server.runner.run`). On Linux, each worker listens on a ``SO_REUSEPORT`` socket
+of its own on that address and the kernel hashes new connections over them, so clients that connect
+together (an HTTP client's pool) are spread over the workers. Elsewhere the workers share one
+listening socket, and the first to wake may accept a whole burst of connections. SIGINT / SIGTERM are passed on to every worker, which drain as one server
 does; the supervisor returns when all have exited. A worker that dies takes the others down
 (exit status 1): run the supervisor under something that restarts it (Docker, systemd, k8s).
 """
@@ -128,7 +127,9 @@ def _claim_address(host: str, port: int) -> tuple[socket.socket, list[socket.soc
     (each worker listens on a ``SO_REUSEPORT`` socket of its own; the supervisor's is bound, not
     listening, so no connection waits on it) or, without ``SO_REUSEPORT``, one shared listening
     socket. An address in use raises ``OSError`` here, before any worker starts."""
-    if hasattr(socket, "SO_REUSEPORT"):
+    # Only Linux balances connections over a SO_REUSEPORT group; macOS and the BSDs hand them all
+    # to one socket (FreeBSD's SO_REUSEPORT_LB aside), so they keep the shared socket.
+    if sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT"):
         try:
             return reuse_port_socket(host, port, listen=False), []
         except OSError as exc:
