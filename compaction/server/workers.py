@@ -11,9 +11,10 @@ not forked: no connection pool or event loop crosses a fork), each running the w
 (:func:`compaction.server.runner.run`). On Linux, each worker listens on a ``SO_REUSEPORT`` socket
 of its own on that address and the kernel hashes new connections over them, so clients that connect
 together (an HTTP client's pool) are spread over the workers. Elsewhere the workers share one
-listening socket, and the first to wake may accept a whole burst of connections. SIGINT / SIGTERM are passed on to every worker, which drain as one server
-does; the supervisor returns when all have exited. A worker that dies takes the others down
-(exit status 1): run the supervisor under something that restarts it (Docker, systemd, k8s).
+listening socket, and the first to wake may accept a whole burst of connections. SIGINT / SIGTERM
+are passed on to every worker, which drain as one server does; the supervisor returns when all have
+exited. A worker that dies takes the others down (exit status 1): run the supervisor under something
+that restarts it (Docker, systemd, k8s).
 """
 
 from __future__ import annotations
