@@ -455,18 +455,35 @@ _KEY_SHORTCUT = all(any(a in w for a in _KEY_ANCHORS) for w in _KEY_WORD_LIST)
 def _has_cue(lowered: str) -> bool:
     if _CUES[0].search(lowered) is not None:
         return True
-    keyed = not _KEY_SHORTCUT or any(a in lowered for a in _KEY_ANCHORS)
+    keyed = _keyed(lowered)
     if keyed and (_CUES[1].search(lowered) is not None or _CUES[2].search(lowered) is not None):
         return True
     if _CUES[3].search(lowered) is not None or _CUES[4].search(lowered) is not None:
         return True
-    return ("login" in lowered or "password" in lowered) and _CUES[5].search(lowered) is not None
+    return _netrc_worded(lowered) and _CUES[5].search(lowered) is not None
+
+
+def _keyed(lowered: str) -> bool:
+    """False when no key-word cue (_CUES[1], _CUES[2]) can match ``lowered``."""
+    return not _KEY_SHORTCUT or any(a in lowered for a in _KEY_ANCHORS)
+
+
+def _netrc_worded(lowered: str) -> bool:
+    """False when the .netrc cue (_CUES[5]) cannot match ``lowered``."""
+    return "login" in lowered or "password" in lowered
+
+
+def _possible_cues(lowered: str) -> tuple[int, ...]:
+    """The indexes in _CUES of the patterns that may match ``lowered`` (the others cannot: their
+    substring checks above fail), so a scan for cue spans skips whole passes over a long text."""
+    keyed, netrc = _keyed(lowered), _netrc_worded(lowered)
+    return tuple(k for k in range(len(_CUES)) if (keyed or k not in (1, 2)) and (netrc or k != 5))
 
 
 def _cue_spans(lowered: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the cues in ``lowered``, in order of their start; each pattern is searched
     again only once the scan has passed its last match."""
-    found = {k: cue.search(lowered) for k, cue in enumerate(_CUES)}
+    found = {k: _CUES[k].search(lowered) for k in _possible_cues(lowered)}
     pos = 0
     while True:
         live = [m for m in found.values() if m is not None]
@@ -569,14 +586,16 @@ def redact_if_needed(text: str) -> str:
     if len(text) < _WINDOWED_MIN_CHARS:
         return redact_secrets(text)[0]
     lowered = text.lower()
-    if not _has_cue(lowered):
-        return text
     if len(lowered) != len(text) or "private key" in lowered:
-        return _redact_all(text)[0]  # offsets would differ; a key block spans many lines
+        # offsets would differ; a key block spans many lines
+        return _redact_all(text)[0] if _has_cue(lowered) else text
+    windows = _cue_windows(text, lowered)  # none without a cue: the text has nothing to redact
+    if not windows:
+        return text
     pieces: list[str] = []
     last = 0
     changed = False
-    for start, end in _cue_windows(text, lowered):
+    for start, end in windows:
         window = text[start:end]
         redacted = _redact_all(window)[0]
         changed = changed or redacted != window
