@@ -635,7 +635,7 @@ def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str
             if key in skip_keys:
                 return value
             if value not in seen:
-                seen[value] = redact_if_needed(value) if _has_cue(value.lower()) else value
+                seen[value] = redact_if_needed(value)  # checks for a cue first: most hold none
             return seen[value]
         if isinstance(value, Mapping):
             return {k: walk(v, k if isinstance(k, str) else None) for k, v in value.items()}
