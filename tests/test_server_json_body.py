@@ -86,3 +86,13 @@ def test_bodies_only_json_loads_reads_still_reach_the_route(client: TestClient) 
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_transcript"
     assert response.json()["error"]["index"] == 0
+
+
+def test_every_api_route_parses_with_it(client: TestClient) -> None:
+    from fastapi.routing import APIRoute
+
+    from compaction.server.routes import JSONBodyRoute
+
+    api_routes = [r for r in client.app.routes if isinstance(r, APIRoute)]  # type: ignore[attr-defined]
+    assert {r.path for r in api_routes} >= {"/v1/compact", "/v1/sessions/{session_id}/messages"}
+    assert all(isinstance(r, JSONBodyRoute) for r in api_routes)
