@@ -100,15 +100,18 @@ def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
     # the caller sent them: those were returned, not removed. Compared as provider messages.
     originals = {id(m) for m in run.transcript.messages}
     rebuilt = [m for m in new if id(m) not in originals]
-    returned = Counter(_raw_key(m) for m in from_canonical(run.transcript.replace(tuple(rebuilt))).messages)
+    rebuilt_out = from_canonical(run.transcript.replace(tuple(rebuilt))).messages
+    returned = Counter(_raw_key(m) for m in rebuilt_out)
+    shapes = {_shape(m) for m in rebuilt_out}
     # Newest first: a rebuilt copy stands for the latest original it equals (the summarized zone
     # comes first, so an older duplicate is the one archived).
     gone: list[int] = []
     for index in range(len(run.transcript.messages) - 1, offset - 1, -1):
         if id(run.transcript.messages[index]) in still_there:
             continue
-        key = _raw_key(source[index - offset])
-        if returned[key] > 0:
+        original = source[index - offset]
+        key = _raw_key(original) if _shape(original) in shapes else None  # else it equals none of them
+        if key is not None and returned[key] > 0:
             returned[key] -= 1
         else:
             gone.append(index)
@@ -117,6 +120,14 @@ def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
 
 def _raw_key(message: Mapping[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _shape(message: Mapping[str, Any]) -> tuple[Any, frozenset[str], int]:
+    """What two messages with the same :func:`_raw_key` share, at a fraction of its cost: the role,
+    the field names and the length of a string content (-1 otherwise). Valid messages only: string
+    keys and roles, a content that is a string, a list or null (a list never dumps like a string)."""
+    content = message.get("content")
+    return message.get("role"), frozenset(message), len(content) if isinstance(content, str) else -1
 
 
 def compacted_result(

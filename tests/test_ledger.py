@@ -597,3 +597,24 @@ def test_render_measures_with_the_given_counter() -> None:
     per_char = render_ledger(ledger, summary_text="", max_tokens=600, count=len)
     quarter = render_ledger(ledger, summary_text="", max_tokens=600)
     assert len(per_char) <= 600 < len(quarter) <= 2_400
+
+
+_EXIT_WORDS = ["exit", "Exit", "EXITED", "exited with", " with", " exit", " code", " status", ":", "=", " ", "0", "1"]
+_EXIT_WORDS += ["-3", "returned non-zero", "Returned Non-Zero", "non-zero exit", "NON-ZERO EXIT", "re", "\n", "aexit"]
+
+
+@given(st.lists(st.sampled_from(_EXIT_WORDS), max_size=10), st.sampled_from(["", "\u0130 "]))
+def test_nonzero_exit_answers_as_the_regex_scan(words: list[str], prefix: str) -> None:
+    from compaction.stages.ledger import _NONZERO_EXIT, _nonzero_exit
+
+    text = prefix + "".join(words)
+    assert _nonzero_exit(text) == (_NONZERO_EXIT.search(text) is not None)
+
+
+def test_nonzero_exit_examples() -> None:
+    from compaction.stages.ledger import _nonzero_exit
+
+    assert _nonzero_exit("build log\nProcess exited with exit code 2\n")
+    assert _nonzero_exit("Command 'make' returned non-zero exit status 1.")
+    assert not _nonzero_exit("exit code 0\nexit status: 0")
+    assert not _nonzero_exit("reexit code 1")  # not a word: no match, as the regex says

@@ -41,7 +41,7 @@ from compaction.server.auth import KeyRing
 from compaction.server.errors import error_responses, install_error_handlers
 from compaction.server.guard import GuardMiddleware
 from compaction.server.options import DEFAULT_MAX_BODY_BYTES
-from compaction.server.routes import add_routes
+from compaction.server.routes import JSONBodyRoute, add_routes
 from compaction.server.routes_recall import add_recall_routes
 from compaction.server.schemas import CompactionFailedEvent, CompactionFinishedEvent, CompactionStartedEvent
 from compaction.server.service import CompactionService
@@ -128,6 +128,7 @@ def create_app(
     app.add_middleware(GuardMiddleware, settings=settings)
 
     install_error_handlers(app)
+    app.router.route_class = JSONBodyRoute  # before any route is added
     add_routes(app, service)
     add_recall_routes(app, service)
     _install_openapi(app)

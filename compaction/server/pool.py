@@ -11,6 +11,7 @@ summarizer object cannot cross a process boundary; an LLM summarizer is I/O-boun
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
@@ -72,6 +73,10 @@ def compact_job(model: str, config_json: str, request: bytes, fields: tuple[str,
 def _warm() -> None:
     """Import and build the default compactor once per process (tokenizer tables included)."""
     _compactor("gpt-4o", CompactionConfig().model_dump_json())
+    # What is alive now (modules, the compactor) lives as long as the process: frozen, it is not
+    # traversed again by the collections that every compaction's many short-lived objects trigger.
+    gc.collect()
+    gc.freeze()
 
 
 class CompactionPool:

@@ -472,15 +472,25 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
             c.add_text(value, index)  # long strings are file contents: their paths are noise
 
 
+# Where a match of _NONZERO_EXIT can start, relative to a word every match holds: at an "exit",
+# at a "non-zero" ("non-zero exit") or before it ("returned non-zero").
+_NONZERO_EXIT_STARTS = (("exit", (0,)), ("non-zero", (0, len("returned "))))
+
+
 def _nonzero_exit(text: str) -> bool:
-    # Every match holds "exit" or "non-zero" (any case): an ASCII text without them (most tool
-    # output) is answered by one lower() and two substring checks instead of the regex's scan.
-    # Outside ASCII, case-insensitive "i" also matches "\u0130" and "\u0131": the regex decides.
-    if text.isascii():
-        lowered = text.lower()
-        if "exit" not in lowered and "non-zero" not in lowered:
-            return False
-    return _NONZERO_EXIT.search(text) is not None
+    # In an ASCII text (lowered, same offsets) the regex is tried only where a match can start,
+    # found by substring search, instead of scanning the whole tool output: most have no such word.
+    # Outside ASCII, case-insensitive "i" also matches "\u0130" and "\u0131": the regex scans.
+    if not text.isascii():
+        return _NONZERO_EXIT.search(text) is not None
+    lowered = text.lower()
+    for word, offsets in _NONZERO_EXIT_STARTS:
+        at = lowered.find(word)
+        while at >= 0:
+            if any(at >= k and _NONZERO_EXIT.match(text, at - k) for k in offsets):
+                return True
+            at = lowered.find(word, at + 1)
+    return False
 
 
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:

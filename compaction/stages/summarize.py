@@ -273,7 +273,10 @@ class SummarizeJob:
         # Redacted before anything else reads it (a merge prompt, the ledger's "already shown" check):
         # the offline fallback and a model echoing its prompt may repeat a credential.
         text = redact_if_needed(response.text) if self.config.redact_secrets else response.text
-        text = strip_framing(text, prompt_nonces(request))
+        # Telling our framing from history takes passes over the whole prompt (prompt_nonces): only
+        # worth it when the answer holds one of our nonces at all (else strip_framing keeps it).
+        if any(nonce in text for nonce in fence_nonces(request.messages)):
+            text = strip_framing(text, prompt_nonces(request))
         if text != response.text:
             if not text.strip():
                 raise SummarizerError("the summarizer's answer held only our own fence markers")
