@@ -7,7 +7,8 @@ and new alike. Each client repeats one *session cycle* as fast as it can, with 1
 concurrent clients (quick: 4, 20 and 50 cycles):
 
 1. ``POST /v1/sessions`` (the transcript's system prompt, model gpt-4o);
-2. the rest of the 200-message bench transcript (``benchmarks/generate.py`` coding, seed 1) in 10
+2. the rest of a 200-message coding transcript (``benchmarks/generate.py``, a new seed per cycle,
+   the same sequence for every server, so no server has seen a cycle's text before) in 10
    appends of ~20 messages (``POST /v1/sessions/{id}/messages``; batches end where a turn ends,
    never between a tool call and its result; ``auto_compact`` off);
 3. ``POST /v1/sessions/{id}/compact`` (lean answer: no ``removed``/``record``; the originals are
@@ -59,7 +60,7 @@ from benchmarks.bench_server import (  # noqa: E402 - after the sys.path fix for
     _start_server,
     _stop_server,
     old_tree,
-    transcript,
+    transcripts,
 )
 
 HEADING = "## Sessions over HTTP"
@@ -177,12 +178,14 @@ async def _cycle(client: Any, work: Workload, stats: _Stats) -> None:
         stats.cycles += 1
 
 
-async def _load(base: str, work: Workload, clients: int, cycles: int, pids: dict[str, int]) -> dict[str, Any]:
+async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, int]) -> dict[str, Any]:
+    """One cycle per workload of ``works``, ``clients`` at a time, each taking the next one."""
     import httpx
 
     stats = _Stats()
     health: list[float] = []
-    remaining = cycles
+    cycles = len(works)
+    queue = list(reversed(works))
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
     async with (
         httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client,
@@ -190,9 +193,8 @@ async def _load(base: str, work: Workload, clients: int, cycles: int, pids: dict
     ):
 
         async def worker() -> None:
-            nonlocal remaining
-            while remaining > 0:
-                remaining -= 1
+            while queue:
+                work = queue.pop()
                 try:
                     await _cycle(client, work, stats)
                 except httpx.HTTPError as exc:  # a dropped connection or a timeout: an error of the row
@@ -248,13 +250,15 @@ def run(quick: bool = True) -> dict[str, Any]:
 
     Every server is started first and they take turns at each load, so a change in the machine's
     load (it is shared) shifts old and new alike rather than one server's rows."""
-    messages, source = transcript()
-    work = workload(messages)
     loads = ((1, 4), (10, 20), (50, 50)) if quick else ((1, 10), (10, 40), (50, 150))
+    # A new session's transcript per cycle (the same sequence for every server): the engine's
+    # process-wide memos of text scans would otherwise hit from the second cycle on.
+    works = [workload(m) for m in transcripts(sum(n for _, n in loads), first_seed=1)]
+    warm_works = [workload(m) for m in transcripts(12, first_seed=20_001)]
     figures: dict[str, Any] = {
-        "transcript": source,
-        "messages": work.messages,
-        "appends": [len(b) for b in work.batches],
+        "transcript": f"benchmarks.generate coding seeds 1-{len(works)}, a new one per cycle",
+        "messages": works[0].messages,
+        "appends": [len(b) for b in works[0].batches],
         "cpu_count": os.cpu_count(),
         "old_commit": OLD_COMMIT,
         "loads": [list(x) for x in loads],
@@ -278,10 +282,12 @@ def run(quick: bool = True) -> dict[str, Any]:
                     pids["postgres"] = pg.handle.get_pid()
                 servers.append((setup, process, base, pids))
             for setup, _, base, pids in servers:
-                _warm(base, work, setup, pids)
+                _warm(base, warm_works, setup, pids)
+            offset = 0
             for clients, cycles in loads:
+                chosen, offset = works[offset : offset + cycles], offset + cycles
                 for setup, _, base, pids in servers:
-                    row = asyncio.run(_load(base, work, clients, cycles, pids))
+                    row = asyncio.run(_load(base, chosen, clients, pids))
                     row |= {"store": setup.store, "server": setup.variant.name, "workers": setup.variant.workers}
                     row |= {"cores": setup.cores}
                     figures["rows"].append(row)
@@ -293,13 +299,13 @@ def run(quick: bool = True) -> dict[str, Any]:
     return figures
 
 
-def _warm(base: str, work: Workload, setup: Setup, pids: dict[str, int]) -> None:
+def _warm(base: str, works: list[Workload], setup: Setup, pids: dict[str, int]) -> None:
     """Cycles until each of the server's compacting processes has run one: a cold process pays for
     its imports and tokenizer in its first row otherwise. Each cycle opens a new connection, which
     lands on whichever worker accepts first, so a worker may take a few tries (bounded)."""
     start = _cpu_by_process(pids["server"])
     for attempt in range(4 * setup.cores + 2):
-        asyncio.run(_load(base, work, 1, 1, pids))
+        asyncio.run(_load(base, [works[attempt % len(works)]], 1, pids))
         now = _cpu_by_process(pids["server"])
         warm = sum(now[pid] - start.get(pid, 0.0) >= 0.2 for pid in now)  # ~a compaction's CPU
         if attempt >= 1 and warm >= setup.cores:
@@ -357,9 +363,10 @@ def _line(r: dict[str, Any]) -> str:
 def markdown(figures: dict[str, Any]) -> str:
     loads = ", ".join(f"{cycles} at {clients}" for clients, cycles in figures["loads"])
     lines = [
-        f"One cycle = create a session, append the {figures['messages']}-message transcript "
-        f"({figures['transcript']}; system prompt at creation, then {len(figures['appends'])} appends of "
-        f"{min(figures['appends'])}-{max(figures['appends'])} messages), `POST .../compact` (lean answer), "
+        f"One cycle = create a session, append a {figures['messages']}-message transcript "
+        f"({figures['transcript']}, the same sequence for every server; system prompt at creation, then "
+        f"{len(figures['appends'])} appends of about {round(figures['messages'] / len(figures['appends']))} "
+        "messages, never splitting a tool call from its result), `POST .../compact` (lean answer), "
         f"`GET .../context` (checked: compacted, and the context is the compacted one). Cycles per row: {loads} "
         f"clients. Extractive summarizer, uvicorn on 127.0.0.1, {figures['cpu_count']} cores, httpx.AsyncClient "
         f"clients. `old` = commit {figures['old_commit']} (`python -m compaction.server`, one process); `new` = "
