@@ -362,10 +362,7 @@ _BACKTICKED = re.compile(r"`([^`\n]{2,300})`")
 @memoize_text()
 def _text_commands(text: str) -> list[str]:
     """Commands quoted in conversational text: backticked invocations and ``$ `` lines."""
-    found: list[str] = []
-    for line in text.splitlines():
-        if line.startswith("$ ") and len(line) > 2:
-            found.append(_one_command(line[2:]))
+    found = [_one_command(command) for command in _prompt_lines(text) if command]
     for match in _BACKTICKED.finditer(text):
         span = match.group(1).strip()
         span = span[2:] if span.startswith("$ ") else span
@@ -373,6 +370,14 @@ def _text_commands(text: str) -> list[str]:
         if first in _CLI_WORDS and " " in span:
             found.append(_one_command(span))
     return found
+
+
+def _prompt_lines(text: str) -> list[str]:
+    """The lines of ``text`` that start with a "$ " prompt, the prompt removed. Most texts hold no
+    "$ " anywhere: one substring test then spares splitting them into lines."""
+    if "$ " not in text:
+        return []
+    return [line[2:] for line in text.splitlines() if line.startswith("$ ")]
 
 
 def _trim(text: str, limit: int) -> str:
@@ -435,6 +440,7 @@ _EDIT_WORDS = frozenset(
     ["edit", "edits", "write", "create", "patch", "apply", "replace", "save", "insert", "append", "overwrite"]
 )
 _READ_COMMANDS = frozenset(["view", "read", "cat", "open", "show", "list", "ls", "get"])
+_NON_LETTERS = re.compile(r"[^a-z]+")  # the words of a lowered tool name
 
 
 def _is_edit(name: str, args: Any) -> bool:
@@ -442,13 +448,13 @@ def _is_edit(name: str, args: Any) -> bool:
         return False
     if _EDIT_KEYS & {str(k).lower() for k in args}:
         return True
-    named = bool(_EDIT_WORDS & set(re.split(r"[^a-z]+", name.lower())))
+    named = bool(_EDIT_WORDS & set(_NON_LETTERS.split(name.lower())))
     sub = args.get("command")
     return named and not (isinstance(sub, str) and sub.strip().lower() in _READ_COMMANDS)
 
 
 def _is_command_tool(name: str) -> bool:
-    return any(word in _COMMAND_TOOL_WORDS for word in re.split(r"[^a-z]+", name.lower()))
+    return any(word in _COMMAND_TOOL_WORDS for word in _NON_LETTERS.split(name.lower()))
 
 
 def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
@@ -496,8 +502,7 @@ def _nonzero_exit(text: str) -> bool:
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
     text = part.text
     errors = [_error_text(line) for line in c.add_text(text, index, PER_RESULT_LIMIT)]
-    commands = [line[2:] for line in text.splitlines() if line.startswith("$ ")]
-    c.add("commands", [_one_command(cmd) for cmd in commands], index, PER_RESULT_LIMIT)
+    c.add("commands", [_one_command(cmd) for cmd in _prompt_lines(text)], index, PER_RESULT_LIMIT)
     failed = part.is_error is True or _nonzero_exit(text)
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
@@ -650,6 +655,8 @@ _ID_PREFIX = re.compile(r"[A-Za-z]+(?=[-_#])")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _OPTION = re.compile(r"--?[A-Za-z][\w-]*")  # "-x", "--tb" of "--tb=short"; not "-5"
 _PATHLIKE = re.compile(r"\S*[/\\]\S*|\S+\.\w{1,4}\b")
+_DIGITS = re.compile(r"\d+")
+_LETTERS = re.compile(r"[A-Za-z]+")
 
 
 def family(category: str, value: str) -> str:
@@ -679,14 +686,14 @@ def family(category: str, value: str) -> str:
             return f"hex{len(value)}"
         if m := _ID_PREFIX.match(value):
             return m[0]
-        return re.sub(r"\d+", "9", re.sub(r"[A-Za-z]+", "a", value))
+        return _DIGITS.sub("9", _LETTERS.sub("a", value))
     if category == "commands":  # the program, its subcommand and its options: the invocation's shape
         words = value.split()
         head = words[:2] if len(words) > 1 and words[1].isalpha() else words[:1]
         options = (m[0] for w in words[len(head) :] if (m := _OPTION.match(w)))
         return " ".join([*head, *dict.fromkeys(options)])
     text = _PATHLIKE.sub("<path>", _QUOTED.sub("'…'", value))
-    return " ".join(re.sub(r"\d+", "9", text).split()[:2])
+    return " ".join(_DIGITS.sub("9", text).split()[:2])
 
 
 def _quarter_chars(text: str) -> int:
