@@ -605,16 +605,28 @@ _EXIT_WORDS += ["-3", "returned non-zero", "Returned Non-Zero", "non-zero exit",
 
 @given(st.lists(st.sampled_from(_EXIT_WORDS), max_size=10), st.sampled_from(["", "\u0130 "]))
 def test_nonzero_exit_answers_as_the_regex_scan(words: list[str], prefix: str) -> None:
-    from compaction.stages.ledger import _NONZERO_EXIT, _nonzero_exit
+    from compaction.stages._ledger_collect import _NONZERO_EXIT, _nonzero_exit
 
     text = prefix + "".join(words)
     assert _nonzero_exit(text) == (_NONZERO_EXIT.search(text) is not None)
 
 
 def test_nonzero_exit_examples() -> None:
-    from compaction.stages.ledger import _nonzero_exit
+    from compaction.stages._ledger_collect import _nonzero_exit
 
     assert _nonzero_exit("build log\nProcess exited with exit code 2\n")
     assert _nonzero_exit("Command 'make' returned non-zero exit status 1.")
     assert not _nonzero_exit("exit code 0\nexit status: 0")
     assert not _nonzero_exit("reexit code 1")  # not a word: no match, as the regex says
+
+
+@pytest.mark.parametrize(
+    "module", ["compaction.stages.ledger", "compaction.stages._ledger_collect", "compaction.stages._ledger_items"]
+)
+def test_documented_examples_of_the_ledger_modules(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{module} has no examples"
+    assert result.failed == 0

@@ -1,0 +1,448 @@
+"""Collecting the artifact ledger from messages: the paths, URLs, ids, commands, errors and tool
+failures of a compacted span, and where each was seen (see :mod:`compaction.stages.ledger`, which
+re-exports :func:`collect_artifacts`). The text scans are memoized, since a session's old tool
+outputs are re-scanned at every compaction."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from compaction._cache import memoize_text
+from compaction.patterns import error_start, find_error_lines, find_references
+from compaction.redact import redact_if_needed
+from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
+from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+ERROR_LINE_CHARS = 200
+COMMAND_CHARS = 300
+# A single tool result (a `find .` listing, a huge log) must not flood the ledger: at most this many
+# items of each kind (the last ones) are taken from one result. Tool-call arguments are always taken whole.
+PER_RESULT_LIMIT = 50
+# A tool output with at least this many values of one family lists them (a `git log`, a search page).
+LISTING_ROWS = 5
+MAX_ARGUMENT_SCAN_CHARS = 2000
+
+_PATH_KEY_WORDS = (
+    "path paths file files file_path filepath filename filenames target target_file notebook_path old_path new_path"
+    " source_path dest_path directory dir"
+)
+_PATH_KEYS = frozenset(_PATH_KEY_WORDS.split())
+_COMMAND_KEYS = frozenset({"command", "cmd", "script", "commands"})
+_COMMAND_TOOL_WORD_LIST = "bash shell sh zsh powershell run exec execute terminal command cmd console"
+_COMMAND_TOOL_WORDS = frozenset(_COMMAND_TOOL_WORD_LIST.split())
+# The lookahead names the alternatives' first letters (same flags): it only skips positions where
+# no match can start, about twice as fast over long tool output.
+_NONZERO_EXIT = re.compile(
+    r"(?i)(?=[ern])(?:\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|returned non-zero"
+    r"|non-zero exit)"
+)
+_SHELL_WRAPPER = ("bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh")
+
+
+@dataclass
+class _Collector:
+    # value -> (message index, sighting number); the sighting number orders "most recent first".
+    seen: dict[str, dict[str, tuple[int, int]]] = field(default_factory=lambda: {c: {} for c in _CATEGORIES})
+    failures: dict[str, tuple[ToolFailure, int]] = field(default_factory=dict)
+    seq: int = 0
+    redact: bool = True
+    where: str = "said"
+    """What is being collected: the conversation's own words ("said"), a tool call's arguments
+    ("called") or a tool's output ("output")."""
+    said: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
+    singled: set[str] = field(default_factory=set)
+    """Values seen in a tool output other than as rows of a listing."""
+    listed: set[str] = field(default_factory=set)
+    edited: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    command_of: dict[str, str] = field(default_factory=dict)
+    """Call id -> the command the call ran (a failed result names its command)."""
+
+    def add(self, category: str, values: Sequence[str], index: int, limit: int | None = None) -> None:
+        table = self.seen[category]
+        rows: set[str] = set()  # the values that are rows of a listing (a search page, a table of links)
+        if len(values) >= LISTING_ROWS:
+            kinds = [family(category, v) for v in values]
+            sizes = Counter(kinds)
+            rows = {v for v, kind in zip(values, kinds, strict=True) if sizes[kind] >= LISTING_ROWS}
+        # Past the limit, the last values win: later lines of an output are the more recent ones.
+        for raw in values if limit is None else values[max(len(values) - limit, 0) :]:
+            value = raw.strip()
+            if value:
+                self.seq += 1
+                table.pop(value, None)  # re-insert so the dict stays in sighting order
+                table[value] = (index, self.seq)
+                if raw in rows:
+                    self.listed.add(value)
+                elif self.where == "output":
+                    self.singled.add(value)
+                else:
+                    (self.called if self.where == "called" else self.said).add(value)
+
+    def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
+        """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
+        found = _scan(text, self.redact)
+        self.add("files", found.paths, index, limit)
+        self.add("urls", found.urls, index, limit)
+        self.add("identifiers", found.identifiers, index, limit)
+        return found.errors
+
+    def ledger(self) -> ArtifactLedger:
+        def items(category: str) -> tuple[LedgerItem, ...]:
+            table = self.seen[category]
+            return tuple(LedgerItem(v, i) for v, (i, _) in sorted(table.items(), key=lambda kv: -kv[1][1]))
+
+        failures = tuple(f for f, _ in sorted(self.failures.values(), key=lambda fs: -fs[1]))
+        return ArtifactLedger(
+            files=items("files"),
+            urls=items("urls"),
+            identifiers=items("identifiers"),
+            commands=items("commands"),
+            errors=items("errors"),
+            tool_failures=failures,
+            mentioned=frozenset(self.said),
+            called=frozenset(self.called - self.said),
+            listed=frozenset(self.listed - self.singled - self.said - self.called),
+            edited=frozenset(self.edited),
+            failed=frozenset(self.failed),
+        )
+
+
+class _Found(NamedTuple):
+    paths: list[str]
+    urls: list[str]
+    identifiers: list[str]
+    errors: list[str]
+
+
+@memoize_text(max_entries=32_768)
+def _scan(text: str, redact: bool = True) -> _Found:
+    """Paths, URLs, ids and error lines of a text; memoized, since a session's old tool outputs are
+    re-scanned at every compaction (and a long session has more of them than the default memo
+    holds). Secrets are redacted first: pieces of a key (a line of a private key body looks like a
+    path) must not be listed on their own, where no secret pattern would match them."""
+    text = redact_if_needed(text) if redact else text
+    return _Found(*find_references(text), _errors_in(text))
+
+
+# Lines that only look like errors: source code that raises or catches one (a file read, a grep
+# hit, the ">" line of a pytest traceback) and pytest's "path:line: ErrorType" location lines,
+# which repeat the path (listed as a file) and the type (in the "E" line below them).
+_CODE_LINE = re.compile(r"^(?:\d+[\t:|]\s*|[\w./\\-]+:\d+:\s*|>\s*)?(?:raise|throw|except|catch|assert)\b")
+_LOCATION_LINE = re.compile(r"^[\w./\\-]+:\d+: [\w.]+$")
+_PYTEST_MARKER = re.compile(r"^E\s{2,}")  # pytest's "E       ValueError: ..." gutter
+
+
+def _errors_in(text: str) -> list[str]:
+    """The error lines of ``text`` (already redacted) as messages: code and location lines left
+    out, gutters removed."""
+    lines = find_error_lines(text)
+    kept = (_PYTEST_MARKER.sub("", line) for line in lines if not _CODE_LINE.match(line))
+    return list(dict.fromkeys(line for line in kept if not _LOCATION_LINE.match(line)))
+
+
+def _error_lines(text: str, redact: bool = True) -> list[str]:
+    """The error lines of ``text`` (a short span, not scanned for references), secrets redacted."""
+    return _errors_in(redact_if_needed(text) if redact else text)
+
+
+# Programs whose invocations people quote in prose ("ran `pytest -x tests/`"): a backticked span
+# that starts with one of them is a command.
+_CLI_WORDS = frozenset(
+    [
+        "git",
+        "python",
+        "python3",
+        "pip",
+        "pip3",
+        "pytest",
+        "uv",
+        "nox",
+        "tox",
+        "poetry",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "node",
+        "deno",
+        "bun",
+        "make",
+        "cmake",
+        "cargo",
+        "rustc",
+        "go",
+        "gradle",
+        "mvn",
+        "java",
+        "dotnet",
+        "docker",
+        "kubectl",
+        "helm",
+        "terraform",
+        "ansible",
+        "curl",
+        "wget",
+        "ssh",
+        "scp",
+        "rsync",
+        "ls",
+        "cd",
+        "cat",
+        "grep",
+        "rg",
+        "find",
+        "sed",
+        "awk",
+        "mypy",
+        "ruff",
+        "black",
+        "flake8",
+        "eslint",
+        "tsc",
+        "jest",
+        "vitest",
+        "psql",
+        "mysql",
+        "redis-cli",
+        "sqlite3",
+        "bash",
+        "sh",
+        "zsh",
+        "export",
+        "source",
+        "chmod",
+        "chown",
+        "mkdir",
+        "rm",
+        "mv",
+        "cp",
+        "tar",
+        "unzip",
+        "gh",
+        "aws",
+        "gcloud",
+        "az",
+        "brew",
+        "apt",
+        "apt-get",
+        "systemctl",
+        "journalctl",
+        "ps",
+        "kill",
+        "head",
+        "tail",
+        "jq",
+        "alembic",
+        "django-admin",
+        "manage.py",
+        "rails",
+        "bundle",
+        "rake",
+        "composer",
+        "php",
+    ]
+)
+# An error message as programs print it ("KeyError: 'JPY'"), as opposed to prose about one.
+_QUOTED_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Failure|Fault): \S")
+_BACKTICKED = re.compile(r"`([^`\n]{2,300})`")
+
+
+@memoize_text()
+def _text_commands(text: str) -> list[str]:
+    """Commands quoted in conversational text: backticked invocations and ``$ `` lines."""
+    found = [_one_command(command) for command in _prompt_lines(text) if command]
+    for match in _BACKTICKED.finditer(text):
+        span = match.group(1).strip()
+        span = span[2:] if span.startswith("$ ") else span
+        first = span.split(maxsplit=1)[0] if span else ""
+        if first in _CLI_WORDS and " " in span:
+            found.append(_one_command(span))
+    return found
+
+
+def _prompt_lines(text: str) -> list[str]:
+    """The lines of ``text`` that start with a "$ " prompt, the prompt removed. Most texts hold no
+    "$ " anywhere: one substring test then spares splitting them into lines."""
+    if "$ " not in text:
+        return []
+    return [line[2:] for line in text.splitlines() if line.startswith("$ ")]
+
+
+def _trim(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _error_text(line: str) -> str:
+    """An error line within ERROR_LINE_CHARS; an overlong one is shown from the error itself."""
+    if len(line.strip()) > ERROR_LINE_CHARS:
+        line = line[error_start(line) :]
+    return _trim(line, ERROR_LINE_CHARS)
+
+
+def _command_text(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        # ["bash", "-lc", "pytest -x"] is how some agents spell "pytest -x".
+        if len(value) == 3 and value[0] in _SHELL_WRAPPER and value[1] in ("-c", "-lc"):
+            return str(value[2])
+        return " ".join(value)
+    return value if isinstance(value, str) else None
+
+
+def _one_command(command: str) -> str:
+    lines = command.strip().splitlines() or [""]
+    first = lines[0] if len(lines) == 1 else f"{lines[0]} …"
+    return _trim(first, COMMAND_CHARS)
+
+
+def _walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, str(k).lower())
+    elif isinstance(value, list) and key not in _COMMAND_KEYS:
+        for v in value:
+            yield from _walk(v, key)
+    else:
+        yield key, value
+
+
+# A call edits files when its arguments carry new content (the keys of common edit tools), or when its
+# tool is named for writing and it is not a read-only sub-command ("view" of an editor tool).
+_EDIT_KEYS = frozenset(
+    [
+        "old_str",
+        "new_str",
+        "old_string",
+        "new_string",
+        "content",
+        "contents",
+        "file_text",
+        "patch",
+        "diff",
+        "edits",
+        "new_content",
+        "insert_line",
+    ]
+)
+_EDIT_WORDS = frozenset(
+    ["edit", "edits", "write", "create", "patch", "apply", "replace", "save", "insert", "append", "overwrite"]
+)
+_READ_COMMANDS = frozenset(["view", "read", "cat", "open", "show", "list", "ls", "get"])
+_NON_LETTERS = re.compile(r"[^a-z]+")  # the words of a lowered tool name
+
+
+def _is_edit(name: str, args: Any) -> bool:
+    if not isinstance(args, dict):
+        return False
+    if _EDIT_KEYS & {str(k).lower() for k in args}:
+        return True
+    named = bool(_EDIT_WORDS & set(_NON_LETTERS.split(name.lower())))
+    sub = args.get("command")
+    return named and not (isinstance(sub, str) and sub.strip().lower() in _READ_COMMANDS)
+
+
+def _is_command_tool(name: str) -> bool:
+    return any(word in _COMMAND_TOOL_WORDS for word in _NON_LETTERS.split(name.lower()))
+
+
+def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
+    try:
+        args: Any = json.loads(call.arguments)
+    except ValueError:
+        c.add_text(call.arguments[:MAX_ARGUMENT_SCAN_CHARS], index)
+        return
+    command_tool = _is_command_tool(call.name)
+    edit = _is_edit(call.name, args)
+    for key, value in _walk(args):
+        if key in _COMMAND_KEYS and command_tool and (command := _command_text(value)) is not None:
+            c.command_of[call.id] = _one_command(command)
+            c.add("commands", [c.command_of[call.id]], index)
+            c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index)
+        elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
+            c.add("urls" if "://" in value else "files", [value], index)
+            if edit and "://" not in value:
+                c.edited.add(value.strip())
+        elif isinstance(value, str) and len(value) <= MAX_ARGUMENT_SCAN_CHARS:
+            c.add_text(value, index)  # long strings are file contents: their paths are noise
+
+
+# Where a match of _NONZERO_EXIT can start, relative to a word every match holds: at an "exit",
+# at a "non-zero" ("non-zero exit") or before it ("returned non-zero").
+_NONZERO_EXIT_STARTS = (("exit", (0,)), ("non-zero", (0, len("returned "))))
+
+
+def _nonzero_exit(text: str) -> bool:
+    # In an ASCII text (lowered, same offsets) the regex is tried only where a match can start,
+    # found by substring search, instead of scanning the whole tool output: most have no such word.
+    # Outside ASCII, case-insensitive "i" also matches "\u0130" and "\u0131": the regex scans.
+    if not text.isascii():
+        return _NONZERO_EXIT.search(text) is not None
+    lowered = text.lower()
+    for word, offsets in _NONZERO_EXIT_STARTS:
+        at = lowered.find(word)
+        while at >= 0:
+            if any(at >= k and _NONZERO_EXIT.match(text, at - k) for k in offsets):
+                return True
+            at = lowered.find(word, at + 1)
+    return False
+
+
+def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
+    text = part.text
+    errors = [_error_text(line) for line in c.add_text(text, index, PER_RESULT_LIMIT)]
+    c.add("commands", [_one_command(cmd) for cmd in _prompt_lines(text)], index, PER_RESULT_LIMIT)
+    failed = part.is_error is True or _nonzero_exit(text)
+    if failed and not errors:
+        first = next((line for line in text.splitlines() if line.strip()), "(no output)")
+        errors = [_trim(first, ERROR_LINE_CHARS)]
+    c.add("errors", errors, index, PER_RESULT_LIMIT)
+    if failed:
+        if part.call_id in c.command_of:
+            c.failed.add(c.command_of[part.call_id])
+        c.seq += 1
+        failure = ToolFailure(tool_names.get(part.call_id, "tool"), part.call_id, errors[0], index)
+        c.failures.pop(part.call_id, None)
+        c.failures[part.call_id] = (failure, c.seq)
+
+
+def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> ArtifactLedger:
+    """Collect the exact references of ``messages`` (oldest to newest), deterministically.
+
+    >>> from compaction.transcript import Message, TextPart
+    >>> led = collect_artifacts([Message(role="user", id="u1", parts=(TextPart(text="see PAY-1432 in docs/a.md"),))])
+    >>> [i.value for i in led.identifiers], led.files[0].last_seen
+    (['PAY-1432'], 0)
+    """
+    c = _Collector(redact=redact)
+    tool_names: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            if isinstance(part, ToolCallPart):
+                tool_names[part.id] = part.name
+                c.where = "called"
+                _collect_call(c, part, index)
+                c.where = "said"
+            elif isinstance(part, ToolResultPart):
+                c.where = "output"
+                _collect_result(c, part, index, tool_names)
+                c.where = "said"
+            elif isinstance(part, TextPart):
+                _collect_text(c, part.text, index, message.role)
+    return c.ledger()
+
+
+def _collect_text(c: _Collector, text: str, index: int, role: str) -> None:
+    errors = c.add_text(text, index)
+    c.add("commands", _text_commands(text), index, PER_RESULT_LIMIT)
+    if role == "assistant":  # assistants talk about errors; keep only the ones they quote
+        quoted = [span for span in _BACKTICKED.findall(text) if _error_lines(span, c.redact)]
+        errors = quoted + [e for e in errors if _QUOTED_ERROR.search(e) and not any(q in e for q in quoted)]
+    if role in ("user", "assistant"):
+        c.add("errors", [_error_text(e) for e in errors], index)
