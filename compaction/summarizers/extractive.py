@@ -227,10 +227,12 @@ def _extend(previous_summary: str, span_summary: str, facts: SpanFacts, terms: S
     many more candidate lines than fit (every decision, number and next step it holds), and
     in one ranking they crowd out the earlier summary's, which are already the survivors of
     earlier cuts. Cutting the span first gives both sources the standing they have in the
-    chunk-then-merge path, so one call keeps what a chunk call plus a merge keeps. The span's
-    facts still tell which of the earlier summary's errors its commands have since fixed.
+    chunk-then-merge path: the essential facts of both are ranked together. Unlike a merge of
+    several parts, a line's score does not fall with its source's age here (``age_scores``), so
+    the earlier summary's other lines (files, identifiers) keep the standing they had in it.
+    The span's facts still tell which of the earlier summary's errors its commands have fixed.
     """
-    sources = parsed_lines([previous_summary, span_summary], terms)
+    sources = parsed_lines([previous_summary, span_summary], terms, age_scores=False)
     move_resolved(sources, facts)
     return merge_sources(sources)
 
