@@ -369,6 +369,34 @@ def test_extension_merges_without_nesting() -> None:
     assert found[6][0].startswith("Last user request: Great work.")
 
 
+def _essentials_kept(previous: str, summary: str) -> list[str]:
+    """The earlier summary's goal, decision/number and pending lines that ``summary`` still states."""
+    found = sections(previous)
+    statements = [line.split(": ", 1)[-1][:50] for s in (0, 2, 5) for line in found[s]]
+    return [statement for statement in statements if statement in summary]
+
+
+@pytest.mark.parametrize(
+    ("name", "cut", "budget"),
+    [("job_search", 17, 500), ("job_search", 41, 500), ("job_search", 41, 800), ("coding_session", 88, 500)],
+)
+def test_one_call_extension_carries_the_earlier_summary_as_a_merge_does(name: str, cut: int, budget: int) -> None:
+    # One call over a span with the earlier summary must keep the earlier summary's lines as the
+    # chunk-then-merge path keeps them: the span's many raw candidates must not crowd them out.
+    messages = load(name).messages
+    summarizer = ExtractiveSummarizer()
+    previous = summarizer.summarize_messages(messages[:cut], max_tokens=budget)
+    one_call = summarizer.summarize_messages(messages[cut:], max_tokens=budget, previous_summary=previous)
+    chunk = summarizer.summarize_messages(messages[cut:], max_tokens=budget)
+    merged = summarizer.merge_summaries([chunk], max_tokens=budget, previous_summary=previous)
+    assert fits(one_call, budget)
+    kept = _essentials_kept(previous, one_call)
+    assert len(kept) >= len(_essentials_kept(previous, merged))
+    assert kept
+    # The span's own next step still leads section 7, as after a merge.
+    assert sections(one_call)[6][0] == sections(merged)[6][0]
+
+
 def test_previous_unresolved_error_fixed_in_the_new_span_moves_to_resolved() -> None:
     messages = load("coding_session").messages
     cut = (

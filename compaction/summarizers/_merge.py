@@ -72,8 +72,12 @@ def _line_kind(text: str) -> tuple[float, tuple[str, ...]]:
     return 0.0, ()
 
 
-def parsed_lines(texts: Sequence[str], terms: Sequence[str]) -> list[Sections]:
-    """Each summary text as scored sections (oldest text first)."""
+def parsed_lines(texts: Sequence[str], terms: Sequence[str], *, age_scores: bool = True) -> list[Sections]:
+    """Each summary text as scored sections (oldest text first).
+
+    With ``age_scores=False`` a line's score does not depend on how old its source is (the
+    essential facts are still ranked newer first): for an earlier summary extended by one span,
+    whose other lines should keep the standing they had in that summary."""
     parsed = [parse_sections(t) for t in texts]
     flat: list[tuple[int, int, int, str]] = []
     for src, (sections, preamble) in enumerate(parsed):
@@ -92,7 +96,7 @@ def parsed_lines(texts: Sequence[str], terms: Sequence[str]) -> list[Sections]:
     for (src, s, k, text), weight, doc in zip(flat, central, docs, strict=True):
         recency = (src + 1) / count
         delta, covers = _line_kind(text)
-        score = 0.3 + 0.7 * float(weight) + 0.4 * recency - 0.01 * min(max(k, 0), 50) + delta
+        score = 0.3 + 0.7 * float(weight) + 0.4 * (recency if age_scores else 1.0) - 0.01 * min(max(k, 0), 50) + delta
         if any(ch.isdigit() for ch in text) or "/" in text or "`" in text:
             score += 0.3
         if matches_terms(doc, terms):

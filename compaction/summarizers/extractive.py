@@ -134,17 +134,21 @@ class ExtractiveSummarizer:
         previous_summary: str | None = None,
         instructions: str | None = None,
     ) -> str:
-        """Summarize a span of canonical messages, extending ``previous_summary`` when given."""
+        """Summarize a span of canonical messages, extending ``previous_summary`` when given.
+
+        An extension is the span's own summary (what a chunk call would return) merged with the
+        earlier summary, see :func:`_extend`.
+        """
         if not messages:
             raise EmptySummaryError("nothing to summarize: the span has no messages")
         terms = instruction_terms(instructions)
         facts = extract(messages)
         sections = build_sections(messages, facts, terms, last_actions=self.last_actions)
-        if previous_summary and previous_summary.strip():
-            previous = parsed_lines([previous_summary], terms)
-            move_resolved(previous, facts)
-            sections = merge_sources([previous[0], sections])
         _add_focus(sections, instructions)
+        if previous_summary and previous_summary.strip():
+            span_summary = _fit_or_raise(sections, max_tokens)
+            sections = _extend(previous_summary, span_summary, facts, terms)
+            _add_focus(sections, instructions)
         return _fit_or_raise(sections, max_tokens)
 
     def merge_summaries(
@@ -213,6 +217,24 @@ def _fit_or_raise(sections: Sections, max_tokens: int) -> str:
             break
         chunks = smaller
     return "".join(chunks)
+
+
+def _extend(previous_summary: str, span_summary: str, facts: SpanFacts, terms: Sequence[str]) -> Sections:
+    """The earlier summary and the span's own summary (already cut to the budget, as a chunk
+    summary is) merged as :meth:`ExtractiveSummarizer.merge_summaries` merges them.
+
+    Why not rank the span's raw sections against the earlier summary's lines: the span offers
+    many more candidate lines than fit (every decision, number and next step it holds), and
+    in one ranking they crowd out the earlier summary's, which are already the survivors of
+    earlier cuts. Cutting the span first gives both sources the standing they have in the
+    chunk-then-merge path: the essential facts of both are ranked together. Unlike a merge of
+    several parts, a line's score does not fall with its source's age here (``age_scores``), so
+    the earlier summary's other lines (files, identifiers) keep the standing they had in it.
+    The span's facts still tell which of the earlier summary's errors its commands have fixed.
+    """
+    sources = parsed_lines([previous_summary, span_summary], terms, age_scores=False)
+    move_resolved(sources, facts)
+    return merge_sources(sources)
 
 
 def _add_focus(sections: Sections, instructions: str | None) -> None:
