@@ -38,6 +38,7 @@ __all__ = [
 
 _URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
 _URL_TRAILING = ".,;:!?'\"*>]"
+_LONGEST_SCHEME = 5  # "https": no URL starts more than this before its "://"
 
 _SEG = r"[\w.@+\-~$]"
 # A path candidate either has a directory separator somewhere or is a bare name with a known
@@ -56,10 +57,15 @@ _DOTFILES = (
     r"pre-commit-config\.yaml)"
 )
 _SPECIAL_FILES = r"(?:Makefile|Dockerfile|Containerfile|Gemfile|Rakefile|Procfile|Jenkinsfile|Vagrantfile|Justfile)"
+# Two gates that change no match, only how fast a non-match fails (each alternative of an
+# alternation that opens with a named group is entered in full, position by position): every
+# match starts with a path character, and, Makefile and the like aside, the token holds a
+# separator or a dot before its first whitespace (a possessive scan, so once per position).
+_PATH_GATE = r"(?=[^\s/\\.]*+[/\\.])"
 _PATH_RE = re.compile(
-    rf"(?<![\w.@+\-~/\\:%$])(?:"
-    rf"(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}(?:[/\\]{_SEG}{{0,255}})+)"
-    rf"|(?P<bare>[\w@+\-]{_SEG}{{0,255}}\.(?i:{_EXTENSIONS})(?![\w@+\-/\\])|{_DOTFILES}(?![\w/\\])"
+    rf"(?<![\w.@+\-~/\\:%$])(?=[\w.@+\-~$/\\])(?:"
+    rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}(?:[/\\]{_SEG}{{0,255}})+)"
+    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_EXTENSIONS})(?![\w@+\-/\\])|{_DOTFILES}(?![\w/\\]))"
     rf"|{_SPECIAL_FILES}(?![\w./\\]))"
     rf")"
 )
@@ -86,8 +92,11 @@ _NOT_FILES = frozenset(
 
 _TICKET_STOP = r"(?:UTF|SHA|ISO|HTTP|HTTPS|GPT|COVID|AES|RSA|TLS|SSL|MD|IPV|TCP|UDP|ES|ECMA|ARM|X|H|P|PEP)"
 _ISSUE_WORDS = r"(?i:issues?|prs?|pull(?:\s+request)?|tickets?|bugs?|fix(?:es|ed)?|close[sd]?|resolve[sd]?|refs?)"
+# The lookahead after the look-behind changes no match (every alternative starts with one of those
+# characters): it fails at once at whitespace and punctuation, where otherwise each alternative,
+# opening with a named group, would be entered and fail in turn.
 _ID_RE = re.compile(
-    r"(?<![\w\-/.])(?:"
+    r"(?<![\w\-/.])(?=[\w.-])(?:"
     r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-])"
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
@@ -123,9 +132,20 @@ def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _url_search(text: str, pos: int = 0) -> re.Match[str] | None:
+    """``_URL_RE.search(text, pos)``, started where a URL can first begin: a plain substring search
+    for "://" is far faster than the regex trying its word boundary at every position, and no
+    URL starts more than a scheme's length before the first "://" at or after ``pos``."""
+    sep = text.find("://", pos)
+    return None if sep < 0 else _URL_RE.search(text, max(pos, sep - _LONGEST_SCHEME))
+
+
 def _url_spans(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
-    for m in _URL_RE.finditer(text):
+    pos = 0
+    # _URL_RE.finditer(text), by _url_search (a match is never empty, so the next starts at its end).
+    while (m := _url_search(text, pos)) is not None:
+        pos = m.end()
         url = m.group().rstrip(_URL_TRAILING)
         # A closing parenthesis belongs to the URL only when balanced (wiki links, markdown links).
         while url.endswith(")") and url.count(")") > url.count("("):
@@ -298,12 +318,15 @@ def is_important_line(line: str) -> bool:
 
 
 def _mark_lines(
-    text: str, pattern: re.Pattern[str], accept: Callable[[re.Match[str]], object], marked: set[int]
+    text: str,
+    search: Callable[[str, int], re.Match[str] | None],
+    accept: Callable[[re.Match[str]], object],
+    marked: set[int],
 ) -> None:
     # After the first accepted match on a line, jump to the next line: one hit per line is enough,
     # which keeps dense logs (a path on every line) cheap.
     pos = 0
-    while (m := pattern.search(text, pos)) is not None:
+    while (m := search(text, pos)) is not None:
         start, end = _line_bounds(text, m.start())
         if start in marked or accept(m) is not None:
             marked.add(start)
@@ -322,9 +345,9 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
     """
     errors = {start for start, _ in _error_line_bounds(text)}
     others = set(errors)
-    _mark_lines(text, _URL_RE, lambda m: m, others)
-    _mark_lines(text, _ID_RE, _id_value, others)
-    _mark_lines(text, _PATH_RE, _path_value, others)
+    _mark_lines(text, _url_search, lambda m: m, others)
+    _mark_lines(text, _ID_RE.search, _id_value, others)
+    _mark_lines(text, _PATH_RE.search, _path_value, others)
     # Distinct lines only: a repeated warning is kept once.
     first: dict[str, int] = {}
     for start in sorted(errors) + sorted(others - errors):
@@ -341,8 +364,10 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
 
 # A quantity: a number with a unit, a percentage, money, a ratio or a decimal. Dates, versions and
 # numbers inside identifiers are not quantities (the look-arounds keep them out).
+# (The lookahead after the look-behind changes no match, every alternative starting with a digit or
+# a currency sign: it only makes the many positions where none starts fail at once.)
 QUANTITY = re.compile(
-    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
+    r"(?<![\w.#/-])(?=[\d\u00a3$\u20ac\u00a5])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
     r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
     r"|\d+(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
     r"min(?:utes?)?|h(?:ours?)?|days?|weeks?|months?|years?|[kMG]?Hz|[kMG]?W|kWh|MWh|\u00b0C|\u00b0F|K|"
@@ -392,6 +417,12 @@ def measurement(line: str) -> tuple[str, str] | None:
 
 _UNIT_CHARS = frozenset("%/\u00a3$\u20ac\u00a5\u00b0\u00b5")
 _NOT_REPORT = re.compile(r"[{}();<>\\`|]|(?<!=)=(?!=)|^\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
+# _NOT_REPORT split in its three alternatives (see _not_report).
+_CODE_CHAR = re.compile(r"[{}();<>\\`|]")
+_LONE_EQUALS = re.compile(r"(?<!=)=(?!=)")
+_LIST_START = re.compile(r"\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
+_ASCII_DIGIT = re.compile(r"[0-9]")
+_ASCII_UNIT = re.compile(r"[A-Za-z%/$]")  # the ASCII letters and unit characters (_UNIT_CHARS)
 _PLAIN_WORD = re.compile(r"^[^\W\d_]{2,}[,.:;!?]?$")
 _RULE = re.compile(r"[=*~#_-]{3,}")  # a banner's rule ("===== 5 passed in 0.12s =====")
 
@@ -408,19 +439,53 @@ def reports_quantity(line: str) -> bool:
     [False, False, False, False]
     """
     stripped = line.strip()
-    if not stripped or len(stripped) > MAX_MEASUREMENT_LINE or not any(ch.isdigit() for ch in stripped):
+    if not stripped or not _has_digit(stripped):
         return False
+    return _report_kind(stripped) is not None
+
+
+def _has_digit(text: str) -> bool:
+    """``any(ch.isdigit() for ch in text)``: on ASCII text (where isdigit means 0-9 exactly) one
+    regex scan instead of a Python loop over the characters; other text keeps the loop, since
+    isdigit also takes characters ``\\d`` does not (superscripts, circled digits)."""
+    if text.isascii():
+        return _ASCII_DIGIT.search(text) is not None
+    return any(ch.isdigit() for ch in text)
+
+
+def _has_unit(quantity: str) -> bool:
+    """True when a quantity holds a letter or a unit character (a unit, not a bare number)."""
+    if quantity.isascii():
+        return _ASCII_UNIT.search(quantity) is not None
+    return any(ch.isalpha() or ch in _UNIT_CHARS for ch in quantity)
+
+
+def _not_report(line: str) -> bool:
+    """``_NOT_REPORT.search(line) is not None``, one alternative at a time: the character class
+    alone gets the regex engine's fast scan (the look-behind of the second alternative costs a
+    test at every position), the lone "=" is looked for only when there is one, and the
+    line-start alternative is tried at the start only."""
+    return bool(_CODE_CHAR.search(line) or ("=" in line and _LONE_EQUALS.search(line)) or _LIST_START.match(line))
+
+
+def _report_kind(stripped: str) -> bool | None:
+    """For a stripped line holding a digit: None when it reports no measured value
+    (:func:`reports_quantity` is False), True when it is a labelled value (:func:`measurement`),
+    False for another report. One call answers both questions :func:`measurement_lines` asks."""
+    if len(stripped) > MAX_MEASUREMENT_LINE:
+        return None
     if measurement(stripped) is not None:
         return True
-    if _NOT_REPORT.search(stripped):
-        return False
-    with_unit = [m for m in QUANTITY.finditer(stripped) if any(ch.isalpha() or ch in _UNIT_CHARS for ch in m.group())]
-    if not with_unit:
-        return False
+    if _not_report(stripped):
+        return None
+    with_unit = [m for m in QUANTITY.finditer(stripped) if _has_unit(m.group())]
+    # More than three numbers with units is a table row or data, whatever the words around them.
+    if not with_unit or len(with_unit) > 3:
+        return None
     rest = QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
     words = sum(1 for token in rest if _PLAIN_WORD.match(token))
     # Mostly words: a run of numbers with units is a table row or data, not a report.
-    return words >= 1 and words * 2 >= len(rest) and len(with_unit) <= 3
+    return False if words >= 1 and words * 2 >= len(rest) else None
 
 
 def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
@@ -439,12 +504,12 @@ def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     labelled: dict[str, int] = {}
     others: dict[str, int] = {}
     for start, raw in enumerate(text.splitlines()):
-        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not any(ch.isdigit() for ch in raw):
+        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not _has_digit(raw):
             continue
-        line = raw.strip()
-        if line in labelled or line in others or not reports_quantity(line):
+        line = raw.strip()  # still holds the digit: stripping removes whitespace only
+        if line in labelled or line in others or (kind := _report_kind(line)) is None:
             continue
-        (labelled if measurement(line) is not None else others)[line] = start
+        (labelled if kind else others)[line] = start
         if len(labelled) >= max_lines:
             break
     chosen: list[tuple[str, int]] = []
