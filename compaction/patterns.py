@@ -56,16 +56,32 @@ _DOTFILES = (
     r"profile|npmrc|nvmrc|python-version|prettierrc|eslintrc(?:\.\w+)?|babelrc|flake8|pylintrc|coveragerc|"
     r"pre-commit-config\.yaml)"
 )
+
+
+def _by_first_letter(alternatives: str) -> str:
+    """``a|b|...`` regrouped by first character (``p(?:y|yi|...)|j(?:s|...)``), so a failed try
+    costs one test per group instead of one per alternative. Alternation order does not matter
+    where it is used: an extension must be followed by a non-word character, so at most one
+    alternative can match at a position."""
+    groups: dict[str, list[str]] = {}
+    for alternative in alternatives.split("|"):
+        groups.setdefault(alternative[0], []).append(alternative[1:])
+    return "|".join(first + (f"(?:{'|'.join(rests)})" if rests != [""] else "") for first, rests in groups.items())
+
+
 _SPECIAL_FILES = r"(?:Makefile|Dockerfile|Containerfile|Gemfile|Rakefile|Procfile|Jenkinsfile|Vagrantfile|Justfile)"
 # Two gates that change no match, only how fast a non-match fails (each alternative of an
 # alternation that opens with a named group is entered in full, position by position): every
 # match starts with a path character, and, Makefile and the like aside, the token holds a
-# separator or a dot before its first whitespace (a possessive scan, so once per position).
+# separator or a dot before its first whitespace (a possessive scan, so once per position). The
+# segment runs before a separator are possessive: a separator is no segment character, so giving
+# characters back could never let one follow.
 _PATH_GATE = r"(?=[^\s/\\.]*+[/\\.])"
 _PATH_RE = re.compile(
     rf"(?<![\w.@+\-~/\\:%$])(?=[\w.@+\-~$/\\])(?:"
-    rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}(?:[/\\]{_SEG}{{0,255}})+)"
-    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_EXTENSIONS})(?![\w@+\-/\\])|{_DOTFILES}(?![\w/\\]))"
+    rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}+(?:[/\\]{_SEG}{{0,255}}+)+)"
+    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\])"
+    rf"|{_DOTFILES}(?![\w/\\]))"
     rf"|{_SPECIAL_FILES}(?![\w./\\]))"
     rf")"
 )
@@ -109,13 +125,16 @@ _ID_RE = re.compile(
     r")"
 )
 
+# The leading lookahead changes no match (each alternative's first character is in it): it lets
+# the many positions where no alternative can start fail at once, instead of each alternative,
+# most opening with a word-boundary test, being tried there in turn.
 _ERROR_RE = re.compile(
-    r"(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
+    r"(?=[CEFNPSTcefnprsu])(?:(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
     r"|(?<!\b0 )\b[Ff]ailed\b|\b(?:[Ff]atal|FATAL)\b|\bpanic(?:ked)?\b|\bPANIC\b|ERR!|\bCRITICAL\b"
     r"|Segmentation fault|core dumped|command not found|No such file or directory|Permission denied"
     r"|\bsyntax error\b|undefined reference|non-zero exit|returned non-zero"
     r"|\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|\bexited with (?!0\b)-?\d+"
-    r"|^E {3,}\S",
+    r"|^E {3,}\S)",
     re.MULTILINE,
 )
 # Literal cues, every branch starting with a plain character, so the regex engine can skip ahead
@@ -423,6 +442,9 @@ _LONE_EQUALS = re.compile(r"(?<!=)=(?!=)")
 _LIST_START = re.compile(r"\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
 _ASCII_DIGIT = re.compile(r"[0-9]")
 _ASCII_UNIT = re.compile(r"[A-Za-z%/$]")  # the ASCII letters and unit characters (_UNIT_CHARS)
+# What every QUANTITY match with a unit holds: a currency sign, or a digit then (after at most one
+# whitespace) a letter or unit character. A decimal or a "1,234" alone has no unit.
+_UNIT_CUE = re.compile(r"[\d\u00a3$\u20ac\u00a5](?:(?<=[\u00a3$\u20ac\u00a5])|\s?[A-Za-z%/\u00b5\u00b0])")
 _PLAIN_WORD = re.compile(r"^[^\W\d_]{2,}[,.:;!?]?$")
 _RULE = re.compile(r"[=*~#_-]{3,}")  # a banner's rule ("===== 5 passed in 0.12s =====")
 
@@ -476,7 +498,8 @@ def _report_kind(stripped: str) -> bool | None:
         return None
     if measurement(stripped) is not None:
         return True
-    if _not_report(stripped):
+    # The unit cue first: one fast scan that most lines of code and data fail.
+    if not _UNIT_CUE.search(stripped) or _not_report(stripped):
         return None
     with_unit = [m for m in QUANTITY.finditer(stripped) if _has_unit(m.group())]
     # More than three numbers with units is a table row or data, whatever the words around them.

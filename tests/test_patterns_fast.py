@@ -38,6 +38,15 @@ PLAIN_ID_RE = re.compile(
     r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-])"
     r")"
 )
+PLAIN_ERROR_RE = re.compile(
+    r"(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
+    r"|(?<!\b0 )\b[Ff]ailed\b|\b(?:[Ff]atal|FATAL)\b|\bpanic(?:ked)?\b|\bPANIC\b|ERR!|\bCRITICAL\b"
+    r"|Segmentation fault|core dumped|command not found|No such file or directory|Permission denied"
+    r"|\bsyntax error\b|undefined reference|non-zero exit|returned non-zero"
+    r"|\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|\bexited with (?!0\b)-?\d+"
+    r"|^E {3,}\S",
+    re.MULTILINE,
+)
 PLAIN_QUANTITY = re.compile(
     r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
     r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
@@ -173,6 +182,27 @@ FRAGMENTS = [
     "Error",
     "Traceback",
     "exit code 2",
+    "exited with 0",
+    "E    x",
+    " 0 failed",
+    "Segmentation fault",
+    "core dumped",
+    "command not found",
+    "No such file or directory",
+    "Permission denied",
+    "syntax error",
+    "undefined reference",
+    "returned non-zero",
+    "PANIC",
+    "panicked",
+    "CRITICAL",
+    "ERR!",
+    "fatal",
+    "a.PY",
+    "b.jpeg",
+    "c.sqlite3",
+    "d.tfvars",
+    ".eslintrc.json",
 ]
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
 lines = st.lists(st.sampled_from([f for f in FRAGMENTS if "\n" not in f]), max_size=16).map("".join)
@@ -192,8 +222,15 @@ def spans(
 @given(texts, st.integers(0, 30))
 @example("see src/a.py and fixes\n #12, PAY-7 at 3.4s", 0)
 @example("cd $HOME/src/app; it costs $ 12/mo or \u20ac5", 0)
+@example("x" * 254 + "/a " + "y" * 255 + "/b " + "z" * 256 + "/c/" + "w" * 300, 0)
 def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
-    for fast, plain in ((p._PATH_RE, PLAIN_PATH_RE), (p._ID_RE, PLAIN_ID_RE), (p.QUANTITY, PLAIN_QUANTITY)):
+    pairs = (
+        (p._PATH_RE, PLAIN_PATH_RE),
+        (p._ID_RE, PLAIN_ID_RE),
+        (p.QUANTITY, PLAIN_QUANTITY),
+        (p._ERROR_RE, PLAIN_ERROR_RE),
+    )
+    for fast, plain in pairs:
         assert spans(fast, text, pos) == spans(plain, text, pos), plain.pattern[:30]
 
 
@@ -239,6 +276,17 @@ def test_not_report_split_matches_the_regex(line: str) -> None:
 def test_digit_and_unit_checks_match_the_loops(line: str) -> None:
     assert p._has_digit(line) == any(ch.isdigit() for ch in line)
     assert p._has_unit(line) == any(ch.isalpha() or ch in p._UNIT_CHARS for ch in line)
+
+
+@common
+@given(lines)
+@example("costs $5")
+@example("took 3 ms")
+@example("1,234 items and 1,234")
+@example("passed 5/10")
+def test_unit_cue_holds_where_a_quantity_has_a_unit(line: str) -> None:
+    if any(p._has_unit(m.group()) for m in PLAIN_QUANTITY.finditer(line)):
+        assert p._UNIT_CUE.search(line)
 
 
 @common
