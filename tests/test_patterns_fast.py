@@ -222,6 +222,7 @@ def spans(
 @given(texts, st.integers(0, 30))
 @example("see src/a.py and fixes\n #12, PAY-7 at 3.4s", 0)
 @example("cd $HOME/src/app; it costs $ 12/mo or \u20ac5", 0)
+@example("took 123,456 ms, ratio 0.5 and 12.25", 0)
 @example("x" * 254 + "/a " + "y" * 255 + "/b " + "z" * 256 + "/c/" + "w" * 300, 0)
 def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
     pairs = (
@@ -302,6 +303,7 @@ def test_reports_quantity_unchanged(line: str) -> None:
 @common
 @given(texts, st.integers(0, 6), st.integers(0, 400))
 @example("collecting\nRan 120 tests in 3.4s\np95 latency: 230 ms\nOK", 1, 200)
+@example("ratio: 0.5\nratio = 0.75\napplicants: 342 applicants\n", 5, 400)
 def test_measurement_lines_unchanged(text: str, max_lines: int, max_chars: int) -> None:
     assert p.measurement_lines(text, max_lines, max_chars) == plain_measurement_lines(text, max_lines, max_chars)
 
