@@ -151,12 +151,13 @@ def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _url_search(text: str, pos: int = 0) -> re.Match[str] | None:
-    """``_URL_RE.search(text, pos)``, started where a URL can first begin: a plain substring search
-    for "://" is far faster than the regex trying its word boundary at every position, and no
-    URL starts more than a scheme's length before the first "://" at or after ``pos``."""
-    sep = text.find("://", pos)
-    return None if sep < 0 else _URL_RE.search(text, max(pos, sep - _LONGEST_SCHEME))
+def _url_search(text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+    """``_URL_RE.search(text, pos, endpos)``, started where a URL can first begin: a plain substring
+    search for "://" is far faster than the regex trying its word boundary at every position, and
+    no URL starts more than a scheme's length before the first "://" at or after ``pos``."""
+    end = len(text) if endpos is None else endpos
+    sep = text.find("://", pos, end)
+    return None if sep < 0 else _URL_RE.search(text, max(pos, sep - _LONGEST_SCHEME), end)
 
 
 def _url_spans(text: str) -> list[tuple[int, int, str]]:
@@ -336,22 +337,43 @@ def is_important_line(line: str) -> bool:
     return bool(_ERROR_RE.search(line) or _URL_RE.search(line) or _identifier_matches(line) or _path_matches(line))
 
 
-def _mark_lines(
-    text: str,
-    search: Callable[[str, int], re.Match[str] | None],
-    accept: Callable[[re.Match[str]], object],
-    marked: set[int],
+_Search = Callable[[str, int, int], re.Match[str] | None]
+_HASH_NUMBER = re.compile(r"#\d")  # what an issue reference, the one identifier that can span lines, holds
+
+
+def _mark_lines(text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int]) -> None:
+    """Add to ``marked`` the start of every line where ``search`` finds a match that ``accept``
+    takes (not None). Lines already marked are not searched again: each run of unmarked lines is
+    searched as a window ending at the newline before the next marked line. That is exact for a
+    pattern whose matches and look-arounds never cross a newline (paths, URLs, identifiers but
+    issue references, see :func:`important_lines`): the newline is inside the window."""
+    region = 0
+    for start in sorted(marked):
+        if region < start:
+            _mark_window(text, search, accept, marked, region, start)
+        region = _line_bounds(text, start)[1] + 1
+    if region < len(text):
+        _mark_window(text, search, accept, marked, region, len(text))
+
+
+def _mark_window(
+    text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int], pos: int, endpos: int
 ) -> None:
     # After the first accepted match on a line, jump to the next line: one hit per line is enough,
     # which keeps dense logs (a path on every line) cheap.
-    pos = 0
-    while (m := search(text, pos)) is not None:
+    while pos < endpos and (m := search(text, pos, endpos)) is not None:
         start, end = _line_bounds(text, m.start())
         if start in marked or accept(m) is not None:
             marked.add(start)
             pos = end + 1
         else:
             pos = max(m.end(), m.start() + 1)
+
+
+def _mark_all(text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int]) -> None:
+    """:func:`_mark_lines` searching the whole text, marked lines included (for a pattern whose
+    matches can span lines)."""
+    _mark_window(text, search, accept, marked, 0, len(text))
 
 
 def important_lines(text: str, limit: int) -> tuple[list[str], int]:
@@ -364,9 +386,14 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
     """
     errors = {start for start, _ in _error_line_bounds(text)}
     others = set(errors)
+    # Each pass marks the lines holding an accepted match of its pattern whatever the others
+    # marked, so the order is free: paths, which mark the most lines, before identifiers, whose
+    # pass then skips those lines. An issue reference ("fixes\n#12") can span lines: text that
+    # could hold one ("#" and a digit) is searched whole by the identifier pass.
     _mark_lines(text, _url_search, lambda m: m, others)
-    _mark_lines(text, _ID_RE.search, _id_value, others)
     _mark_lines(text, _PATH_RE.search, _path_value, others)
+    mark_ids = _mark_all if _HASH_NUMBER.search(text) else _mark_lines
+    mark_ids(text, _ID_RE.search, _id_value, others)
     # Distinct lines only: a repeated warning is kept once.
     first: dict[str, int] = {}
     for start in sorted(errors) + sorted(others - errors):

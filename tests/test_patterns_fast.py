@@ -236,12 +236,15 @@ def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
 
 
 @common
-@given(texts, st.integers(0, 30))
-@example("xhttps://a.b", 1)
-@example("see HTTPS://x.io/a and ftp://b", 4)
-def test_url_search_is_the_regex_search(text: str, pos: int) -> None:
-    fast = p._url_search(text, pos)
-    plain = p._URL_RE.search(text, pos)
+@given(texts, st.integers(0, 30), st.integers(0, 60))
+@example("xhttps://a.b", 1, 12)
+@example("see https://x.io/a", 0, 10)
+@example("see https://x.io/a", 0, 14)
+@example("see HTTPS://x.io/a and ftp://b", 4, 60)
+def test_url_search_is_the_regex_search(text: str, pos: int, endpos: int) -> None:
+    fast, plain = p._url_search(text, pos), p._URL_RE.search(text, pos)
+    assert (fast and fast.span()) == (plain and plain.span())
+    fast, plain = p._url_search(text, pos, endpos), p._URL_RE.search(text, pos, endpos)
     assert (fast and fast.span()) == (plain and plain.span())
 
 
@@ -312,5 +315,8 @@ def test_measurement_lines_unchanged(text: str, max_lines: int, max_chars: int) 
 @given(texts, st.integers(0, 6))
 @example("a\nsee src/x.py\nplain\nKeyError: 'k'\n", 1)
 @example("fixes\n#12\nhttps://x.io/PAY-8 PAY-9\n", 5)
+@example("fixes\n#12 src/a.py\nPull\n request\n #7 Error\n", 5)
+@example("Error a/b.py\nsrc/c.py 3f9a2c1\n\nPAY-12 see x/y.txt\nok PAY-13", 9)
+@example("Error x\nsrc/c.py\nError y\nPAY-12\n", 9)
 def test_important_lines_unchanged(text: str, limit: int) -> None:
     assert p.important_lines(text, limit) == plain_important_lines(text, limit)
