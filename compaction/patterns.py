@@ -520,15 +520,19 @@ def _not_report(line: str) -> bool:
     return bool(_CODE_CHAR.search(line) or ("=" in line and _LONE_EQUALS.search(line)) or _LIST_START.match(line))
 
 
-_LABEL_START = re.compile(r"\s*[A-Za-z]")
-
-
-def _may_report(raw: str) -> bool:
-    """False for a line that cannot report a quantity, found with a regex scan or two instead of
-    the checks of :func:`_report_kind`: a report is a labelled value (after whitespace an ASCII
-    letter, and a ":" or "=", see :func:`measurement`) or holds a quantity with a unit (so the
-    unit cue)."""
-    return bool(_UNIT_CUE.search(raw) or (("=" in raw or ":" in raw) and _LABEL_START.match(raw)))
+def _words_around(stripped: str, quantities: list[re.Match[str]]) -> list[str]:
+    """``QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()``: the tokens left once banner rules and
+    quantities are blanked. Without a rule the quantities are those already found in ``stripped``,
+    so the text between them is joined instead of searched again."""
+    if _RULE.search(stripped) is not None:
+        return QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
+    pieces: list[str] = []
+    previous = 0
+    for m in quantities:
+        pieces.append(stripped[previous : m.start()])
+        previous = m.end()
+    pieces.append(stripped[previous:])
+    return " ".join(pieces).split()
 
 
 def _report_kind(stripped: str) -> bool | None:
@@ -542,11 +546,12 @@ def _report_kind(stripped: str) -> bool | None:
     # The unit cue first: one fast scan that most lines of code and data fail.
     if not _UNIT_CUE.search(stripped) or _not_report(stripped):
         return None
-    with_unit = [m for m in QUANTITY.finditer(stripped) if _has_unit(m.group())]
+    quantities = list(QUANTITY.finditer(stripped))
+    with_unit = sum(1 for m in quantities if _has_unit(m.group()))
     # More than three numbers with units is a table row or data, whatever the words around them.
-    if not with_unit or len(with_unit) > 3:
+    if not with_unit or with_unit > 3:
         return None
-    rest = QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
+    rest = _words_around(stripped, quantities)
     words = sum(1 for token in rest if _PLAIN_WORD.match(token))
     # Mostly words: a run of numbers with units is a table row or data, not a report.
     return False if words >= 1 and words * 2 >= len(rest) else None
@@ -568,7 +573,7 @@ def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     labelled: dict[str, int] = {}
     others: dict[str, int] = {}
     for start, raw in enumerate(text.splitlines()):
-        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not _may_report(raw) or not _has_digit(raw):
+        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not _has_digit(raw):
             continue
         line = raw.strip()  # still holds the digit: stripping removes whitespace only
         if line in labelled or line in others or (kind := _report_kind(line)) is None:

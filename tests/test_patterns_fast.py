@@ -284,6 +284,16 @@ def test_digit_and_unit_checks_match_the_loops(line: str) -> None:
 
 @common
 @given(lines)
+@example("a 3 ms b")
+@example("=== 5 passed in 0.12s ===")
+@example("---5 ms")
+def test_words_around_is_the_plain_substitution(line: str) -> None:
+    quantities = list(p.QUANTITY.finditer(line))
+    assert p._words_around(line, quantities) == PLAIN_QUANTITY.sub(" ", p._RULE.sub(" ", line)).split()
+
+
+@common
+@given(lines)
 @example("costs $5")
 @example("took 3 ms")
 @example("1,234 items and 1,234")
