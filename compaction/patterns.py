@@ -60,9 +60,10 @@ _DOTFILES = (
 
 def _by_first_letter(alternatives: str) -> str:
     """``a|b|...`` regrouped by first character (``p(?:y|yi|...)|j(?:s|...)``), so a failed try
-    costs one test per group instead of one per alternative. Alternation order does not matter
-    where it is used: an extension must be followed by a non-word character, so at most one
-    alternative can match at a position."""
+    costs one test per group instead of one per alternative. The order of the alternatives
+    changes, which is harmless where this is used: an extension must be followed by a non-word
+    character, so at most one can match at a position, and of an error cue only where it starts
+    is used (the same position whichever alternative matches)."""
     groups: dict[str, list[str]] = {}
     for alternative in alternatives.split("|"):
         groups.setdefault(alternative[0], []).append(alternative[1:])
@@ -139,10 +140,13 @@ _ERROR_RE = re.compile(
 )
 # Literal cues, every branch starting with a plain character, so the regex engine can skip ahead
 # with a fast first-character scan; a line with a cue is then checked with the full regex above.
+# Only where a cue starts is used, so the cues can be grouped by first letter.
 _ERROR_CUE = re.compile(
-    "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
-    "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
-    "|undefined reference|non-zero|exit|E   "
+    _by_first_letter(
+        "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
+        "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
+        "|undefined reference|non-zero|exit|E   "
+    )
 )
 
 

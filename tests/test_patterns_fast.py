@@ -47,6 +47,11 @@ PLAIN_ERROR_RE = re.compile(
     r"|^E {3,}\S",
     re.MULTILINE,
 )
+PLAIN_ERROR_CUE = re.compile(
+    "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
+    "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
+    "|undefined reference|non-zero|exit|E   "
+)
 PLAIN_QUANTITY = re.compile(
     r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
     r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
@@ -233,6 +238,16 @@ def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
     )
     for fast, plain in pairs:
         assert spans(fast, text, pos) == spans(plain, text, pos), plain.pattern[:30]
+
+
+@common
+@given(texts)
+@example("a ERR! b ERROR c Errors E    x exit FAILED Fatal")
+@example("E  x E\tx ERR exi Fata")
+def test_grouped_error_cues_start_where_the_plain_ones_do(text: str) -> None:
+    for pos in range(len(text) + 1):
+        fast, plain = p._ERROR_CUE.search(text, pos), PLAIN_ERROR_CUE.search(text, pos)
+        assert (fast and fast.start()) == (plain and plain.start())
 
 
 @common
