@@ -188,19 +188,23 @@ def find_urls(text: str) -> list[str]:
     return _dedupe([url for _, _, url in _url_spans(text)])
 
 
+_SEPARATOR = re.compile(r"[/\\]")
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
 def _accept_path(path: str) -> bool:
-    segments = [s for s in re.split(r"[/\\]", path) if s]
-    if not segments or not any(_LETTER.search(s) for s in segments):
+    # Counted and searched on the whole path, not segment by segment: a separator is no letter.
+    if _LETTER.search(path) is None:
         return False  # "5/17", "2024/01/05", "+/-"
-    seps = len(path) - len(re.sub(r"[/\\]", "", path))
+    seps = path.count("/") + path.count("\\")
     has_ext = bool(_EXT_TAIL.search(path))
-    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or bool(re.match(r"[A-Za-z]:", path))
+    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or _DRIVE.match(path) is not None
     if "\\" in path and not anchored and not has_ext:
         return False  # escape sequences like "a\nb" in code
     if anchored:
         # A lone "/word" is more often a slash command or a unit than a path.
-        return not (path.startswith("/") and seps == 1 and not has_ext and len(segments) == 1)
-    if _DOMAIN_HEAD.match(segments[0]):
+        return not (path.startswith("/") and seps == 1 and not has_ext)
+    if _DOMAIN_HEAD.match(_SEPARATOR.split(path.lstrip("/\\"), 1)[0]):
         return False  # a URL written without its scheme
     return seps >= 2 or has_ext  # "and/or", "TCP/IP" are not paths; "src/app/x" and "a/b.py" are
 

@@ -62,6 +62,22 @@ PLAIN_QUANTITY = re.compile(
 )
 
 
+def plain_accept_path(path: str) -> bool:
+    segments = [s for s in re.split(r"[/\\]", path) if s]
+    if not segments or not any(p._LETTER.search(s) for s in segments):
+        return False
+    seps = len(path) - len(re.sub(r"[/\\]", "", path))
+    has_ext = bool(p._EXT_TAIL.search(path))
+    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or bool(re.match(r"[A-Za-z]:", path))
+    if "\\" in path and not anchored and not has_ext:
+        return False
+    if anchored:
+        return not (path.startswith("/") and seps == 1 and not has_ext and len(segments) == 1)
+    if p._DOMAIN_HEAD.match(segments[0]):
+        return False
+    return seps >= 2 or has_ext
+
+
 def plain_reports_quantity(line: str) -> bool:
     stripped = line.strip()
     if not stripped or len(stripped) > p.MAX_MEASUREMENT_LINE or not any(ch.isdigit() for ch in stripped):
@@ -238,6 +254,20 @@ def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
     )
     for fast, plain in pairs:
         assert spans(fast, text, pos) == spans(plain, text, pos), plain.pattern[:30]
+
+
+@common
+@given(st.text(alphabet="aZ0._-/\\:~@+$", max_size=24) | texts)
+@example("/usr")
+@example("//x")
+@example("\\a.py")
+@example("/\\www.x.com/a")
+@example("www.x.com/a/b")
+@example("C:x")
+@example("\\www.x.com/a.py")
+@example("/a\\b")
+def test_accept_path_unchanged(path: str) -> None:
+    assert p._accept_path(path) == plain_accept_path(path)
 
 
 @common
