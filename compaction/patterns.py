@@ -38,6 +38,7 @@ __all__ = [
 
 _URL_RE = re.compile(r"\b(?:https?|ftp|wss?|file|ssh|git)://[^\s<>\"'`{}|\\^]+", re.IGNORECASE)
 _URL_TRAILING = ".,;:!?'\"*>]"
+_LONGEST_SCHEME = 5  # "https": no URL starts more than this before its "://"
 
 _SEG = r"[\w.@+\-~$]"
 # A path candidate either has a directory separator somewhere or is a bare name with a known
@@ -55,11 +56,33 @@ _DOTFILES = (
     r"profile|npmrc|nvmrc|python-version|prettierrc|eslintrc(?:\.\w+)?|babelrc|flake8|pylintrc|coveragerc|"
     r"pre-commit-config\.yaml)"
 )
+
+
+def _by_first_letter(alternatives: str) -> str:
+    """``a|b|...`` regrouped by first character (``p(?:y|yi|...)|j(?:s|...)``), so a failed try
+    costs one test per group instead of one per alternative. The order of the alternatives
+    changes, which is harmless where this is used: an extension must be followed by a non-word
+    character, so at most one can match at a position, and of an error cue only where it starts
+    is used (the same position whichever alternative matches)."""
+    groups: dict[str, list[str]] = {}
+    for alternative in alternatives.split("|"):
+        groups.setdefault(alternative[0], []).append(alternative[1:])
+    return "|".join(first + (f"(?:{'|'.join(rests)})" if rests != [""] else "") for first, rests in groups.items())
+
+
 _SPECIAL_FILES = r"(?:Makefile|Dockerfile|Containerfile|Gemfile|Rakefile|Procfile|Jenkinsfile|Vagrantfile|Justfile)"
+# Two gates that change no match, only how fast a non-match fails (each alternative of an
+# alternation that opens with a named group is entered in full, position by position): every
+# match starts with a path character, and, Makefile and the like aside, the token holds a
+# separator or a dot before its first whitespace (a possessive scan, so once per position). The
+# segment runs before a separator are possessive: a separator is no segment character, so giving
+# characters back could never let one follow.
+_PATH_GATE = r"(?=[^\s/\\.]*+[/\\.])"
 _PATH_RE = re.compile(
-    rf"(?<![\w.@+\-~/\\:%$])(?:"
-    rf"(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}(?:[/\\]{_SEG}{{0,255}})+)"
-    rf"|(?P<bare>[\w@+\-]{_SEG}{{0,255}}\.(?i:{_EXTENSIONS})(?![\w@+\-/\\])|{_DOTFILES}(?![\w/\\])"
+    rf"(?<![\w.@+\-~/\\:%$])(?=[\w.@+\-~$/\\])(?:"
+    rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}+(?:[/\\]{_SEG}{{0,255}}+)+)"
+    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\])"
+    rf"|{_DOTFILES}(?![\w/\\]))"
     rf"|{_SPECIAL_FILES}(?![\w./\\]))"
     rf")"
 )
@@ -86,8 +109,11 @@ _NOT_FILES = frozenset(
 
 _TICKET_STOP = r"(?:UTF|SHA|ISO|HTTP|HTTPS|GPT|COVID|AES|RSA|TLS|SSL|MD|IPV|TCP|UDP|ES|ECMA|ARM|X|H|P|PEP)"
 _ISSUE_WORDS = r"(?i:issues?|prs?|pull(?:\s+request)?|tickets?|bugs?|fix(?:es|ed)?|close[sd]?|resolve[sd]?|refs?)"
+# The lookahead after the look-behind changes no match (every alternative starts with one of those
+# characters): it fails at once at whitespace and punctuation, where otherwise each alternative,
+# opening with a named group, would be entered and fail in turn.
 _ID_RE = re.compile(
-    r"(?<![\w\-/.])(?:"
+    r"(?<![\w\-/.])(?=[\w.-])(?:"
     r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-])"
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
@@ -100,21 +126,27 @@ _ID_RE = re.compile(
     r")"
 )
 
+# The leading lookahead changes no match (each alternative's first character is in it): it lets
+# the many positions where no alternative can start fail at once, instead of each alternative,
+# most opening with a word-boundary test, being tried there in turn.
 _ERROR_RE = re.compile(
-    r"(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
+    r"(?=[CEFNPSTcefnprsu])(?:(?:Error|Exception)\b|\bERROR\b|\berror(?:\[\w+\])?:|\berror\s+[A-Z]+\d+|\bTraceback\b|\bFAIL(?:ED)?\b"
     r"|(?<!\b0 )\b[Ff]ailed\b|\b(?:[Ff]atal|FATAL)\b|\bpanic(?:ked)?\b|\bPANIC\b|ERR!|\bCRITICAL\b"
     r"|Segmentation fault|core dumped|command not found|No such file or directory|Permission denied"
     r"|\bsyntax error\b|undefined reference|non-zero exit|returned non-zero"
     r"|\bexit(?:ed)?(?: with)?(?: exit)? (?:code|status)[:= ]*(?!0\b)-?\d+|\bexited with (?!0\b)-?\d+"
-    r"|^E {3,}\S",
+    r"|^E {3,}\S)",
     re.MULTILINE,
 )
 # Literal cues, every branch starting with a plain character, so the regex engine can skip ahead
 # with a fast first-character scan; a line with a cue is then checked with the full regex above.
+# Only where a cue starts is used, so the cues can be grouped by first letter.
 _ERROR_CUE = re.compile(
-    "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
-    "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
-    "|undefined reference|non-zero|exit|E   "
+    _by_first_letter(
+        "Error|Exception|ERROR|error|Traceback|FAIL|Failed|failed|Fatal|fatal|FATAL|panic|PANIC|ERR!|CRITICAL"
+        "|Segmentation fault|core dumped|command not found|No such file|Permission denied|syntax error"
+        "|undefined reference|non-zero|exit|E   "
+    )
 )
 
 
@@ -123,9 +155,21 @@ def _dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _url_search(text: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+    """``_URL_RE.search(text, pos, endpos)``, started where a URL can first begin: a plain substring
+    search for "://" is far faster than the regex trying its word boundary at every position, and
+    no URL starts more than a scheme's length before the first "://" at or after ``pos``."""
+    end = len(text) if endpos is None else endpos
+    sep = text.find("://", pos, end)
+    return None if sep < 0 else _URL_RE.search(text, max(pos, sep - _LONGEST_SCHEME), end)
+
+
 def _url_spans(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
-    for m in _URL_RE.finditer(text):
+    pos = 0
+    # _URL_RE.finditer(text), by _url_search (a match is never empty, so the next starts at its end).
+    while (m := _url_search(text, pos)) is not None:
+        pos = m.end()
         url = m.group().rstrip(_URL_TRAILING)
         # A closing parenthesis belongs to the URL only when balanced (wiki links, markdown links).
         while url.endswith(")") and url.count(")") > url.count("("):
@@ -144,19 +188,23 @@ def find_urls(text: str) -> list[str]:
     return _dedupe([url for _, _, url in _url_spans(text)])
 
 
+_SEPARATOR = re.compile(r"[/\\]")
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
 def _accept_path(path: str) -> bool:
-    segments = [s for s in re.split(r"[/\\]", path) if s]
-    if not segments or not any(_LETTER.search(s) for s in segments):
+    # Counted and searched on the whole path, not segment by segment: a separator is no letter.
+    if _LETTER.search(path) is None:
         return False  # "5/17", "2024/01/05", "+/-"
-    seps = len(path) - len(re.sub(r"[/\\]", "", path))
+    seps = path.count("/") + path.count("\\")
     has_ext = bool(_EXT_TAIL.search(path))
-    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or bool(re.match(r"[A-Za-z]:", path))
+    anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or _DRIVE.match(path) is not None
     if "\\" in path and not anchored and not has_ext:
         return False  # escape sequences like "a\nb" in code
     if anchored:
         # A lone "/word" is more often a slash command or a unit than a path.
-        return not (path.startswith("/") and seps == 1 and not has_ext and len(segments) == 1)
-    if _DOMAIN_HEAD.match(segments[0]):
+        return not (path.startswith("/") and seps == 1 and not has_ext)
+    if _DOMAIN_HEAD.match(_SEPARATOR.split(path.lstrip("/\\"), 1)[0]):
         return False  # a URL written without its scheme
     return seps >= 2 or has_ext  # "and/or", "TCP/IP" are not paths; "src/app/x" and "a/b.py" are
 
@@ -297,19 +345,43 @@ def is_important_line(line: str) -> bool:
     return bool(_ERROR_RE.search(line) or _URL_RE.search(line) or _identifier_matches(line) or _path_matches(line))
 
 
-def _mark_lines(
-    text: str, pattern: re.Pattern[str], accept: Callable[[re.Match[str]], object], marked: set[int]
+_Search = Callable[[str, int, int], re.Match[str] | None]
+_HASH_NUMBER = re.compile(r"#\d")  # what an issue reference, the one identifier that can span lines, holds
+
+
+def _mark_lines(text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int]) -> None:
+    """Add to ``marked`` the start of every line where ``search`` finds a match that ``accept``
+    takes (not None). Lines already marked are not searched again: each run of unmarked lines is
+    searched as a window ending at the newline before the next marked line. That is exact for a
+    pattern whose matches and look-arounds never cross a newline (paths, URLs, identifiers but
+    issue references, see :func:`important_lines`): the newline is inside the window."""
+    region = 0
+    for start in sorted(marked):
+        if region < start:
+            _mark_window(text, search, accept, marked, region, start)
+        region = _line_bounds(text, start)[1] + 1
+    if region < len(text):
+        _mark_window(text, search, accept, marked, region, len(text))
+
+
+def _mark_window(
+    text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int], pos: int, endpos: int
 ) -> None:
     # After the first accepted match on a line, jump to the next line: one hit per line is enough,
     # which keeps dense logs (a path on every line) cheap.
-    pos = 0
-    while (m := pattern.search(text, pos)) is not None:
+    while pos < endpos and (m := search(text, pos, endpos)) is not None:
         start, end = _line_bounds(text, m.start())
         if start in marked or accept(m) is not None:
             marked.add(start)
             pos = end + 1
         else:
             pos = max(m.end(), m.start() + 1)
+
+
+def _mark_all(text: str, search: _Search, accept: Callable[[re.Match[str]], object], marked: set[int]) -> None:
+    """:func:`_mark_lines` searching the whole text, marked lines included (for a pattern whose
+    matches can span lines)."""
+    _mark_window(text, search, accept, marked, 0, len(text))
 
 
 def important_lines(text: str, limit: int) -> tuple[list[str], int]:
@@ -322,9 +394,14 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
     """
     errors = {start for start, _ in _error_line_bounds(text)}
     others = set(errors)
-    _mark_lines(text, _URL_RE, lambda m: m, others)
-    _mark_lines(text, _ID_RE, _id_value, others)
-    _mark_lines(text, _PATH_RE, _path_value, others)
+    # Each pass marks the lines holding an accepted match of its pattern whatever the others
+    # marked, so the order is free: paths, which mark the most lines, before identifiers, whose
+    # pass then skips those lines. An issue reference ("fixes\n#12") can span lines: text that
+    # could hold one ("#" and a digit) is searched whole by the identifier pass.
+    _mark_lines(text, _url_search, lambda m: m, others)
+    _mark_lines(text, _PATH_RE.search, _path_value, others)
+    mark_ids = _mark_all if _HASH_NUMBER.search(text) else _mark_lines
+    mark_ids(text, _ID_RE.search, _id_value, others)
     # Distinct lines only: a repeated warning is kept once.
     first: dict[str, int] = {}
     for start in sorted(errors) + sorted(others - errors):
@@ -340,14 +417,19 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
 # --------------------------------------------------------------------------------------------
 
 # A quantity: a number with a unit, a percentage, money, a ratio or a decimal. Dates, versions and
-# numbers inside identifiers are not quantities (the look-arounds keep them out).
+# numbers inside identifiers are not quantities (the look-behind keeps them out). Written so that
+# the pattern opens with a character set (its first character, then the look-behind over it and
+# the character before): the regex engine then skips in one fast loop to the next digit or
+# currency sign instead of trying the look-behind at every position. The alternatives, in their
+# order: money, a number with thousands separators, a number with a unit, a decimal.
 QUANTITY = re.compile(
-    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
-    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
-    r"|\d+(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
+    r"[\d\u00a3$\u20ac\u00a5](?<![\w.#/-].)(?:"
+    r"(?<=[\u00a3$\u20ac\u00a5])\s?\d[\d,]*(?:\.\d+)?(?:/\w+)?"
+    r"|(?<=\d)(?:\d{0,2}(?:,\d{3})+(?:\.\d+)?(?:\s?[A-Za-z%\u00b5\u00b0][\w/%\u00b5\u00b0]*)?"
+    r"|\d*(?:\.\d+)?\s?(?:%|/\d+(?:\.\d+)?\b|(?:[kKMGTP]i?B|[kMG]?b(?:ps|/s)|[mun\u00b5]?s|ms|sec(?:onds?)?|"
     r"min(?:utes?)?|h(?:ours?)?|days?|weeks?|months?|years?|[kMG]?Hz|[kMG]?W|kWh|MWh|\u00b0C|\u00b0F|K|"
     r"req/s|rps|qps|QPS|ops/s|tokens?|x)\b)"
-    r"|\d+\.\d+(?![\w-]|\.\d))"
+    r"|\d*\.\d+(?![\w-]|\.\d)))"
 )
 _COUNT_VALUE = re.compile(r"\d{1,3}(?:,\d{3})*\s[a-z]{3,}s\b")  # "342 applicants", "17 items"
 _LABEL = re.compile(r"^[A-Za-z][a-z0-9@%]*(?:[ -][A-Za-z0-9@%()]+){0,5}$")
@@ -392,6 +474,15 @@ def measurement(line: str) -> tuple[str, str] | None:
 
 _UNIT_CHARS = frozenset("%/\u00a3$\u20ac\u00a5\u00b0\u00b5")
 _NOT_REPORT = re.compile(r"[{}();<>\\`|]|(?<!=)=(?!=)|^\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
+# _NOT_REPORT split in its three alternatives (see _not_report).
+_CODE_CHAR = re.compile(r"[{}();<>\\`|]")
+_LONE_EQUALS = re.compile(r"(?<!=)=(?!=)")
+_LIST_START = re.compile(r"\s*(?:[-+*#>]|\d+[.:)]|\$)\s")
+_ASCII_DIGIT = re.compile(r"[0-9]")
+_ASCII_UNIT = re.compile(r"[A-Za-z%/$]")  # the ASCII letters and unit characters (_UNIT_CHARS)
+# What every QUANTITY match with a unit holds: a currency sign, or a digit then (after at most one
+# whitespace) a letter or unit character. A decimal or a "1,234" alone has no unit.
+_UNIT_CUE = re.compile(r"[\d\u00a3$\u20ac\u00a5](?:(?<=[\u00a3$\u20ac\u00a5])|\s?[A-Za-z%/\u00b5\u00b0])")
 _PLAIN_WORD = re.compile(r"^[^\W\d_]{2,}[,.:;!?]?$")
 _RULE = re.compile(r"[=*~#_-]{3,}")  # a banner's rule ("===== 5 passed in 0.12s =====")
 
@@ -408,19 +499,70 @@ def reports_quantity(line: str) -> bool:
     [False, False, False, False]
     """
     stripped = line.strip()
-    if not stripped or len(stripped) > MAX_MEASUREMENT_LINE or not any(ch.isdigit() for ch in stripped):
+    if not stripped or not _has_digit(stripped):
         return False
+    return _report_kind(stripped) is not None
+
+
+def _has_digit(text: str) -> bool:
+    """``any(ch.isdigit() for ch in text)``: on ASCII text (where isdigit means 0-9 exactly) one
+    regex scan instead of a Python loop over the characters; other text keeps the loop, since
+    isdigit also takes characters ``\\d`` does not (superscripts, circled digits)."""
+    if text.isascii():
+        return _ASCII_DIGIT.search(text) is not None
+    return any(ch.isdigit() for ch in text)
+
+
+def _has_unit(quantity: str) -> bool:
+    """True when a quantity holds a letter or a unit character (a unit, not a bare number)."""
+    if quantity.isascii():
+        return _ASCII_UNIT.search(quantity) is not None
+    return any(ch.isalpha() or ch in _UNIT_CHARS for ch in quantity)
+
+
+def _not_report(line: str) -> bool:
+    """``_NOT_REPORT.search(line) is not None``, one alternative at a time: the character class
+    alone gets the regex engine's fast scan (the look-behind of the second alternative costs a
+    test at every position), the lone "=" is looked for only when there is one, and the
+    line-start alternative is tried at the start only."""
+    return bool(_CODE_CHAR.search(line) or ("=" in line and _LONE_EQUALS.search(line)) or _LIST_START.match(line))
+
+
+def _words_around(stripped: str, quantities: list[re.Match[str]]) -> list[str]:
+    """``QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()``: the tokens left once banner rules and
+    quantities are blanked. Without a rule the quantities are those already found in ``stripped``,
+    so the text between them is joined instead of searched again."""
+    if _RULE.search(stripped) is not None:
+        return QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
+    pieces: list[str] = []
+    previous = 0
+    for m in quantities:
+        pieces.append(stripped[previous : m.start()])
+        previous = m.end()
+    pieces.append(stripped[previous:])
+    return " ".join(pieces).split()
+
+
+def _report_kind(stripped: str) -> bool | None:
+    """For a stripped line holding a digit: None when it reports no measured value
+    (:func:`reports_quantity` is False), True when it is a labelled value (:func:`measurement`),
+    False for another report. One call answers both questions :func:`measurement_lines` asks."""
+    if len(stripped) > MAX_MEASUREMENT_LINE:
+        return None
     if measurement(stripped) is not None:
         return True
-    if _NOT_REPORT.search(stripped):
-        return False
-    with_unit = [m for m in QUANTITY.finditer(stripped) if any(ch.isalpha() or ch in _UNIT_CHARS for ch in m.group())]
-    if not with_unit:
-        return False
-    rest = QUANTITY.sub(" ", _RULE.sub(" ", stripped)).split()
+    # The unit cue first: one fast scan that most lines of code and data fail.
+    if not _UNIT_CUE.search(stripped) or _not_report(stripped):
+        return None
+    quantities = list(QUANTITY.finditer(stripped))
+    with_unit = sum(1 for m in quantities if _has_unit(m.group()))
+    # More than three numbers with units is a table row or data, whatever the words around them.
+    if not with_unit or with_unit > 3:
+        return None
+    rest = _words_around(stripped, quantities)
     words = sum(1 for token in rest if _PLAIN_WORD.match(token))
     # Mostly words: a run of numbers with units is a table row or data, not a report.
-    return words >= 1 and words * 2 >= len(rest) and len(with_unit) <= 3
+    return False if words >= 1 and words * 2 >= len(rest) else None
 
 
 def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
@@ -439,12 +581,12 @@ def measurement_lines(text: str, max_lines: int, max_chars: int) -> list[str]:
     labelled: dict[str, int] = {}
     others: dict[str, int] = {}
     for start, raw in enumerate(text.splitlines()):
-        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not any(ch.isdigit() for ch in raw):
+        if len(raw) > MAX_MEASUREMENT_LINE + 40 or not _has_digit(raw):
             continue
-        line = raw.strip()
-        if line in labelled or line in others or not reports_quantity(line):
+        line = raw.strip()  # still holds the digit: stripping removes whitespace only
+        if line in labelled or line in others or (kind := _report_kind(line)) is None:
             continue
-        (labelled if measurement(line) is not None else others)[line] = start
+        (labelled if kind else others)[line] = start
         if len(labelled) >= max_lines:
             break
     chosen: list[tuple[str, int]] = []
