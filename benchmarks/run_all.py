@@ -36,6 +36,7 @@ PEERS = "## Peers"
 BACKGROUND = "## Compaction off the critical path"
 LANGCHAIN = "## LangChain agent: SummarizationMiddleware vs compaction"
 FUZZ = "## Fuzzing pairs and ids"
+CPU = "## Compaction CPU, cold and warm"
 # Sections other commands write (they take longer or install what they compare); this run carries
 # them over from the current file, in this order, or says which command writes them.
 WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
@@ -46,6 +47,7 @@ WRITTEN_ELSEWHERE: tuple[tuple[str, str], ...] = (
     (PEERS, "python3 -m nox -s peers"),
     (LANGCHAIN, "python -m benchmarks.bench_langchain"),
     (FUZZ, "python -m benchmarks.bench_fuzz"),
+    (CPU, "python benchmarks/bench_cpu.py --write"),
 )
 
 

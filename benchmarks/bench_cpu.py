@@ -1,0 +1,134 @@
+"""CPU of one compaction, cold and warm, this tree against others, side by side in one run.
+
+    python benchmarks/bench_cpu.py                       # this tree, and the old service's tree if present
+    python benchmarks/bench_cpu.py /path/to/other/tree   # this tree against any checkout
+    python benchmarks/bench_cpu.py --write               # also writes its RESULTS.md section
+
+One compaction of the service benchmark's 200-message transcript (``benchmarks.generate`` coding,
+seed 1; ``Compactor("gpt-4o")``, offline extractive summarizer), median ``time.process_time()`` of 7
+runs in a warm process:
+
+- **warm**: the same transcript again, so the engine's process-wide memos of text scans
+  (``ledger._scan``/``_text_commands``, ``prune.trim_middle``/``_kept_measurements``) hit: what a
+  session compacted again and again costs for the text it has already shown;
+- **cold**: those memos cleared before each run: what a transcript the process has not seen costs.
+
+Each tree runs in its own subprocess (``PYTHONPATH`` on it), the trees alternating over ``--rounds``
+rounds, so a change in the machine's load hits all of them alike; the figure is the median of the
+rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+HEADING = "## Compaction CPU, cold and warm"
+
+# Run in a subprocess with PYTHONPATH on the tree; prints "warm cold" in ms.
+_PROBE = r"""
+import json, statistics, sys, time
+from compaction import Compactor
+from compaction.stages import ledger, prune
+
+memos = [f for mod in (ledger, prune) for f in vars(mod).values() if callable(f) and hasattr(f, "cache_clear")]
+with open(sys.argv[1], encoding="utf-8") as f:
+    messages = json.load(f)
+compactor = Compactor("gpt-4o")
+compactor.compact(messages)
+
+def median_ms(cold):
+    times = []
+    for _ in range(7):
+        if cold:
+            for memo in memos:
+                memo.cache_clear()
+        started = time.process_time()
+        compactor.compact(messages)
+        times.append(time.process_time() - started)
+    return 1000 * statistics.median(times)
+
+print(median_ms(False), median_ms(True))
+"""
+
+
+def measure(trees: list[Path], rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Median warm and cold CPU ms per tree, the trees alternating over ``rounds`` rounds."""
+    from benchmarks.generate import generate
+
+    runs: dict[Path, tuple[list[float], list[float]]] = {tree: ([], []) for tree in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        transcript = Path(tmp) / "transcript.json"  # this tree's generator for every tree: the same input
+        transcript.write_text(json.dumps([dict(m) for m in generate("coding", 200, seed=1).messages]))
+        for _ in range(rounds):
+            for tree in trees:
+                warm, cold = _probe(tree, transcript)
+                runs[tree][0].append(warm)
+                runs[tree][1].append(cold)
+    return {
+        str(tree): {"warm_ms": statistics.median(warm), "cold_ms": statistics.median(cold)}
+        for tree, (warm, cold) in runs.items()
+    }
+
+
+def _probe(tree: Path, transcript: Path) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(transcript)], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
+    warm, cold = map(float, done.stdout.split()[-2:])
+    return warm, cold
+
+
+def markdown(figures: dict[str, dict[str, float]], rounds: int) -> str:
+    lines = [
+        "One compaction of the 200-message bench transcript (benchmarks.generate coding seed 1, gpt-4o, "
+        "offline extractive summarizer): median process CPU of 7 runs in a warm process, median of "
+        f"{rounds} alternating rounds. warm = the same transcript again (the process-wide memos of text "
+        "scans hit); cold = those memos cleared first (a transcript the process has not seen).",
+        "",
+        "| tree | warm ms | cold ms |",
+        "|---|---:|---:|",
+    ]
+    from benchmarks.bench_server import OLD_COMMIT, OLD_TREE
+
+    names = {str(ROOT): "this tree", str(OLD_TREE): f"the old service (commit {OLD_COMMIT})"}
+    for tree, row in figures.items():
+        name = names.get(tree, tree)
+        lines.append(f"| {name} | {row['warm_ms']:.1f} | {row['cold_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.bench_server import OLD_TREE
+
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench_cpu.py", description=__doc__.splitlines()[0])
+    parser.add_argument("trees", nargs="*", type=Path, help="other checkouts to measure beside this one")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--write", action="store_true", help="write the RESULTS.md section")
+    args = parser.parse_args(argv)
+    others = args.trees or ([OLD_TREE] if (OLD_TREE / "compaction").is_dir() else [])
+    figures = measure([*others, ROOT], rounds=args.rounds)
+    table = markdown(figures, args.rounds)
+    print(table)
+    if args.write:
+        from benchmarks.run_all import write_own_section
+
+        write_own_section(HEADING, "benchmarks/bench_cpu.py", table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
