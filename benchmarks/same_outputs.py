@@ -1,0 +1,111 @@
+"""Check that a change left every compaction's output byte for byte as it was.
+
+    python benchmarks/same_outputs.py 94f49bf        # this tree against a commit (any git revision)
+    python benchmarks/same_outputs.py /path/to/tree  # or against another checkout
+
+Speed work on the pipeline and the offline summarizer must not change what they produce. This
+compacts the same inputs with both trees (each in its own subprocess, ``PYTHONPATH`` on it) and
+compares ``CompactionResult.to_json()``: the service benchmark's 200-message transcript, generated
+coding and job-search sessions of 500 and 2,000 messages, and every real transcript of
+``tests/corpus/``. ``duration_s`` is set to 0 and the record's calls are sorted (concurrent chunk
+calls are recorded in completion order). The inputs come from this tree's generator and corpus, so
+both trees see the same messages. Exit status 1 and the names of the cases that differ when any
+does; the two outputs of each are left in a temporary folder it names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# Run with PYTHONPATH on a tree: reads {name: [messages, system]} JSON, writes {name: output}.
+_PROBE = r"""
+import json, re, sys
+from compaction import Compactor
+
+cases = json.load(open(sys.argv[1], encoding="utf-8"))
+compactor = Compactor("gpt-4o")
+out = {}
+for name, (messages, system) in cases.items():
+    text = compactor.compact(messages, system=system).to_json()
+    data = json.loads(re.sub(r'"duration_s": ?[0-9.e-]+', '"duration_s": 0', text))
+    calls = (data.get("record") or {}).get("calls")
+    if calls:
+        calls.sort(key=lambda c: json.dumps(c, sort_keys=True))
+    out[name] = json.dumps(data, indent=1, sort_keys=True)
+json.dump(out, open(sys.argv[2], "w", encoding="utf-8"))
+"""
+
+
+def cases() -> dict[str, tuple[list[dict[str, Any]], Any]]:
+    from benchmarks.corpus import load_corpus
+    from benchmarks.generate import generate
+
+    found: dict[str, tuple[list[dict[str, Any]], Any]] = {
+        "bench200": ([dict(m) for m in generate("coding", 200, seed=1).messages], None)
+    }
+    for kind in ("coding", "job_search"):
+        for n in (500, 2000):
+            found[f"{kind}{n}"] = ([dict(m) for m in generate(kind, n, seed=1).messages], None)
+    for name, messages, system in load_corpus():
+        found[f"corpus_{name}"] = (messages, system)
+    return found
+
+
+def outputs(tree: Path, inputs: Path, into: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(inputs), str(into)], cwd=tree, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: compacting failed:\n{done.stderr[-3000:]}")
+    result: dict[str, str] = json.loads(into.read_text(encoding="utf-8"))
+    return result
+
+
+def checkout(revision: str, into: Path) -> Path:
+    """The files of ``revision`` (git archive), in ``into``."""
+    archive = subprocess.run(["git", "archive", revision], cwd=ROOT, capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {revision}: {archive.stderr.decode(errors='replace').strip()}")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")  # our own repository's files; "data" refuses odd members
+    return into
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/same_outputs.py", description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="same-outputs-"))
+    base = Path(args.base)
+    if not (base / "compaction").is_dir():
+        base = checkout(args.base, work / "base")
+    inputs = work / "inputs.json"
+    inputs.write_text(json.dumps(cases()), encoding="utf-8")
+    before = outputs(base, inputs, work / "before.json")
+    after = outputs(ROOT, inputs, work / "after.json")
+    differ = sorted(name for name in before if before[name] != after.get(name))
+    print(f"{len(before)} cases, {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))
+    if differ:
+        print(f"outputs: {work}/before.json and {work}/after.json")
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
