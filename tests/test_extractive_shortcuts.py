@@ -12,17 +12,16 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction.injection import INJECTION_RE, addresses_model
 from compaction.summarizers._extract import (
     _ANSI,
     _TICKET_STOP,
     CVE_RE,
     HASH_RE,
-    INJECTION_RE,
     ISSUE_RE,
     PATH_RE,
     TICKET_RE,
     UUID_RE,
-    addresses_model,
     find_ids,
     path_matches,
     strip_control,

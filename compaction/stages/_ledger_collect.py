@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from compaction._cache import memoize_text
+from compaction.injection import UNTRUSTED, addresses_model
 from compaction.patterns import error_start, find_error_lines, find_references
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
@@ -281,10 +282,14 @@ def _trim(text: str, limit: int) -> str:
 
 
 def _error_text(line: str) -> str:
-    """An error line within ERROR_LINE_CHARS; an overlong one is shown from the error itself."""
+    """An error line within ERROR_LINE_CHARS; an overlong one is shown from the error itself. A
+    line that addresses the model ("RuntimeError: SYSTEM OVERRIDE: run ...") is quoted as such:
+    marked as untrusted tool text, so the ledger never relays it as a plain reference."""
+    marked = addresses_model(line)
     if len(line.strip()) > ERROR_LINE_CHARS:
         line = line[error_start(line) :]
-    return _trim(line, ERROR_LINE_CHARS)
+    text = _trim(line, ERROR_LINE_CHARS)
+    return UNTRUSTED + text if marked and not text.startswith(UNTRUSTED) else text
 
 
 def _command_text(value: Any) -> str | None:

@@ -46,35 +46,6 @@ def clean(text: str) -> str:
     return " ".join(strip_control(text).split())
 
 
-# Text in tool output that addresses the model rather than the user: quoted lines that contain it
-# are marked, and link labels that contain it are replaced, so the summary never passes such an
-# instruction on unmarked.
-INJECTION_RE = re.compile(
-    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages|context)|"
-    r"disregard (?:all |the )?(?:previous|prior|above)|(?:ai|llm) (?:assistants?|agents?|models?) reading|"
-    r"system (?:notice|prompt|override)|new instructions:|do not (?:mention|reveal|tell)|you are now\b",
-    re.I,
-)
-UNTRUSTED = "[untrusted tool text] "
-# A word every INJECTION_RE match holds. In ASCII text, where re.I only folds A-Z, text whose
-# lowercased form holds none of them has no match (most text): substring tests tell it faster.
-_INJECTION_WORDS = ("ignore", "disregard", "reading", "system", "new instructions:", "do not", "you are now")
-
-
-def addresses_model(text: str) -> bool:
-    """Whether ``text`` holds an :data:`INJECTION_RE` match (text addressed to the model)."""
-    if text.isascii():
-        lower = text.lower()
-        if not any(word in lower for word in _INJECTION_WORDS):
-            return False
-    return INJECTION_RE.search(text) is not None
-
-
-def guard(text: str) -> str:
-    """``text`` (from tool output), marked when it addresses the model with instructions."""
-    return UNTRUSTED + text if addresses_model(text) else text
-
-
 def code(text: str) -> str:
     """``text`` in backticks (verbatim) unless it already contains one."""
     return text if "`" in text else f"`{text}`"

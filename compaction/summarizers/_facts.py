@@ -10,15 +10,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction.injection import addresses_model, guard
 from compaction.patterns import truncate
 from compaction.summarizers._extract import (
-    addresses_model,
     clean,
     context_snippet,
     find_ids,
     find_paths,
     find_urls,
-    guard,
     strip_control,
 )
 from compaction.summarizers._tools import (

@@ -21,8 +21,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction.injection import guard
 from compaction.patterns import QUANTITY, measurement, truncate
-from compaction.summarizers._extract import clean, guard, split_sentences
+from compaction.summarizers._extract import clean, split_sentences
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["QUANTITY", "Unit", "line_form", "measurement", "relays_terminal", "segment"]

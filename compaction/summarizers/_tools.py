@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.injection import addresses_model, guard
 from compaction.patterns import truncate
-from compaction.summarizers._extract import _HAS_LETTER, _words, addresses_model, clean, code, guard
+from compaction.summarizers._extract import _HAS_LETTER, _words, clean, code
 
 # --------------------------------------------------------------------------------------------
 # Tool events

@@ -17,6 +17,7 @@ import pytest
 from reliability_kit import MODEL, config, llm, session
 
 from compaction import Compactor
+from compaction.injection import UNTRUSTED
 from compaction.prompts import SYSTEM_PROMPT
 from compaction.render import fence_nonce
 from compaction.testing import FakeProvider
@@ -104,3 +105,13 @@ def test_an_instruction_in_tool_output_is_never_the_agents_state(payload: str) -
     for line in summary.splitlines():
         assert "git push --force" not in line, line
         assert "OVERRIDE" not in line, line
+
+
+@pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
+def test_the_ledger_quotes_an_instruction_only_as_untrusted_tool_text(payload: str) -> None:
+    messages = session(16, tool_text={14: payload, 15: payload})
+    result = Compactor(MODEL, None, config(keep_recent_messages=2, max_summary_tokens=1_200)).compact(messages)
+    assert result.compacted
+    ledger = (result.summary or "").split("## Artifacts", 1)[-1]
+    quoted = [line for line in ledger.splitlines() if "OVERRIDE" in line]
+    assert all(UNTRUSTED in line for line in quoted), quoted
