@@ -67,6 +67,13 @@ async def grow(cm: ContextManager, start: int, turns: int) -> int:
     return start + turns
 
 
+async def grow_until_preparing(cm: ContextManager, index: int) -> int:
+    """Turns from ``index`` on until a background job has started; the next turn's index."""
+    while not cm.preparing:
+        index = await grow(cm, index, 1)
+    return index
+
+
 async def to_threshold(cm: ContextManager, start: int) -> tuple[int, Any]:
     """Turns until one compacts; returns (next index, the result)."""
     for i in range(start, start + 60):
@@ -222,8 +229,7 @@ async def test_a_job_in_flight_at_the_threshold_is_finished_when_nothing_else_is
     summarizer.gate.clear()
     cm = manager(summarizer, prepare=PrepareSettings(mark=0.9))
     index = 1
-    while not cm.preparing:
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)
     await asyncio.sleep(0)
     assert summarizer.started >= 1  # the only job, blocked in its call(s)
     threshold = asyncio.ensure_future(to_threshold(cm, index))
@@ -243,8 +249,7 @@ async def test_a_job_in_flight_at_the_threshold_is_finished_when_nothing_else_is
 async def test_a_job_in_flight_extending_the_swapped_state_continues_and_becomes_the_next_state() -> None:
     cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
     summarizer.gate.clear()
-    while not cm.preparing:  # a second job starts (it extends the first state) and hangs
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)  # a second job starts (it extends the first state) and hangs
     await asyncio.sleep(0)
     task = jobs()[0]
     index, result = await asyncio.wait_for(to_threshold(cm, index), 2)
@@ -289,8 +294,7 @@ async def test_a_job_in_flight_extending_the_swapped_state_continues_and_becomes
 async def test_a_landed_completion_is_dropped_when_the_context_changed_under_it() -> None:
     cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
     summarizer.gate.clear()
-    while not cm.preparing:
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)
     await asyncio.sleep(0)
     index, result = await asyncio.wait_for(to_threshold(cm, index), 2)
     assert result.record["prepared"]["swap"] == "prepared"
@@ -330,8 +334,7 @@ async def test_a_job_waited_for_at_the_threshold_is_swapped_in_without_a_second_
     # the job, its result is accepted up to halfway to the trigger (0.525) instead of a second call.
     cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05, accept=0.05))
     summarizer.gate.clear()
-    while not cm.preparing:
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)
     await asyncio.sleep(0)
     task = jobs()[0]
     threshold = asyncio.ensure_future(to_threshold(cm, index))
@@ -360,8 +363,7 @@ async def test_never_two_jobs_and_close_leaves_no_task() -> None:
     summarizer.gate.clear()
     cm = manager(summarizer)
     index = 1
-    while not cm.preparing:
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)
     for i in range(index, index + 3):  # more turns past the mark while the job hangs
         assert await asyncio.wait_for(cm.before_turn(), 1) is None
         cm.append(*turn(i))
@@ -562,8 +564,7 @@ async def test_a_manual_compaction_with_instructions_cancels_the_job_and_compact
     summarizer.gate.clear()
     cm = manager(summarizer)
     index = 1
-    while not cm.preparing:
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)
     await asyncio.sleep(0)
     task = jobs()[0]
     summarizer.gate = asyncio.Event()
@@ -580,8 +581,7 @@ async def test_a_manual_compaction_with_instructions_cancels_the_job_and_compact
 async def test_a_job_that_cannot_make_the_context_fit_is_cancelled_and_the_rest_takes_one_call() -> None:
     cm, summarizer, index = await prepared_manager(prepare=PrepareSettings(step=0.05))
     summarizer.gate.clear()
-    while not cm.preparing:  # a job extending the state starts and is held at the gate
-        index = await grow(cm, index, 1)
+    index = await grow_until_preparing(cm, index)  # a job extending the state starts and is held at the gate
     await asyncio.sleep(0)
     task = jobs()[0]
     cm.append(*turn(index, size=70_000))  # arrives after the job started: no job result can absorb it
