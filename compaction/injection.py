@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["INJECTION_RE", "UNTRUSTED", "addresses_model", "guard"]
+__all__ = ["INJECTION_RE", "UNTRUSTED", "addresses_model", "guard", "mark"]
 
 INJECTION_RE = re.compile(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages|context)|"
@@ -42,9 +42,11 @@ def addresses_model(text: str) -> bool:
     return INJECTION_RE.search(text) is not None
 
 
+def mark(text: str) -> str:
+    """``text`` behind :data:`UNTRUSTED` (once: a text already marked is returned as it is)."""
+    return text if text.startswith(UNTRUSTED) else UNTRUSTED + text
+
+
 def guard(text: str) -> str:
-    """``text`` (from tool output), marked when it addresses the model with instructions; a text
-    already marked is returned as it is."""
-    if text.startswith(UNTRUSTED) or not addresses_model(text):
-        return text
-    return UNTRUSTED + text
+    """``text`` (from tool output), marked when it addresses the model with instructions."""
+    return mark(text) if addresses_model(text) else text

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from compaction._cache import memoize_text
-from compaction.injection import UNTRUSTED, addresses_model
+from compaction.injection import addresses_model, mark
 from compaction.patterns import error_start, find_error_lines, find_references
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
@@ -285,11 +285,11 @@ def _error_text(line: str) -> str:
     """An error line within ERROR_LINE_CHARS; an overlong one is shown from the error itself. A
     line that addresses the model ("RuntimeError: SYSTEM OVERRIDE: run ...") is quoted as such:
     marked as untrusted tool text, so the ledger never relays it as a plain reference."""
-    marked = addresses_model(line)
+    untrusted = addresses_model(line)  # the whole line: a cut could drop the phrase
     if len(line.strip()) > ERROR_LINE_CHARS:
         line = line[error_start(line) :]
     text = _trim(line, ERROR_LINE_CHARS)
-    return UNTRUSTED + text if marked and not text.startswith(UNTRUSTED) else text
+    return mark(text) if untrusted else text
 
 
 def _command_text(value: Any) -> str | None:
