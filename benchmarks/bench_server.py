@@ -69,20 +69,6 @@ class Variant:
         return (self.workers or 1) * self.processes
 
 
-def transcript() -> tuple[list[dict[str, Any]], str]:
-    """The 200-message transcript and where it came from."""
-    try:
-        from benchmarks.generate import generate
-
-        session = generate("coding", N_MESSAGES, seed=1)
-        return [dict(m) for m in session.messages], "benchmarks.generate coding seed=1"
-    except ImportError:
-        example = json.loads((ROOT / "compaction" / "examples" / "coding_session.json").read_text(encoding="utf-8"))
-        head, rest = example[:1], example[1:]
-        messages = head + (rest * (N_MESSAGES // len(rest) + 1))[: N_MESSAGES - 1]
-        return messages, "compaction/examples/coding_session.json, repeated"
-
-
 def transcripts(count: int, first_seed: int) -> list[list[dict[str, Any]]]:
     """``count`` distinct 200-message coding sessions (seeds ``first_seed`` ...): each request of a
     run compacts one the server has not seen, as a fleet's requests mostly are. (The engine keeps
@@ -160,21 +146,27 @@ def _stop_server(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and its live children; NaN without psutil."""
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each live process of the tree under ``pid``; {} without psutil."""
     try:
         import psutil
     except ImportError:
-        return float("nan")
+        return {}
+    out: dict[int, float] = {}
     try:
         root = psutil.Process(pid)
-        total = 0.0
         for proc in [root, *root.children(recursive=True)]:
             times = proc.cpu_times()
-            total += times.user + times.system
-        return total
-    except psutil.Error:
-        return float("nan")
+            out[proc.pid] = times.user + times.system
+    except psutil.Error:  # a process that ended meanwhile: the others still count
+        pass
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its live children; NaN without psutil."""
+    per_process = cpu_by_process(pid)
+    return sum(per_process.values()) if per_process else float("nan")
 
 
 def _percentile(values: list[float], q: float) -> float:

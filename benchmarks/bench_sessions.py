@@ -59,6 +59,7 @@ from benchmarks.bench_server import (  # noqa: E402 - after the sys.path fix for
     _percentile,
     _start_server,
     _stop_server,
+    cpu_by_process,
     old_tree,
     transcripts,
 )
@@ -210,13 +211,13 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         stop = asyncio.Event()
         probe = asyncio.create_task(prober(stop))
         load = os.getloadavg()[0]
-        per_process = _cpu_by_process(pids["server"])
+        per_process = cpu_by_process(pids["server"])
         cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(min(clients, cycles))))
         wall = time.perf_counter() - began
         cpu = {name: _cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
-        split = _split(per_process, _cpu_by_process(pids["server"]))
+        split = _split(per_process, cpu_by_process(pids["server"]))
         stop.set()
         await probe
     requests = sum(len(v) for v in stats.latency.values())
@@ -303,30 +304,13 @@ def _warm(base: str, works: list[Workload], setup: Setup, pids: dict[str, int]) 
     """Cycles until each of the server's compacting processes has run one: a cold process pays for
     its imports and tokenizer in its first row otherwise. Each cycle opens a new connection, which
     lands on whichever worker accepts first, so a worker may take a few tries (bounded)."""
-    start = _cpu_by_process(pids["server"])
+    start = cpu_by_process(pids["server"])
     for attempt in range(4 * setup.cores + 2):
         asyncio.run(_load(base, [works[attempt % len(works)]], 1, pids))
-        now = _cpu_by_process(pids["server"])
+        now = cpu_by_process(pids["server"])
         warm = sum(now[pid] - start.get(pid, 0.0) >= 0.2 for pid in now)  # ~a compaction's CPU
         if attempt >= 1 and warm >= setup.cores:
             return
-
-
-def _cpu_by_process(pid: int) -> dict[int, float]:
-    """CPU seconds of each live process of the tree under ``pid`` (which worker did the work)."""
-    try:
-        import psutil
-    except ImportError:
-        return {}
-    out: dict[int, float] = {}
-    try:
-        root = psutil.Process(pid)
-        for proc in [root, *root.children(recursive=True)]:
-            times = proc.cpu_times()
-            out[proc.pid] = times.user + times.system
-    except psutil.Error:  # a process that ended meanwhile: the others still count
-        pass
-    return out
 
 
 def _split(before: dict[int, float], after: dict[int, float]) -> list[int]:

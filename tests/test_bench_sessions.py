@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.bench_server import transcript
+from benchmarks.bench_server import transcripts
 from benchmarks.bench_sessions import HEADING, _ratios, _split, markdown, workload
 
 
 def test_the_transcript_is_sent_whole_in_order_and_no_batch_splits_a_tool_call_from_its_result() -> None:
-    messages, _ = transcript()
+    messages = transcripts(1, first_seed=1)[0]
     work = workload(messages)
     assert work.system == messages[0]["content"]  # the system prompt goes to POST /v1/sessions
     assert [m for batch in work.batches for m in batch] == messages[1:]
