@@ -447,14 +447,7 @@ _KEY_SHORTCUT = all(any(a in w for a in _KEY_ANCHORS) for w in _KEY_WORD_LIST)
 
 
 def _has_cue(lowered: str) -> bool:
-    if _CUES[0].search(lowered) is not None:
-        return True
-    keyed = _keyed(lowered)
-    if keyed and (_CUES[1].search(lowered) is not None or _CUES[2].search(lowered) is not None):
-        return True
-    if _CUES[3].search(lowered) is not None or _CUES[4].search(lowered) is not None:
-        return True
-    return _netrc_worded(lowered) and _CUES[5].search(lowered) is not None
+    return any(_CUES[k].search(lowered) is not None for k in _possible_cues(lowered))
 
 
 def _keyed(lowered: str) -> bool:
