@@ -201,6 +201,7 @@ class Compactor:
             previous_summary=previous_summary,
             pinned_ids=frozenset(pinned),
             tools_tokens=self.counter.count_tools(tools) if tools else 0,
+            tools=tuple(tools),
             aggression=aggression,
             source=source,
             record={

@@ -91,6 +91,12 @@ class CompactionConfig(BaseModel):
     "conversation" (OpenAI-format transcripts, single-pass only): the agent's own conversation plus a
     final summarization request, so the prefix is byte-identical to the agent's last request and
     hits the provider's prompt cache; falls back to "rendered" when the chunked path is needed."""
+    summarize_deadline_s: float | None = Field(default=300.0, gt=0)
+    """One deadline for all of a compaction's summarizer calls (chunks, merge, shortening), in seconds
+    from the start of the summarize stage. A call still running then is cancelled and its part is
+    filled by the offline summarizer (or, for the merge, merged offline), so a slow or stuck model
+    cannot hold a compaction longer than this plus the offline work. ``None``: no deadline (each call
+    is still bounded by the summarizer's own timeouts)."""
     summary_block_share: float = Field(default=0.0625, gt=0, le=0.5)
     """The summary block (summary, artifact ledger, quoted last request, markers) is at most this share
     of the window, in the counter's tokens: 8,000 at a 128,000-token window. Every later turn re-sends

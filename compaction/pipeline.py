@@ -82,6 +82,8 @@ class Run:
     previous_summary: str | None = None
     pinned_ids: Collection[str] = ()
     tools_tokens: int = 0
+    tools: Sequence[Mapping[str, Any]] = ()
+    """The agent's tool definitions (sent with the cache-friendly single pass)."""
     aggression: int = 0
     source: Sequence[Mapping[str, Any]] | None = None
     """The caller's messages, as given (archived originals are copied from them)."""
@@ -186,6 +188,7 @@ async def prepare(run: Run) -> Prepared:
         blocker = _conversation_blocker(run.transcript, redact=config.redact_secrets)
         if blocker is None:
             prepared.job.conversation = from_canonical(run.transcript).messages
+            prepared.job.tools = run.tools
             prepared.job.kept_messages = len(messages) - layout.tail_start
         else:
             run.record["summary_mode"] = f"rendered: {blocker}"
@@ -232,6 +235,11 @@ async def run_pipeline(run: Run) -> CompactionResult:
         raise
     ledger = await ledger_task if ledger_task is not None else None
     run.record["calls"] = job.log.entries
+    run.record["summarizer_usage"] = {
+        "input_tokens": job.log.usage.input_tokens,
+        "cached_input_tokens": job.log.usage.cached_input_tokens,
+        "output_tokens": job.log.usage.output_tokens,
+    }
     run.record["outcome"] = {
         "level": outcome.level,
         "reason": outcome.reason,

@@ -38,6 +38,7 @@ from compaction.summarizers.base import (
     SummaryResponse,
     SummaryUsage,
 )
+from compaction.summarizers.reply_check import fill_sections, missing_text, requested_sections
 from compaction.transcript import Message
 
 Level = Literal["full", "partial", "annotation"]
@@ -176,6 +177,16 @@ class CallLog:
                 "summary": response.text if response is not None else None,
                 "model": response.model if response is not None else None,
                 "error": f"{type(error).__name__}: {error}" if error is not None else None,
+                "usage": (
+                    {
+                        "input_tokens": response.usage.input_tokens,
+                        "cached_input_tokens": response.usage.cached_input_tokens,
+                        "output_tokens": response.usage.output_tokens,
+                    }
+                    if response is not None
+                    else None
+                ),
+                "notes": list(response.notes) if response is not None else [],
             }
         )
 
@@ -204,7 +215,11 @@ class SummarizeJob:
     started: float = field(default_factory=time.perf_counter)
     conversation: Sequence[Mapping[str, Any]] | None = None
     """The agent's own messages, for the cache-friendly single pass (``summary_mode="conversation"``)."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """The agent's tool definitions, sent with ``conversation`` so the prefix matches the agent's."""
     kept_messages: int = 0
+    problems: list[str] = field(default_factory=list)
+    """What went wrong in replies that were kept (sections filled offline): makes the level partial."""
 
     def _notes(self, *, with_previous: bool) -> str:
         notes: list[str] = []
@@ -256,9 +271,52 @@ class SummarizeJob:
             chunk_count=count,
         )
 
-    async def call(self, request: SummaryRequest) -> SummaryResponse:
+    def _sections(self, request: SummaryRequest) -> tuple[str, ...]:
+        """The headings the reply to ``request`` must have: those its instructions ask for."""
+        cfg = self.config
+        if request.provider_messages is not None:
+            template = CONVERSATION_REQUEST
+        else:
+            template = {"chunk": cfg.chunk_prompt, "merge": cfg.merge_prompt}.get(request.kind, cfg.summary_prompt)
+        return requested_sections(cfg.system_prompt, template)
+
+    async def _within_deadline(self, request: SummaryRequest) -> SummaryResponse:
+        deadline = self.config.summarize_deadline_s
+        if deadline is None:
+            return await self.summarizer.summarize(request)
+        remaining = self.started + deadline - time.perf_counter()
+        if remaining <= 0:
+            raise SummarizerError(f"the compaction's deadline of {deadline:g} s had passed (summarize_deadline_s)")
         try:
-            response = await self.summarizer.summarize(request)
+            async with asyncio.timeout(remaining) as scope:
+                return await self.summarizer.summarize(request)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            error = SummarizerError(f"the compaction's deadline of {deadline:g} s was reached (summarize_deadline_s)")
+            raise error from exc
+
+    async def _fill_missing(self, request: SummaryRequest, response: SummaryResponse) -> SummaryResponse:
+        """The reply with the sections it lacks taken from the offline summary of the same input."""
+        sections = response.sections or self._sections(request)
+        if request.messages:
+            offline = await _extractive(self, request.messages) or ""
+        else:
+            offline = await _extractive_merge(self, request.partial_summaries) or ""
+        text, filled = fill_sections(response.text, response.missing_sections, offline, sections)
+        what = "; ".join(response.notes) or f"{missing_text(response.missing_sections)} missing"
+        where = (
+            f"part {request.chunk_index + 1}: " if request.kind == "chunk" and request.chunk_index is not None else ""
+        )
+        done = f"{missing_text(filled)} filled offline" if filled else "no offline summary to fill them from"
+        self.problems.append(f"{where}{what}; {done}")
+        return replace(response, text=text, missing_sections=())
+
+    async def call(self, request: SummaryRequest) -> SummaryResponse:
+        if request.sections is None:
+            request = replace(request, sections=self._sections(request))
+        try:
+            response = await self._within_deadline(request)
         except SummarizerError as exc:
             self.log.add(request, None, exc)
             raise
@@ -270,6 +328,8 @@ class SummarizeJob:
             self.log.add(request, None, error)
             raise error
         self.log.add(request, response, None)  # the record keeps the answer as given
+        if response.missing_sections:
+            response = await self._fill_missing(request, response)
         # Redacted before anything else reads it (a merge prompt, the ledger's "already shown" check):
         # the offline fallback and a model echoing its prompt may repeat a credential.
         text = redact_if_needed(response.text) if self.config.redact_secrets else response.text
@@ -287,14 +347,29 @@ class SummarizeJob:
 async def summarize_zone(
     job: SummarizeJob, zone: Sequence[Message], spans: Sequence[tuple[int, int]]
 ) -> SummaryOutcome:
-    """Summarize ``zone`` (already pruned and prepared) following the chunk ``spans``."""
+    """Summarize ``zone`` (already pruned and prepared) following the chunk ``spans``. A summary
+    that kept a reply with sections filled offline is "partial", the reason saying what happened."""
+    outcome = await _summarize_zone(job, zone, spans)
+    if not job.problems or outcome.text is None:
+        return outcome
+    reason = "; ".join(x for x in (outcome.reason, *job.problems) if x)
+    return replace(outcome, level="partial", reason=reason)
+
+
+async def _summarize_zone(
+    job: SummarizeJob, zone: Sequence[Message], spans: Sequence[tuple[int, int]]
+) -> SummaryOutcome:
     if len(spans) <= 1:
         request = job.request("single", zone, with_previous=True)
         if job.conversation is not None:
             final = "\n\n".join(
                 x for x in (CONVERSATION_REQUEST.format(kept=job.kept_messages), job._notes(with_previous=True)) if x
             )
-            request = replace(request, provider_messages=(*job.conversation, {"role": "user", "content": final}))
+            request = replace(
+                request,
+                provider_messages=(*job.conversation, {"role": "user", "content": final}),
+                provider_tools=tuple(job.tools) or None,
+            )
         try:
             response = await job.call(request)
             return SummaryOutcome(await _fit_summary(job, response.text), "full")

@@ -47,6 +47,12 @@ class SummaryRequest:
     chunk_count: int | None = None
     provider_messages: Sequence[Mapping[str, Any]] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    sections: tuple[str, ...] | None = None
+    """The headings the reply must have (the instructions ask for them). ``None``: LLM backends take
+    those of :data:`compaction.prompts.SECTION_HEADINGS` that the system prompt or prompt names."""
+    provider_tools: Sequence[Mapping[str, Any]] | None = None
+    """The agent's tool definitions, sent with ``provider_messages`` (and ``tool_choice: "none"``) so
+    the request's prefix is the agent's own and its prompt cache applies."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,13 @@ class SummaryResponse:
     usage: SummaryUsage = field(default_factory=SummaryUsage)
     model: str = ""
     calls: int = 1  # HTTP attempts made, retries included
+    missing_sections: tuple[str, ...] = ()
+    """Requested headings the reply still lacks after the backend's own corrective retry; the
+    pipeline fills them from the offline summary."""
+    sections: tuple[str, ...] = ()
+    """The headings the request asked for (the order ``missing_sections`` are placed in)."""
+    notes: tuple[str, ...] = ()
+    """What the backend had to do to get this reply (a corrective retry, lines quoted as untrusted)."""
 
 
 @runtime_checkable
@@ -103,6 +116,11 @@ class SummarizerOverflowError(SummarizerError):
         super().__init__(message)
         self.requested_tokens = requested_tokens
         self.allowed_tokens = allowed_tokens
+
+
+class UnusableReplyError(SummarizerError):
+    """The summarizer answered with something that is not a summary (a refusal, the task carried on,
+    its prompt repeated, word salad), also after one corrective retry. The message quotes it."""
 
 
 class EmptySummaryError(SummarizerError):

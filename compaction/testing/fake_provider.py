@@ -55,6 +55,8 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
+from compaction.prompts import SECTION_HEADINGS
+
 __all__ = [
     "Action",
     "FakeProvider",
@@ -443,6 +445,10 @@ def _gist(text: str, limit: int = 240) -> str:
     return gist or collapsed[:limit].rstrip() + "..."
 
 
+def _requested_headings(text: str) -> tuple[str, ...]:
+    return tuple(h for h in SECTION_HEADINGS if h in text)
+
+
 def stand_in_summary(text: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> str:
     """A deterministic stand-in for an LLM summary of ``text``.
 
@@ -450,8 +456,14 @@ def stand_in_summary(text: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> 
     ticket ids) and every error line, in order of first appearance, cut at a line boundary to
     ``max_tokens`` (chars/4); ``None`` leaves it whole (the server's stand-in: like a real model it
     writes on, and the server stops it at the request's cap with ``finish_reason="length"``).
-    Never empty.
+    When ``text`` asks for the summary's section headings (:data:`compaction.prompts.SECTION_HEADINGS`),
+    the answer has those headings in order, as a model following its instructions writes them:
+    the gist under the first, identifiers under the files section, error lines under the open
+    issues, each list cut to fit ``max_tokens`` with every heading kept. Never empty.
     """
+    headings = _requested_headings(text)
+    if headings:
+        return _sectioned(text, headings, max_tokens)
     lines = ["## Summary", _gist(text)]
     idents = _identifiers(text)
     if idents:
@@ -473,6 +485,35 @@ def stand_in_summary(text: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> 
         out.append(line)
         used += cost
     return "\n".join(out)
+
+
+def _sectioned(text: str, headings: tuple[str, ...], max_tokens: int | None) -> str:
+    """The stand-in in the requested sections: each heading with a body, lists fitted to the cap."""
+    lists: list[list[str]] = [[] for _ in headings]
+    lists[0].append(f"- {_gist(text)}")
+    files = min(3, len(headings) - 1)
+    issues = min(5, len(headings) - 1)
+    lists[files] += [f"- {token}" for token in _identifiers(text)]
+    lists[issues] += [f"- {line}" for line in _error_lines(text)]
+    lists[-1].append("- Continue with the most recent request.")
+    budget = None if max_tokens is None else max(1, max_tokens) * 4
+    fixed = sum(len(h) + 1 for h in headings) + sum(len(b[0]) + 1 for b in lists if b)
+    room = None if budget is None else budget - fixed
+    out: list[str] = []
+    for heading, body in zip(headings, lists, strict=True):
+        out.append(heading)
+        if not body:
+            out.append("- (none)")
+            continue
+        out.append(body[0])
+        for line in body[1:]:
+            if room is not None:
+                if len(line) + 1 > room:
+                    break
+                room -= len(line) + 1
+            out.append(line)
+    answer = "\n".join(out)
+    return answer if budget is None else answer[:budget]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1130,8 +1171,11 @@ class FakeProvider:
                 result = await result
             return _as_action(result)
         # Written whole: _completion stops it at max_tokens mid-token with finish_reason "length",
-        # as a real provider stops a model that runs out of room.
-        return Reply(stand_in_summary(rec.last_user_text, None))
+        # as a real provider stops a model that runs out of room. A request that asks for the
+        # summary's sections gets them, fitted to its cap, as a model following its instructions.
+        text = rec.last_user_text
+        asked = _requested_headings(text + "\n" + rec.system_text)
+        return Reply(stand_in_summary(text, rec.max_tokens if asked else None))
 
     def _completion(self, rec: RecordedRequest, reply: Reply) -> _Completion:
         text = reply.text
