@@ -70,7 +70,7 @@ __all__ = [
     "stand_in_summary",
 ]
 
-Route = Literal["openai", "anthropic", "count_tokens"]
+Route = Literal["openai", "anthropic", "gemini", "count_tokens"]
 
 _ROUTES: dict[str, Route] = {
     "/v1/chat/completions": "openai",
@@ -82,6 +82,11 @@ _ROUTES: dict[str, Route] = {
 }
 
 DEFAULT_MAX_TOKENS = 4096
+# Gemini's generateContent: litellm "gemini/<name>" with api_base=<base_url>/v1beta posts here.
+_GEMINI_PATH = re.compile(r"^(?:/v1(?:beta)?)?/models/([^/:]+):(generateContent|streamGenerateContent)$")
+# Models that reason before answering on every request, as the real APIs treat them.
+_OPENAI_REASONING = re.compile(r"^(?:o\d+(?:-mini|-pro|-preview)?|gpt-5(?!-chat)[\w.-]*)$")
+_GEMINI_THINKING = re.compile(r"^gemini-(?:2\.5|3)")
 
 
 def estimate_tokens(text: str) -> int:
@@ -134,6 +139,12 @@ def _message_text(message: Mapping[str, Any]) -> str:
     return text
 
 
+def _gemini_parts_text(parts: Any) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("text"))
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     """One HTTP request the fake received, as parsed JSON plus lower-cased headers."""
@@ -149,24 +160,41 @@ class RecordedRequest:
 
     @property
     def model(self) -> str:
-        """The ``model`` field of the body."""
+        """The ``model`` field of the body (Gemini: the model named in the path)."""
+        if self.route == "gemini":
+            match = _GEMINI_PATH.match(self.path)
+            return match.group(1) if match else ""
         return str(self.body.get("model", ""))
 
     @property
     def max_tokens(self) -> int:
-        """The output cap the client asked for (``max_tokens`` / ``max_completion_tokens``)."""
-        value = self.body.get("max_tokens", self.body.get("max_completion_tokens"))
+        """The output cap the client asked for (``max_tokens`` / ``max_completion_tokens``;
+        Gemini's ``generationConfig.maxOutputTokens``)."""
+        if self.route == "gemini":
+            config = self.body.get("generationConfig") or self.body.get("generation_config") or {}
+            value = config.get("maxOutputTokens", config.get("max_output_tokens"))
+        else:
+            value = self.body.get("max_tokens", self.body.get("max_completion_tokens"))
         return int(value) if isinstance(value, int | float) else DEFAULT_MAX_TOKENS
 
     @property
     def stream(self) -> bool:
         """Whether the client asked for a server-sent-event stream."""
-        return bool(self.body.get("stream"))
+        return bool(self.body.get("stream")) or self.path.endswith(":streamGenerateContent")
 
     @property
     def messages(self) -> list[tuple[str, str]]:
-        """``(role, text)`` pairs in order, the system prompt first for either wire format."""
+        """``(role, text)`` pairs in order, the system prompt first for any wire format."""
         out: list[tuple[str, str]] = []
+        if self.route == "gemini":
+            system = self.body.get("systemInstruction") or self.body.get("system_instruction")
+            if isinstance(system, Mapping):
+                out.append(("system", _gemini_parts_text(system.get("parts"))))
+            for content in self.body.get("contents") or ():
+                if isinstance(content, Mapping):
+                    role = "assistant" if content.get("role") == "model" else str(content.get("role") or "user")
+                    out.append((role, _gemini_parts_text(content.get("parts"))))
+            return out
         system = self.body.get("system")
         if system:
             out.append(("system", _content_text(system)))
@@ -535,6 +563,7 @@ class _Completion:
     no_output: bool = False  # empty choices / empty content list
     cache_read: int = 0
     cache_write: int = 0
+    reasoning_tokens: int = 0  # spent before the answer, within the output cap
 
 
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -565,19 +594,22 @@ def _openai_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str, An
 
 
 def _openai_usage(c: _Completion) -> dict[str, Any]:
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": c.input_tokens,
-        "completion_tokens": c.output_tokens,
-        "total_tokens": c.input_tokens + c.output_tokens,
+        "completion_tokens": c.output_tokens + c.reasoning_tokens,
+        "total_tokens": c.input_tokens + c.output_tokens + c.reasoning_tokens,
         "prompt_tokens_details": {"cached_tokens": c.cache_read},
     }
+    if c.reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": c.reasoning_tokens}
+    return usage
 
 
 def _anthropic_usage(c: _Completion) -> dict[str, Any]:
     # Anthropic's input_tokens excludes the cached and cache-written parts.
     return {
         "input_tokens": max(0, c.input_tokens - c.cache_read - c.cache_write),
-        "output_tokens": c.output_tokens,
+        "output_tokens": c.output_tokens + c.reasoning_tokens,
         "cache_read_input_tokens": c.cache_read,
         "cache_creation_input_tokens": c.cache_write,
     }
@@ -585,6 +617,9 @@ def _anthropic_usage(c: _Completion) -> dict[str, Any]:
 
 def _anthropic_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
+    if c.reasoning_tokens:
+        thought = "Reading the history to write the summary. " * max(1, c.reasoning_tokens // 10)
+        content.append({"type": "thinking", "thinking": thought, "signature": f"sig_fake_{seq}"})
     if c.tool_call:
         content.append({"type": "tool_use", "id": f"toolu_fake_{seq}", "name": c.tool_name, "input": c.tool_args})
     elif not c.no_output:
@@ -601,7 +636,42 @@ def _anthropic_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str,
     }
 
 
+_GEMINI_FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP"}
+_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
+
+
+def _gemini_body(req: RecordedRequest, c: _Completion, seq: int) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    if c.tool_call:
+        parts.append({"functionCall": {"name": c.tool_name, "args": dict(c.tool_args)}})
+    elif c.text is not None:
+        parts.append({"text": c.text})
+    candidates = (
+        []
+        if c.no_output
+        else [{"content": {"role": "model", "parts": parts}, "finishReason": _GEMINI_FINISH[c.finish], "index": 0}]
+    )
+    usage: dict[str, Any] = {
+        "promptTokenCount": c.input_tokens,
+        "candidatesTokenCount": c.output_tokens,
+        "totalTokenCount": c.input_tokens + c.output_tokens + c.reasoning_tokens,
+    }
+    if c.reasoning_tokens:
+        usage["thoughtsTokenCount"] = c.reasoning_tokens
+    if c.cache_read:
+        usage["cachedContentTokenCount"] = c.cache_read
+    return {
+        "candidates": candidates,
+        "usageMetadata": usage,
+        "modelVersion": req.model,
+        "responseId": f"gemini_fake_{seq}",
+    }
+
+
 def _error_body(route: Route, status: int, err_type: str, message: str, code: str | None) -> dict[str, Any]:
+    if route == "gemini":
+        state = _GEMINI_STATUS.get(status, "RESOURCE_EXHAUSTED" if status == 429 else "INTERNAL")
+        return {"error": {"code": status, "message": message, "status": state}}
     if route == "openai":
         return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
     return {"type": "error", "error": {"type": err_type, "message": message}}
@@ -798,12 +868,16 @@ class FakeProvider:
         context_window: int | None = None,
         prompt_cache: bool = False,
         prompt_cache_min_tokens: int = 1024,
+        model_rules: bool = True,
+        reasoning_tokens: int = 512,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.responder = responder
         self.latency = latency or LatencyModel()
         self.context_window = context_window
+        self.model_rules = model_rules
+        self.reasoning_tokens = reasoning_tokens
         self._cache = _PromptCache(prompt_cache_min_tokens) if prompt_cache else None
         self._host = host
         self._port = port
@@ -928,6 +1002,11 @@ class FakeProvider:
     def anthropic_api_base(self) -> str:
         """The litellm ``api_base`` for ``anthropic/<name>`` models."""
         return self.base_url
+
+    @property
+    def gemini_api_base(self) -> str:
+        """The litellm ``api_base`` for ``gemini/<name>`` models (Google AI Studio's generateContent)."""
+        return f"{self.base_url}/v1beta"
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -1081,6 +1160,8 @@ class FakeProvider:
         keep_alive = conn != "close" if version == "HTTP/1.1" else conn == "keep-alive"
         path = target.split("?", 1)[0]
         route = _ROUTES.get(path.rstrip("/") or "/")
+        if route is None and _GEMINI_PATH.match(path):
+            route = "gemini"
         if route is None or method != "POST":
             msg = f"no route for {method} {path}"
             await self._write(writer, 404, {"error": {"message": msg, "type": "not_found"}}, keep_alive=keep_alive)
@@ -1109,6 +1190,12 @@ class FakeProvider:
             seq = self._seq
         if route == "count_tokens":
             await self._write(writer, 200, {"input_tokens": rec.input_tokens}, keep_alive=keep_alive)
+            return keep_alive
+        rejection = _rejected_params(rec) if self.model_rules else None
+        if rejection is not None:
+            await self._write(
+                writer, 400, _error_body(route, 400, "invalid_request_error", *rejection), keep_alive=keep_alive
+            )
             return keep_alive
 
         action = await self._resolve(rec)
@@ -1144,7 +1231,12 @@ class FakeProvider:
         delay = self.latency.delay(completion.input_tokens, completion.output_tokens)
         if delay > 0:
             await asyncio.sleep(delay)
-        body_out = _openai_body(rec, completion, seq) if route == "openai" else _anthropic_body(rec, completion, seq)
+        if route == "openai":
+            body_out = _openai_body(rec, completion, seq)
+        elif route == "gemini":
+            body_out = _gemini_body(rec, completion, seq)
+        else:
+            body_out = _anthropic_body(rec, completion, seq)
         await self._write(writer, 200, body_out, keep_alive=keep_alive)
         return keep_alive
 
@@ -1175,17 +1267,44 @@ class FakeProvider:
         # summary's sections gets them, fitted to its cap, as a model following its instructions.
         text = rec.last_user_text
         asked = _requested_headings(text + "\n" + rec.system_text)
-        return Reply(stand_in_summary(text, rec.max_tokens if asked else None))
+        return Reply(stand_in_summary(text, self._answer_cap(rec) if asked else None))
+
+    def reasoning_spent(self, rec: RecordedRequest) -> int:
+        """Output tokens a request's model spends reasoning before it answers (within its cap):
+        OpenAI o-series and gpt-5, Anthropic with ``thinking`` enabled (up to its budget), Gemini
+        2.5+ (up to ``thinkingBudget``); ``reasoning_tokens`` each, never the whole cap."""
+        if not self.model_rules:
+            return 0
+        budget: int | None = None
+        if rec.route == "openai" and _OPENAI_REASONING.match(rec.model):
+            budget = self.reasoning_tokens
+        elif rec.route == "anthropic":
+            thinking = rec.body.get("thinking")
+            if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+                budget = min(self.reasoning_tokens, int(thinking.get("budget_tokens") or 0))
+        elif rec.route == "gemini" and _GEMINI_THINKING.match(rec.model):
+            config = rec.body.get("generationConfig") or {}
+            thinking = config.get("thinkingConfig") or {}
+            limit = thinking.get("thinkingBudget")
+            budget = self.reasoning_tokens if not isinstance(limit, int) else min(limit, self.reasoning_tokens)
+        if not budget:
+            return 0
+        return min(budget, rec.max_tokens - 1)
+
+    def _answer_cap(self, rec: RecordedRequest) -> int:
+        return max(1, rec.max_tokens - self.reasoning_spent(rec))
 
     def _completion(self, rec: RecordedRequest, reply: Reply) -> _Completion:
         text = reply.text
         finish: Literal["stop", "length", "tool_calls"] = "stop"
-        cap = rec.max_tokens * 4
+        cap = self._answer_cap(rec) * 4  # reasoning tokens come out of the same cap
         if len(text) > cap:  # the provider stops at max_tokens, as a real one would
             text, finish = text[:cap], "length"
         if reply.finish_reason in ("stop", "length", "tool_calls"):
             finish = reply.finish_reason  # type: ignore[assignment]
-        return self._with_usage(rec, _Completion(text, 0, 0, finish), reply)
+        completion = self._with_usage(rec, _Completion(text, 0, 0, finish), reply)
+        completion.reasoning_tokens = self.reasoning_spent(rec)
+        return completion
 
     def _fault_completion(self, rec: RecordedRequest, fault: Fault) -> _Completion:
         kind = fault.kind
@@ -1313,6 +1432,37 @@ class FakeProvider:
             await send("message_stop", {"type": "message_stop"})
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+def _rejected_params(rec: RecordedRequest) -> tuple[str, str] | None:
+    """The (message, code) of the 400 a real API answers to parameters the model does not take:
+    OpenAI reasoning models reject a temperature other than 1 and ``max_tokens``; Anthropic with
+    extended thinking rejects a temperature other than 1 and a ``max_tokens`` not above the
+    thinking budget."""
+    body = rec.body
+    temperature = body.get("temperature")
+    if rec.route == "openai" and _OPENAI_REASONING.match(rec.model):
+        if temperature is not None and temperature != 1:
+            return (
+                f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+                "Only the default (1) value is supported.",
+                "unsupported_value",
+            )
+        if "max_tokens" in body:
+            return (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "unsupported_parameter",
+            )
+    if rec.route == "anthropic":
+        thinking = body.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+            if temperature is not None and temperature != 1:
+                return ("`temperature` may only be set to 1 when thinking is enabled.", "invalid_request_error")
+            budget = int(thinking.get("budget_tokens") or 0)
+            if rec.max_tokens <= budget:
+                return ("`max_tokens` must be greater than `thinking.budget_tokens`.", "invalid_request_error")
+    return None
 
 
 def _as_action(value: Action) -> Reply | Fault:
