@@ -294,6 +294,24 @@ def _prefix_tokens(messages: list[dict[str, Any]], tools_chars: int) -> list[int
     return out
 
 
+def _with_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """``messages`` with ``note`` appended to the last one's text (a new user message when the last
+    is not the user's); the prefix before it, and so the provider's prompt cache, is unchanged."""
+    out = list(messages)
+    last = dict(out[-1]) if out else {}
+    if last.get("role") != "user":
+        return [*out, {"role": "user", "content": note}]
+    content = last.get("content")
+    if isinstance(content, str):
+        last["content"] = f"{content}\n\n{note}"
+    elif isinstance(content, list):
+        last["content"] = [*content, {"type": "text", "text": note}]
+    else:
+        return [*out, {"role": "user", "content": note}]
+    out[-1] = last
+    return out
+
+
 def _usage(response: Any) -> tuple[int, int, int]:
     usage = getattr(response, "usage", None)
     if usage is None:
@@ -533,15 +551,17 @@ class LLMSummarizer:
             return first
         sections = self.sections_for(request)
         prompt = texts_of(request.provider_messages) if request.provider_messages is not None else request.prompt
-        check = check_reply(first.text, sections=sections, prompt=prompt, cut=cut)
+        # A merge repeats its parts' lines by design: not an echo.
+        parts = frozenset(line.strip() for p in request.partial_summaries for line in p.splitlines())
+        check = check_reply(first.text, sections=sections, prompt=prompt, cut=cut, not_echo=parts)
         if check.ok:
             return self._accepted(first, check, calls, ())
         retry = dict(kwargs)
-        extra: list[dict[str, Any]] = []
-        if not check.unusable:  # the model continues its own summary with the missing sections
-            extra.append({"role": "assistant", "content": first.text})
-        extra.append({"role": "user", "content": corrective_note(check)})
-        retry["messages"] = [*kwargs["messages"], *extra]
+        if check.unusable:  # the same request, the note after it: the bad reply is not shown again
+            retry["messages"] = _with_note(kwargs["messages"], corrective_note(check))
+        else:  # the model continues its own summary with the missing sections
+            extra = [{"role": "assistant", "content": first.text}, {"role": "user", "content": corrective_note(check)}]
+            retry["messages"] = [*kwargs["messages"], *extra]
         try:
             second, cut2, calls = await self._complete(retry, answer_cap, calls)
         except SummarizerError as exc:
@@ -552,7 +572,7 @@ class LLMSummarizer:
             note = f"{check.describe()}; the corrective request failed"
             return self._accepted(first, check, exc.calls + calls, (note,))
         if check.unusable:
-            check2 = check_reply(second.text, sections=sections, prompt=prompt, cut=cut2)
+            check2 = check_reply(second.text, sections=sections, prompt=prompt, cut=cut2, not_echo=parts)
             if check2.unusable:
                 error = UnusableReplyError(
                     f"{self.model} {check.describe()}; after one corrective request it {check2.describe()}"

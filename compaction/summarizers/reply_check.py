@@ -348,11 +348,13 @@ def check_reply(
     sections: Sequence[str] = (),
     prompt: str = "",
     cut: bool = False,
+    not_echo: Collection[str] = (),
 ) -> ReplyCheck:
     """Check ``text``, the model's reply to a request whose instructions ask for ``sections``
     (headings) and whose full prompt (history included) is ``prompt``; ``cut`` when the output
-    limit stopped it. Unusable defects are looked for first; a reply found unusable is not also
-    reported for missing sections."""
+    limit stopped it. Lines in ``not_echo`` may be repeated from the prompt (a merge repeats its
+    parts). Unusable defects are looked for first; a reply found unusable is not also reported
+    for missing sections."""
     quoted, count = quote_untrusted_lines(text)
     sections = tuple(sections)
     found = find_sections(text, sections)
@@ -364,7 +366,7 @@ def check_reply(
     elif (continuation := _is_continuation(text, present, wanted)) is not None:
         defects.append(Defect("continuation", continuation))
     elif prompt:
-        share, copied = _echo_share(text, _prompt_lines(prompt), sections)
+        share, copied = _echo_share(text, _prompt_lines(prompt) - frozenset(not_echo), sections)
         if share >= 0.6 and copied >= 3 and len(text) >= 200:
             defects.append(Defect("echo", f"{share:.0%} of its lines copied from the prompt"))
         else:

@@ -39,6 +39,9 @@ FAST: dict[str, Any] = {
     "backoff_min": 0.01,
     "backoff_max": 0.02,
     "max_retry_after": 0.5,
+    # These tests script bare one-line replies to follow fault paths; the reply checks (sections,
+    # refusals, echoes) have their own tests in tests/test_model_path.py and tests/test_reply_check.py.
+    "check_replies": False,
 }
 
 
