@@ -74,6 +74,7 @@ async def test_a_refusal_gets_one_corrective_request_that_names_it() -> None:
     assert REFUSAL in sent[1].last_user_text
     assert REFUSAL not in response.text
     assert any("refused" in note for note in response.notes)
+    assert response.usage.input_tokens == sent[0].input_tokens + sent[1].input_tokens  # both calls billed
 
 
 async def test_a_refusal_twice_raises_with_the_refusal_quoted() -> None:
@@ -257,11 +258,11 @@ def test_the_attempt_timeout_scales_with_the_output_cap() -> None:
     assert kwargs["timeout"] == pytest.approx(llm_module.FIRST_TOKEN_S + kwargs["max_completion_tokens"] / 40)
 
 
-async def test_a_slow_but_healthy_model_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm_module, "FIRST_TOKEN_S", 0.3)
+async def test_a_slow_but_healthy_model_is_waited_for_once() -> None:
     async with FakeProvider() as server:
         server.script([Fault.slow(0.8)])  # longer than the fixed part, within the scaled timeout
-        response = await summarizer(server, output_tokens_per_s=1000).summarize(request(1000))
+        slow_ok = summarizer(server, first_token_s=0.3, output_tokens_per_s=1000)
+        response = await slow_ok.summarize(request(1000))
     assert response.calls == 1
 
 

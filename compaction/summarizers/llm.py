@@ -133,7 +133,7 @@ __all__ = ["LLMSummarizer", "mark_cut_reply"]
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 _WATCHDOG_GRACE_S = 0.5
 FIRST_TOKEN_S = 30.0
-"""The default attempt timeout's fixed part: reading a long prompt before the first output token."""
+"""The default of ``first_token_s``: reading a long prompt before the first output token."""
 # finish_reason values of an answer stopped by its output cap (litellm maps Anthropic's
 # "max_tokens" to "length"; the raw value is accepted too).
 _CUT_FINISH = frozenset({"length", "max_tokens"})
@@ -150,7 +150,7 @@ _REASONING = re.compile(
 # is enabled"), litellm ("does not support parameters: ['temperature']").
 _REJECTED_PARAM = re.compile(
     r"[Uu]nsupported (?:value|parameter):? ['\"`]?(\w+)|['\"`](\w+)['\"`] (?:may only be set to|is not supported)|"
-    r"does not support parameters: \[?['\"](\w+)"
+    r"does not support parameters: \[?['\"](\w+)|[Uu]nrecognized request argument supplied: (\w+)"
 )
 _DROPPABLE = frozenset(
     {"temperature", "top_p", "max_tokens", "reasoning_effort", "seed", "frequency_penalty", "presence_penalty"}
@@ -351,6 +351,7 @@ class LLMSummarizer:
         cache_control: bool | None = None,
         max_retry_after: float = 60.0,
         output_tokens_per_s: float = 40.0,
+        first_token_s: float = FIRST_TOKEN_S,
         reasoning_headroom: int | None = None,
         check_replies: bool = True,
     ) -> None:
@@ -366,6 +367,8 @@ class LLMSummarizer:
             raise ValueError(f"need 0 <= backoff_min <= backoff_max, got {backoff_min}, {backoff_max}")
         if max_retry_after < 0:
             raise ValueError(f"max_retry_after must be >= 0, got {max_retry_after}")
+        if not first_token_s > 0:
+            raise ValueError(f"first_token_s must be > 0, got {first_token_s}")
         if not output_tokens_per_s > 0:
             raise ValueError(f"output_tokens_per_s must be > 0, got {output_tokens_per_s}")
         if reasoning_headroom is not None and reasoning_headroom < 0:
@@ -385,6 +388,7 @@ class LLMSummarizer:
         self.cache_control = cache_control
         self.max_retry_after = max_retry_after
         self.output_tokens_per_s = output_tokens_per_s
+        self.first_token_s = first_token_s
         self.reasoning_headroom = reasoning_headroom
         self.check_replies = check_replies
         self._cost_unknown = False
@@ -412,11 +416,11 @@ class LLMSummarizer:
 
     def attempt_timeout(self, output_cap: int) -> float:
         """Seconds one attempt may take: ``timeout`` when given; by default the wait for the first
-        token (:data:`FIRST_TOKEN_S`) plus the time a slow but healthy model needs to write
+        token (``first_token_s``, 30 s) plus the time a slow but healthy model needs to write
         ``output_cap`` tokens at ``output_tokens_per_s`` (132 s for a 4,096-token cap at 40/s)."""
         if self.timeout is not None:
             return self.timeout
-        return FIRST_TOKEN_S + output_cap / self.output_tokens_per_s
+        return self.first_token_s + output_cap / self.output_tokens_per_s
 
     # -- model traits ------------------------------------------------------------------------
 
@@ -566,11 +570,11 @@ class LLMSummarizer:
             second, cut2, calls = await self._complete(retry, answer_cap, calls)
         except SummarizerError as exc:
             if check.unusable:
-                raise UnusableReplyError(
-                    f"{self.model} {check.describe()}; the corrective request failed: {exc}"
-                ) from exc
+                error = UnusableReplyError(f"{self.model} {check.describe()}; the corrective request failed: {exc}")
+                error.calls = exc.calls  # the first reply's calls included
+                raise error from exc
             note = f"{check.describe()}; the corrective request failed"
-            return self._accepted(first, check, exc.calls + calls, (note,))
+            return self._accepted(first, check, exc.calls, (note,))
         if check.unusable:
             check2 = check_reply(second.text, sections=sections, prompt=prompt, cut=cut2, not_echo=parts)
             if check2.unusable:
@@ -579,7 +583,8 @@ class LLMSummarizer:
                 )
                 error.calls = calls
                 raise error
-            return self._accepted(second, check2, calls, (f"first reply {check.describe()}; corrected on retry",))
+            both = replace(second, usage=first.usage + second.usage)
+            return self._accepted(both, check2, calls, (f"first reply {check.describe()}; corrected on retry",))
         merged = merge_continuation(first.text, second.text, sections)
         check2 = check_reply(merged, sections=sections, prompt="", cut=cut)
         usage = first.usage + second.usage
@@ -663,7 +668,7 @@ class LLMSummarizer:
         return True
 
     async def _attempt(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
-        limit = float(kwargs.get("timeout") or FIRST_TOKEN_S) + _WATCHDOG_GRACE_S
+        limit = float(kwargs.get("timeout") or self.first_token_s) + _WATCHDOG_GRACE_S
         try:
             async with asyncio.timeout(limit):
                 return await litellm.acompletion(**kwargs)

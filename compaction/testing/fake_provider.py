@@ -869,7 +869,7 @@ class FakeProvider:
         prompt_cache: bool = False,
         prompt_cache_min_tokens: int = 1024,
         model_rules: bool = True,
-        reasoning_tokens: int = 512,
+        reasoning_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -1270,26 +1270,29 @@ class FakeProvider:
         return Reply(stand_in_summary(text, self._answer_cap(rec) if asked else None))
 
     def reasoning_spent(self, rec: RecordedRequest) -> int:
-        """Output tokens a request's model spends reasoning before it answers (within its cap):
-        OpenAI o-series and gpt-5, Anthropic with ``thinking`` enabled (up to its budget), Gemini
-        2.5+ (up to ``thinkingBudget``); ``reasoning_tokens`` each, never the whole cap."""
+        """Output tokens a request's model spends reasoning before it answers, within its cap:
+        OpenAI o-series and gpt-5 and Gemini 2.5+ (up to ``thinkingBudget``) spend half the cap,
+        Anthropic with ``thinking`` enabled its whole ``budget_tokens``; ``reasoning_tokens``, when
+        set, replaces those amounts. Never the whole cap."""
         if not self.model_rules:
             return 0
-        budget: int | None = None
+        half = rec.max_tokens // 2
+        spent = 0
         if rec.route == "openai" and _OPENAI_REASONING.match(rec.model):
-            budget = self.reasoning_tokens
+            spent = half
         elif rec.route == "anthropic":
             thinking = rec.body.get("thinking")
             if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
-                budget = min(self.reasoning_tokens, int(thinking.get("budget_tokens") or 0))
+                spent = int(thinking.get("budget_tokens") or 0)
         elif rec.route == "gemini" and _GEMINI_THINKING.match(rec.model):
             config = rec.body.get("generationConfig") or {}
-            thinking = config.get("thinkingConfig") or {}
-            limit = thinking.get("thinkingBudget")
-            budget = self.reasoning_tokens if not isinstance(limit, int) else min(limit, self.reasoning_tokens)
-        if not budget:
+            limit = (config.get("thinkingConfig") or {}).get("thinkingBudget")
+            spent = half if not isinstance(limit, int) else min(limit, half)
+        if not spent:
             return 0
-        return min(budget, rec.max_tokens - 1)
+        if self.reasoning_tokens is not None:
+            spent = self.reasoning_tokens
+        return max(0, min(spent, rec.max_tokens - 1))
 
     def _answer_cap(self, rec: RecordedRequest) -> int:
         return max(1, rec.max_tokens - self.reasoning_spent(rec))
