@@ -7,6 +7,15 @@ It speaks just enough of two wire formats for litellm to talk to it as if it wer
 * Anthropic ``POST /v1/messages`` - litellm model ``"anthropic/<name>"``,
   ``api_base=server.anthropic_api_base`` (``<base_url>``).
 * Anthropic ``POST /v1/messages/count_tokens`` - answers ``{"input_tokens": N}`` with N = chars/4.
+* Gemini ``POST /v1beta/models/<name>:generateContent`` - litellm model ``"gemini/<name>"``,
+  ``api_base=server.gemini_api_base`` (non-streaming only).
+
+With ``model_rules`` (the default) it treats models as the real APIs do: OpenAI reasoning models
+(o-series, gpt-5) answer 400 to a ``temperature`` other than 1 and to ``max_tokens``; Anthropic with
+``thinking`` enabled answers 400 to a ``temperature`` other than 1 and to a ``max_tokens`` not above
+``budget_tokens``. Reasoning models spend part of the output cap reasoning before the answer
+(:meth:`FakeProvider.reasoning_spent`), reported as ``reasoning_tokens`` / a thinking block /
+``thoughtsTokenCount``; the answer gets the rest of the cap.
 
 Non-streaming answers are the norm; ``"stream": true`` gets a minimal server-sent-event stream.
 
