@@ -583,3 +583,73 @@ def test_litellm_sync_and_stream(server: FakeProvider, route: str) -> None:
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert streamed == text
     assert server.requests[-1].stream
+
+
+# -- the real APIs' model rules, reasoning and the Gemini route ------------------------------------------
+
+
+def _post(server: FakeProvider, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_openai_reasoning_models_reject_temperature_and_max_tokens() -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    with FakeProvider() as server:
+        status, body = _post(server, "/v1/chat/completions", {"model": "gpt-5", "messages": messages, "temperature": 0})
+        assert status == 400
+        assert "Unsupported value: 'temperature'" in body["error"]["message"]
+        status, body = _post(
+            server, "/v1/chat/completions", {"model": "o3-mini", "messages": messages, "max_tokens": 50}
+        )
+        assert status == 400
+        assert "max_completion_tokens" in body["error"]["message"]
+        ok = {"model": "gpt-5", "messages": messages, "max_completion_tokens": 400}
+        status, body = _post(server, "/v1/chat/completions", ok)
+        assert status == 200
+        assert body["usage"]["completion_tokens_details"]["reasoning_tokens"] == 200  # half the cap
+        status, _ = _post(server, "/v1/chat/completions", {"model": "gpt-4o", "messages": messages, "temperature": 0})
+        assert status == 200  # other models take it
+
+
+def test_anthropic_thinking_gets_a_thinking_block_and_its_rules() -> None:
+    base = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    with FakeProvider() as server:
+        status, body = _post(
+            server, "/v1/messages", {**base, "max_tokens": 2048, "thinking": thinking, "temperature": 0}
+        )
+        assert status == 400
+        assert "temperature" in body["error"]["message"]
+        status, body = _post(server, "/v1/messages", {**base, "max_tokens": 1024, "thinking": thinking})
+        assert status == 400
+        assert "budget_tokens" in body["error"]["message"]
+        status, body = _post(server, "/v1/messages", {**base, "max_tokens": 2048, "thinking": thinking})
+        assert status == 200
+        assert [b["type"] for b in body["content"]] == ["thinking", "text"]
+        assert body["usage"]["output_tokens"] >= 1024
+
+
+def test_gemini_generate_content_route() -> None:
+    request = {
+        "systemInstruction": {"parts": [{"text": "Summarize."}]},
+        "contents": [{"role": "user", "parts": [{"text": "Fixed src/app/main.py for APP-314."}]}],
+        "generationConfig": {"maxOutputTokens": 400},
+    }
+    with FakeProvider() as server:
+        status, body = _post(server, "/v1beta/models/gemini-2.5-flash:generateContent", request)
+        (sent,) = server.completion_requests
+    assert status == 200
+    assert sent.route == "gemini"
+    assert sent.model == "gemini-2.5-flash"
+    assert sent.max_tokens == 400
+    assert sent.system_text == "Summarize."
+    text = body["candidates"][0]["content"]["parts"][0]["text"]
+    assert "APP-314" in text
+    assert body["usageMetadata"]["thoughtsTokenCount"] == 200
+    assert body["candidates"][0]["finishReason"] == "STOP"
