@@ -333,7 +333,13 @@ async def test_conversation_mode_sends_the_agents_tools_with_tool_choice_none() 
 
 
 async def test_no_cache_control_below_the_cacheable_minimum() -> None:
+    short = SummaryRequest(system_prompt="You summarize agent sessions. " * 20, prompt=PROMPT, max_tokens=1000)
+    long = SummaryRequest(system_prompt="You summarize agent sessions. " * 200, prompt=PROMPT, max_tokens=1000)
     async with FakeProvider() as server:
-        await summarizer(server, "anthropic/claude-sonnet-4-5").summarize(request())
-        system = server.completion_requests[0].body["system"]
-    assert "cache_control" not in json.dumps(system)  # the 600-token system prompt cannot be cached
+        model = summarizer(server, "anthropic/claude-sonnet-4-5")
+        await model.summarize(short)  # 150 tokens: under Sonnet's 1,024-token minimum
+        await model.summarize(long)  # 1,500 tokens: cacheable
+        haiku = summarizer(server, "anthropic/claude-haiku-4-5")
+        await haiku.summarize(long)  # under Haiku 4.5's 4,096-token minimum
+        systems = [r.body["system"] for r in server.completion_requests]
+    assert ["cache_control" in json.dumps(s) for s in systems] == [False, True, False]
