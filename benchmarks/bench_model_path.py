@@ -53,8 +53,17 @@ def _cut_in_section_5(rec: RecordedRequest) -> Reply:
     return Reply(text[: text.index(SECTION_HEADINGS[5]) - 3], finish_reason="length")
 
 
-def _first_chunk(rec: RecordedRequest) -> bool:
-    return "part 1 of" in rec.last_user_text and "Summarize only this part" in rec.last_user_text
+def _first_chunk_refuses(server: FakeProvider) -> None:
+    """The first request (a chunk's: the chunks go out at once, the merge after them) and its
+    corrective request (the same request with a note after it) are refused."""
+    first: list[str] = []
+
+    def refuses(rec: RecordedRequest) -> bool:
+        if not first:
+            first.append(rec.last_user_text)
+        return rec.last_user_text.startswith(first[0])
+
+    server.fail_when(refuses, REFUSAL)
 
 
 ROWS: list[tuple[str, Callable[[FakeProvider], None], bool]] = [
@@ -63,7 +72,7 @@ ROWS: list[tuple[str, Callable[[FakeProvider], None], bool]] = [
     ("garbage", lambda s: s.fail_when(lambda r: True, GARBAGE), False),
     ("echo", lambda s: s.fail_when(lambda r: True, Fault.slow(0, None)), False),  # replaced below
     ("length cut in section 5", lambda s: setattr(s, "responder", _cut_in_section_5), False),
-    ("one chunk refusing", lambda s: s.fail_when(_first_chunk, REFUSAL), True),
+    ("one chunk refusing", _first_chunk_refuses, True),
     ("injection line", lambda s: setattr(s, "responder", lambda r: _stand_in(r) + "\n" + INJECTION), False),
     ("empty", lambda s: s.fail_when(lambda r: True, Fault.empty_content()), False),
     ("5xx", lambda s: s.fail_when(lambda r: True, Fault.server_error()), False),
