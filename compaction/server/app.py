@@ -71,6 +71,8 @@ def create_app(
     body_timeout_s: float = 60.0,
     client_permissions: frozenset[str] = frozenset(),
     compact_processes: int = 0,
+    max_event_streams: int = 512,
+    max_event_streams_per_key: int = 16,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
@@ -83,7 +85,8 @@ def create_app(
     ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
     the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
-    extractive compactions in that many worker processes (:mod:`compaction.server.pool`)."""
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`).
+    ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -99,6 +102,8 @@ def create_app(
         body_timeout_s=body_timeout_s,
         client_permissions=frozenset(client_permissions),
         compact_processes=compact_processes,
+        max_event_streams=max_event_streams,
+        max_event_streams_per_key=max_event_streams_per_key,
     )
     service = CompactionService(settings, store)
 

@@ -28,9 +28,7 @@ from compaction.server.errors import (
     one_line,
     transcript_error,
 )
-from compaction.server.events import (
-    EventBus,
-)
+from compaction.server.events import EventBus, StreamSlots
 from compaction.server.schemas import (
     CompactOptions,
     CompactRequest,
@@ -81,6 +79,7 @@ class ServiceCore:
             store = SQLiteSessionStore(settings.store_path)
         self.store: SessionStore = store
         self.bus = EventBus()
+        self.stream_slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
         self.draining = False
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
         self._compactors_lock = threading.Lock()

@@ -34,6 +34,9 @@ __all__ = [
     "Event",
     "EventBus",
     "EventType",
+    "StreamLimitReached",
+    "StreamSlot",
+    "StreamSlots",
     "comment",
 ]
 
@@ -57,6 +60,65 @@ class Event:
         """The event as one SSE frame (``data`` is a single line of JSON)."""
         payload = json.dumps(dict(self.data), ensure_ascii=False, separators=(",", ":"))
         return f"id: {self.id}\nevent: {self.type}\ndata: {payload}\n\n".encode()
+
+
+class StreamSlots:
+    """The open event streams of one server process, counted in total and per API key namespace.
+
+    Each SSE stream holds a connection (a file descriptor) for as long as the client wants: without
+    a cap one key could open enough idle streams to exhaust the process's descriptors and make the
+    server reset every other connection. ``per_key`` applies only when the server has API keys;
+    an open service (no keys) has the total cap only."""
+
+    def __init__(self, total: int, per_key: int) -> None:
+        self.total = total
+        self.per_key = per_key
+        self._open: dict[str | None, int] = {}
+        self._count = 0
+
+    @property
+    def open(self) -> int:
+        return self._count
+
+    def acquire(self, namespace: str | None) -> StreamSlot:
+        """A slot for one stream of ``namespace`` (None: no API keys). Raises
+        :class:`StreamLimitReached` with the reason when a cap is reached."""
+        if self._count >= self.total:
+            raise StreamLimitReached(f"this server has {self.total} event streams open, its limit; retry later")
+        held = self._open.get(namespace, 0)
+        if namespace is not None and held >= self.per_key:
+            raise StreamLimitReached(
+                f"this API key has {held} event streams open, the limit per key; close one "
+                "(a stream resumes where it left off with Last-Event-ID)"
+            )
+        self._open[namespace] = held + 1
+        self._count += 1
+        return StreamSlot(self, namespace)
+
+    def _release(self, namespace: str | None) -> None:
+        self._count -= 1
+        left = self._open[namespace] - 1
+        if left:
+            self._open[namespace] = left
+        else:
+            del self._open[namespace]
+
+
+class StreamLimitReached(Exception):
+    """No slot for another event stream; the message says which limit."""
+
+
+class StreamSlot:
+    """One held slot; :meth:`release` frees it (once, however often it is called)."""
+
+    def __init__(self, slots: StreamSlots, namespace: str | None) -> None:
+        self._slots: StreamSlots | None = slots
+        self._namespace = namespace
+
+    def release(self) -> None:
+        if self._slots is not None:
+            self._slots._release(self._namespace)
+            self._slots = None
 
 
 def comment(text: str) -> bytes:

@@ -12,7 +12,7 @@ from fastapi.routing import APIRoute
 from pydantic_core import from_json
 
 from compaction import __version__
-from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, scoped_session_id
+from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, presented_key, scoped_session_id
 from compaction.server.errors import PAYLOAD, error_responses
 from compaction.server.guard import api_key_of
 from compaction.server.schemas import (
@@ -95,18 +95,22 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["service"],
         responses={503: {"model": Health, "description": "Draining: shutting down, finishing in-flight work"}},
     )
-    async def health() -> JSONResponse:
-        """Liveness and the server's configuration; 503 while shutting down."""
+    async def health(request: Request) -> JSONResponse:
+        """Liveness and the server's configuration; 503 while shutting down. It needs no key (load
+        balancers probe it); when the server has API keys, the store and the activity counts are
+        only shown to a caller that sends a valid one."""
+        status = "draining" if service.draining else "ok"
         body = Health(
-            status="draining" if service.draining else "ok",
-            version=__version__,
-            model=settings.model,
-            summarizer=summarizer_name(settings.summarizer),
-            store=getattr(service.store, "path", type(service.store).__name__),
-            in_flight_compactions=service.in_flight,
-            event_subscribers=service.bus.subscriber_count(),
+            status=status, version=__version__, model=settings.model, summarizer=summarizer_name(settings.summarizer)
         )
-        return JSONResponse(body.model_dump(mode="json"), status_code=503 if service.draining else 200)
+        keys = settings.api_keys
+        if keys is None or keys.authenticate(presented_key(request.scope.get("headers", []))) is not None:
+            body.store = getattr(service.store, "path", type(service.store).__name__)
+            body.in_flight_compactions = service.in_flight
+            body.event_subscribers = service.bus.subscriber_count()
+        return JSONResponse(
+            body.model_dump(mode="json", exclude_none=True), status_code=503 if status == "draining" else 200
+        )
 
     @app.post(
         "/v1/compact",

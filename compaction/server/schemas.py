@@ -109,9 +109,11 @@ class Health(BaseModel):
     version: str
     model: str = Field(description="the default agent model")
     summarizer: str = Field(description="'extractive' or the litellm model that writes summaries")
-    store: str = Field(description="the SQLite database path (or :memory:)")
-    in_flight_compactions: int
-    event_subscribers: int
+    store: str | None = Field(
+        default=None, description="the store (SQLite path or PostgreSQL host); only for a caller with a valid key"
+    )
+    in_flight_compactions: int | None = Field(default=None, description="only for a caller with a valid key")
+    event_subscribers: int | None = Field(default=None, description="only for a caller with a valid key")
 
 
 class CompactOptions(BaseModel):

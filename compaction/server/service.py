@@ -10,6 +10,7 @@ import anyio.to_thread
 
 from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
+from compaction.redact import redact_json
 from compaction.server.auth import public_session_id
 from compaction.server.errors import (
     ApiError,
@@ -183,4 +184,6 @@ class CompactionService(SessionCompaction):
         message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
         if message is None:
             raise not_found("archived message", archive_id)
-        return ArchivedMessage(archive_id=archive_id, message=message)
+        # Redacted like a compaction answer's archive: a secret the agent once saw is not served
+        # again over HTTP (logs, proxies); the store keeps the original for recall by the engine.
+        return ArchivedMessage(archive_id=archive_id, message=redact_json(message))
