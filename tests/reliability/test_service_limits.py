@@ -14,7 +14,10 @@ import httpx
 import pytest
 
 from compaction.server.auth import KeyRing
-from tests.test_server import Running, SSEReader, coding_session, error_of, launch, new_session  # noqa: F401
+from tests import test_server
+from tests.test_server import Running, SSEReader, coding_session, error_of, new_session
+
+launch = test_server.launch  # the fixture: servers started on 127.0.0.1, stopped after the test
 
 KEY_A = "key-a-limits-0123456789"
 KEY_B = "key-b-limits-0123456789"
