@@ -67,6 +67,7 @@ from compaction._store_rows import (
     stored_messages,
     verbatim_search,
 )
+from compaction.event_log import PostgresEventLog
 from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-class PostgresSessionStore(ClosingStore):
+class PostgresSessionStore(PostgresEventLog, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
 
     ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or

@@ -70,6 +70,7 @@ from compaction._store_rows import (
     stored_messages,
     verbatim_search,
 )
+from compaction.event_log import SQLiteEventLog
 from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
@@ -246,7 +247,7 @@ def _word_probe(query: str) -> str | None:
     return " AND ".join(terms) or None
 
 
-class SQLiteSessionStore(ClosingStore):
+class SQLiteSessionStore(SQLiteEventLog, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in one SQLite file, safe across threads and processes.
 
     ``path`` is a database file (created with its schema on first open) or ``":memory:"`` for a

@@ -19,6 +19,7 @@ from compaction.adapters import detect_format
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
+from compaction.event_log import EventLog
 from compaction.middleware._store import summary_message
 from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
@@ -78,7 +79,7 @@ class ServiceCore:
 
             store = SQLiteSessionStore(settings.store_path)
         self.store: SessionStore = store
-        self.bus = EventBus()
+        self.bus = EventBus(log=store if isinstance(store, EventLog) else None)
         self.stream_slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
         self.draining = False
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
