@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic_core import from_json
@@ -145,10 +145,21 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["sessions"],
         responses=error_responses(*PAYLOAD, 404, 503),
     )
-    async def append(body: AppendRequest, session_id: StoredId) -> AppendResponse:
+    async def append(
+        body: AppendRequest,
+        session_id: StoredId,
+        idempotency_key: str | None = Header(
+            default=None,
+            min_length=1,
+            max_length=200,
+            description="a retry with the same key and batch is stored once (its ids are returned); "
+            "the same key with another batch is a 422; keys are kept for 24 hours",
+        ),
+    ) -> AppendResponse:
         """Append messages (in the session's format; never rewritten). `auto_compact` compacts when
-        the threshold is reached, emitting the same events as a manual compaction."""
-        return await service.append(session_id, body)
+        the threshold is reached, emitting the same events as a manual compaction. Send an
+        `Idempotency-Key` header to make a retry after a lost connection safe."""
+        return await service.append(session_id, body, idempotency_key=idempotency_key)
 
     @app.get(
         "/v1/sessions/{session_id}/context",

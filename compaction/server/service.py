@@ -10,6 +10,7 @@ import anyio.to_thread
 
 from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
+from compaction.idempotency import IdempotencyKeyReused, check_key
 from compaction.redact import redact_json
 from compaction.server.auth import public_session_id
 from compaction.server.errors import (
@@ -59,7 +60,14 @@ class CompactionService(SessionCompaction):
             created=not existed,
         )
 
-    async def append(self, session_id: str, body: AppendRequest) -> AppendResponse:
+    async def append(
+        self, session_id: str, body: AppendRequest, *, idempotency_key: str | None = None
+    ) -> AppendResponse:
+        if idempotency_key is not None:
+            try:
+                check_key(idempotency_key)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
         ctx = await self.context(session_id)
         await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
         batch: list[dict[str, Any]] = list(body.messages)
@@ -71,11 +79,21 @@ class CompactionService(SessionCompaction):
             # context instead of being a stored message that compaction could never move past.
             await self.run_store(self.store.create_session, session_id, system=first["content"])
             batch, hoisted = batch[1:], [None]
+        elif idempotency_key is not None and plain_system and first["content"] == ctx.system:
+            batch, hoisted = batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
+        options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
         try:
-            ids = await self.run_store(self.store.append, session_id, batch) if batch else []
+            ids = await self.run_store(self.store.append, session_id, batch, **options) if batch else []
         except KeyError:
             raise not_found("session", public_session_id(session_id)) from None
-        except (TypeError, ValueError) as exc:
+        except IdempotencyKeyReused as exc:
+            raise ApiError(422, "idempotency_key_reused", str(exc), field="Idempotency-Key") from None
+        except TypeError as exc:
+            if options and "idempotency_key" in str(exc):
+                message = "this server's session store does not take an Idempotency-Key"
+                raise ApiError(400, "invalid_request", message, field="Idempotency-Key") from None
+            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        except ValueError as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
         ctx = await self.context(session_id)
         tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)

@@ -143,3 +143,23 @@ def test_a_body_that_is_not_a_json_object_is_named(
     assert "field" not in error  # no field of the body is at fault: the body is
     for word in words:
         assert word in error["message"]
+
+
+def test_an_append_retried_with_its_idempotency_key_is_stored_once(launch: Callable[..., Running]) -> None:
+    srv = launch()
+    session_id = new_session(srv)
+    batch = {"messages": [{"role": "system", "content": "be brief"}, *coding_session()[:4]]}
+    headers = {"Idempotency-Key": "append-7f3a"}
+    first = srv.client.post(f"/v1/sessions/{session_id}/messages", json=batch, headers=headers)
+    again = srv.client.post(f"/v1/sessions/{session_id}/messages", json=batch, headers=headers)
+    assert first.status_code == again.status_code == 200, again.text
+    assert again.json()["message_ids"] == first.json()["message_ids"]
+    assert len(srv.client.get(f"/v1/sessions/{session_id}/context").json()["messages"]) == len(batch["messages"])
+    reused = srv.client.post(
+        f"/v1/sessions/{session_id}/messages", json={"messages": coding_session()[4:6]}, headers=headers
+    )
+    assert reused.status_code == 422
+    assert error_of(reused)["type"] == "idempotency_key_reused"
+    bad = srv.client.post(f"/v1/sessions/{session_id}/messages", json=batch, headers={"Idempotency-Key": "tab\there"})
+    assert bad.status_code == 400
+    assert error_of(bad)["field"] == "Idempotency-Key"
