@@ -70,6 +70,7 @@ from compaction._store_rows import (
 )
 from compaction.event_log import PostgresEventLog
 from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import PostgresUsage
 
 if TYPE_CHECKING:
     import psycopg
@@ -215,7 +216,7 @@ def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-class PostgresSessionStore(PostgresEventLog, ClosingStore):
+class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
 
     ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or

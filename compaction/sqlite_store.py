@@ -73,6 +73,7 @@ from compaction._store_rows import (
 )
 from compaction.event_log import SQLiteEventLog
 from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import SQLiteUsage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
@@ -248,7 +249,7 @@ def _word_probe(query: str) -> str | None:
     return " AND ".join(terms) or None
 
 
-class SQLiteSessionStore(SQLiteEventLog, ClosingStore):
+class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in one SQLite file, safe across threads and processes.
 
     ``path`` is a database file (created with its schema on first open) or ``":memory:"`` for a

@@ -73,6 +73,8 @@ def create_app(
     compact_processes: int = 0,
     max_event_streams: int = 512,
     max_event_streams_per_key: int = 16,
+    max_storage_bytes_per_key: int = 1 << 30,
+    max_sessions_per_key: int = 10_000,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
@@ -86,7 +88,9 @@ def create_app(
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
     the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
     extractive compactions in that many worker processes (:mod:`compaction.server.pool`).
-    ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond)."""
+    ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond);
+    with API keys, ``max_storage_bytes_per_key`` (413) and ``max_sessions_per_key`` (429) cap what
+    each key stores (:mod:`compaction.server.quota`)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -104,6 +108,8 @@ def create_app(
         compact_processes=compact_processes,
         max_event_streams=max_event_streams,
         max_event_streams_per_key=max_event_streams_per_key,
+        max_storage_bytes_per_key=max_storage_bytes_per_key,
+        max_sessions_per_key=max_sessions_per_key,
     )
     service = CompactionService(settings, store)
 

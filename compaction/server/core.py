@@ -30,6 +30,7 @@ from compaction.server.errors import (
     transcript_error,
 )
 from compaction.server.events import EventBus, StreamSlots
+from compaction.server.quota import StorageQuota
 from compaction.server.schemas import (
     CompactOptions,
     CompactRequest,
@@ -39,6 +40,7 @@ from compaction.server.settings import ServerSettings, make_summarizer, summariz
 from compaction.server.telemetry import annotate_request
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
+from compaction.store_usage import UsageMeter
 from compaction.summarizers.base import SummarizerError
 
 if TYPE_CHECKING:
@@ -81,6 +83,11 @@ class ServiceCore:
         self.store: SessionStore = store
         self.bus = EventBus(log=store if isinstance(store, EventLog) else None)
         self.stream_slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
+        self.quota: StorageQuota | None = None
+        if settings.api_keys is not None and isinstance(store, UsageMeter):
+            self.quota = StorageQuota(
+                store, max_bytes=settings.max_storage_bytes_per_key, max_sessions=settings.max_sessions_per_key
+            )
         self.draining = False
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
         self._compactors_lock = threading.Lock()

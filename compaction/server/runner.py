@@ -202,6 +202,8 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         "compact_processes": args.compact_processes,
         "max_event_streams": args.max_event_streams,
         "max_event_streams_per_key": args.max_event_streams_per_key,
+        "max_storage_bytes_per_key": args.max_storage_bytes_per_key,
+        "max_sessions_per_key": args.max_sessions_per_key,
     }
 
 

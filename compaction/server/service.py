@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,7 +13,7 @@ from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
 from compaction.idempotency import IdempotencyKeyReused, check_key
 from compaction.redact import redact_json
-from compaction.server.auth import public_session_id
+from compaction.server.auth import NAMESPACE_SEPARATOR, public_session_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -41,6 +42,7 @@ class CompactionService(SessionCompaction):
     async def create_session(self, body: CreateSessionRequest, *, namespace: str = "") -> SessionInfo:
         """``namespace``: the caller's key namespace prefix ('' without keys)."""
         session_id = namespace + (body.session_id or f"s_{secrets.token_hex(12)}")
+        owner = namespace.removesuffix(NAMESPACE_SEPARATOR)
         system: Any = body.system
         if body.format == "anthropic" and isinstance(system, str):
             system = [{"type": "text", "text": system}]  # a list marks the session as Anthropic
@@ -51,7 +53,11 @@ class CompactionService(SessionCompaction):
             await self.run_store(self.store.context, session_id)
         except KeyError:
             existed = False
+        if not existed and self.quota is not None and owner:
+            await self.quota.check_new_session(owner)
         await self.run_store(self.store.create_session, session_id, system=system, model=body.model)
+        if not existed and self.quota is not None and owner:
+            self.quota.created(owner)
         ctx = await self.context(session_id)
         return SessionInfo(
             session_id=public_session_id(session_id),
@@ -82,6 +88,11 @@ class CompactionService(SessionCompaction):
         elif idempotency_key is not None and plain_system and first["content"] == ctx.system:
             batch, hoisted = batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
         options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
+        owner, size = "", 0
+        if self.quota is not None and NAMESPACE_SEPARATOR in session_id:
+            owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
+            size = await anyio.to_thread.run_sync(stored_size, batch)
+            await self.quota.check_append(owner, size)
         try:
             ids = await self.run_store(self.store.append, session_id, batch, **options) if batch else []
         except KeyError:
@@ -95,6 +106,8 @@ class CompactionService(SessionCompaction):
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
         except ValueError as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        if owner and self.quota is not None:
+            self.quota.appended(owner, size)
         ctx = await self.context(session_id)
         tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
         compaction = None
@@ -205,3 +218,8 @@ class CompactionService(SessionCompaction):
         # Redacted like a compaction answer's archive: a secret the agent once saw is not served
         # again over HTTP (logs, proxies); the store keeps the original for recall by the engine.
         return ArchivedMessage(archive_id=archive_id, message=redact_json(message))
+
+
+def stored_size(messages: Sequence[Mapping[str, Any]]) -> int:
+    """About the bytes ``messages`` take in the store (their JSON, UTF-8)."""
+    return sum(len(json.dumps(m, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) for m in messages)

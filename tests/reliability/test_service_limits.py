@@ -163,3 +163,42 @@ def test_an_append_retried_with_its_idempotency_key_is_stored_once(launch: Calla
     bad = srv.client.post(f"/v1/sessions/{session_id}/messages", json=batch, headers={"Idempotency-Key": "tab\there"})
     assert bad.status_code == 400
     assert error_of(bad)["field"] == "Idempotency-Key"
+
+
+def test_storage_quota_per_key(launch: Callable[..., Running]) -> None:
+    srv = launch(api_keys=KEYS, max_storage_bytes_per_key=60_000, max_sessions_per_key=3)
+    assert srv.client.post("/v1/sessions", json={"session_id": "big"}, headers=A).status_code == 201
+    chunk = {"messages": [{"role": "user", "content": "x" * 20_000}, {"role": "assistant", "content": "ok"}]}
+    statuses = [srv.client.post("/v1/sessions/big/messages", json=chunk, headers=A).status_code for _ in range(4)]
+    assert statuses == [200, 200, 413, 413]
+    refused = srv.client.post("/v1/sessions/big/messages", json=chunk, headers=A)
+    error = error_of(refused)
+    assert error["type"] == "storage_quota_exceeded"
+    assert "60,000" in error["message"]
+    # another key is not affected
+    assert srv.client.post("/v1/sessions", json={"session_id": "big"}, headers=B).status_code == 201
+    assert srv.client.post("/v1/sessions/big/messages", json=chunk, headers=B).status_code == 200
+    # sessions: A has one, two more are allowed, the fourth is refused; an existing id is still fine
+    for sid in ("a2", "a3"):
+        assert srv.client.post("/v1/sessions", json={"session_id": sid}, headers=A).status_code == 201
+    too_many = srv.client.post("/v1/sessions", json={"session_id": "a4"}, headers=A)
+    assert too_many.status_code == 429
+    assert error_of(too_many)["type"] == "session_quota_exceeded"
+    assert srv.client.post("/v1/sessions", json={"session_id": "a2", "model": "gpt-4o"}, headers=A).status_code == 200
+
+
+def test_the_quota_is_read_from_the_store(tmp_path: Any) -> None:
+    """A key's usage comes from the store (so a restarted server or another worker counts it)."""
+    from compaction._store_rows import message_rows
+    from compaction.sqlite_store import SQLiteSessionStore
+
+    with SQLiteSessionStore(tmp_path / "q.db") as store:
+        store.create_session("k1/a")
+        store.create_session("k1/b")
+        store.create_session("k10/a")  # another namespace that shares a prefix of characters
+        message = {"role": "user", "content": "é" * 10}
+        store.append("k1/a", [message])
+        usage = store.usage("k1/")
+        assert usage.sessions == 2
+        assert usage.bytes == len(message_rows([message])[0].encode("utf-8"))
+        assert store.usage("k10/").sessions == 1
