@@ -27,3 +27,4 @@ assert "s3cretPassw0rd" in json.dumps(result.archive)  # the originals, kept who
 
 debug = Compactor("gpt-4o", None, config.model_copy(update={"redact_record": False}))
 assert debug.compact(messages).record["config"]["redact_record"] is False
+print("summary, ledger and record redacted; the archive keeps the originals")
