@@ -195,3 +195,39 @@ def test_nox_builds_the_docs_strictly_in_ci() -> None:
     for page in PAGES:
         if "examples" not in page.parts:
             assert str(page.relative_to(DOCS)) in config, f"{page.relative_to(DOCS)} is not in mkdocs.yml's nav"
+
+
+def test_service_walkthrough_shows_what_the_service_answers() -> None:
+    """docs/service.md's curl session, replayed request by request against the app `compaction serve`
+    runs: each JSON line it shows is the answer (projected as its jq filter projects it)."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from compaction.demo import load_example
+    from compaction.server import create_app
+
+    page = (DOCS / "service.md").read_text(encoding="utf-8")
+    session = re.search(r"^```console\n(.*?)^```", page, re.S | re.M)
+    assert session is not None
+    shown = [json.loads(line) for line in session.group(1).splitlines() if line.startswith("{")]
+    messages, _ = load_example("coding_session")
+    with TestClient(create_app(store_path=":memory:")) as client:
+        created = client.post("/v1/sessions", json={"session_id": "demo", "model": "gpt-4o"}).json()
+        appended = client.post("/v1/sessions/demo/messages", json={"messages": messages}).json()
+        body = {"instructions": "keep every file path", "include_removed": False, "include_record": False}
+        compacted = client.post("/v1/sessions/demo/compact", json=body).json()
+        history = client.get("/v1/sessions/demo/compactions").json()["compactions"]
+        context = client.get("/v1/sessions/demo/context").json()
+    keys = ("compacted", "tokens_before", "tokens_after", "messages_compacted", "fallback_level")
+    answers = [
+        created,
+        {"ids": appended["message_ids"][:3], "context_tokens": appended["context_tokens"]},
+        {key: compacted[key] for key in keys},
+        *(
+            {key: entry[key] for key in ("trigger", "tokens_before", "tokens_after", "messages_compacted")}
+            for entry in history
+        ),
+        {"tokens": context["tokens"], "messages": len(context["messages"])},
+    ]
+    assert shown == answers
