@@ -150,10 +150,11 @@ def _run(command: str, venv: Path, *, timeout: float = 120) -> subprocess.Comple
     return proc
 
 
-def _make_venv(command: str, venv: Path) -> None:
-    """`python3 -m venv .venv`, layered over this environment's packages (a .pth file), so the
-    install below resolves every dependency offline and installs only the checkout."""
-    assert shlex.split(command)[1:] == ["-m", "venv", ".venv"], command
+def _make_venv(command: str, venv: Path, documented: str = ".venv") -> None:
+    """`python3 -m venv .venv` (the documented path at ``venv``), layered over this environment's
+    packages (a .pth file), so the install below resolves every dependency offline and installs
+    only the checkout."""
+    assert shlex.split(command)[1:] == ["-m", "venv", documented], command
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     purelib = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -228,3 +229,40 @@ def test_newcomer_path_from_the_readme(tmp_path: Path) -> None:
     assert "compaction serve" in serve
     answer = _serve_and_call(serve, call, venv)
     assert answer.startswith("True "), answer  # compacted, then the token counts
+
+
+def test_wheel_install_from_the_docs(tmp_path: Path) -> None:
+    """docs/install.md's "From a wheel": build the wheel with pip, install it into another
+    environment, run the demo there from another directory: the installed wheel is what runs."""
+    page = (ROOT / "docs" / "install.md").read_text(encoding="utf-8")
+    section = re.search(r"^## From a wheel\n(.*?)(?=^## )", page, re.S | re.M)
+    assert section is not None
+    build, make_app, install, demo = _commands(section.group(1))
+    venv, app, dist = tmp_path / "venv", tmp_path / "app", tmp_path / "dist"
+    _make_venv("python3 -m venv .venv", venv)
+
+    words = [word.replace(".venv/", f"{venv}/") for word in shlex.split(build)]
+    assert words[1:4] == ["-m", "pip", "wheel"], build
+    words = [str(dist) if word == "dist" else word for word in words]
+    _run(shlex.join([*words[:4], "--no-index", "--no-build-isolation", "-q", *words[4:]]), venv, timeout=180)
+    assert len(list(dist.glob("compaction_engine-*.whl"))) == 1
+
+    _make_venv(make_app, app, documented="/path/to/app/.venv")
+    offline = install.replace("pip install ", "pip install --no-index -q ", 1)
+    offline = offline.replace("/path/to/app/.venv", str(app)).replace("dist/", f"{dist}/")
+    proc = subprocess.run(["bash", "-c", offline], capture_output=True, text=True, env=NEWCOMER_ENV, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+
+    where = subprocess.run(
+        [str(app / "bin" / "python"), "-c", "import compaction; print(compaction.__file__)"],
+        capture_output=True,
+        text=True,
+        env=NEWCOMER_ENV,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
+    assert where.startswith(str(app)), f"the checkout ran, not the wheel: {where}"
+    command = [word.replace("/path/to/app/.venv", str(app)) for word in shlex.split(demo)]
+    ran = subprocess.run(command, capture_output=True, text=True, env=NEWCOMER_ENV, cwd=tmp_path, timeout=180)
+    assert ran.returncode == 0, ran.stderr
+    assert "automatic compactions" in ran.stdout
