@@ -208,3 +208,20 @@ def test_docs_quick_start_has_the_readme_commands() -> None:
     page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     blocks = [" ".join(block.split()) for block in BASH_BLOCK.findall(page)]
     assert blocks[:2] == _quick_start_commands()
+
+
+def test_readme_links_reach_existing_pages() -> None:
+    """The README is the map to docs/: every relative link names a file that exists (and a heading
+    it has, for #anchors)."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#([\w-]+))?\)", text)
+    assert len(links) >= 10
+    for target, anchor in links:
+        if target.startswith(("http://", "https://")):
+            continue
+        path = ROOT / target
+        assert path.is_file(), f"README links to a missing file: {target}"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+            assert anchor in slugs, f"{target} has no heading #{anchor}"
