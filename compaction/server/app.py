@@ -7,7 +7,7 @@ Endpoints (all JSON unless noted)::
     POST /v1/sessions                            create (or update) a session: system, model
     POST /v1/sessions/{id}/messages              append messages (optionally auto-compact)
     GET  /v1/sessions/{id}/context               summary + newer messages, ready for the next call
-    POST /v1/sessions/{id}/compact               compact now (seed 004's /compact), with instructions
+    POST /v1/sessions/{id}/compact               compact now (a /compact command), with instructions
     GET  /v1/sessions/{id}/compactions           the compaction history
     GET  /v1/sessions/{id}/events                text/event-stream: compaction.started/finished/failed
     GET  /v1/sessions/{id}/recall                search (q) or read (archive_id) what compaction archived

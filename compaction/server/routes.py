@@ -178,7 +178,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         responses=error_responses(*PAYLOAD, 404, 502, 503),
     )
     async def compact_session(session_id: StoredId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
-        """Compact the session now (seed 004's `/compact`), optionally focused by `instructions`.
+        """Compact the session now (a `/compact` command), optionally focused by `instructions`.
         Not enough messages is a 200 with `compacted: false`."""
         body = body or SessionCompactRequest()
         result = await service.compact_session(

@@ -328,7 +328,7 @@ class CompactionStartedEvent(BaseModel):
 
 
 class CompactionFinishedEvent(BaseModel):
-    """``event: compaction.finished`` (seed 004's ``session.compacted``). ``compacted`` is false
+    """``event: compaction.finished`` (the middleware's ``session.compacted``). ``compacted`` is false
     when there was nothing to compact (``reason`` says why; tokens before = after)."""
 
     session_id: str
