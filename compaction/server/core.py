@@ -164,6 +164,7 @@ class ServiceCore:
                 await asyncio.wait_for(self._idle.wait(), self.settings.drain_timeout_s)
             except TimeoutError:
                 logger.warning("drain timeout: %d compaction(s) still running", len(self._inflight))
+        await self.bus.flush()
         self.bus.close()
 
     def begin_shutdown(self) -> None:

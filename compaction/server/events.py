@@ -213,8 +213,18 @@ class EventBus:
         error = done.exception()
         if error is not None:
             logger.error("could not store a compaction event: %s", error)
-        elif self._wake is not None:
-            self._wake.set()  # local subscribers need not wait for the next poll
+            return
+        if self._wake is not None:  # this process's subscribers need not wait for the next poll;
+            self._wake.set()  # the poller hands events over in the log's order, other processes' included
+
+    async def flush(self) -> None:
+        """Wait until every event published so far is stored and handed to this process's streams
+        (a graceful shutdown calls it before :meth:`close`, so the last events reach them)."""
+        writer = self._writer
+        if writer is None:
+            return
+        await asyncio.to_thread(writer.submit(lambda: None).result)  # after every earlier write
+        await self._poll_once()
 
     def _remember(self, session_id: str, type: EventType, data: Mapping[str, Any]) -> Event:
         """An in-process event: numbered within its session, kept in the session's ring."""
@@ -258,18 +268,26 @@ class EventBus:
                 continue
             if self._cursor is None:
                 self._cursor = await asyncio.to_thread(log.event_cursor)
-            cursor = self._cursor
-            try:
-                batch = await asyncio.to_thread(events_past, log, cursor)
-            except Exception as exc:  # the store is unreachable for now: try again at the next poll
-                logger.warning("could not read compaction events: %s", exc)
-                batch = []
-            for stored in batch:
-                self._cursor = stored.cursor
-                self._deliver(_from_log(stored))
             wake.clear()
+            await self._poll_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), self._poll_s)
+
+    async def _poll_once(self) -> None:
+        """Hand this process's subscribers the log's events past the cursor, in the log's order."""
+        log, cursor = self._log, self._cursor
+        if log is None or cursor is None or not self._subscribers:
+            return
+        try:
+            batch = await asyncio.to_thread(events_past, log, cursor)
+        except Exception as exc:  # the store is unreachable for now: try again at the next poll
+            logger.warning("could not read compaction events: %s", exc)
+            return
+        for stored in batch:
+            if self._cursor is not None and stored.cursor <= self._cursor:
+                continue  # a concurrent pass delivered it already
+            self._cursor = stored.cursor
+            self._deliver(_from_log(stored))
 
     def _ensure_poller(self) -> None:
         if self._wake is None:
