@@ -31,12 +31,21 @@ from functools import partial
 from typing import Literal
 
 from compaction._cache import memoize_text
-from compaction.patterns import head_cut, important_lines, measurement_lines, tail_cut
+from compaction.patterns import find_error_lines, head_cut, important_lines, measurement_lines, tail_cut
+from compaction.render import CLEARED_PREFIX
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
-__all__ = ["PruneOutcome", "PruneSettings", "PrunedItem", "prepare_for_summarizer", "prune_tool_results", "trim_middle"]
-
-CLEARED_PREFIX = "[tool result cleared to save context:"
+__all__ = [
+    "CLEARED_PREFIX",
+    "PruneOutcome",
+    "PruneSettings",
+    "PrunedItem",
+    "fit_results",
+    "prepare_for_summarizer",
+    "prune_tool_results",
+    "trim_middle",
+    "trim_to_chars",
+]
 # Recognizes our own trim note, so pruning twice never cuts an already-trimmed result again.
 _TRIM_NOTE = re.compile(r"\n\[\.\.\. [\d,]+ of [\d,]+ characters cut here;")
 _MEASURE_SCAN_CHARS = 200_000  # characters of a cut or cleared result searched for measurement lines
@@ -409,3 +418,137 @@ def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSet
         content = tuple(_image_note(b, archive_id) if isinstance(b, ImagePart) else b for b in new.content)
         new = new.model_copy(update={"content": content})
     return new
+
+
+# -- the summarizer's view: every result trimmed to a share of the room, none cleared -------------
+
+MIN_RESULT_CHARS = 120  # the least a trimmed result shows: a line or two, its salient line first
+_SALIENT_SHARE = 0.6  # of a trimmed result's room, at most this much goes to its salient lines
+_SALIENT_CANDIDATES = 200
+_WORD = re.compile(r"[^\s'\"`()\[\]{},;]{4,}")
+
+
+@memoize_text()
+def _salient_candidates(text: str) -> tuple[list[str], frozenset[str]]:
+    """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
+    or ids, then measurement lines), and the error lines among them."""
+    important, _ = important_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
+    measured = measurement_lines(text[:_MEASURE_SCAN_CHARS], 20, 4000)
+    errors = frozenset(find_error_lines(text[:_MEASURE_SCAN_CHARS]))
+    seen = set(important)
+    return [*important, *(m for m in measured if m not in seen)], errors
+
+
+def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()) -> str | None:
+    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors first,
+    then lines whose words are new, that is not in ``common``, the words found in several results;
+    then paths, URLs, ids and measurements in order) up to a share of the room, then its head and
+    tail, with one note saying how much was cut. None when ``text`` already fits.
+
+    >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
+    >>> lines = trim_to_chars(body, 120).splitlines()
+    >>> lines[1:4], lines[0][-2:], lines[-1][:2]
+    (['[... 723 of 822 chars cut; kept lines:]', 'commit: 3f9a2c1b7e4d', '[...]'], 'x…', '…y')
+    """
+    if len(text) <= limit:
+        return None
+    candidates, errors = _salient_candidates(text)
+
+    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
+        order, line = item
+        new = sum(1 for word in _WORD.findall(line) if word not in common)
+        # News first (a value seen in no other result), errors first among equals, then in order.
+        return (-min(new, 2), 0 if line in errors else 1, order)
+
+    room = max(0, int(limit * _SALIENT_SHARE))
+    kept: list[tuple[int, str]] = []
+    for order, line in sorted(enumerate(candidates), key=rank):
+        shown = line if len(line) <= 300 else line[:299] + "…"
+        if len(shown) + 1 > room:
+            continue
+        kept.append((order, shown))
+        room -= len(shown) + 1
+    kept.sort()
+    rest = max(0, limit - sum(len(line) + 1 for _, line in kept))
+    head_end, head_mark = head_cut(text, rest * 2 // 3)
+    tail_start, tail_mark = tail_cut(text, len(text) - (rest - rest * 2 // 3))
+    tail_start = max(tail_start, head_end)
+    head = text[:head_end] + head_mark
+    tail = tail_mark + text[tail_start:] if tail_start < len(text) else ""
+    lines = [line for _, line in kept if line not in head and line not in tail]
+    cut = len(text) - head_end - (len(text) - tail_start)
+    pieces = [head] if head else []
+    pieces.append(f"[... {cut:,} of {len(text):,} chars cut{'; kept lines:' if lines else ''}]")
+    if lines:
+        pieces += [*lines, "[...]"] if tail else lines
+    if tail:
+        pieces.append(tail)
+    return "\n".join(pieces)
+
+
+def _common_words(texts: Sequence[str]) -> frozenset[str]:
+    """The words found in the salient lines of more than one of ``texts``: background (a code
+    base's paths, a recurring warning), where a word found in one result alone is news."""
+    seen: dict[str, int] = {}
+    common: set[str] = set()
+    for index, text in enumerate(texts):
+        lines, _ = _salient_candidates(text)
+        for word in {w for line in lines for w in _WORD.findall(line)}:
+            first = seen.setdefault(word, index)
+            if first != index:
+                common.add(word)
+    return frozenset(common)
+
+
+def _level(sizes: Sequence[int], room: int) -> int:
+    """The largest cap ``c`` with ``sum(min(size, c)) <= room`` (water filling): results shorter
+    than the cap are shown whole, longer ones are all cut to it."""
+    if sum(sizes) <= room:
+        return max(sizes, default=0)
+    ordered = sorted(sizes)
+    used = 0
+    for i, size in enumerate(ordered):
+        remaining = len(ordered) - i
+        if used + size * remaining > room:
+            return max(0, (room - used) // remaining)
+        used += size
+    return ordered[-1]
+
+
+def fit_results(
+    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings
+) -> tuple[tuple[Message, ...], int]:
+    """What a model summarizer reads of ``messages``' tool results when they must share
+    ``room_chars`` characters: results that fit a common cap are kept as the soft trim leaves them,
+    longer ones are cut to the cap by :func:`trim_to_chars` (salient lines, head and tail). None is
+    cleared, so every result says something; results already cleared stay as they are. Returns the
+    messages (unchanged ones are the same objects) and the cap (-1: nothing had to be cut)."""
+    soft = [m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages]
+    if room_chars is None:
+        return tuple(soft), -1
+    sizes = [len(p.text) for m in soft for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
+    if sum(sizes) <= room_chars:
+        return tuple(soft), -1
+    cap = max(MIN_RESULT_CHARS, _level(sizes, room_chars))
+    long_texts = [
+        p.text for m in messages for p in m.tool_results if len(p.text) > cap and not p.text.startswith(CLEARED_PREFIX)
+    ]
+    common = _common_words(long_texts)
+    out: list[Message] = []
+    for original, trimmed in zip(messages, soft, strict=True):
+        parts: list[Part] = []
+        for part, soft_part in zip(original.parts, trimmed.parts, strict=True):
+            if (
+                isinstance(part, ToolResultPart)
+                and isinstance(soft_part, ToolResultPart)
+                and len(soft_part.text) > cap
+                and not part.text.startswith(CLEARED_PREFIX)
+            ):
+                cut = trim_to_chars(part.text, cap, common=common)
+                parts.append(soft_part if cut is None else _with_text(part, cut))
+            else:
+                parts.append(soft_part)
+        out.append(
+            _if_changed(trimmed, tuple(parts)) if trimmed is not original else _if_changed(original, tuple(parts))
+        )
+    return tuple(out), cap
