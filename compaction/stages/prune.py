@@ -448,7 +448,7 @@ def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()
     >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
     >>> lines = trim_to_chars(body, 120).splitlines()
     >>> lines[1:4], lines[0][-2:], lines[-1][:2]
-    (['[... 723 of 822 chars cut; kept lines:]', 'commit: 3f9a2c1b7e4d', '[...]'], 'x…', '…y')
+    (['[... 723 chars cut; kept:]', 'commit: 3f9a2c1b7e4d', '[...]'], 'x…', '…y')
     """
     if len(text) <= limit:
         return None
@@ -478,7 +478,7 @@ def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()
     lines = [line for _, line in kept if line not in head and line not in tail]
     cut = len(text) - head_end - (len(text) - tail_start)
     pieces = [head] if head else []
-    pieces.append(f"[... {cut:,} of {len(text):,} chars cut{'; kept lines:' if lines else ''}]")
+    pieces.append(f"[... {cut:,} chars cut{'; kept:' if lines else ''}]")
     if lines:
         pieces += [*lines, "[...]"] if tail else lines
     if tail:
