@@ -234,6 +234,9 @@ def _task(run: Run, messages: Sequence[Message], layout: Partition) -> str | Non
     return truncate_to_tokens(text, TASK_MAX_TOKENS, run.counter.count_text)
 
 
+_MEASURING_NONCE = "0" * 10  # as many tokens as a drawn nonce; drawing one scans the message
+
+
 def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
     """Each message's tokens as the summarizer's prompt renders it (its block and the blank line
     after it): what the chunk planner measures for a model summarizer."""
@@ -241,13 +244,16 @@ def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int
 
     def tokens(message: Message) -> int:
         return message.memo(
-            ("render.tokens", run.counter.name), lambda: count(render_for_summarizer([message]).text) + 1
+            ("render.tokens", run.counter.name),
+            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE).text) + 1,
         )
 
     return np.fromiter((tokens(m) for m in messages), dtype=np.int64, count=len(messages))
 
 
-_VIEW_ROUNDS = 4
+_VIEW_ROUNDS = 3
+_RESULT_FRAMING_TOKENS = 30  # a result's fence, label and notes, about
+_CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
 _VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
 
 
@@ -271,29 +277,31 @@ def _view_room(run: Run, config: CompactionConfig, counts: npt.NDArray[np.int64]
 
 
 _VIEW_AIM = 0.97  # of the room, what each round aims at (characters per token vary between results)
-_VIEW_FILL = 0.9  # a view this full is close enough: another round costs a re-render
+_VIEW_FILL = 0.96  # a view this full is close enough: another round costs a re-render
+_VIEW_OVER = 1.01  # nor is one this little over worth a round (the chunks are filled to 97 %)
 
 
 def _summarizer_view(run: Run, zone: Sequence[Message], room: int, settings: PruneSettings) -> list[Message]:
     """The zone as a model summarizer reads it, within ``room`` rendered tokens: tool results share
     what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
     per token the first guess assumed."""
-    view, _ = fit_results(zone, room_chars=None, settings=settings)
+    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
+    # result's usual characters per token; each round then corrects it on the rendered view.
+    other = int(rendered_counts(run, [m for m in zone if not m.has_tool_results]).sum())
+    results = sum(len(m.tool_results) for m in zone)
+    room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
+    view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
     shown = list(prepare_for_summarizer(view, settings=settings))
     counts = rendered_counts(run, shown)
-    cap = -1
-    room_chars: int | None = None
     for _ in range(_VIEW_ROUNDS):
         total = int(counts.sum())
-        if total <= room and (cap < 0 or total >= room * _VIEW_FILL):
+        if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
             break
         carrying = [i for i, m in enumerate(shown) if m.has_tool_results]
         result_tokens = int(counts[carrying].sum()) if carrying else 0
         other = total - result_tokens
         if result_tokens <= 0 or room <= other:
             break
-        if room_chars is None:  # the characters the results hold now, as the soft trim leaves them
-            room_chars = sum(len(p.text) for i in carrying for p in shown[i].tool_results)
         room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
         view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
         shown = list(prepare_for_summarizer(view, settings=settings))

@@ -24,6 +24,7 @@ metadata, no reasoning scratchpad, optionally only a preview of each result.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -500,55 +501,79 @@ def _common_words(texts: Sequence[str]) -> frozenset[str]:
     return frozenset(common)
 
 
-def _level(sizes: Sequence[int], room: int) -> int:
-    """The largest cap ``c`` with ``sum(min(size, c)) <= room`` (water filling): results shorter
-    than the cap are shown whole, longer ones are all cut to it."""
-    if sum(sizes) <= room:
-        return max(sizes, default=0)
-    ordered = sorted(sizes)
-    used = 0
-    for i, size in enumerate(ordered):
-        remaining = len(ordered) - i
-        if used + size * remaining > room:
-            return max(0, (room - used) // remaining)
-        used += size
-    return ordered[-1]
+def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
+    """The largest level ``c`` with ``sum(min(size, max(MIN_RESULT_CHARS, c * weight))) <= room``
+    (water filling): results under their share are shown whole, longer ones are cut to it."""
+
+    def used(level: float) -> int:
+        return sum(min(size, max(MIN_RESULT_CHARS, int(level * w))) for size, w in zip(sizes, weights, strict=True))
+
+    low, high = 0.0, float(max(sizes, default=0))
+    for _ in range(40):
+        middle = (low + high) / 2
+        if used(middle) <= room:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+_NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets this share
+
+
+@functools.lru_cache(maxsize=4)  # the view's rounds fit the same zone again with other rooms
+def _news_weights(texts: tuple[str, ...]) -> tuple[frozenset[str], tuple[float, ...]]:
+    """The words common to several results, and each result's weight: a result with news (a
+    salient line whose words no other result has) gets a larger share than one that repeats what
+    others said, since its lines are what a summary must not lose."""
+    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS])
+    weights = tuple(_NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common) else 1.0 for t in texts)
+    return common, weights
+
+
+def _soft_size(text: str, s: PruneSettings) -> int:
+    """About how long the soft trim leaves ``text`` (its head, tail, and kept lines and notes)."""
+    if len(text) <= s.soft_trim_chars or _TRIM_NOTE.search(text):
+        return len(text)
+    return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
+
+
+def _has_news(text: str, common: frozenset[str]) -> bool:
+    lines, _ = _salient_candidates(text)
+    return any(word not in common for line in lines for word in _WORD.findall(line))
 
 
 def fit_results(
     messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings
 ) -> tuple[tuple[Message, ...], int]:
     """What a model summarizer reads of ``messages``' tool results when they must share
-    ``room_chars`` characters: results that fit a common cap are kept as the soft trim leaves them,
-    longer ones are cut to the cap by :func:`trim_to_chars` (salient lines, head and tail). None is
+    ``room_chars`` characters: each result gets a share (a common level, twice it for a result with
+    news, see :func:`_news_weights`); one that fits its share is kept as the soft trim leaves it,
+    a longer one is cut to it by :func:`trim_to_chars` (salient lines, head and tail). None is
     cleared, so every result says something; results already cleared stay as they are. Returns the
-    messages (unchanged ones are the same objects) and the cap (-1: nothing had to be cut)."""
-    soft = [m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages]
-    if room_chars is None:
-        return tuple(soft), -1
-    sizes = [len(p.text) for m in soft for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
-    if sum(sizes) <= room_chars:
-        return tuple(soft), -1
-    cap = max(MIN_RESULT_CHARS, _level(sizes, room_chars))
-    long_texts = [
-        p.text for m in messages for p in m.tool_results if len(p.text) > cap and not p.text.startswith(CLEARED_PREFIX)
-    ]
-    common = _common_words(long_texts)
+    messages (unchanged ones are the same objects) and the level (-1: nothing had to be cut)."""
+    candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
+    sizes = [_soft_size(text, settings) for text in candidates]
+    if room_chars is None or sum(sizes) <= room_chars:
+        return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
+    common, weights = _news_weights(candidates)
+    level = _level(sizes, weights, room_chars)
+    limits = iter([max(MIN_RESULT_CHARS, int(level * w)) for w in weights])
     out: list[Message] = []
-    for original, trimmed in zip(messages, soft, strict=True):
+    for message in messages:
         parts: list[Part] = []
-        for part, soft_part in zip(original.parts, trimmed.parts, strict=True):
-            if (
-                isinstance(part, ToolResultPart)
-                and isinstance(soft_part, ToolResultPart)
-                and len(soft_part.text) > cap
-                and not part.text.startswith(CLEARED_PREFIX)
-            ):
-                cut = trim_to_chars(part.text, cap, common=common)
-                parts.append(soft_part if cut is None else _with_text(part, cut))
-            else:
-                parts.append(soft_part)
-        out.append(
-            _if_changed(trimmed, tuple(parts)) if trimmed is not original else _if_changed(original, tuple(parts))
-        )
-    return tuple(out), cap
+        for part in message.parts:
+            if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
+                parts.append(part)
+                continue
+            limit = next(limits)
+            # The soft trim (a result's usual form) when it fits the limit, else the cut to the limit;
+            # a result cut anyway is not soft-trimmed first (that scan would be wasted).
+            soft = _soft_trimmed(part, message.id, settings) if _soft_size(part.text, settings) <= limit else None
+            if soft is not None and len(soft.text) <= limit:
+                parts.append(soft)
+                continue
+            cut = trim_to_chars(part.text, limit, common=common)
+            parts.append(part if cut is None else _with_text(part, cut))
+        out.append(_if_changed(message, tuple(parts)))
+    return tuple(out), int(level)
