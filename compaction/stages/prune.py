@@ -430,17 +430,20 @@ _WORD = re.compile(r"[^\s'\"`()\[\]{},;]{4,}")
 
 
 @memoize_text()
-def _salient_candidates(text: str) -> tuple[list[str], frozenset[str]]:
+def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
     """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
-    or ids, then measurement lines), and the error lines among them."""
+    or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
+    error lines among them."""
     important, _ = important_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
-    measured = measurement_lines(text[:_MEASURE_SCAN_CHARS], 20, 4000)
+    measured = _kept_measurements(text, settings)
     errors = frozenset(find_error_lines(text[:_MEASURE_SCAN_CHARS]))
     seen = set(important)
     return [*important, *(m for m in measured if m not in seen)], errors
 
 
-def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()) -> str | None:
+def trim_to_chars(
+    text: str, limit: int, *, common: frozenset[str] = frozenset(), settings: PruneSettings | None = None
+) -> str | None:
     """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors first,
     then lines whose words are new, that is not in ``common``, the words found in several results;
     then paths, URLs, ids and measurements in order) up to a share of the room, then its head and
@@ -453,7 +456,7 @@ def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()
     """
     if len(text) <= limit:
         return None
-    candidates, errors = _salient_candidates(text)
+    candidates, errors = _salient_candidates(text, settings or PruneSettings())
 
     def rank(item: tuple[int, str]) -> tuple[int, int, int]:
         order, line = item
@@ -487,13 +490,13 @@ def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()
     return "\n".join(pieces)
 
 
-def _common_words(texts: Sequence[str]) -> frozenset[str]:
+def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[str]:
     """The words found in the salient lines of more than one of ``texts``: background (a code
     base's paths, a recurring warning), where a word found in one result alone is news."""
     seen: dict[str, int] = {}
     common: set[str] = set()
     for index, text in enumerate(texts):
-        lines, _ = _salient_candidates(text)
+        lines, _ = _salient_candidates(text, settings)
         for word in {w for line in lines for w in _WORD.findall(line)}:
             first = seen.setdefault(word, index)
             if first != index:
@@ -522,12 +525,14 @@ _NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets
 
 
 @functools.lru_cache(maxsize=4)  # the view's rounds fit the same zone again with other rooms
-def _news_weights(texts: tuple[str, ...]) -> tuple[frozenset[str], tuple[float, ...]]:
+def _news_weights(texts: tuple[str, ...], settings: PruneSettings) -> tuple[frozenset[str], tuple[float, ...]]:
     """The words common to several results, and each result's weight: a result with news (a
     salient line whose words no other result has) gets a larger share than one that repeats what
     others said, since its lines are what a summary must not lose."""
-    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS])
-    weights = tuple(_NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common) else 1.0 for t in texts)
+    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS], settings)
+    weights = tuple(
+        _NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common, settings) else 1.0 for t in texts
+    )
     return common, weights
 
 
@@ -538,8 +543,8 @@ def _soft_size(text: str, s: PruneSettings) -> int:
     return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
 
 
-def _has_news(text: str, common: frozenset[str]) -> bool:
-    lines, _ = _salient_candidates(text)
+def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> bool:
+    lines, _ = _salient_candidates(text, settings)
     return any(word not in common for line in lines for word in _WORD.findall(line))
 
 
@@ -556,7 +561,7 @@ def fit_results(
     sizes = [_soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
-    common, weights = _news_weights(candidates)
+    common, weights = _news_weights(candidates, settings)
     level = _level(sizes, weights, room_chars)
     limits = iter([max(MIN_RESULT_CHARS, int(level * w)) for w in weights])
     out: list[Message] = []
@@ -573,7 +578,7 @@ def fit_results(
             if soft is not None and len(soft.text) <= limit:
                 parts.append(soft)
                 continue
-            cut = trim_to_chars(part.text, limit, common=common)
+            cut = trim_to_chars(part.text, limit, common=common, settings=settings)
             parts.append(part if cut is None else _with_text(part, cut))
         out.append(_if_changed(message, tuple(parts)))
     return tuple(out), int(level)
