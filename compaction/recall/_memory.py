@@ -236,12 +236,13 @@ class MemoryRecallIndex:
         budget = SCAN_BUDGET_CHARS
         complete = True
         ranked: list[tuple[int, bool, float]] = []
+        chars = self._chars
         for doc in self._candidates(query):
-            text = self._texts[doc]
-            budget -= len(text)
+            budget -= chars[doc]
             if budget < 0:
                 complete = False
                 break
+            text = self._texts[doc]
             occurrences = phrase.count(text, self._lowered[doc])
             if occurrences:
                 ranked.append((doc, phrase.exact_case(text), phrase_score(occurrences, len(text))))
