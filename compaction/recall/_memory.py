@@ -52,8 +52,8 @@ __all__ = ["BM25_B", "BM25_K1", "SCAN_BUDGET_CHARS", "MemoryRecallIndex"]
 BM25_K1 = 1.2
 BM25_B = 0.75
 
-SCAN_BUDGET_CHARS: Final = 1_000_000
-"""The most text one search reads to check candidates verbatim (about 5 ms): a query that many
+SCAN_BUDGET_CHARS: Final = 500_000
+"""The most text one search reads to check candidates verbatim (a few ms): a query that many
 messages may hold (``the error``, ``->``) is checked on the most recent ones first, up to this."""
 
 _Docs = npt.NDArray[np.int64]
@@ -283,7 +283,8 @@ class MemoryRecallIndex:
                 if not len(candidates):
                     return []
         assert candidates is not None
-        return candidates[::-1].tolist()
+        newest_first: list[int] = candidates[::-1].tolist()
+        return newest_first
 
     def _vocabulary_matches(
         self, word: str, open_start: bool, open_end: bool, *, case: bool = False

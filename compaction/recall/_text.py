@@ -40,13 +40,15 @@ words (``x``, ``12``, ``a.b``) matches whole words: ``x`` inside every other wor
 of an archive and tell nothing."""
 
 STOPWORDS: frozenset[str] = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most
-    my myself no nor not now of off on once only or other our ours ourselves out over own same she should
-    so some such than that the their theirs them themselves then there these they this those through to
-    too under until up very was we were what when where which while who whom why will with would you
-    your yours yourself yourselves""".split()
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she should so some such than that the their theirs them themselves then there these they
+    this those through to too under until up very was we were what when where which while who whom
+    why will with would you your yours yourself yourselves
+    """.split()  # noqa: SIM905 - a list literal of 127 words would take 127 lines
 )
 """English function words: a message sharing only these with a query is no match."""
 

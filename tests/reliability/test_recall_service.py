@@ -62,6 +62,7 @@ def test_a_session_with_nul_bytes_compacts_and_recalls(srv: Running) -> None:
     marked = srv.client.get("/v1/sessions/bin/recall", params={"q": "zzbuild-ok"}).json()
     assert marked["total"] == 1
     lines = [line for line in marked["answer"].splitlines() if "SYSTEM OVERRIDE" in line]
-    assert lines and all(line.startswith(UNTRUSTED) for line in lines)
+    assert lines
+    assert all(line.startswith(UNTRUSTED) for line in lines)
     read = srv.client.get("/v1/sessions/bin/recall", params={"archive_id": marked["hits"][0]["archive_id"]}).json()
     assert f"{UNTRUSTED}{INJECTION}" in read["answer"]

@@ -103,7 +103,8 @@ def test_one_tenants_recall_does_not_depend_on_another_tenants_archive(open_stor
     alone = open_store()
     save(alone, "tenant-b", tenant_b_archive())
     before = answers(alone)
-    assert before[0][1] == 24 and before[-1][1] == 0  # "refund" everywhere, "zebra" nowhere
+    assert before[0][1] == 24
+    assert before[-1][1] == 0
     # Tenant A archives many messages holding B's query words (and the word B misses), in the
     # same database, through another store object (another worker).
     other = open_store()
@@ -119,7 +120,8 @@ def test_one_tenants_recall_does_not_depend_on_another_tenants_archive(open_stor
     assert answers(open_store()) == before  # a fresh process builds the same answers
     # B's search reads B's rows alone: its index holds B's archive only.
     index = alone._recall_indexes._sessions["tenant-b"].index
-    assert len(index) == 24 and all(archive_id.startswith("b_") for archive_id in index._ids)
+    assert len(index) == 24
+    assert all(archive_id.startswith("b_") for archive_id in index._ids)
 
 
 def test_recall_reads_rows_archived_since_by_another_worker(open_store: Any) -> None:
@@ -139,12 +141,12 @@ SURROGATE_NAME = "report-\udcff\udc80.csv"  # os.listdir's name for a file whose
 def binary_session() -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "inspect the build output"}]
     for i in range(30):
-        arguments = json.dumps({"command": f"cat build/{i}.bin"})
+        args = json.dumps({"command": f"cat build/{i}.bin"})
         messages.append(
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": arguments}}],
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": args}}],
             }
         )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"{BINARY} {i} " * 40})
@@ -160,7 +162,8 @@ def test_a_session_with_nul_bytes_compacts_on_both_stores(open_store: Any) -> No
     assert [m.message for m in store.messages("bin")] == messages  # byte for byte
 
     result = Compactor("gpt-4o", None, CompactionConfig(window=16_000)).compact(messages)
-    assert result.compacted and result.archive
+    assert result.compacted
+    assert result.archive
     summary = (result.summary or "") + "\x00 tail"  # whatever a summarizer writes
     through = ids[len(messages) - len(result.messages) - 1]
     entry = CompactionEntry(
@@ -182,7 +185,8 @@ def test_a_session_with_nul_bytes_compacts_on_both_stores(open_store: Any) -> No
     for archive_id, original in result.archive.items():
         assert store.archived(archive_id, session_id="bin") == original
     found = store.search_archive("bin", "deploy.sh")  # the words beside a NUL are still found
-    assert found.total > 0 and "\x00" in found.hits[0].text
+    assert found.total > 0
+    assert "\x00" in found.hits[0].text
     assert store.search_archive("bin", "garbage").total > 0
 
 
@@ -234,7 +238,9 @@ def test_a_version_2_sqlite_file_loses_the_shared_index_and_still_answers(tmp_pa
     raw = sqlite3.connect(db)
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
     assert raw.execute("PRAGMA user_version").fetchone()[0] == 3
-    assert "archive_phrases" not in tables and "archive_words" not in tables and "archive_by_session" in tables
+    assert "archive_phrases" not in tables
+    assert "archive_words" not in tables
+    assert "archive_by_session" in tables
     raw.close()
 
 
@@ -272,7 +278,8 @@ def test_a_one_word_query_reads_no_text(query: str) -> None:
     index = big_index()
     CountingTexts.read = 0
     found = index.search(query)
-    assert found.total > 0 and found.complete
+    assert found.total > 0
+    assert found.complete
     assert CountingTexts.read == sum(len(hit.text) for hit in found)  # only the page's own hits
 
 
@@ -368,8 +375,8 @@ def recall_traffic_archive() -> Archive:
         "m_answer": {
             "role": "tool",
             "tool_call_id": "r1",
-            "content": 'recall: 1 archived message holds "deploy.sh" verbatim (page 1 of 1).\n[1] archive id m_x (tool):\n'
-            "deploy.sh exited 1",
+            "content": 'recall: 1 archived message holds "deploy.sh" verbatim (page 1 of 1).\n'
+            "[1] archive id m_x (tool):\ndeploy.sh exited 1",
         },
         "m_run": {"role": "tool", "tool_call_id": "c9", "content": "deploy.sh exited 1 (permission denied)"},
     }
