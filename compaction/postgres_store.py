@@ -496,8 +496,9 @@ class PostgresSessionStore(ClosingStore):
         negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session."""
         check_session_id(session_id)
         query = check_search(query, limit, offset)
-        with self._tx(snapshot=True) as conn:
-            self._require_session(conn, session_id)
+        with self._tx() as conn:  # one SELECT of rows above an id: consistent by itself
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
 
             def rows_after(after_id: int) -> list[Any]:
                 return conn.execute(

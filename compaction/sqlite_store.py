@@ -623,7 +623,8 @@ class SQLiteSessionStore(ClosingStore):
         check_session_id(session_id)
         query = check_search(query, limit, offset)
         with self._read() as conn:
-            self._require_session(conn, session_id)
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
 
             def rows_after(after_id: int) -> list[Any]:
                 return conn.execute(

@@ -70,6 +70,12 @@ class SessionIndexes:
         self._evict(keep=session_id)
         return found
 
+    def known(self, session_id: str) -> bool:
+        """Whether ``session_id`` has an index here (it existed when its index was built: sessions
+        are never deleted, so a search need not look it up again)."""
+        with self._lock:
+            return session_id in self._sessions
+
     def _evict(self, *, keep: str) -> None:
         with self._lock:
             held = sum(session.index.chars for session in self._sessions.values())
