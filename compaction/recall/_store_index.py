@@ -41,6 +41,7 @@ class _Session:
     index: MemoryRecallIndex = field(default_factory=MemoryRecallIndex)
     last_id: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    counted: int = 0  # its characters in SessionIndexes._held
 
 
 class SessionIndexes:
@@ -52,6 +53,7 @@ class SessionIndexes:
         self.max_chars = max_chars
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._held = 0  # characters of archive text in all the indexes
 
     def search(self, session_id: str, load: RowLoader, query: str, *, limit: int, offset: int) -> ArchiveSearch:
         """Search ``session_id``'s archive, first indexing the rows ``load`` returns above the
@@ -67,7 +69,8 @@ class SessionIndexes:
                 session.index.add((str(row[1]), str(row[2]), from_column(row[3])) for row in rows)
                 session.last_id = int(rows[-1][0])
             found = session.index.search(query, limit=limit, offset=offset)
-        self._evict(keep=session_id)
+            chars = session.index.chars
+        self._evict(session_id, session, chars)
         return found
 
     def known(self, session_id: str) -> bool:
@@ -76,16 +79,21 @@ class SessionIndexes:
         with self._lock:
             return session_id in self._sessions
 
-    def _evict(self, *, keep: str) -> None:
+    def _evict(self, session_id: str, session: _Session, chars: int) -> None:
+        """Count ``session``'s ``chars``, then drop the least recently searched other indexes
+        while all of them hold more than ``max_chars``."""
         with self._lock:
-            held = sum(session.index.chars for session in self._sessions.values())
-            for session_id in list(self._sessions):
-                if held <= self.max_chars:
+            if self._sessions.get(session_id) is session:  # not dropped meanwhile
+                self._held += chars - session.counted
+                session.counted = chars
+            for other in list(self._sessions):
+                if self._held <= self.max_chars:
                     break
-                if session_id != keep:
-                    held -= self._sessions.pop(session_id).index.chars
+                if other != session_id:
+                    self._held -= self._sessions.pop(other).counted
 
     def clear(self) -> None:
         """Drop every index (they are rebuilt from the store on their next search)."""
         with self._lock:
             self._sessions.clear()
+            self._held = 0

@@ -406,3 +406,23 @@ def test_a_query_does_not_match_on_stopwords_or_tiny_words_alone(open_store: Any
         assert source.search("no such xyz").total == 0
         assert source.search("is it").total == 0
         assert "no archived message matches" in answer_recall(source, {"query": "no-such-xyz"})
+
+
+def test_indexes_beyond_the_memory_cap_are_dropped_and_rebuilt(tmp_path: Path) -> None:
+    with SQLiteSessionStore(tmp_path / "cap.db") as store:
+        for n in range(3):
+            save(
+                store,
+                f"s{n}",
+                {f"m_{i}": {"role": "user", "content": f"tenant {n} deploy.sh run {i}"} for i in range(20)},
+            )
+        one_session = 20 * len("tenant 0 deploy.sh run 10")
+        store._recall_indexes.max_chars = 2 * one_session
+        expected = [h.archive_id for h in store.search_archive("s0", "deploy.sh", limit=50)]
+        for n in (1, 2):
+            store.search_archive(f"s{n}", "deploy.sh")
+        held = store._recall_indexes._sessions
+        assert set(held) == {"s1", "s2"}  # the least recently searched went
+        assert store._recall_indexes._held == sum(s.index.chars for s in held.values())
+        assert [h.archive_id for h in store.search_archive("s0", "deploy.sh", limit=50)] == expected
+        assert set(held) == {"s2", "s0"}
