@@ -820,3 +820,28 @@ def test_partial_words_at_the_ends_and_many_hits(make_source: Callable[[Archive]
     found = make_source(archive).search(query, limit=200)
     assert found.total == found.verbatim == len(found.hits) == 100
     assert "m_other" not in {hit.archive_id for hit in found}
+
+
+def test_one_word_answers_equal_checking_every_text_with_phrase() -> None:
+    """The word-index answer to a one-word query (no text read) is the answer of checking every
+    message with Phrase: same hits, order and scores, case and partial words included."""
+    import random
+
+    from compaction.recall._text import Phrase, rank_verbatim
+
+    rng = random.Random(7)
+    syllables = ["ab", "Ab", "x", "X", "12", "re", "fund", "KRW", "krw", "tes", "t_", "é", "日本"]
+    texts = [
+        " ".join("".join(rng.choice(syllables) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(0, 12)))
+        + rng.choice(["", ".", " -> ", "\n"])
+        for _ in range(300)
+    ]
+    index = MemoryRecallIndex({f"m_{i}": {"role": "user", "content": text} for i, text in enumerate(texts)})
+    for query in ["ab", "Ab", "x", "X", "12", "refund", "KRW", "krw", "tes", "t_", "fundab", "é", "日本", "zz"]:
+        phrase = Phrase(query)
+        ranked = [(i, *phrase.rank(t)) for i, t in enumerate(texts) if phrase.find(t) is not None]
+        expected = [f"m_{i}" for i in rank_verbatim(ranked)]
+        found = index.search(query, limit=1_000)
+        assert [h.archive_id for h in found] == expected, query
+        scores = {f"m_{i}": score for i, _, score in ranked}
+        assert [h.score for h in found] == pytest.approx([scores[h.archive_id] for h in found]), query
