@@ -22,6 +22,7 @@ import base64
 import binascii
 import functools
 import importlib
+import keyword
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -344,7 +345,15 @@ _NETRC_RE = re.compile(
 def _not_a_password_argument(value: str) -> bool:
     """A uid:gid ("docker run -u 1000:1000"), a placeholder ("$TOKEN"), or where openssl reads the
     password from (``env:VAR``, ``file:path``) rather than the password."""
-    return value.isdigit() or _is_placeholder(value) or value.startswith(("env:", "file:", "fd:")) or value == "stdin"
+    value = value.rstrip(",;.`\"'")
+    return (
+        not value
+        or value.isdigit()
+        or _is_placeholder(value)
+        or value.lower() in _PASSWORD_NAMES
+        or value.startswith(("env:", "file:", "fd:", "`"))
+        or value == "stdin"
+    )
 
 
 def _command_lines(text: str) -> tuple[str, int]:
@@ -444,16 +453,38 @@ def _names_code(value: str, *, line_value: bool) -> bool:
     value = value.rstrip(".")  # the end of a sentence
     if not _IDENTIFIER_CHAIN.fullmatch(value):
         return False
-    if "." in value or "/" in value or value.lower() in _TYPE_NAMES:
+    if "." in value or "/" in value or value.lower() in _TYPE_NAMES or keyword.iskeyword(value):
         return True
     digits = any(c.isdigit() for c in value)
     if value[0].isupper() and not digits:
         return True  # a type or class name
+    if "_" in value and (not line_value or (value.islower() and not digits)):
+        # snake_case names ("api_key=api_key"); a generated token has a long random segment
+        return not any(_generated(part) for part in value.split("_"))
     if line_value:
         return False
-    if "_" in value:  # snake_case names; a generated token has a long random segment
-        return not any(_generated(part) for part in value.split("_"))
     return not digits or len(value) < 8
+
+
+_STAND_IN = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*-?")
+_MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*(?:/[A-Za-z][\w.:-]*)+")
+
+
+# A type written as a string ("Token[Span | None]", "OtelDestination"): annotations quote them.
+_TYPE_STRING = re.compile(r"[A-Z][\w.]*(?:\[[\w.,| \[\]]*\])?")
+
+
+def _stand_in(value: str) -> bool:
+    """A quoted value in code that is not a credential: a letter or two (``api_key="k"``), a short
+    word without digits (``"fake"``, ``"sk-fake"``, ``"offline"``), a model route
+    (``"openai/gpt-4o-mini"``). Credentials have digits, length or both."""
+    if len(value) < 4:
+        return True
+    if len(value) < 12 and _STAND_IN.fullmatch(value):
+        return True
+    if _TYPE_STRING.fullmatch(value) and not any(c.isdigit() for c in value):
+        return True
+    return _MODEL_NAME.fullmatch(value) is not None and not any(_generated(p) for p in re.split(r"[/.:_-]", value))
 
 
 def _key_context(text: str, start: int, key: str) -> bool:
@@ -479,6 +510,8 @@ def _assignments(text: str) -> tuple[str, int]:
         key, quote, value = match.group(1), match.group(2), match.group(3)
         if _keep_value(key, value.strip()):
             return match.group()
+        if not _key_context(match.string, match.start(), key.rstrip("\"'\\")) and _stand_in(value):
+            return match.group()
         count += 1
         return f"{key}{quote}[REDACTED:{_assignment_kind(key)}]{quote}"
 
@@ -487,11 +520,18 @@ def _assignments(text: str) -> tuple[str, int]:
         key, value = match.group(1), match.group(2)
         if len(value) < 4 or _keep_value(key, value):
             return match.group()
-        env = _key_context(match.string, match.start(), key)
+        # An argument list ("f(API_KEY=name, ...)") is code, not an environment line.
+        in_call = match.string[match.end() : match.end() + 1] in (",", ")")
+        env = _key_context(match.string, match.start(), key) and not in_call
+        if not env and not key.startswith("--") and key[-1:] in "\"'" and _stand_in(value):
+            return match.group()
+        if value.lower() == re.sub(r"[\s\"'\\:=]", "", key).lower():
+            return match.group()  # "token=token": a keyword argument passed on
         if not env and not key.startswith("--"):
-            # "password: hunter" and "password=hunter" end a line of settings; "x = name" is code.
+            # "password: hunter" and "password=hunter" end a line of settings; "x = name" is code,
+            # and so is "if token:" followed by the block's first word on the next line.
             spaced = not key.rstrip().endswith(":") and key != key.replace(" ", "").replace("\t", "")
-            line_value = not spaced and _value_ends_line(match.string, match.end())
+            line_value = not spaced and "\n" not in key and _value_ends_line(match.string, match.end())
             if _names_code(value, line_value=line_value):
                 return match.group()
         count += 1
@@ -502,8 +542,14 @@ def _assignments(text: str) -> tuple[str, int]:
     return text, count
 
 
+# What documentation writes where a URL's password goes ("postgresql://user:password@host").
+_PASSWORD_NAMES = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret"})
+
+
 def _url_passwords(text: str) -> tuple[str, int]:
-    return _replace_group(_URL_PASSWORD_RE, 1, "[REDACTED]", text, lambda v: False)
+    return _replace_group(
+        _URL_PASSWORD_RE, 1, "[REDACTED]", text, lambda v: _is_placeholder(v) or v.lower() in _PASSWORD_NAMES
+    )
 
 
 def _url_signatures(text: str) -> tuple[str, int]:
@@ -681,10 +727,10 @@ def _kubernetes_secrets(text: str) -> tuple[str, int]:
     return _JSON_DATA_RE.sub(json_block, text), count
 
 
-# Colour and cursor codes (raw, or escaped in JSON) break a key's lines apart: redaction looks at
-# the text without them when they are there, and keeps the original when nothing is found.
-_ANSI_RE = re.compile(r"(?:\x1b|\\u001[bB]|\\x1[bB]|\\033|\\e)\[[0-9;?]*[A-Za-z]")
-_ANSI_CUES = ("\x1b", "\\u001b", "\\u001B", "\\x1b", "\\x1B", "\\033", "\\e[")
+# Colour and cursor codes (raw in terminal output, or JSON-escaped) break a key's lines apart:
+# redaction also looks at the text without them, and keeps the codes when they hid nothing.
+_ANSI_RE = re.compile(r"(?:\x1b|\\u001[bB])\[[0-9;?]*[A-Za-z]")
+_ANSI_CUES = ("\x1b", "\\u001b", "\\u001B")
 
 
 def _whole_text_steps(text: str) -> tuple[str, int]:
