@@ -212,7 +212,8 @@ def _encoded_pem(value: str) -> bool:
         decoded = base64.b64decode(head[: len(head) // 4 * 4], validate=True).decode("ascii", "replace")
     except (binascii.Error, ValueError):
         return False
-    return "PRIVATE KEY" in decoded or ("-----BEGIN" in decoded and len(decoded) < 40)
+    public = "CERTIFICATE" in decoded or "PUBLIC KEY" in decoded
+    return "PRIVATE KEY" in decoded or ("-----BEGIN" in decoded and len(decoded) < 40 and not public)
 
 
 def _own_tokens(text: str) -> tuple[str, int]:
@@ -264,7 +265,7 @@ def _replace_group(
 _URL_PASSWORD_RE = re.compile(
     r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\\\"']*:"
     + _NOT_DONE
-    + r"([^\s/\\\"'?#]+)@(?=[^\s@/\\\"'?#]*(?:[\s/\\\"'?#]|$))"
+    + r"([^\s/\\\"']+)@(?=[^\s@/\\\"'?#]*(?:[\s/\\\"'?#]|$))"
 )
 # The signature and session token of a presigned URL (AWS S3, Google Cloud Storage, Azure SAS).
 _URL_SIGNATURE_RE = re.compile(
@@ -352,6 +353,7 @@ def _not_a_password_argument(value: str) -> bool:
         or _is_placeholder(value)
         or value.lower() in _PASSWORD_NAMES
         or value.startswith(("env:", "file:", "fd:", "`"))
+        or REDACTED_PREFIX in value
         or value == "stdin"
     )
 
@@ -501,6 +503,28 @@ def _value_ends_line(text: str, end: int) -> bool:
     return not rest or rest.startswith("#")
 
 
+# A pass phrase as a whole YAML value, spaces and all ("passphrase: plum Kx7!r9 lantern"): a few
+# words, one of them with a digit or a symbol, no code characters (a docstring's "password: The
+# password (8+ characters)." stays).
+_PASS_LINE_RE = re.compile(
+    r"(?im)(?=[ \t\w-])^([ \t]*(?:-[ \t]+)?[\w.-]*(?:pass(?:word|wd|phrase)?|pwd)\\?[\"']?[ \t]*:[ \t]+)"
+    + _NOT_DONE
+    + r"(?![\"'\[{|>])([^\n#]*?\S[ \t]+\S[^\n#]*?)[ \t]*$"
+)
+_CODE_CHARS = re.compile(r"[(\[{=|<>`]")
+
+
+def _pass_phrase(value: str) -> bool:
+    words = value.split()
+    if len(words) > 6 or _CODE_CHARS.search(value) or value.endswith("."):
+        return False
+    return any(any(c.isdigit() or c in "!#$%&*@^~?+" for c in w) for w in words)
+
+
+def _pass_phrase_lines(text: str) -> tuple[str, int]:
+    return _replace_group(_PASS_LINE_RE, 2, "[REDACTED:password]", text, lambda v: not _pass_phrase(v))
+
+
 def _assignments(text: str) -> tuple[str, int]:
     # Counted by comparing replacements, since placeholder values are passed through unchanged.
     count = 0
@@ -548,7 +572,11 @@ _PASSWORD_NAMES = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret"
 
 def _url_passwords(text: str) -> tuple[str, int]:
     return _replace_group(
-        _URL_PASSWORD_RE, 1, "[REDACTED]", text, lambda v: _is_placeholder(v) or v.lower() in _PASSWORD_NAMES
+        _URL_PASSWORD_RE,
+        1,
+        "[REDACTED]",
+        text,
+        lambda v: len(v) < 2 or _is_placeholder(v) or v.lower() in _PASSWORD_NAMES,
     )
 
 
@@ -569,8 +597,10 @@ def _generated(value: str) -> bool:
     digits = any(c.isdigit() for c in value)
     letters = any(c.isalpha() for c in value)
     mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
-    if not (digits and letters) or (_IDENTIFIER_CHAIN.fullmatch(value) and "_" in value):
+    if not (digits and letters):
         return False
+    if "_" in value and _IDENTIFIER_CHAIN.fullmatch(value):  # snake_case, unless a part is random
+        return any(_generated(part) for part in value.split("_") if part)
     return len(value) >= 16 or mixed_case
 
 
@@ -644,6 +674,7 @@ _STEPS: tuple[Callable[[str], tuple[str, int]], ...] = (
     _command_lines,
     _pgpass_lines,
     _env_keys,
+    _pass_phrase_lines,
     _assignments,
 )
 
@@ -783,6 +814,7 @@ _KEY_WORD_LIST = tuple(
         ("password", ""),
         ("passwd", ""),
         ("pass", ""),
+        ("passphrase", ""),
         ("pwd", ""),
         ("key", "data"),
     )
