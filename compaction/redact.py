@@ -392,12 +392,15 @@ _RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}"
 _IDENTIFIER_CHAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[./][A-Za-z_][A-Za-z0-9_]*)*")
 _NUMBER = re.compile(r"[-+]?\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _CALL_OR_INDEX = re.compile(r"[A-Za-z_][\w.]*[(\[]")
+# Lower-case names of types an annotation may end with ("token: datetime"): the built-in types,
+# typing's aliases and the standard library's value types.
 _TYPE_NAMES = frozenset(
     [
         "str",
         "bytes",
         "int",
         "float",
+        "complex",
         "bool",
         "dict",
         "list",
@@ -406,10 +409,26 @@ _TYPE_NAMES = frozenset(
         "frozenset",
         "object",
         "bytearray",
+        "memoryview",
+        "type",
         "any",
         "none",
         "optional",
         "union",
+        "callable",
+        "iterable",
+        "iterator",
+        "sequence",
+        "mapping",
+        "datetime",
+        "date",
+        "time",
+        "timedelta",
+        "timezone",
+        "decimal",
+        "uuid",
+        "path",
+        "purepath",
     ]
 )
 _KEY_CHARS = re.compile(r"[\w.-]*$")
@@ -469,6 +488,7 @@ def _names_code(value: str, *, line_value: bool) -> bool:
 
 
 _STAND_IN = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*-?")
+_SNAKE_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
 _MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*(?:/[A-Za-z][\w.:-]*)+")
 
 
@@ -483,6 +503,8 @@ def _stand_in(value: str) -> bool:
     if len(value) < 4:
         return True
     if len(value) < 12 and _STAND_IN.fullmatch(value):
+        return True
+    if _SNAKE_NAME.fullmatch(value):  # a function or field name ("token": "schedule_window")
         return True
     if _TYPE_STRING.fullmatch(value) and not any(c.isdigit() for c in value):
         return True
