@@ -228,9 +228,8 @@ async def run_pipeline(run: Run) -> CompactionResult:
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
     # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
-    scan = partial(
-        _scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=config.redact_secrets
-    )
+    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
+    scan = partial(_scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
     ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
     try:
         outcome = await summarize_zone(job, prepared, plan.spans)
