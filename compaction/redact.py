@@ -471,6 +471,8 @@ def _names_code(value: str, *, line_value: bool) -> bool:
     with digits (``hunter22``), or as the whole value of a ``key: value`` line (a YAML setting)."""
     if value.endswith(":") or value[0] in "{%<$(*@[" or _CALL_OR_INDEX.match(value):
         return True
+    if ("{" in value and "}" in value) or ("{" in value and value.endswith("[")):
+        return True  # a format field inside ("os.environ/{p['env_key']}")
     value = value.rstrip(".")  # the end of a sentence
     if not _IDENTIFIER_CHAIN.fullmatch(value):
         return False
