@@ -24,7 +24,7 @@ from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
-from compaction.redact import redact_if_needed, redact_secrets
+from compaction.redact import redact_message, redact_secrets
 from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
@@ -124,6 +124,9 @@ class Prepared:
     """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
     planned_tokens: list[int] = field(default_factory=list)
     """Per chunk, the prompt tokens the planner counted (model summarizers: the rendered prompt)."""
+    readable_zone: list[Message] = field(default_factory=list)
+    """The zone as every later stage reads it (pruning, the summarizer, the ledger): secrets redacted
+    (unless the run keeps them), before any of them keeps or cuts a line."""
 
 
 def turn_rules(run: Run) -> tuple[bool, bool]:
@@ -170,9 +173,12 @@ async def prepare(run: Run) -> Prepared:
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
         return prepared
 
+    # One redaction pass, before pruning keeps lines from the middle of a tool output: a key cut
+    # apart by a trim no longer looks like a key.
+    prepared.readable_zone = [redact_message(m) for m in zone] if config.redact_secrets else zone
     settings = prune_settings(config)
     pruned = prune_tool_results(
-        zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
+        prepared.readable_zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
     )
     run.record["prune"] = [item.__dict__ for item in pruned.items]
     visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
@@ -180,7 +186,8 @@ async def prepare(run: Run) -> Prepared:
         # The room the prune stage leaves the zone (what the offline summarizer reads), rounded up
         # to fill the chunks it needs, spent on every result's head, tail and salient lines instead
         # of on whole recent results and cleared old ones: as many chunks, more history in them.
-        visible = _summarizer_view(run, zone, _view_room(run, config, run.counts(visible)), settings)
+        room = _view_room(run, config, run.counts(visible))
+        visible = _summarizer_view(run, prepared.readable_zone, room, settings)  # redacted before any line is kept
     prepared.job = SummarizeJob(
         summarizer=run.summarizer,
         # failure_mode="trim" replaces the extractive fallback: a failed summarizer trims instead.
@@ -320,7 +327,7 @@ def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None
     for index, message in enumerate(transcript.messages):
         if set(message.extra) - _PROVIDER_MESSAGE_FIELDS or any(r.extra for r in message.tool_results):
             return f"message {index} carries metadata that must not reach the summarizer"
-        if redact and redact_if_needed(message.text) != message.text:
+        if redact and redact_message(message) is not message:  # its text, call arguments or results
             return f"message {index} contains a credential"
     return None
 
@@ -332,8 +339,9 @@ async def run_pipeline(run: Run) -> CompactionResult:
     config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
-    # The artifact scan is CPU work on the original zone; it runs while the summarizer calls are in flight.
-    scan = partial(_scan_artifacts, zone, p.carried_ledger, job.previous_summary, redact=config.redact_secrets)
+    # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
+    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
+    scan = partial(_scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
     ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
     try:
         outcome = await summarize_zone(job, prepared, plan.spans)
