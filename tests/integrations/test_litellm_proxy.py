@@ -28,6 +28,7 @@ from compaction.adapters import to_canonical
 from compaction.integrations.litellm_proxy import CompactingProvider, CompactionHook
 from compaction.pairs import validate
 from compaction.testing import FakeProvider
+from compaction.testing.fake_provider import Fault
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = f"sk-{secrets.token_hex(32)}"
@@ -137,12 +138,80 @@ async def test_failure_hook_counts_overflows_only() -> None:
     assert hook.overflows == 1
 
 
-async def test_provider_refuses_streaming_with_a_reason() -> None:
-    provider = CompactingProvider(CompactionHook())
-    with pytest.raises(litellm.llms.custom_llm.CustomLLMError, match="does not stream"):
-        await provider.acompletion(
-            "compaction/openai/gpt-4o", [], None, {}, None, None, None, None, None, {"stream": True}
+@contextlib.contextmanager
+def _registered(provider: CompactingProvider) -> Iterator[None]:
+    saved = litellm.custom_provider_map
+    litellm.custom_provider_map = [{"provider": "compaction", "custom_handler": provider}]
+    litellm.utils.custom_llm_setup()
+    try:
+        yield
+    finally:
+        litellm.custom_provider_map = saved
+
+
+async def test_provider_streams_after_compacting_an_overflow() -> None:
+    hook = CompactionHook(
+        config=CompactionConfig(window=128_000, threshold=0, keep_recent_messages=4), executor="thread"
+    )
+    provider = CompactingProvider(hook)
+    with _registered(provider), FakeProvider(context_window=6_000) as server:
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o",
+            messages=_conversation(6),
+            api_base=server.openai_api_base,
+            api_key="fake",
+            max_tokens=200,
+            stream=True,
+            stream_options={"include_usage": True},
         )
+        chunks = [chunk async for chunk in stream]
+        sent = server.completion_requests
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert len(sent) >= 2
+    assert all(r.stream for r in sent)
+    assert sent[-1].input_tokens + 200 <= 6_000 < sent[0].input_tokens
+    assert provider.last_compactions
+    assert provider.last_compactions[0].trigger == "overflow"
+
+
+async def test_provider_streams_tool_calls_through() -> None:
+    provider = CompactingProvider(CompactionHook(executor="thread"))
+    tool = {"type": "function", "function": {"name": "read_log", "parameters": {"type": "object", "properties": {}}}}
+    with _registered(provider), FakeProvider() as server:
+        server.script([Fault.tool_call_only("read_log", {"path": "/var/log/app.log"})])
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o",
+            messages=[{"role": "user", "content": "read the log"}],
+            tools=[tool],
+            api_base=server.openai_api_base,
+            api_key="fake",
+            stream=True,
+        )
+        chunks = [chunk async for chunk in stream]
+    calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    assert calls
+    assert calls[0].function.name == "read_log"
+    assert json.loads("".join(call.function.arguments or "" for call in calls)) == {"path": "/var/log/app.log"}
+
+
+async def test_provider_stream_that_cannot_fit_is_a_400_with_the_reason() -> None:
+    provider = CompactingProvider(CompactionHook(config=CompactionConfig(window=128_000), executor="thread"))
+    huge = [{"role": "user", "content": "Which release failed? " + FILLER * 12}]  # one message over the window
+
+    async def stream_all(api_base: str) -> list[Any]:
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o", messages=huge, api_base=api_base, api_key="fake", stream=True
+        )
+        return [chunk async for chunk in stream]
+
+    with (
+        _registered(provider),
+        FakeProvider(context_window=2_000) as server,
+        pytest.raises(litellm.BadRequestError, match="context_length_exceeded"),
+    ):
+        await stream_all(server.openai_api_base)
 
 
 # --- the real proxy ------------------------------------------------------------------------
