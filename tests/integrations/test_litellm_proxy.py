@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -277,6 +279,32 @@ def _post(url: str, body: dict[str, Any], timeout: float = 60) -> tuple[int, dic
         return exc.code, json.loads(exc.read() or b"{}")
 
 
+def _post_stream(url: str, body: dict[str, Any], timeout: float = 60) -> tuple[int, list[str]]:
+    """(status, the ``data:`` payloads of the server-sent events) of a streaming request; an error
+    status gives its body as the one payload."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {MASTER_KEY}"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, _sse_data(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return exc.code, [exc.read().decode()]
+
+
+def _sse_data(text: str) -> list[str]:
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def _streamed_text(events: list[str]) -> str:
+    assert events[-1] == "[DONE]", events[-3:]
+    chunks = [json.loads(e) for e in events[:-1]]
+    return "".join((c["choices"][0]["delta"].get("content") or "") for c in chunks if c.get("choices"))
+
+
 def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float = 90) -> None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     end = time.monotonic() + deadline_s
@@ -321,3 +349,77 @@ def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
             retried = server.completion_requests[1:]
             assert len(retried) >= 2
             assert retried[-1].input_tokens + 200 <= 6_000 < retried[0].input_tokens
+            # Streaming: the same compact-and-retry, then the upstream's chunks.
+            before = len(server.completion_requests)
+            status, events = _post_stream(
+                f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": _conversation(6), "max_tokens": 200}
+            )
+            assert status == 200, (events, log.read_text()[-3000:])
+            assert _streamed_text(events).strip()
+            streamed = server.completion_requests[before:]
+            assert len(streamed) >= 2
+            assert all(r.stream for r in streamed)
+            assert streamed[-1].input_tokens + 200 <= 6_000 < streamed[0].input_tokens
+            # A request that no compaction can fit: the documented 400, streaming or not, no traceback.
+            huge = [{"role": "user", "content": "Which release failed? " + FILLER * 12}]
+            for send in (_post, _post_stream):
+                status, answer = send(f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": huge})
+                assert status == 400, (answer, log.read_text()[-3000:])
+                assert "context_length_exceeded" in json.dumps(answer)
+                assert "Traceback" not in json.dumps(answer)
+
+
+def _bash_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+@pytest.mark.slow
+def test_example_readme_commands_run_as_written(tmp_path: Path) -> None:
+    """The three command blocks of examples/litellm_proxy/README.md, run as one bash script from a
+    copy of the checkout's layout (only the two port numbers changed, in the commands and the
+    example's files alike, so parallel runs do not collide): the servers start, a normal and a
+    streaming request are answered, and the stop command ends them."""
+    pytest.importorskip("litellm.proxy.proxy_server")
+    example = ROOT / "examples" / "litellm_proxy"
+    start, requests, stop = _bash_blocks((example / "README.md").read_text())
+    proxy_port, upstream_port = _free_port(), _free_port()
+
+    def ported(text: str) -> str:
+        return text.replace("4000", str(proxy_port)).replace("8001", str(upstream_port))
+
+    copy = tmp_path / "examples" / "litellm_proxy"
+    copy.mkdir(parents=True)
+    for path in example.iterdir():
+        if path.is_file():
+            (copy / path.name).write_text(ported(path.read_text()))
+    marker = "<<requests done>>"
+    script = tmp_path / "commands.sh"
+    script.write_text(f"{ported(start)}{ported(requests)}\necho '{marker}'\n{stop}")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_TELEMETRY": "False",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    for name in ("LITELLM_MASTER_KEY", "DATABASE_URL"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        ["bash", str(script)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: everything it starts is stopped below
+    )
+    try:
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = output.decode(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    answers, _, _ = text.partition(marker)
+    normal = json.loads(next(line for line in answers.splitlines() if line.startswith("{")))
+    assert normal["choices"][0]["message"]["content"], text[-4000:]
+    assert _streamed_text(_sse_data(answers)).strip(), text[-4000:]
