@@ -42,6 +42,7 @@ default); ``last_results`` keeps the latest result of at most as many model name
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import sys
@@ -54,6 +55,7 @@ from typing import Any, Literal, TypeVar
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
+from compaction.adapters._lenient import LenientMessages, escape_message, escape_surrogates, lenient_openai
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.integrations._workers import DEFAULT_MAX_COMPACTORS, Spec, Workers
@@ -220,8 +222,17 @@ class CompactionHook(CustomLogger):
         if not self.serves(model):
             LOGGER.debug("compaction: %r is not served by this proxy; request passed unchanged", model)
             return out
-        tools: Sequence[Mapping[str, Any]] = data.get("tools") or ()
-        system = data.get("system") if anthropic else None
+        tools: Sequence[Mapping[str, Any]] = escape_surrogates(data.get("tools") or ())
+        system = escape_surrogates(data.get("system")) if anthropic else None
+        originals = messages
+        # What clients send and the engine's reader refuses (a lone surrogate, a tool call whose id
+        # is None or ""): escaped and repaired, so such a session still compacts.
+        if anthropic:
+            lenient = LenientMessages([escape_message(m) for m in messages], [], [])
+            lenient.escaped = [i for i, (a, b) in enumerate(zip(lenient.messages, messages, strict=True)) if a is not b]
+        else:
+            lenient = lenient_openai(messages)
+        messages = lenient.messages
         compactor = self.compactor_for(model)
 
         kwargs: dict[str, Any] = {
@@ -252,7 +263,7 @@ class CompactionHook(CustomLogger):
             result.messages_removed,
             result.fallback_level,
         )
-        out["messages"] = result.messages
+        out["messages"] = _restore_escaped(result.messages, lenient, originals)
         if anthropic and result.system is not None:
             out["system"] = result.system
         # litellm's own metadata field: "metadata" for chat completions, "litellm_metadata" where
@@ -426,6 +437,26 @@ def _extra(api_base: str | None, api_key: Any, timeout: Any, headers: Any) -> di
 
 def _with_system(messages: list[dict[str, Any]], system: Any) -> list[dict[str, Any]]:
     return messages if system is None else [{"role": "system", "content": system}, *messages]
+
+
+def _restore_escaped(output: list[Any], lenient: LenientMessages, originals: Sequence[Any]) -> list[Any]:
+    """``output`` with each message that compaction left as it was and that only had its lone
+    surrogates escaped given back as the caller sent it (the surrogate included)."""
+    if not lenient.escaped:
+        return output
+    restorable: dict[str, list[Any]] = {}
+    for index in lenient.escaped:
+        if index not in lenient.ids_filled:
+            restorable.setdefault(_key(lenient.messages[index]), []).append(originals[index])
+    restored = []
+    for message in output:
+        queue = restorable.get(_key(message))
+        restored.append(queue.pop(0) if queue else message)
+    return restored
+
+
+def _key(message: Any) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _picklable(value: Any) -> bool:
