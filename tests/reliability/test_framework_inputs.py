@@ -202,3 +202,30 @@ async def test_proxy_hook_compacts_requests_with_surrogates_and_missing_ids() ->
     assert validate(to_canonical(lenient_openai(out["messages"]).messages)) == []
     assert all(call["id"] for m in out["messages"] for call in m.get("tool_calls") or ())
     assert all(m["tool_call_id"] for m in out["messages"] if m["role"] == "tool")
+
+
+def test_the_reader_names_arguments_whose_json_escapes_a_lone_surrogate() -> None:
+    """``json.dumps`` writes a lone surrogate as the ASCII escape ``\\udcff``: the reader used to
+    accept it and a stage that parsed the arguments failed mid-compaction; it is named at input now,
+    and the integrations' lenient pass turns it into text that decodes to the escape itself."""
+    from compaction.errors import TranscriptError
+
+    arguments = json.dumps({"path": "report-\udcff.txt"})
+    assert arguments.isascii()
+    messages = [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": arguments}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    with pytest.raises(TranscriptError, match=r"message 1: field 'tool_calls\[0\]\.function\.arguments'"):
+        to_canonical(messages)
+    lenient = lenient_openai(messages)
+    assert lenient.escaped == [1]
+    fixed = lenient.messages[1]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(fixed) == {"path": "report-\\udcff.txt"}
+    assert validate(to_canonical(lenient.messages)) == []
+    assert messages[1]["tool_calls"][0]["function"]["arguments"] == arguments  # the caller's, untouched
