@@ -407,6 +407,15 @@ class CompactingProvider(CustomLLM):
         from compaction.errors import ContextOverflowError
 
         compactor = self.hook.compactor_for(upstream)
+        lenient = lenient_openai(messages)
+        if lenient.changed:  # what the engine could not read would fail the retry, not just the check
+            LOGGER.info(
+                "compaction/%s: lone surrogates escaped in %d message(s), tool-call ids given to %d",
+                upstream,
+                len(lenient.escaped),
+                len(lenient.ids_filled),
+            )
+            messages = lenient.messages
         try:
             outcome = await compactor.complete(messages, call=call, tools=tools)
         except ContextOverflowError as exc:

@@ -229,3 +229,45 @@ def test_the_reader_names_arguments_whose_json_escapes_a_lone_surrogate() -> Non
     assert json.loads(fixed) == {"path": "report-\\udcff.txt"}
     assert validate(to_canonical(lenient.messages)) == []
     assert messages[1]["tool_calls"][0]["function"]["arguments"] == arguments  # the caller's, untouched
+
+
+async def test_proxy_provider_compacts_and_retries_requests_with_surrogates_and_missing_ids() -> None:
+    litellm = pytest.importorskip("litellm")
+    from compaction.integrations.litellm_proxy import CompactingProvider, CompactionHook
+    from compaction.testing import FakeProvider
+
+    name = _listdir_name()
+    messages: list[dict[str, Any]] = []
+    for n in range(10):
+        messages.append({"role": "user", "content": f"step {n}: " + FILLER * 40})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": "", "content": f"{name}\n" + FILLER * 40})
+    messages.append({"role": "user", "content": f"open {name}"})
+    provider = CompactingProvider(
+        CompactionHook(config=CompactionConfig(window=128_000, threshold=0, keep_recent_messages=4), executor="thread")
+    )
+    saved = litellm.custom_provider_map
+    litellm.custom_provider_map = [{"provider": "compaction", "custom_handler": provider}]
+    litellm.utils.custom_llm_setup()
+    try:
+        with FakeProvider(context_window=6_000) as server:
+            response = await litellm.acompletion(
+                model="compaction/openai/gpt-4o",
+                messages=messages,
+                api_base=server.openai_api_base,
+                api_key="fake",
+                max_tokens=100,
+            )
+            sent = server.completion_requests
+    finally:
+        litellm.custom_provider_map = saved
+    assert response.choices[0].message.content
+    assert len(sent) >= 2  # overflowed, compacted, retried
+    assert provider.last_compactions
+    assert sent[-1].input_tokens + 100 <= 6_000 < sent[0].input_tokens
