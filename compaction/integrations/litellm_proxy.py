@@ -79,7 +79,7 @@ PROVIDER = "compaction"
 """The provider prefix :class:`CompactingProvider` serves (``model: compaction/<upstream model>``)."""
 
 DEFAULT_MAX_CONCURRENT_COMPACTIONS = 2
-"""Worker threads a :class:`CompactionHook` checks and compacts large requests on."""
+"""Workers (processes by default, or threads) a :class:`CompactionHook` checks and compacts large requests on."""
 DEFAULT_INLINE_CHARS = 100_000
 """Requests up to this many characters of text are checked on the proxy's loop (well under a
 millisecond per 10,000 characters); larger ones are checked on a worker."""
