@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import BrokenExecutor, Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -73,6 +75,18 @@ def compact_job(
     return run_sync(Compactor.acompact(compactor, messages, *args, **kwargs))
 
 
+def _exit_with_parent(parent: int) -> None:
+    """In a worker process: exit as soon as the process that started it is gone (killed, or ended
+    without shutting its pool down), instead of idling forever as an orphan."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="compaction-parent-watch", daemon=True).start()
+
+
 class Workers:
     """A bounded pool that runs :func:`compact_job` off the caller's event loop: worker processes
     (``"process"``: no lock shared with the proxy, so its loop keeps its pace whatever a compaction
@@ -96,7 +110,9 @@ class Workers:
                 if self.kind == "process":
                     # spawn, not fork: the proxy runs threads, and a forked child inherits their locks.
                     context = multiprocessing.get_context("spawn")
-                    pool = ProcessPoolExecutor(self.max_workers, mp_context=context)
+                    pool = ProcessPoolExecutor(
+                        self.max_workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),)
+                    )
                 else:
                     pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="compaction-proxy")
                 _POOLS[key] = pool

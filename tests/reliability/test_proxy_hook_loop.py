@@ -168,3 +168,54 @@ async def test_inside_a_proxy_unknown_model_names_create_nothing(
     assert out["messages"] == hook.last_results["gpt-4o"].messages
     assert hook.compactor_for("gpt-4o").guard.window == 24_000
     assert hook.cached_compactors == 1
+
+
+def test_worker_processes_exit_when_the_proxy_dies(tmp_path: Any) -> None:
+    """A proxy killed without shutting its pool down leaves no orphaned worker behind."""
+    import os
+    import subprocess
+
+    script = tmp_path / "proxy.py"
+    script.write_text(
+        "import asyncio, os\n"
+        "from compaction import CompactionConfig\n"
+        "from compaction.integrations import _workers\n"
+        "from compaction.integrations.litellm_proxy import CompactionHook\n"
+        "async def main():\n"
+        "    hook = CompactionHook(config=CompactionConfig(window=32_000, threshold=8_000, reserve_tokens=2_000,\n"
+        "                          keep_recent_messages=2), max_concurrent_compactions=1)\n"
+        "    messages = [{'role': 'user', 'content': f'step {n}: ' + 'deploy log line; ' * 400} for n in range(8)]\n"
+        "    await hook.async_pre_call_hook(None, None, {'model': 'gpt-4o', 'messages': messages}, 'acompletion')\n"
+        "    assert hook.last_results['gpt-4o'].compacted\n"
+        "    (pool,) = _workers._POOLS.values()\n"
+        "    print(*pool._processes, flush=True)\n"
+        "    os._exit(0)  # dies without shutting the pool down\n"
+        "if __name__ == '__main__':\n"
+        "    asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env={**os.environ}, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    workers = [int(pid) for pid in done.stdout.split()]
+    assert workers
+    deadline = time.monotonic() + 30
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.5)
+        alive = [pid for pid in workers if _running(pid)]
+    assert not alive, f"orphaned workers still running: {alive}"
+
+
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) counts as gone
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return True
