@@ -25,17 +25,18 @@ processes may open a new database at once)::
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
     archive     (id BIGINT IDENTITY PRIMARY KEY, session_id, archive_id, message, created_at, role, text,
                  words TEXT[], freqs INTEGER[], length INTEGER)
-                UNIQUE (session_id, archive_id), INDEX (archive_id, id), GIN (words)
+                UNIQUE (session_id, archive_id), INDEX (archive_id, id), INDEX (session_id, id), GIN (words)
 
 JSON columns hold the JSON text exactly as written (``TEXT``, as in SQLite: ``jsonb`` would reorder
-keys). Times are Unix seconds (``DOUBLE PRECISION``).
+keys), lone surrogates as ``\\uXXXX`` escapes; text columns (``summary``, ``archive.text``) go
+through :func:`compaction._store_text.to_column`, since ``text`` cannot hold NUL: a message of
+binary tool output is stored, archived and compacted like any other. Times are Unix seconds
+(``DOUBLE PRECISION``).
 
-Recall (:meth:`PostgresSessionStore.search_archive`) answers as
-:class:`compaction.recall.MemoryRecallIndex` does, per session: verbatim hits first (candidates
-by ``ILIKE`` on each whitespace-separated ASCII piece of the query, each checked in Python with
-:class:`~compaction.recall._text.Phrase`), else BM25 over the words, computed in SQL from each
-archived message's word counts (``words``/``freqs``, the GIN index finds the candidates) with
-the session's archive as the corpus, so its scores equal the in-memory index's.
+Recall (:meth:`PostgresSessionStore.search_archive`) answers exactly as
+:class:`compaction.recall.MemoryRecallIndex` does: it is one per session, built from the
+session's archive rows (:mod:`compaction.recall._store_index`). ``words``/``freqs``/``length``
+are still written for readers of earlier releases.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from compaction import idempotency
 from compaction._store_rows import (
     NO_ARCHIVE,
     ClosingStore,
@@ -62,12 +64,14 @@ from compaction._store_rows import (
     loads_message,
     message_rows,
     prepared_state,
-    ranked_search,
     session_context,
     stored_messages,
-    verbatim_search,
+    summary_column,
 )
+from compaction.event_log import PostgresEventLog
+from compaction.recall._store_index import SessionIndexes
 from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import PostgresUsage
 
 if TYPE_CHECKING:
     import psycopg
@@ -86,6 +90,10 @@ CREATE OR REPLACE FUNCTION compaction_append_only() RETURNS trigger LANGUAGE plp
 BEGIN
     RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP;
 END $$"""
+
+# Recall reads a session's archive rows above an id (compaction.recall._store_index); created on
+# open for databases made before it existed.
+_ARCHIVE_BY_SESSION: Final = "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)"
 
 _SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE compaction_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -134,6 +142,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
     )""",
     "CREATE INDEX archive_by_archive_id ON archive (archive_id, id)",
     "CREATE INDEX archive_words ON archive USING GIN (words)",
+    _ARCHIVE_BY_SESSION,
     _APPEND_ONLY,
     *(
         f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}"
@@ -154,34 +163,6 @@ _PREPARED_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS prepared (session_id TEXT PRIMARY KEY, version BIGINT NOT NULL, state TEXT NOT NULL)"
 )
 
-# BM25 over the session's archive, as MemoryRecallIndex computes it (k1 = 1.2, b = 0.75; the
-# corpus is the session's archive; a message's length is its number of words).
-_BM25: Final = """
-WITH q AS (SELECT DISTINCT unnest(%(words)s::text[]) AS w),
-stats AS (
-    SELECT count(*)::float8 AS n, greatest(coalesce(sum(length)::float8 / nullif(count(*), 0), 1), 1) AS avgdl
-    FROM archive WHERE session_id = %(session)s
-),
-df AS (
-    SELECT q.w, (SELECT count(*) FROM archive a WHERE a.session_id = %(session)s AND a.words @> ARRAY[q.w])::float8
-        AS df
-    FROM q
-),
-scored AS (
-    SELECT a.id, a.archive_id, a.role, a.text,
-        sum(ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) * t.f * 2.2
-            / (t.f + 1.2 * (0.25 + 0.75 * a.length / stats.avgdl))) AS score
-    FROM archive a
-    CROSS JOIN stats
-    CROSS JOIN LATERAL unnest(a.words, a.freqs) AS t(w, f)
-    JOIN df ON df.w = t.w
-    WHERE a.session_id = %(session)s AND a.words && %(words)s::text[]
-    GROUP BY a.id, a.archive_id, a.role, a.text
-)
-SELECT archive_id, role, text, score, count(*) OVER () FROM scored
-ORDER BY score DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s
-"""
-
 _PASSWORD: Final = re.compile(r"(://[^:/@]*:)[^@]*@|(password\s*=\s*)\S+", re.IGNORECASE)
 
 
@@ -196,11 +177,6 @@ def redact_url(url: str) -> str:
     return _PASSWORD.sub(lambda m: (m.group(1) or m.group(2)) + ("***@" if m.group(1) else "***"), url)
 
 
-def _like_pattern(piece: str) -> str:
-    """``%piece%`` for ``ILIKE``, with the pattern's special characters escaped (escape ``\\``)."""
-    return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     """The distinct lower-cased words of ``text``, their counts, and its length in words (as the
     in-memory index counts them)."""
@@ -213,7 +189,7 @@ def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-class PostgresSessionStore(ClosingStore):
+class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
 
     ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or
@@ -244,6 +220,7 @@ class PostgresSessionStore(ClosingStore):
         psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
         self._url = url
         self._closed = False
+        self._recall_indexes = SessionIndexes()
         self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
             url,
             min_size=min_size,
@@ -282,6 +259,9 @@ class PostgresSessionStore(ClosingStore):
                 for statement in _SCHEMA:
                     conn.execute(statement)
             conn.execute(_PREPARED_TABLE)
+            conn.execute(idempotency.POSTGRES_TABLE)
+            conn.execute(PostgresEventLog._EVENTS_TABLE)
+            conn.execute(_ARCHIVE_BY_SESSION)
 
     @contextmanager
     def _tx(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -355,16 +335,27 @@ class PostgresSessionStore(ClosingStore):
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def append(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> list[int]:
         """Append ``messages`` in one transaction and return their ids, in order (unique across the
         database, increasing in commit order within a session). Raises :class:`SessionNotFound`,
         ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
-        message that is not JSON-serializable (nothing of the batch is stored then)."""
+        message that is not JSON-serializable (nothing of the batch is stored then).
+        With ``idempotency_key``, a batch already appended with that key is not stored again: its
+        ids are returned (see :mod:`compaction.idempotency`)."""
         check_session_id(session_id)
+        if idempotency_key is not None:
+            idempotency.check_key(idempotency_key)
         rows = message_rows(messages)
         now = time.time()
+        batch_digest = idempotency.digest(rows) if idempotency_key is not None else ""
         with self._tx() as conn:
             self._lock_session(conn, session_id)
+            if idempotency_key is not None:
+                stored = idempotency.replayed(conn, "%s", session_id, idempotency_key, batch_digest)
+                if stored is not None:
+                    return stored
             if not rows:
                 return []
             # Ids are drawn in the batch's order (ORDER BY n); RETURNING's order is not promised.
@@ -374,7 +365,10 @@ class PostgresSessionStore(ClosingStore):
                 (session_id, now, rows),
             ).fetchall()
             conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (now, session_id))
-        return sorted(int(row[0]) for row in ids)
+            appended = sorted(int(row[0]) for row in ids)
+            if idempotency_key is not None:
+                idempotency.record(conn, "%s", session_id, idempotency_key, batch_digest, appended)
+        return appended
 
     def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
         """All messages of the session, or only those with an id above ``after_id``, oldest first."""
@@ -468,7 +462,7 @@ class PostgresSessionStore(ClosingStore):
             check_owner(owner, new_through_id, session_id)
             conn.execute(
                 "UPDATE sessions SET summary = %s, summary_through_id = %s, updated_at = %s WHERE id = %s",
-                (summary, new_through_id, now, session_id),
+                (summary_column(summary), new_through_id, now, session_id),
             )
             conn.execute(
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
@@ -515,32 +509,20 @@ class PostgresSessionStore(ClosingStore):
 
     def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
         """Recall: the messages this session archived that match ``query``, best first, ``limit``
-        of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
-        Raises ``ValueError`` for a blank query or a negative ``limit`` / ``offset``,
-        :class:`SessionNotFound` for an unknown session."""
-        from compaction.recall._text import query_words
-
+        of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
+        answers (it is one, built from this session's archive rows alone: see
+        :mod:`compaction.recall._store_index`). Raises ``ValueError`` for a blank query or a
+        negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session."""
         check_session_id(session_id)
         query = check_search(query, limit, offset)
-        with self._tx(snapshot=True) as conn:
-            self._require_session(conn, session_id)
-            rows = conn.execute(
-                "SELECT id, archive_id, role, text FROM archive WHERE session_id = %s AND text ILIKE ALL(%s::text[])",
-                # ILIKE folds case by the database's locale (ASCII only under C): other pieces are
-                # left to the Python check.
-                (session_id, [_like_pattern(piece) for piece in query.split() if piece.isascii()]),
-            ).fetchall()
-            verbatim = verbatim_search(query, rows, limit=limit, offset=offset)
-            if verbatim is not None:
-                return verbatim
-            words = query_words(query)
-            if not words:
-                return ArchiveSearch((), total=0, verbatim=0, offset=offset)
-            arguments = {"session": session_id, "words": words}
-            page = conn.execute(_BM25, {**arguments, "limit": limit, "offset": offset}).fetchall()
-            if page:
-                total = int(page[0][4])
-            else:  # a page past the end (or limit 0): count the hits alone
-                counted = conn.execute(_BM25, {**arguments, "limit": 1, "offset": 0}).fetchone()
-                total = 0 if counted is None else int(counted[4])
-        return ranked_search(page, total=total, offset=offset)
+        with self._tx() as conn:  # one SELECT of rows above an id: consistent by itself
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
+
+            def rows_after(after_id: int) -> list[Any]:
+                return conn.execute(
+                    "SELECT id, archive_id, role, text FROM archive WHERE session_id = %s AND id > %s ORDER BY id",
+                    (session_id, after_id),
+                ).fetchall()
+
+            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset)
