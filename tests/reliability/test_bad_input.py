@@ -511,7 +511,7 @@ def test_fuzz_cli_reader_on_json_like_text(text: str, capsys: pytest.CaptureFixt
     [
         (b"", 4),
         (b"\xef\xbb\xbf[]", 4),
-        (b'[{"role": "user", "content": "caf\xe9"}]', 3),
+        (b'[{"role": "user", "content": "caf\xe9"}]', 4),  # not UTF-8: not JSON
         (b"[" * 100_000 + b"]" * 100_000, 4),
         (b'[{"role": "user", "content": "x", "n": ' + b"1" * 5_000 + b"}]", 4),
         (b'[{"role": "user", "content": "x", "name": "\\ud800"}, {"role": "assistant", "content": "y"}]', 5),
