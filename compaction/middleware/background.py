@@ -285,13 +285,12 @@ def _key(cm: ContextManager, covered: int) -> str:
 
 
 def _position(cm: ContextManager, through_id: int | None) -> int | None:
-    """Store mode: how many context messages end with the stored message ``through_id``."""
+    """Store mode: how many context messages end with the stored message ``through_id`` (and the
+    messages a compaction added after it, which carry its id)."""
     if through_id is None:
         return None
-    for index, store_id in enumerate(cm._ids):
-        if store_id == through_id:
-            return index + 1
-    return None
+    positions = [index + 1 for index, store_id in enumerate(cm._ids) if store_id == through_id]
+    return positions[-1] if positions else None
 
 
 def _merged(state: PreparedState | None, result: CompactionResult) -> tuple[dict[str, dict[str, Any]], int]:
@@ -375,7 +374,7 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     summary = _store.summary_block_text(result.messages, config) or (result.summary or "")
     if through is None or not summary:
         return None
-    covered = next(k + 1 for k, i in enumerate(ids) if i == through)
+    covered = max(k + 1 for k, i in enumerate(ids) if i == through)  # with the messages added after it
     archive, removed = _merged(state, result)
     return PreparedState(
         key=prefix_key(snapshot[:covered], system_now, model, window),
@@ -600,6 +599,7 @@ async def _swap_stored(
                 record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
             )
     result = replace(result, archive=archive, removed=list(archive.values()))
+    tail = _store.compacted_tail(result.messages, rest, through, config, tail_through=cm._tail_through)
     from compaction.middleware.run import save_compaction  # run imports this module
 
-    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive)
+    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive, tail)

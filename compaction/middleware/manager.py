@@ -197,6 +197,7 @@ class ContextManager:
         self._format: str | None = None
         self._summary: str | None = None
         self._through_id: int | None = None
+        self._tail_through: int | None = None  # store mode: the stored compacted tail's through_id
         self.system = system
         self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
         self.recall = recall
@@ -604,6 +605,11 @@ class ContextManager:
     def _offered_tools(self) -> list[dict[str, Any]]:
         return offered_tools(self._tools, offer_recall=self.recall_source is not None, fmt=self._format)
 
+    def _tools_after_compaction(self) -> list[dict[str, Any]]:
+        """The tools the requests after a compaction carry (``recall`` from then on): what a
+        compaction counts, so that its ``tokens_after`` is what the next request sends."""
+        return offered_tools(self._tools, offer_recall=self.recall, fmt=self._format)
+
     def _archive_for_recall(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
         """Memory mode: index what a compaction archived (the store indexes its own archive)."""
         if self._recall_index is None or not archive:
@@ -659,6 +665,7 @@ class ContextManager:
             self._refresh_fixed()
         self._summary = context.summary
         self._through_id = context.summary_through_id
+        self._tail_through = context.tail_through_id
         self._replace(*_store.context_messages(context, self._work.config, self._format))
         self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 

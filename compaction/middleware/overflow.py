@@ -69,12 +69,17 @@ async def apply_recovery(
     messages_before = len(cm._messages)
     if cm.store is not None:
         if outcome.compactions:
+            config = cm._work.config
             stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
-            through = _store.through_from_suffix(final, stored)
-            inner = _store.summary_block_text(final, cm._work.config)
+            through = _store.overflow_through(final, stored, config)
+            inner = _store.summary_block_text(final, config)
+            if through is not None and cm._through_id is not None and through <= cm._through_id:
+                through = None  # only the stored summary was compacted again: nothing to move past
             if through is not None and inner is not None:
                 merged, archive = merged_recovery(outcome)
-                if not save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive).compacted:
+                tail = _store.compacted_tail(final, stored, through, config, tail_through=cm._tail_through)
+                saved = save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive, tail)
+                if not saved.compacted:
                     cm.logger.warning("Compaction not applied: %s", _store.LOST_RACE)
         else:
             cm.logger.warning(
