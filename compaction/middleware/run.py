@@ -27,7 +27,7 @@ from compaction.middleware.guard import EventTrigger, growth_point
 from compaction.middleware.measure import ContextMeasure, Reading, decide, scale
 from compaction.middleware.reporting import finished_event, history_entry, log_compaction, planned_zone, start_line
 from compaction.result import CompactionResult, Trigger
-from compaction.store import CompactedTail
+from compaction.store import CompactedTail, StoredMessage
 
 if TYPE_CHECKING:
     from compaction.middleware.manager import ContextManager
@@ -72,6 +72,7 @@ async def run_compaction(
     cm.logger.info("%s", line)
     started = time.perf_counter()
     acompact_trigger: Trigger = "manual" if manual else "threshold"
+    marks = cm._hold_pending()  # a turn whose calls still wait for results stays open, as it is
     try:
         prepared = None
         if cm._preparer is not None and instructions is None:
@@ -88,6 +89,7 @@ async def run_compaction(
         else:
             result = await compact_memory(cm, acompact_trigger, instructions, work)
     except Exception as exc:
+        cm._release_pending(marks)
         if not manual:
             wait_for_growth(cm, decision.effective_tokens)
         cm.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
@@ -96,6 +98,15 @@ async def run_compaction(
         if manual:
             raise
         return None
+    held = cm._held
+    if cm._release_pending(marks) and result.compacted:
+        # The result describes the context: the compaction's output and the open turn after it.
+        request, system, _ = cm._request(cm._messages)
+        result = replace(
+            result,
+            messages=[*result.messages, *(m for m, *_ in held)],
+            tokens_after=cm._work.count(request, system=system, tools=cm._tools_after_compaction()),
+        )
     cm.last_result = result
     if not result.compacted:
         if not manual:
@@ -183,6 +194,9 @@ def save_compaction(
     """Store mode: save the summary and what the compaction kept (``tail``) with a compare-and-swap
     and reload the context (ours, or the one of the worker that saved first)."""
     assert cm.store is not None
+    if tail is not None and cm._held:  # the open turn stays in the context after the tail, as it is
+        held = [StoredMessage(i, m) for m, i, *_ in cm._held if i is not None and i <= tail.through_id]
+        tail = replace(tail, messages=(*tail.messages, *held))
     entry = history_entry(result, trigger, tokens_before, result.tokens_after, through, summary=inner)
     saved = cm.store.save_compaction(
         cm.session_id,
