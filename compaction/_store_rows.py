@@ -146,9 +146,7 @@ def dumps_tail(tail: CompactedTail | None, new_through_id: int) -> str | None:
     return dumps({"through_id": through, "messages": rows}, "the compaction's tail")
 
 
-def loads_tail(
-    text: str | None, error: type[Exception] = ValueError
-) -> tuple[tuple[StoredMessage, ...], int | None]:
+def loads_tail(text: str | None, error: type[Exception] = ValueError) -> tuple[tuple[StoredMessage, ...], int | None]:
     """The ``tail`` column back as (messages, through_id); ``((), None)`` for no tail."""
     if text is None:
         return (), None

@@ -10,8 +10,9 @@ the form it returned them (its :class:`CompactedTail`: tool results it trimmed s
 the messages appended since, as stored. The originals of what a compaction trimmed stay in the
 messages (never rewritten) and in the archive (recallable). Without a stored tail (a compaction
 saved without one, or none yet) the context is the summary plus the messages after
-``summary_through_id``, as stored. Saving a compaction is a compare-and-swap on ``summary_through_id``: when two workers compact the
-same session at once, one wins and the other gets ``False`` and re-reads the new state.
+``summary_through_id``, as stored. Saving a compaction is a compare-and-swap on
+``summary_through_id``: when two workers compact the same session at once, one wins and the other
+gets ``False`` and re-reads the new state.
 The embedded default implementation is :class:`compaction.sqlite_store.SQLiteSessionStore`.
 """
 

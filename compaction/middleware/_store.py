@@ -197,7 +197,9 @@ def compacted_tail(
     return CompactedTail(messages=tuple(rows), through_id=max(last, through, tail_through or through))
 
 
-def overflow_through(final: Sequence[Mapping[str, Any]], entries: Sequence[Entry], config: CompactionConfig) -> int | None:
+def overflow_through(
+    final: Sequence[Mapping[str, Any]], entries: Sequence[Entry], config: CompactionConfig
+) -> int | None:
     """After an overflow recovery that sent ``final``: the id of the last stored message it
     summarized (the one before the first stored message its kept messages stand for), or None when
     it summarized no stored message (or ``final`` holds no summary)."""

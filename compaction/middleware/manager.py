@@ -673,7 +673,10 @@ class ContextManager:
         :meth:`_release_pending`."""
         start = pending_calls(self._canon)[0]
         if start < len(self._messages):
-            self._held = list(zip(self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:]))
+            held = zip(
+                self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:], strict=True
+            )
+            self._held = list(held)
             del self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:]
             self._sum -= sum(count for *_, count in self._held)
         return self._loads, self._generation

@@ -52,7 +52,7 @@ def _is_placeholder(content: Any) -> bool:
     if isinstance(content, list):
         texts = [b.get("text") for b in content if isinstance(b, Mapping)]
         return texts == [MISSING_RESULT_TEXT]
-    return content == MISSING_RESULT_TEXT
+    return isinstance(content, str) and content == MISSING_RESULT_TEXT
 
 
 def without_placeholders(messages: Sequence[Mapping[str, Any]], call_ids: frozenset[str]) -> list[dict[str, Any]]:
