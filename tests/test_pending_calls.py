@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from compaction.adapters import to_canonical
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
+from compaction.errors import ContextOverflowError
 from compaction.middleware import ContextManager
 from compaction.pairs import MISSING_RESULT_TEXT, pending_calls, validate
 from compaction.sqlite_store import SQLiteSessionStore
@@ -199,12 +200,12 @@ TURN = st.tuples(
 
 
 async def drive_loop(
-    fmt: str, use_store: bool, keep: int, turns: list[tuple[int, int, str, int, bool]]
+    fmt: str, use_store: bool, keep: int, turns: list[tuple[int, int, str, int, bool]], threshold: int = 6_000
 ) -> tuple[Recorder, int]:
     model = Recorder(fmt)
     store = SQLiteSessionStore() if use_store else None
     cm = ContextManager(
-        compactor(keep=keep, threshold=6_000), session_id="p", store=store, messages=history(2, fmt), system=SYSTEM
+        compactor(keep=keep, threshold=threshold), session_id="p", store=store, messages=history(2, fmt), system=SYSTEM
     )
     compactions = 0
     for t, (calls, at, trigger, chars, user_after) in enumerate(turns):
@@ -218,14 +219,20 @@ async def drive_loop(
             compactions += bool((done := await cm.before_turn()) and done.compacted)
         elif trigger == "overflow":
             model.overflow = True
-            await cm.complete(call=model)
-            compactions += bool(cm.last_outcome and cm.last_outcome.compactions)
+            try:
+                await cm.complete(call=model)
+            except ContextOverflowError:  # nothing left to compact: the request is not sent
+                model.overflow = False
+            else:
+                compactions += bool(cm.last_outcome and cm.last_outcome.compactions)
         assert validate(to_canonical(cm.messages, format=fmt), allow_pending=True) == []  # type: ignore[arg-type]
         cm.append(*(result(i, chars, fmt) for i in ids[at:]))  # the real results arrive
         if user_after:
             cm.append({"role": "user", "content": f"Also check job {t}."})
         await cm.before_turn()
         await cm.complete(call=model)
+        # The context itself is whole (the request needed no repair that could drop a result).
+        assert validate(to_canonical(cm.messages, format=fmt)) == []  # type: ignore[arg-type]
     if store is not None:
         store.close()
     return model, compactions
@@ -247,7 +254,7 @@ def test_compactions_at_any_point_of_a_loop_never_break_a_request(
 
 def test_the_generated_loops_do_compact_while_calls_are_pending() -> None:
     """The property above is not vacuous: such a loop compacts with calls open, every way."""
-    turns = [(2, 1, trigger, 9_000, False) for trigger in ("manual", "threshold", "overflow", "manual")]
-    model, compactions = asyncio.run(drive_loop("openai", True, 0, turns))
+    turns = [(3, 2, trigger, 9_000, True) for trigger in ("manual", "threshold", "overflow", "manual")]
+    model, compactions = asyncio.run(drive_loop("openai", True, 0, turns, threshold=9_000))
     model.check()
-    assert compactions >= 3
+    assert compactions == len(turns)  # each with the turn's third call still running

@@ -204,6 +204,7 @@ class ContextManager:
         # and the calls the last request answered with a placeholder of its own.
         self._held: list[tuple[dict[str, Any], int | None, Message, int]] = []
         self._placeholders: frozenset[str] = frozenset()
+        self._open_turn: list[dict[str, Any]] = []  # the turn those calls belong to
         self.system = system
         self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
         self.recall = recall
@@ -648,13 +649,15 @@ class ContextManager:
         place) the request is repaired for this call only, with a warning: the context is unchanged,
         so a result that arrives later is the call's only one. The calls answered with a
         placeholder here are remembered: an overflow recovery must not keep those placeholders."""
-        self._placeholders = frozenset()
+        self._placeholders, self._open_turn = frozenset(), []
         transcript = Transcript(format=self._format or "openai", messages=tuple(self._canon))
         violations = validate(transcript)
         if not violations:
             return request
         fixed, report = repair(transcript, alternation=transcript.format == "anthropic", merge_turns=False)
-        self._placeholders = frozenset(pending_calls(self._canon)[1]) & frozenset(report.synthesized)
+        start, pending = pending_calls(self._canon)
+        self._placeholders = frozenset(pending) & frozenset(report.synthesized)
+        self._open_turn = list(self._messages[start:]) if self._placeholders else []
         self.logger.warning(
             "Request repaired before sending (the context is unchanged): %s%s",
             "; ".join(sorted({f"{v.kind} at message {v.index}" for v in violations})),
@@ -712,7 +715,7 @@ class ContextManager:
         self._messages, self._ids, self._canon = messages, ids, canon
         self._counts = [base.count_message(m) for m in canon]
         self._sum = sum(self._counts)
-        self._format = first_format(messages)
+        self._format = first_format(messages) or self._format  # a conversation keeps its format
         self._invalidate()
 
     def _invalidate(self) -> None:

@@ -109,6 +109,8 @@ async def apply_recovery(
     """Adopt what overflow recovery sent (without the placeholders the request gave calls still
     waiting for their results), report each of its compactions."""
     final = without_placeholders(recovered_messages(outcome, prepended), cm._placeholders)
+    if cm._open_turn and outcome.compactions and not any(dict(m) == cm._open_turn[0] for m in final):
+        final += cm._open_turn  # summarized with the request, but its results are still to come
     messages_before = len(cm._messages)
     if cm.store is not None:
         if outcome.compactions:
