@@ -205,6 +205,7 @@ class ContextManager:
         self._held: list[tuple[dict[str, Any], int | None, Message, int]] = []
         self._placeholders: frozenset[str] = frozenset()
         self._open_turn: list[dict[str, Any]] = []  # the turn those calls belong to
+        self._whole: tuple[int, int] = (-1, 0)  # (generation, length) of the context last found whole
         self.system = system
         self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
         self.recall = recall
@@ -650,9 +651,19 @@ class ContextManager:
         so a result that arrives later is the call's only one. The calls answered with a
         placeholder here are remembered: an overflow recovery must not keep those placeholders."""
         self._placeholders, self._open_turn = frozenset(), []
-        transcript = Transcript(format=self._format or "openai", messages=tuple(self._canon))
+        fmt = self._format or "openai"
+        generation, checked = self._whole
+        if generation == self._generation and checked <= len(self._canon):
+            # Only appended since the context was last whole: the new messages alone tell whether
+            # anything broke (a result for an earlier call shows as an orphan: then check it all).
+            added = Transcript.model_construct(format=fmt, messages=tuple(self._canon[checked:]))
+            if not validate(added, require_alternation=False):
+                self._whole = (self._generation, len(self._canon))
+                return request
+        transcript = Transcript.model_construct(format=fmt, messages=tuple(self._canon))
         violations = validate(transcript)
         if not violations:
+            self._whole = (self._generation, len(self._canon))
             return request
         fixed, report = repair(transcript, alternation=transcript.format == "anthropic", merge_turns=False)
         start, pending = pending_calls(self._canon)
