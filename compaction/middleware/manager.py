@@ -78,7 +78,7 @@ from compaction.recall._tool import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, Recall
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
-from compaction.transcript import Message, Transcript
+from compaction.transcript import Message, Transcript, TranscriptFormat
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
@@ -651,7 +651,7 @@ class ContextManager:
         so a result that arrives later is the call's only one. The calls answered with a
         placeholder here are remembered: an overflow recovery must not keep those placeholders."""
         self._placeholders, self._open_turn = frozenset(), []
-        fmt = self._format or "openai"
+        fmt: TranscriptFormat = "anthropic" if self._format == "anthropic" else "openai"
         generation, checked = self._whole
         if generation == self._generation and checked <= len(self._canon):
             # Only appended since the context was last whole: the new messages alone tell whether
