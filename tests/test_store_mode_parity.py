@@ -57,7 +57,7 @@ class LoopRun:
     finished: list[CompactionFinished] = field(default_factory=list)
 
 
-async def agent_loop(store: Any, turns: int = 40) -> LoopRun:
+async def agent_loop(store: Any, turns: int = 40, *, prepare: bool = False) -> LoopRun:
     run = LoopRun()
 
     async def call(messages: list[dict[str, Any]], system: Any) -> Any:
@@ -75,6 +75,7 @@ async def agent_loop(store: Any, turns: int = 40) -> LoopRun:
         system=SYSTEM,
         messages=[{"role": "user", "content": TASK}],
         on_event=on_event,
+        prepare=prepare,
     )
     for i in range(turns):
         result = await cm.before_turn()
@@ -82,6 +83,7 @@ async def agent_loop(store: Any, turns: int = 40) -> LoopRun:
             run.compactions.append((len(run.requests), result, cm.tokens))
         await cm.complete(call=call)
         cm.append(assistant_turn(i), tool_result(i))
+    await cm.aclose()
     return run
 
 
@@ -129,6 +131,14 @@ async def test_the_same_loop_in_memory_on_sqlite_and_on_postgres(
     # Nothing was lost: every original is stored as it was appended.
     stored = [m.message for m in sqlite_store.messages("loop")]
     assert [m for m in stored if m.get("role") == "tool"] == [tool_result(i) for i in range(40)]
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+async def test_summaries_prepared_in_the_background_send_what_they_report(where: str, tmp_path: Path) -> None:
+    with SQLiteSessionStore(tmp_path / "prepared.db") as store:
+        run = await agent_loop(store if where == "sqlite" else None, prepare=True)
+    check_sends_what_was_reported(run)
+    assert any("prepared in the background" in result.reason for _, result, _ in run.compactions)
 
 
 async def test_compact_now_keeps_the_trimmed_tail_and_archives_the_original(tmp_path: Path) -> None:
