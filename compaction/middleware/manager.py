@@ -102,7 +102,17 @@ class ContextManager:
 
     ``store`` (a :class:`~compaction.store.SessionStore`) makes the session durable: messages are
     appended and never deleted, the summary and ``summary_through_id`` are saved with a
-    compare-and-swap, and the context is rebuilt from the store. ``on_event`` receives
+    compare-and-swap, and the context is rebuilt from the store. A compaction saves what it kept
+    exactly as it returned it (a :class:`~compaction.store.CompactedTail`: trimmed tool results stay
+    trimmed, the originals stay stored and archived), so with or without a store the next request is
+    the compaction's output and :attr:`tokens` is its ``tokens_after``.
+
+    Tool calls still running. A call of the last assistant turn whose result has not been appended
+    yet (only results of that turn follow it) stays open through every compaction: the turn is kept
+    as it is at the end of the context, with no placeholder result, so the real result, appended
+    later, is the call's only one. A placeholder is written only where a result can no longer come
+    (a user or assistant turn follows the call). A request sent while such a call is open (or with
+    any broken pair) is repaired for that request only, with a warning; the context is unchanged. ``on_event`` receives
     :class:`CompactionStarted` / :class:`CompactionFinished` / :class:`CompactionFailed` (sync or async
     callables, or a list). ``recount`` (e.g. a :class:`~compaction.provider_counter.ProviderTokenCounter`)
     sets the context size after a compaction (seed 002's recount).
