@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, typecheck, bench, demo (and peers, outside CI).
+"""Sessions: tests, lint, typecheck, docs, bench, demo (and peers, outside CI).
 
 Environments are built with uv (about 4x faster than virtualenv here); litellm is pinned in
 pyproject.toml so resolution takes seconds, not minutes.
@@ -12,7 +12,7 @@ import sys
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 # A session whose interpreter cannot be found fails the run (nox's default skips it and exits 0).
 nox.options.error_on_missing_interpreters = True
@@ -44,6 +44,14 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on both packages."""
     session.install("-e", ".[dev]")
     session.run("mypy", "--strict", "compaction", "guards", env=ENV)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/, mkdocs.yml) built with warnings as errors, into site/."""
+    session.install("-e", ".[docs]")
+    env = {**ENV, "NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material prints a banner on every build otherwise
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)

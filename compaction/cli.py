@@ -1,9 +1,10 @@
 """The ``compaction`` command: inspect, compact and demo transcripts from the shell.
 
-Exit codes: 0 ok; 1 recall found nothing; 2 usage; 3 file not found or unreadable (or not a session
-store); 4 not JSON; 5 invalid transcript (the message names the index); 6 compaction impossible;
-7 unknown model or window too small; 8 unknown session or archive id; 141 the reader of stdout
-went away (``| head``), quietly.
+Exit codes: 0 ok; 1 recall found nothing; 2 usage; 3 file not found or unreadable, ``--out`` not
+writable (checked before compacting), or not a session store; 4 not JSON (or not UTF-8 text);
+5 invalid transcript (the message names the index); 6 compaction impossible; 7 unknown model or
+window too small; 8 unknown session or archive id; 141 the reader of stdout went away (``| head``),
+quietly.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def read_transcript_format(path: str) -> tuple[list[Any], Any, bool]:
         raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CliError(f"no such file: {path}", EXIT_FILE) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:  # the file was read: its content is what is wrong
+        raise CliError(f"{path} is not JSON: not UTF-8 text ({exc.reason} at byte {exc.start})", EXIT_JSON) from None
+    except OSError as exc:
         raise CliError(f"cannot read {path}: {exc}", EXIT_FILE) from None
     jsonl = False
     try:
@@ -147,6 +150,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from compaction.inspection import inspect_transcript, render_inspection
 
     messages, system, jsonl = read_transcript_format(args.file)
+    if args.out and not args.dry_run:
+        check_writable(args.out)  # before the compaction, whose cost would be lost
     compactor = _compactor(args)
     if args.dry_run:
         report = inspect_transcript(compactor, to_canonical(messages, system), budget=args.budget)
@@ -171,10 +176,29 @@ def cmd_compact(args: argparse.Namespace) -> int:
     else:
         text = json.dumps(payload, indent=2, ensure_ascii=False)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        try:
+            Path(args.out).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:  # e.g. the disk filled up, or the directory went away meanwhile
+            raise CliError(f"cannot write --out {args.out}: {exc.strerror or exc}", EXIT_FILE) from None
     else:
         print(text)
     return 0
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`CliError` (exit 3) unless ``path`` can be written as a file: its directory
+    exists and is writable, and the path is not a directory."""
+    import os
+
+    target = Path(path)
+    if target.is_dir():
+        raise CliError(f"cannot write --out {path}: it is a directory", EXIT_FILE)
+    directory = target.parent
+    if not directory.is_dir():
+        raise CliError(f"cannot write --out {path}: no such directory {str(directory)!r}", EXIT_FILE)
+    writable = os.access(target, os.W_OK) if target.exists() else os.access(directory, os.W_OK | os.X_OK)
+    if not writable:
+        raise CliError(f"cannot write --out {path}: permission denied", EXIT_FILE)
 
 
 def _report_lines(result: Any, seconds: float) -> list[str]:
@@ -223,7 +247,9 @@ def fallback_warnings(result: Any, summarizer: str | None) -> list[str]:
     if not lines:  # no call failed: e.g. messages too large for the summarizer's window
         reason = (result.record.get("outcome") or {}).get("reason") or result.reason
         lines.append(f"summarizer model {summarizer!r} gave a {level} summary: {reason}")
-    missing = _missing_keys(summarizer)
+    from compaction.compactor import missing_api_keys
+
+    missing = missing_api_keys(summarizer)
     if missing:
         lines.append(f"summarizer model {summarizer!r} needs {', '.join(missing)} in the environment (not set)")
     return lines
@@ -240,37 +266,15 @@ def _short_error(error: str) -> str:
     return text if len(text) <= 400 else text[:399] + "…"
 
 
-def _missing_keys(summarizer: str) -> list[str]:
-    """API keys litellm says ``summarizer`` needs and the environment lacks (litellm is loaded by now)."""
-    litellm: Any = sys.modules.get("litellm")
-    if litellm is None:
-        return []
-    try:
-        report = litellm.validate_environment(model=summarizer.removeprefix("litellm/"))
-    except Exception:  # an unknown provider: the call's own error already says so
-        return []
-    if report.get("keys_in_environment", True):
-        return []
-    return [str(key) for key in report.get("missing_keys") or []]
-
-
 def cmd_recall(args: argparse.Namespace) -> int:
     """Search (or read by archive id) what a stored session's compactions archived."""
-    import sqlite3
-
     from compaction.recall import StoreRecall, recall
-    from compaction.sqlite_store import SQLiteSessionStore
 
     if args.query is None and args.id is None:
         raise CliError("give a QUERY or --id ARCHIVE_ID", EXIT_USAGE)
     if args.max_tokens < 200:
         raise CliError(f"--max-tokens must be at least 200, got {args.max_tokens}", EXIT_USAGE)
-    if not Path(args.db).is_file():
-        raise CliError(f"no such file: {args.db}", EXIT_FILE)
-    try:
-        store = SQLiteSessionStore(args.db)
-    except sqlite3.DatabaseError as exc:
-        raise CliError(f"{args.db} is not a session store: {exc}", EXIT_FILE) from None
+    store = _open_store(args.db)
     with store:
         if args.session not in store.sessions():
             raise CliError(f"no session {args.session!r} in {args.db}", EXIT_NOT_FOUND)
@@ -289,6 +293,59 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if answer.error is not None:
         raise CliError(answer.error, EXIT_USAGE)
     return 0 if answer.total else EXIT_NO_MATCH
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List a session store's sessions: id, model, messages in context, compactions."""
+    store = _open_store(args.db)
+    rows: list[dict[str, Any]] = []
+    with store:
+        for session_id in store.sessions():
+            context = store.context(session_id)
+            rows.append(
+                {
+                    "session": session_id,
+                    "model": context.model,
+                    "context_messages": len(context.messages),
+                    "compactions": len(store.history(session_id)),
+                    "summarized_through": context.summary_through_id,
+                }
+            )
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no sessions in {args.db}")
+        return 0
+    width = max(len("session"), *(len(row["session"]) for row in rows))
+    print(f"{'session':<{width}}  {'model':<20}  {'in context':>10}  {'compactions':>11}")
+    for row in rows:
+        print(
+            f"{row['session']:<{width}}  {row['model'] or '-':<20}  {row['context_messages']:>10}  "
+            f"{row['compactions']:>11}"
+        )
+    return 0
+
+
+def _open_store(db: str) -> Any:
+    """The session store at ``db``: a SQLite file or a PostgreSQL URL (``postgres`` extra)."""
+    import sqlite3
+
+    from compaction.server.workers import is_postgres_url, open_store
+
+    if is_postgres_url(db):
+        try:
+            return open_store(db)
+        except (ValueError, ConnectionError) as exc:
+            raise CliError(str(exc), EXIT_FILE) from None
+    from compaction.sqlite_store import SQLiteSessionStore
+
+    if not Path(db).is_file():
+        raise CliError(f"no such file: {db}", EXIT_FILE)
+    try:
+        return SQLiteSessionStore(db)
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"{db} is not a session store: {exc}", EXIT_FILE) from None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -346,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="show the plan and its cost; call no model")
     compact.set_defaults(func=cmd_compact)
 
-    recall = sub.add_parser("recall", help="search what compaction archived in a session store (SQLite)")
-    recall.add_argument("db", help="the session store's SQLite file")
+    recall = sub.add_parser("recall", help="search what compaction archived in a session store")
+    recall.add_argument("db", help="the session store: a SQLite file or postgresql://user:pass@host/db")
     recall.add_argument("query", nargs="?", help="an exact identifier (path, URL, hash, id, command) or words")
     recall.add_argument("--session", required=True, help="the session id")
     recall.add_argument("--id", help="read this archived message (with QUERY: the part that holds it)")
@@ -355,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--max-tokens", type=int, default=2_000, help="cap of the answer (default 2,000, chars/4)")
     recall.add_argument("--json", action="store_true", help="machine-readable output")
     recall.set_defaults(func=cmd_recall, trailing_positional="query")
+
+    sessions = sub.add_parser("sessions", help="list the sessions of a session store (SQLite file or PostgreSQL URL)")
+    sessions.add_argument("db", help="the session store: a SQLite file or postgresql://user:pass@host/db")
+    sessions.add_argument("--json", action="store_true", help="machine-readable output")
+    sessions.set_defaults(func=cmd_sessions)
 
     demo = sub.add_parser("demo", help="compact the bundled example session offline (no API key)")
     demo.add_argument("--example", default="coding_session", help="bundled example name")

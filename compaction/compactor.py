@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from compaction.transcript import Transcript, TranscriptFormat
 from guards import ContextWindowGuard, ErrorKind, GuardDecision, ModelRegistry, classify_error
 
 T = TypeVar("T")
+logger = logging.getLogger("compaction")
 AgentCall = Callable[[list[dict[str, Any]], Any], Awaitable[Any]]
 
 
@@ -167,7 +170,9 @@ class Compactor:
             aggression=aggression,
             source=messages,
         )
-        return await run_pipeline(run)
+        result = await run_pipeline(run)
+        _log_summarizer_failures(result, getattr(self.summarizer, "model", None))
+        return result
 
     def plan_run(
         self,
@@ -418,3 +423,38 @@ async def areplay(
 def replay(record: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> CompactionResult:
     """Synchronous :func:`areplay`."""
     return run_sync(areplay(record, messages, system=system))
+
+
+def _log_summarizer_failures(result: CompactionResult, model: object) -> None:
+    """A summarizer model that failed does not fail the compaction (the fallback chain keeps the
+    session going), so without a log line a caller of :meth:`Compactor.compact` would only see the
+    word "partial": warn once per compaction with the first error and any missing API key."""
+    calls = result.record.get("calls") or []
+    errors = [str(call["error"]) for call in calls if call.get("error")]
+    if not errors:
+        return
+    missing = missing_api_keys(model) if isinstance(model, str) else []
+    hint = f"; not set in the environment: {', '.join(missing)}" if missing else ""
+    logger.warning(
+        "Summarizer failed on %d of %d requests (%s); fell back to %s%s",
+        len(errors),
+        len(calls),
+        errors[0],
+        result.fallback_level,
+        hint,
+    )
+
+
+def missing_api_keys(model: str) -> list[str]:
+    """API keys litellm says ``model`` needs and the environment lacks (empty when litellm was never
+    loaded: no model was called, so no key can be missing)."""
+    litellm: Any = sys.modules.get("litellm")
+    if litellm is None:
+        return []
+    try:
+        report = litellm.validate_environment(model=model.removeprefix("litellm/"))
+    except Exception:  # an unknown provider: the call's own error already says so
+        return []
+    if report.get("keys_in_environment", True):
+        return []
+    return [str(key) for key in report.get("missing_keys") or []]

@@ -22,7 +22,8 @@ FailureMode = Literal["fallback", "trim"]
 class CompactionConfig(BaseModel):
     """Configuration for :class:`compaction.Compactor`. Immutable; use ``model_copy(update=...)``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Each field's docstring is its description: in the JSON schema, the service's OpenAPI and the API reference.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
     """Kill switch: when False, ``should_compact`` never asks for a compaction (manual calls still work)."""
@@ -57,20 +58,30 @@ class CompactionConfig(BaseModel):
     leaves is summarized and archived (a last user request it leaves is quoted in the block). 1.0
     bounds it by the window only."""
     protect_first_user_message: bool = True
+    """Keep the first user message (the task) verbatim in front of the summary, unless it also carries tool results."""
 
     # --- prune ---
     prune_min_chars: int = Field(default=4_000, ge=200)
+    """Tool results longer than this many characters are pruned (head and tail kept, the middle's important
+    lines kept, the original archived)."""
     prune_head_chars: int = Field(default=1_500, ge=0)
+    """Characters kept from the start of a pruned tool result."""
     prune_tail_chars: int = Field(default=1_500, ge=0)
+    """Characters kept from the end of a pruned tool result."""
     prune_hard_clear_share: float = Field(default=0.5, gt=0, le=1)
+    """While tool results take more than this share of the window, the oldest unprotected ones are cleared to a
+    note naming their archive id (after the head-and-tail trim)."""
     summarizer_tool_preview: tuple[int, int] | None = None
-    """Cut tool results to (first N, last M) characters in what the summarizer sees (seed 003: (500, 200))."""
+    """Cut tool results to (first N, last M) characters in what the summarizer sees, e.g. (500, 200); None shows
+    them whole."""
     summarizer_input_max_chars: int | None = Field(default=None, gt=1_000)
-    """Cap the rendered summarizer input, cut from the middle (seed 003: 100,000)."""
+    """Cap the rendered summarizer input at this many characters, cut from the middle (e.g. 100,000); None: no cap."""
 
     # --- chunk ---
     base_chunk_ratio: float = Field(default=0.4, gt=0, le=1)
+    """A chunk sent to the summarizer is at most this share of the summarizer's window."""
     min_chunk_ratio: float = Field(default=0.15, gt=0, le=1)
+    """The chunk share shrinks adaptively (for large messages) down to this floor."""
     summarizer_window: int | None = Field(default=None, gt=0)
     """The summarizer model's own window; defaults to the agent model's window."""
     max_chunks: int = Field(default=8, ge=1)
@@ -78,14 +89,20 @@ class CompactionConfig(BaseModel):
 
     # --- summarize ---
     max_summary_tokens: int = Field(default=4_096, ge=64)
+    """Output cap of one summary (a chunk summary or the merged one), in tokens; the summary part of the block
+    gets at most this much."""
     concurrency: int = Field(default=8, ge=1)
     """Chunk summaries in flight at once. The default equals ``max_chunks``, so every chunk runs in
     one round and a compaction takes about two model-call latencies (chunks, then the merge);
     lower it for providers with tight rate limits (4 -> up to three latencies)."""
     system_prompt: str = SYSTEM_PROMPT
+    """System prompt of every summarizer call (says tool output is untrusted data)."""
     summary_prompt: str = SUMMARY_PROMPT
+    """Instructions for a single-pass summary of the whole zone (the seven sections)."""
     chunk_prompt: str = CHUNK_PROMPT
+    """Instructions for the summary of one chunk when the zone is split."""
     merge_prompt: str = MERGE_PROMPT
+    """Instructions for merging chunk summaries (and an earlier summary) into one."""
     summary_mode: Literal["rendered", "conversation"] = "rendered"
     """"rendered": the summarizer reads the zone as fenced text (tool output marked untrusted).
     "conversation" (OpenAI-format transcripts, single-pass only): the agent's own conversation plus a
@@ -98,6 +115,8 @@ class CompactionConfig(BaseModel):
     summary_block_max_tokens: int | None = Field(default=None, ge=256)
     """An explicit cap on the summary block, instead of ``summary_block_share`` of the window."""
     artifact_ledger: bool = True
+    """Append the artifact ledger (paths, URLs, ids, commands, errors the summary does not hold verbatim) after
+    the summary."""
     ledger_share: float = Field(default=0.25, gt=0, le=1)
     """Share of the summary block the artifact ledger always gets (the summary gets the rest, up to
     ``max_summary_tokens``); the ledger also takes whatever room the summary leaves unused."""
@@ -118,22 +137,30 @@ class CompactionConfig(BaseModel):
 
     # --- fall back ---
     failure_mode: FailureMode = "fallback"
-    """"fallback": full -> partial -> annotation. "trim": on summarizer failure drop the oldest units (seed 003)."""
+    """"fallback": full -> partial -> annotation. "trim": on summarizer failure drop the oldest units and keep
+    the newest verbatim while they fit."""
     extractive_fallback: bool = True
     """Fill failed chunks with the offline extractive summarizer before giving up to annotation-only."""
     max_messages: int | None = Field(default=None, ge=2)
-    """Hard cap on the message count after compaction (seed 003's backstop)."""
+    """Hard cap on the message count after compaction (a backstop: the oldest kept units after the head are
+    dropped, into the archive, until it holds); None: no cap."""
     strict: bool = False
     """Raise :class:`CompactionError` instead of returning a degraded result."""
 
     # --- reconstruct ---
     summary_placement: SummaryPlacement = "first_user"
+    """"first_user": the summary goes into the first user message between the markers; "message": a message of
+    its own (role ``summary_role``)."""
     summary_role: Literal["user", "system"] = "user"
     """Role of the summary message when ``summary_placement="message"`` (system only for OpenAI)."""
     summary_start_marker: str = "[CONTEXT SUMMARY]"
+    """Opens the summary block; a later compaction finds the block by its markers and extends it."""
     summary_end_marker: str = "[END CONTEXT SUMMARY]"
+    """Closes the summary block (must differ from the start marker)."""
     acknowledgement: str = "Understood. Continuing with the current task."
+    """Assistant turn inserted where compaction would otherwise join two user turns."""
     last_request_prefix: str = "The last request from the user was:"
+    """Introduces the quoted last user request when it fell inside the compacted span."""
     ensure_alternation: bool | None = None
     """Role alternation. ``None`` (default): only what compaction itself brings together is
     separated (an acknowledgement or "Continue." where it would join two turns of one role); for
@@ -146,7 +173,11 @@ class CompactionConfig(BaseModel):
 
     # --- verify and recover ---
     verify_rounds: int = Field(default=4, ge=0)
+    """Not read by the current pipeline (accepted so saved configurations still load); the verify stage's layout
+    rounds are fixed."""
     overflow_attempts: int = Field(default=3, ge=0)
+    """On a context-overflow error from the model, compact harder and retry at most this many times (then
+    truncate oversized tool results once)."""
 
     @model_validator(mode="after")
     def _check(self) -> CompactionConfig:

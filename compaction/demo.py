@@ -5,7 +5,11 @@ assistant and tool messages are appended in order, :meth:`ContextManager.before_
 each assistant message, and each "model call" reports a synthetic usage (the prompt counted with
 the model's tokenizer). The offline extractive summarizer does the summaries (no model, no API
 key), and the threshold is set low (30 % of a 32,000-token window) so the ~24,000-token session
-compacts several times. Each compaction is printed as it happens; the log lines go to stderr.
+compacts several times. Compaction happens on demand, on the turn that reaches the threshold (the
+library's default; no background preparation). Each compaction is printed once, as it happens, from
+its :class:`~compaction.middleware.CompactionFinished` event, with the wall-clock time that turn's
+``before_turn()`` took; warnings of the ``compaction`` loggers (a summary that fell back) go to
+stderr.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ def run_demo(args: argparse.Namespace) -> int:
     handler.setFormatter(logging.Formatter("  %(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    # Warnings only: the info lines would repeat each compaction with the middleware's estimates.
+    logger.setLevel(logging.WARNING)
     try:
         return asyncio.run(_replay(args.example, args.window))
     finally:
@@ -72,22 +77,17 @@ async def _replay(example: str, window: int) -> int:
     def show(event: CompactionEvent) -> None:
         if isinstance(event, CompactionFinished):
             finished.append(event)
-            print(
-                f"Turn {turn}: Compacted #{len(finished)} ({event.trigger}): {event.tokens_before:,} -> "
-                f"{event.tokens_after:,} tokens, {event.messages_compacted} messages compacted, "
-                f"{event.fallback_level} summary, {event.messages_before} -> {event.messages_after} messages, "
-                f"{event.result.duration_s:.2f}s",
-                flush=True,
-            )
-            prepared = event.result.record.get("prepared")
-            if prepared:  # the summary was made in the background before this turn (prepare=True)
-                print(
-                    f"  prepared in the background ({prepared['jobs']} jobs, {event.background_tokens:,} summarizer "
-                    f"tokens so far): {prepared['threshold_calls']} summarizer calls on this turn",
-                    flush=True,
-                )
 
-    cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show, prepare=True)
+    def report(event: CompactionFinished, seconds: float) -> None:
+        print(
+            f"Turn {turn}: Compacted #{len(finished)} ({event.trigger}): {event.tokens_before:,} -> "
+            f"{event.tokens_after:,} tokens, {event.messages_compacted} messages compacted, "
+            f"{event.fallback_level} summary, {event.messages_before} -> {event.messages_after} messages, "
+            f"{seconds:.2f}s",
+            flush=True,
+        )
+
+    cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show, prepare=False)
     guard = cm.work_compactor.guard
     total = compactor.count(messages, system=system)
     print(
@@ -100,14 +100,17 @@ async def _replay(example: str, window: int) -> int:
     for message in messages:
         if message.get("role") == "assistant":
             turn += 1
+            done = len(finished)
+            turn_started = time.perf_counter()
             await cm.before_turn()
-            await asyncio.sleep(0)  # the model call: background preparation runs meanwhile
+            if len(finished) > done:
+                report(finished[-1], time.perf_counter() - turn_started)
             # The "model call": its prompt is the context as it stands, its answer this message.
             prompt = cm.tokens
             answer = compactor.counter.count_message(to_canonical([message]).messages[0])
             cm.record_usage({"prompt_tokens": prompt, "completion_tokens": answer})
         cm.append(message)
-    await cm.aclose()  # a background job still running is cancelled
+    await cm.aclose()
     elapsed = time.perf_counter() - started
 
     print(

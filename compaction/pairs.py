@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from compaction.transcript import (
     Message,
@@ -203,13 +203,19 @@ def pending_calls(messages: Sequence[Message]) -> tuple[int, tuple[str, ...]]:
 
 
 def validate(
-    transcript: Transcript,
+    transcript: Transcript | Sequence[Any],
     *,
     forbid_trailing_tool: bool = False,
     require_alternation: bool | None = None,
+    system: Any = None,
     allow_pending: bool = False,
 ) -> list[PairViolation]:
     """Every pairing problem in the transcript (empty when it is valid).
+
+    ``transcript`` is a :class:`Transcript` or provider messages as a compaction returns them
+    (``validate(result.messages)``; an Anthropic ``system`` prompt may be passed beside them);
+    provider messages are read with :func:`compaction.adapters.to_canonical` first, so a malformed
+    message raises :class:`~compaction.errors.TranscriptError` naming its index.
 
     A user turn that carries tool results must hold them before any text ("results_not_first";
     Anthropic rejects text before the tool_result blocks). Role checks follow the pipeline's turn
@@ -219,6 +225,12 @@ def validate(
     alternation (no two messages of one role in a row, and the user first), for any format;
     ``False`` checks no roles. ``allow_pending``: the :func:`pending_calls` (results still to
     come) are not missing results (a context, not a request to send)."""
+    if not isinstance(transcript, Transcript):
+        from compaction.adapters import to_canonical  # adapters build on this module
+
+        transcript = to_canonical(transcript, system)
+    elif system is not None:
+        raise TypeError("system= goes with provider messages; a Transcript carries its own system prompt")
     messages = transcript.messages
     pending = set(pending_calls(messages)[1]) if allow_pending else set()
     violations: list[PairViolation] = []

@@ -48,6 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from compaction import idempotency
 from compaction._store_rows import (
     NO_ARCHIVE,
     ClosingStore,
@@ -71,7 +72,9 @@ from compaction._store_rows import (
     stored_messages,
     verbatim_search,
 )
+from compaction.event_log import PostgresEventLog
 from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import PostgresUsage
 
 if TYPE_CHECKING:
     import psycopg
@@ -218,7 +221,7 @@ def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), sum(counts.values())
 
 
-class PostgresSessionStore(ClosingStore):
+class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in PostgreSQL, for many workers and instances.
 
     ``url`` is a libpq connection string (``postgresql://user:password@host:5432/db`` or
@@ -292,6 +295,8 @@ class PostgresSessionStore(ClosingStore):
                 for statement in _SCHEMA:
                     conn.execute(statement)
             conn.execute(_PREPARED_TABLE)
+            conn.execute(idempotency.POSTGRES_TABLE)
+            conn.execute(PostgresEventLog._EVENTS_TABLE)
 
     @contextmanager
     def _tx(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -365,16 +370,27 @@ class PostgresSessionStore(ClosingStore):
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def append(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> list[int]:
         """Append ``messages`` in one transaction and return their ids, in order (unique across the
         database, increasing in commit order within a session). Raises :class:`SessionNotFound`,
         ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
-        message that is not JSON-serializable (nothing of the batch is stored then)."""
+        message that is not JSON-serializable (nothing of the batch is stored then).
+        With ``idempotency_key``, a batch already appended with that key is not stored again: its
+        ids are returned (see :mod:`compaction.idempotency`)."""
         check_session_id(session_id)
+        if idempotency_key is not None:
+            idempotency.check_key(idempotency_key)
         rows = message_rows(messages)
         now = time.time()
+        batch_digest = idempotency.digest(rows) if idempotency_key is not None else ""
         with self._tx() as conn:
             self._lock_session(conn, session_id)
+            if idempotency_key is not None:
+                stored = idempotency.replayed(conn, "%s", session_id, idempotency_key, batch_digest)
+                if stored is not None:
+                    return stored
             if not rows:
                 return []
             # Ids are drawn in the batch's order (ORDER BY n); RETURNING's order is not promised.
@@ -384,7 +400,10 @@ class PostgresSessionStore(ClosingStore):
                 (session_id, now, rows),
             ).fetchall()
             conn.execute("UPDATE sessions SET updated_at = %s WHERE id = %s", (now, session_id))
-        return sorted(int(row[0]) for row in ids)
+            appended = sorted(int(row[0]) for row in ids)
+            if idempotency_key is not None:
+                idempotency.record(conn, "%s", session_id, idempotency_key, batch_digest, appended)
+        return appended
 
     def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
         """All messages of the session, or only those with an id above ``after_id``, oldest first."""

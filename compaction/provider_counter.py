@@ -1,4 +1,4 @@
-"""Provider-side token counting: ask the provider how big a prompt is (seed 002's recount).
+"""Provider-side token counting: ask the provider how big a prompt is (an exact recount).
 
 Local tokenizers are close, not exact: the provider's own message framing, tool-schema rendering
 and (for Claude 3+) an unpublished tokenizer all shift the count. :class:`ProviderTokenCounter`

@@ -56,6 +56,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
+from compaction import idempotency
 from compaction._store_rows import (
     NO_ARCHIVE,
     ClosingStore,
@@ -79,7 +80,9 @@ from compaction._store_rows import (
     stored_messages,
     verbatim_search,
 )
+from compaction.event_log import SQLiteEventLog
 from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import SQLiteUsage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
@@ -255,7 +258,7 @@ def _word_probe(query: str) -> str | None:
     return " AND ".join(terms) or None
 
 
-class SQLiteSessionStore(ClosingStore):
+class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
     """A :class:`~compaction.store.SessionStore` in one SQLite file, safe across threads and processes.
 
     ``path`` is a database file (created with its schema on first open) or ``":memory:"`` for a
@@ -357,6 +360,7 @@ class SQLiteSessionStore(ClosingStore):
                 conn.execute("ALTER TABLE sessions ADD COLUMN tail TEXT")
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(idempotency.SQLITE_TABLE)  # outside the versioned schema: any version gets it
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -484,19 +488,30 @@ class SQLiteSessionStore(ClosingStore):
 
     # -- messages ---------------------------------------------------------------------------
 
-    def append(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def append(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> list[int]:
         """Append ``messages`` in one transaction and return their ids, in order.
 
         Ids are assigned by the store, unique across the whole database and increasing in append
         order. Stored messages are never rewritten or deleted. Raises :class:`SessionNotFound`,
         ``TypeError`` for an item that is not a mapping, and ``ValueError`` naming the index of a
         message that is not JSON-serializable (nothing of the batch is stored then).
+        With ``idempotency_key``, a batch already appended with that key is not stored again: its
+        ids are returned (see :mod:`compaction.idempotency`).
         """
         check_session_id(session_id)
+        if idempotency_key is not None:
+            idempotency.check_key(idempotency_key)
         rows = message_rows(messages)
         now = time.time()
+        batch_digest = idempotency.digest(rows) if idempotency_key is not None else ""
         with self._write() as conn:
             self._require_session(conn, session_id)
+            if idempotency_key is not None:
+                stored = idempotency.replayed(conn, "?", session_id, idempotency_key, batch_digest)
+                if stored is not None:
+                    return stored
             ids: list[int] = []
             for text in rows:
                 cursor = conn.execute(
@@ -507,6 +522,8 @@ class SQLiteSessionStore(ClosingStore):
                 ids.append(cursor.lastrowid)
             if ids:
                 conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            if idempotency_key is not None:
+                idempotency.record(conn, "?", session_id, idempotency_key, batch_digest, ids)
         return ids
 
     def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:

@@ -301,7 +301,9 @@ class ContextWindowGuard:
                 f"keeps at least half of the {total:,}-token window"
             )
             warnings.append(message)
-            logger.warning(message)
+            # Designed behaviour for small windows, not a fault: on the debug log only, and in
+            # ``warnings`` for callers who want to show it.
+            logger.debug(message)
         budget = total - reserve - max_output_tokens
 
         threshold_tokens = _threshold_tokens(threshold, total)

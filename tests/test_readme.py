@@ -1,17 +1,15 @@
-"""Every ```python block of README.md runs, offline, as written.
+"""The README's code runs, offline, as written, and its Quick start commands are the ones CI runs.
 
-Model calls go through litellm to the fake provider (``ANTHROPIC_API_BASE`` points the
-``anthropic/...`` models at it), so a snippet whose API call is wrong fails here as it would for a
-reader. The names a snippet assumes (``messages``, ``SYSTEM_PROMPT``, ``task``, ``TOOLS``) come from
-a small preamble keyed by the snippet's first line; an endless ``while True`` agent loop runs two
-turns. Top-level ``await`` is allowed, as in a notebook or ``python -m asyncio``.
+Every ```python block of README.md is a file of docs/examples/ verbatim (tests/test_docs.py runs
+them all, the README's included); the examples whose model calls go through litellm run here
+against the fake provider (``ANTHROPIC_API_BASE`` points the ``anthropic/...`` models at it), so an
+example whose API call is wrong fails here as it would for a reader.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
-import inspect
 import os
 import re
 import subprocess
@@ -25,51 +23,44 @@ import pytest
 from compaction import Compactor, ContextManager
 from compaction.testing.fake_provider import FakeProvider
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+EXAMPLES = ROOT / "docs" / "examples"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-
-PREAMBLES: dict[str, str] = {
-    "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": """
-SYSTEM_PROMPT = "You are a coding agent."
-task = "Fix the failing test in tests/test_api.py."
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "run a command",
-          "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
-""",
-}
-
-
-def _check_using_it(namespace: dict[str, Any], server: FakeProvider) -> None:
-    result = namespace["result"]  # the snippet compacted: should_compact was true
-    assert result.compacted
-    assert result.tokens_after < result.tokens_before
-    assert result.fallback_level == "full", "the summarizer call failed: the snippet's model call is wrong"
-    assert any(r.model == "claude-haiku-4-5" for r in server.completion_requests)
-
-
-def _check_agent_loop(namespace: dict[str, Any], server: FakeProvider) -> None:
-    assert isinstance(namespace["cm"], ContextManager)
-    calls = [r for r in server.completion_requests if r.model == "claude-sonnet-4-5"]
-    assert len(calls) == 2  # two turns of the loop, each one model call
-    assert all(r.body.get("tools") for r in calls)
-    assert namespace["response"] is not None
-
-
-CHECKS: dict[str, Callable[[dict[str, Any], FakeProvider], None]] = {
-    "from compaction import Compactor, CompactionConfig": _check_using_it,
-    "from compaction import Compactor, CompactionConfig, ContextManager, SQLiteSessionStore": _check_agent_loop,
-}
 
 
 def python_blocks() -> list[str]:
     return BLOCK.findall(README.read_text(encoding="utf-8"))
 
 
-def _bounded(source: str) -> str:
-    """An endless agent loop runs two turns instead."""
-    if "while True:" not in source:
-        return source
-    assert source.count("while True:") == 1
-    return source.replace("while True:", "for _turn in range(2):")
+def test_readme_python_blocks_are_example_files_verbatim() -> None:
+    """So they run in CI (tests/test_docs.py) and cannot drift from what runs."""
+    blocks = python_blocks()
+    assert len(blocks) >= 2, "the README shows the library and the agent loop"
+    files = {path.read_text(encoding="utf-8"): path.name for path in EXAMPLES.glob("*.py")}
+    for block in blocks:
+        assert block in files, f"README block not a docs/examples file verbatim: {block.splitlines()[0]!r}"
+        assert f"docs/examples/{files[block]}" in README.read_text(encoding="utf-8"), "name the file it runs as"
+
+
+def _check_llm_summarizer(namespace: dict[str, Any], server: FakeProvider) -> None:
+    result = namespace["result"]
+    assert result.compacted
+    assert result.tokens_after < result.tokens_before
+    assert result.fallback_level == "full", "the summarizer call failed: the example's model call is wrong"
+    assert any(r.model == "claude-haiku-4-5" for r in server.completion_requests)
+
+
+def _check_agent_loop_litellm(namespace: dict[str, Any], server: FakeProvider) -> None:
+    calls = [r for r in server.completion_requests if r.model == "claude-sonnet-4-5"]
+    assert calls, "the loop called the agent's model"
+    assert all(r.body.get("tools") for r in calls)
+
+
+MODEL_EXAMPLES: dict[str, Callable[[dict[str, Any], FakeProvider], None]] = {
+    "llm_summarizer.py": _check_llm_summarizer,
+    "agent_loop_litellm.py": _check_agent_loop_litellm,
+}
 
 
 @pytest.fixture
@@ -77,31 +68,17 @@ def fake_anthropic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     with FakeProvider() as server:
         monkeypatch.setenv("ANTHROPIC_API_BASE", server.anthropic_api_base)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake")
-        monkeypatch.chdir(tmp_path)  # a snippet's sessions.db lands here
+        monkeypatch.chdir(tmp_path)  # an example's sessions.db lands here
         yield server
 
 
-def test_readme_has_python_snippets_with_preambles() -> None:
-    """The snippets that assume names the reader already has get them from a preamble; the rest
-    (the integrations, background preparation, ids) are self-contained and assert what they show."""
-    firsts = [block.splitlines()[0] for block in python_blocks()]
-    assert len(firsts) >= 2
-    for first in PREAMBLES:
-        assert first in firsts, f"a preamble for a README snippet that is gone: {first!r}"
-
-
-@pytest.mark.parametrize("source", python_blocks(), ids=lambda s: s.splitlines()[0][:60])
-def test_readme_snippet_runs(source: str, fake_anthropic: FakeProvider) -> None:
-    first = source.splitlines()[0]
-    preamble = PREAMBLES.get(first, "")
-    code = compile(preamble + _bounded(source), "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    namespace: dict[str, Any] = {"__name__": "readme"}
-    returned = eval(code, namespace)  # the README's own code
-    if inspect.iscoroutine(returned):
-        asyncio.run(returned)
+@pytest.mark.parametrize("name", sorted(MODEL_EXAMPLES))
+def test_model_examples_call_the_model_they_name(name: str, fake_anthropic: FakeProvider) -> None:
+    source = (EXAMPLES / name).read_text(encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(source, str(EXAMPLES / name), "exec"), namespace)  # the documented file, as written
     assert not fake_anthropic.errors
-    if first in CHECKS:
-        CHECKS[first](namespace, fake_anthropic)
+    MODEL_EXAMPLES[name](namespace, fake_anthropic)
 
 
 def test_complete_takes_the_model_to_call(fake_anthropic: FakeProvider) -> None:
@@ -127,7 +104,6 @@ def test_no_unclosed_litellm_clients_at_exit() -> None:
 
 # -- Quick start: the shell commands are the ones CI and the noxfile implement -----------------------------
 
-ROOT = README.parent
 QUICK_START = re.compile(r"^## Quick start\n(.*?)^## ", re.S | re.M)
 BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 
@@ -169,7 +145,7 @@ def _noxfile_sessions() -> set[str]:
 def test_quick_start_test_command_is_what_ci_runs() -> None:
     _demo, tests = _quick_start_commands()
     assert tests == _ci_command()
-    assert _nox_sessions(tests) == ["lint", "typecheck", "tests"]
+    assert _nox_sessions(tests) == ["lint", "typecheck", "tests", "docs"]
 
 
 def test_quick_start_sessions_exist_in_the_noxfile() -> None:
@@ -204,10 +180,48 @@ def test_quick_start_demo_runs() -> None:
     assert "Session replayed" in proc.stdout
 
 
+def _documents() -> list[Path]:
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def test_install_commands_name_the_distribution() -> None:
-    """PyPI's "compaction" is another project: every pip install of ours says compaction-engine."""
+    """PyPI's "compaction" is another project: no pip install of ours says plain compaction."""
+    for document in _documents():
+        for match in re.finditer(r"pip install ([^\n`]*)", document.read_text(encoding="utf-8")):
+            for word in match.group(1).split():
+                name = word.strip("'\"")
+                assert not re.fullmatch(r"compaction(\[[\w,-]+\])?", name), f"{document.name}: {match.group(0)}"
+
+
+def test_no_install_from_the_index() -> None:
+    """compaction-engine is not on a package index: every install is from the checkout or a wheel."""
+    for document in _documents():
+        for match in re.finditer(r"pip install ([^\n`]*)", document.read_text(encoding="utf-8")):
+            for word in match.group(1).split():
+                name = word.strip("'\"")
+                assert not name.startswith("compaction-engine"), (
+                    f"{document.name} installs from the index: {match.group(0)}"
+                )
+
+
+def test_docs_quick_start_has_the_readme_commands() -> None:
+    page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    blocks = [" ".join(block.split()) for block in BASH_BLOCK.findall(page)]
+    assert blocks[:2] == _quick_start_commands()
+
+
+def test_readme_links_reach_existing_pages() -> None:
+    """The README is the map to docs/: every relative link names a file that exists (and a heading
+    it has, for #anchors)."""
     text = README.read_text(encoding="utf-8")
-    for match in re.finditer(r"pip install ([^\n`]*)", text):
-        for word in match.group(1).split():
-            name = word.strip("'\"")
-            assert not re.fullmatch(r"compaction(\[[\w,-]+\])?", name), f"README installs {word!r}: {match.group(0)}"
+    links = re.findall(r"\]\(([^)#\s]+)(?:#([\w-]+))?\)", text)
+    assert len(links) >= 10
+    for target, anchor in links:
+        if target.startswith(("http://", "https://")):
+            continue
+        path = ROOT / target
+        assert path.is_file(), f"README links to a missing file: {target}"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+            assert anchor in slugs, f"{target} has no heading #{anchor}"

@@ -1,4 +1,5 @@
-"""Compaction events for UIs and logs (seed 004's "session.compacted"), and their safe delivery.
+"""Compaction events for UIs and logs (``session.compacting``, ``session.compacted``, ``session.compaction_failed``),
+and their safe delivery.
 
 A handler is any callable taking one event; it may be ``async``. A handler that raises is logged
 and skipped: a broken UI callback never breaks the agent loop.

@@ -96,7 +96,7 @@ class ContextManager:
     ``messages`` start the context (in store mode they are appended to the stored session).
 
     Triggers: the compactor's threshold (fraction of the window or tokens; ``threshold=0`` turns
-    it off) and, with ``every_n_iterations``, every N turns (seed 000). ``keep_recent_iterations``
+    it off) and, with ``every_n_iterations``, every N turns. ``keep_recent_iterations``
     keeps that many turns (x 2 messages) verbatim. ``enabled=False`` in the config turns every
     automatic compaction off; :meth:`compact_now` still works.
 
@@ -115,7 +115,8 @@ class ContextManager:
     any broken pair) is repaired for that request only, with a warning; the context is unchanged. ``on_event`` receives
     :class:`CompactionStarted` / :class:`CompactionFinished` / :class:`CompactionFailed` (sync or async
     callables, or a list). ``recount`` (e.g. a :class:`~compaction.provider_counter.ProviderTokenCounter`)
-    sets the context size after a compaction (seed 002's recount).
+    sets the context size after a compaction: the provider's exact count of the compacted prompt
+    replaces the local one.
 
     Recall (``recall=True``, the default). Once something has been compacted, :meth:`complete`
     offers the model the ``recall`` tool (:func:`compaction.recall.recall_tool`, in the format of
@@ -477,7 +478,7 @@ class ContextManager:
             return await run_compaction(self, plan.trigger, measure, decision)
 
     async def compact_now(self, instructions: str | None = None) -> CompactionResult:
-        """Compact now (seed 004's ``/compact [focus]``), whatever the thresholds say.
+        """Compact now, whatever the thresholds say: what a ``/compact [focus]`` command calls.
 
         Returns a result with ``compacted=False`` and a reason (e.g. "not enough messages to
         compact", or "compaction would not reduce the context: N -> M tokens" when the summary

@@ -29,7 +29,7 @@ class UsageReport:
     ``prompt_tokens`` is every input token of the request, cached ones included and counted once;
     ``cached_tokens`` and ``cache_creation_tokens`` say how much of it came from (or went into)
     the provider's prompt cache. ``context_tokens`` is what the conversation occupies once the
-    answer is appended (seed 002: prompt + completion).
+    answer is appended (prompt + completion).
 
     >>> UsageReport(prompt_tokens=1000, completion_tokens=50).context_tokens
     1050

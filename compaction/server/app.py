@@ -7,7 +7,7 @@ Endpoints (all JSON unless noted)::
     POST /v1/sessions                            create (or update) a session: system, model
     POST /v1/sessions/{id}/messages              append messages (optionally auto-compact)
     GET  /v1/sessions/{id}/context               summary + newer messages, ready for the next call
-    POST /v1/sessions/{id}/compact               compact now (seed 004's /compact), with instructions
+    POST /v1/sessions/{id}/compact               compact now (a /compact command), with instructions
     GET  /v1/sessions/{id}/compactions           the compaction history
     GET  /v1/sessions/{id}/events                text/event-stream: compaction.started/finished/failed
     GET  /v1/sessions/{id}/recall                search (q) or read (archive_id) what compaction archived
@@ -71,6 +71,10 @@ def create_app(
     body_timeout_s: float = 60.0,
     client_permissions: frozenset[str] = frozenset(),
     compact_processes: int = 0,
+    max_event_streams: int = 512,
+    max_event_streams_per_key: int = 16,
+    max_storage_bytes_per_key: int = 1 << 30,
+    max_sessions_per_key: int = 10_000,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 
@@ -83,7 +87,10 @@ def create_app(
     ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
     the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
-    extractive compactions in that many worker processes (:mod:`compaction.server.pool`)."""
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`).
+    ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond);
+    with API keys, ``max_storage_bytes_per_key`` (413) and ``max_sessions_per_key`` (429) cap what
+    each key stores (:mod:`compaction.server.quota`)."""
     settings = ServerSettings(
         store_path=store_path,
         model=model,
@@ -99,6 +106,10 @@ def create_app(
         body_timeout_s=body_timeout_s,
         client_permissions=frozenset(client_permissions),
         compact_processes=compact_processes,
+        max_event_streams=max_event_streams,
+        max_event_streams_per_key=max_event_streams_per_key,
+        max_storage_bytes_per_key=max_storage_bytes_per_key,
+        max_sessions_per_key=max_sessions_per_key,
     )
     service = CompactionService(settings, store)
 

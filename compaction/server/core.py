@@ -19,6 +19,7 @@ from compaction.adapters import detect_format
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
+from compaction.event_log import EventLog
 from compaction.middleware._store import summary_message
 from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
@@ -28,9 +29,8 @@ from compaction.server.errors import (
     one_line,
     transcript_error,
 )
-from compaction.server.events import (
-    EventBus,
-)
+from compaction.server.events import EventBus, StreamSlots
+from compaction.server.quota import StorageQuota
 from compaction.server.schemas import (
     CompactOptions,
     CompactRequest,
@@ -40,6 +40,7 @@ from compaction.server.settings import ServerSettings, make_summarizer, summariz
 from compaction.server.telemetry import annotate_request
 from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
+from compaction.store_usage import UsageMeter
 from compaction.summarizers.base import SummarizerError
 
 if TYPE_CHECKING:
@@ -80,7 +81,13 @@ class ServiceCore:
 
             store = SQLiteSessionStore(settings.store_path)
         self.store: SessionStore = store
-        self.bus = EventBus()
+        self.bus = EventBus(log=store if isinstance(store, EventLog) else None)
+        self.stream_slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
+        self.quota: StorageQuota | None = None
+        if settings.api_keys is not None and isinstance(store, UsageMeter):
+            self.quota = StorageQuota(
+                store, max_bytes=settings.max_storage_bytes_per_key, max_sessions=settings.max_sessions_per_key
+            )
         self.draining = False
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
         self._compactors_lock = threading.Lock()
@@ -157,6 +164,7 @@ class ServiceCore:
                 await asyncio.wait_for(self._idle.wait(), self.settings.drain_timeout_s)
             except TimeoutError:
                 logger.warning("drain timeout: %d compaction(s) still running", len(self._inflight))
+        await self.bus.flush()
         self.bus.close()
 
     def begin_shutdown(self) -> None:

@@ -85,7 +85,7 @@ ERRORS: dict[int, str] = {
     408: "The request body did not arrive in time",
     413: "Request body larger than the server's limit",
     422: "Request does not match the schema (invalid_request), or the compaction cannot fit (compaction_failed)",
-    429: "This API key's rate limit is reached; see Retry-After",
+    429: "This API key's rate limit (or its open event streams' limit) is reached; see Retry-After",
     500: "Internal error: a generic message and the request id, never a traceback",
     502: "The summarizer model failed (summarizer_failed)",
     503: "The server is shutting down; retry elsewhere",
@@ -137,6 +137,10 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         for e in errors[:20]
     ]
     first = errors[0] if errors else {}
+    body_problem = _body_problem(request, first)
+    if body_problem is not None:
+        body = ErrorBody(type="invalid_request", message=body_problem, request_id=REQUEST_ID.get(), details=details)
+        return error_response(422, body)
     loc = [p for p in first.get("loc", ()) if p != "body"]
     index = None
     if len(loc) >= 2 and loc[0] == "messages" and isinstance(loc[1], int):
@@ -154,6 +158,31 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         details=details,
     )
     return error_response(422, body)
+
+
+def _body_problem(request: Request, error: Mapping[str, Any]) -> str | None:
+    """The message for a body that is not a JSON object at all (no field of it is at fault), or
+    None when the error is about a field."""
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":  # loc is ("body", character offset)
+        detail = (error.get("ctx") or {}).get("error") or error.get("msg") or "invalid JSON"
+        at = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+        return f"the request body is not valid JSON: {detail}{at}"
+    if loc != ("body",):
+        return None
+    content_type = request.headers.get("content-type")
+    if content_type is None or "json" not in content_type.lower():
+        got = f"content type {content_type!r}" if content_type else "no content type"
+        return f"the request body must be JSON sent with Content-Type: application/json (got {got})"
+    value = error.get("input")
+    kind = (
+        "null"
+        if value is None
+        else {list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+        )
+    )
+    return f"the request body must be a JSON object, got {kind}"
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:

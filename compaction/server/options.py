@@ -69,6 +69,30 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--body-timeout", type=float, default=60.0, help="seconds to receive a body (default 60)")
     parser.add_argument(
+        "--max-event-streams",
+        type=int,
+        default=512,
+        help="open SSE event streams per server process, all keys together (default 512; 429 beyond)",
+    )
+    parser.add_argument(
+        "--max-event-streams-per-key",
+        type=int,
+        default=16,
+        help="open SSE event streams per API key (default 16; 429 beyond)",
+    )
+    parser.add_argument(
+        "--max-storage-bytes-per-key",
+        type=int,
+        default=1 << 30,
+        help="bytes of stored messages per API key (default 1 GiB; 413 beyond; only with API keys)",
+    )
+    parser.add_argument(
+        "--max-sessions-per-key",
+        type=int,
+        default=10_000,
+        help="sessions per API key (default 10,000; 429 beyond; only with API keys)",
+    )
+    parser.add_argument(
         "--compact-processes",
         type=int,
         default=0,

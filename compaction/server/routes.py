@@ -6,13 +6,13 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic_core import from_json
 
 from compaction import __version__
-from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, scoped_session_id
+from compaction.server.auth import NAMESPACE_SEPARATOR, check_options, presented_key, scoped_session_id
 from compaction.server.errors import PAYLOAD, error_responses
 from compaction.server.guard import api_key_of
 from compaction.server.schemas import (
@@ -95,18 +95,22 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["service"],
         responses={503: {"model": Health, "description": "Draining: shutting down, finishing in-flight work"}},
     )
-    async def health() -> JSONResponse:
-        """Liveness and the server's configuration; 503 while shutting down."""
+    async def health(request: Request) -> JSONResponse:
+        """Liveness and the server's configuration; 503 while shutting down. It needs no key (load
+        balancers probe it); when the server has API keys, the store and the activity counts are
+        only shown to a caller that sends a valid one."""
+        status = "draining" if service.draining else "ok"
         body = Health(
-            status="draining" if service.draining else "ok",
-            version=__version__,
-            model=settings.model,
-            summarizer=summarizer_name(settings.summarizer),
-            store=getattr(service.store, "path", type(service.store).__name__),
-            in_flight_compactions=service.in_flight,
-            event_subscribers=service.bus.subscriber_count(),
+            status=status, version=__version__, model=settings.model, summarizer=summarizer_name(settings.summarizer)
         )
-        return JSONResponse(body.model_dump(mode="json"), status_code=503 if service.draining else 200)
+        keys = settings.api_keys
+        if keys is None or keys.authenticate(presented_key(request.scope.get("headers", []))) is not None:
+            body.store = getattr(service.store, "path", type(service.store).__name__)
+            body.in_flight_compactions = service.in_flight
+            body.event_subscribers = service.bus.subscriber_count()
+        return JSONResponse(
+            body.model_dump(mode="json", exclude_none=True), status_code=503 if status == "draining" else 200
+        )
 
     @app.post(
         "/v1/compact",
@@ -141,10 +145,21 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         tags=["sessions"],
         responses=error_responses(*PAYLOAD, 404, 503),
     )
-    async def append(body: AppendRequest, session_id: StoredId) -> AppendResponse:
+    async def append(
+        body: AppendRequest,
+        session_id: StoredId,
+        idempotency_key: str | None = Header(
+            default=None,
+            min_length=1,
+            max_length=200,
+            description="a retry with the same key and batch is stored once (its ids are returned); "
+            "the same key with another batch is a 422; keys are kept for 24 hours",
+        ),
+    ) -> AppendResponse:
         """Append messages (in the session's format; never rewritten). `auto_compact` compacts when
-        the threshold is reached, emitting the same events as a manual compaction."""
-        return await service.append(session_id, body)
+        the threshold is reached, emitting the same events as a manual compaction. Send an
+        `Idempotency-Key` header to make a retry after a lost connection safe."""
+        return await service.append(session_id, body, idempotency_key=idempotency_key)
 
     @app.get(
         "/v1/sessions/{session_id}/context",
@@ -163,7 +178,7 @@ def add_routes(app: FastAPI, service: CompactionService) -> None:
         responses=error_responses(*PAYLOAD, 404, 502, 503),
     )
     async def compact_session(session_id: StoredId, body: SessionCompactRequest | None = None) -> SessionCompactResult:
-        """Compact the session now (seed 004's `/compact`), optionally focused by `instructions`.
+        """Compact the session now (a `/compact` command), optionally focused by `instructions`.
         Not enough messages is a 200 with `compacted: false`."""
         body = body or SessionCompactRequest()
         result = await service.compact_session(

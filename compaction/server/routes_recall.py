@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from compaction.server.auth import scoped_session_id
-from compaction.server.errors import error_responses
+from compaction.server.errors import ApiError, error_responses
+from compaction.server.events import StreamLimitReached, StreamSlot
 from compaction.server.guard import api_key_of
 from compaction.server.routes import StoredId
 from compaction.server.schemas import (
@@ -15,6 +20,40 @@ from compaction.server.schemas import (
     RecallResponse,
 )
 from compaction.server.service import CompactionService
+
+
+class _HeldStreamingResponse(StreamingResponse):
+    """A stream that holds a :class:`StreamSlot` until the response ends, however it ends (the
+    client going away before the first frame included)."""
+
+    def __init__(self, slot: StreamSlot, content: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
+
+
+MAX_EVENT_ID_DIGITS = 18  # below 2**63: what every store's integer column holds
+
+
+def parse_event_id(header: str | None) -> int | None:
+    """``Last-Event-ID`` as an event id, or None (replay nothing) for anything that is not one:
+    ASCII digits only (``str.isdigit`` also takes '²' and other digits ``int`` refuses), and short
+    enough to be an id rather than a 5,000-digit number that costs ``int`` time.
+
+    >>> parse_event_id("42"), parse_event_id("\u00b2"), parse_event_id("9" * 5000), parse_event_id(" 7 ")
+    (42, None, None, 7)
+    """
+    if header is None:
+        return None
+    text = header.strip()
+    if not text or len(text) > MAX_EVENT_ID_DIGITS or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
 
 
 def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
@@ -33,19 +72,27 @@ def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
                 ),
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             },
-            **error_responses(422, 503),
+            **error_responses(422, 429, 503),
         },
     )
     async def events(
+        request: Request,
         session_id: StoredId,
         last_event_id: str | None = Header(default=None, description="resume after this event id"),
     ) -> StreamingResponse:
         """Compaction events of one session, as they happen. The stream may be opened before the
-        session exists (before any other call): it waits for the session's first events."""
+        session exists (before any other call): it waits for the session's first events. Open
+        streams are capped per API key and per server (429 with the limit named)."""
         service.check_accepting()
-        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else None
+        after = parse_event_id(last_event_id)
+        key = api_key_of(request.scope)
+        try:
+            slot = service.stream_slots.acquire(None if key is None else key.namespace)
+        except StreamLimitReached as exc:
+            raise ApiError(429, "too_many_streams", str(exc), headers={"Retry-After": "5"}) from None
         stream = service.bus.stream(session_id, last_event_id=after, heartbeat=settings.heartbeat_s)
-        return StreamingResponse(
+        return _HeldStreamingResponse(
+            slot,
             stream,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

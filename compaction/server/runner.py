@@ -200,6 +200,10 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         "body_timeout_s": args.body_timeout,
         "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
         "compact_processes": args.compact_processes,
+        "max_event_streams": args.max_event_streams,
+        "max_event_streams_per_key": args.max_event_streams_per_key,
+        "max_storage_bytes_per_key": args.max_storage_bytes_per_key,
+        "max_sessions_per_key": args.max_sessions_per_key,
     }
 
 

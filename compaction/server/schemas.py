@@ -109,9 +109,11 @@ class Health(BaseModel):
     version: str
     model: str = Field(description="the default agent model")
     summarizer: str = Field(description="'extractive' or the litellm model that writes summaries")
-    store: str = Field(description="the SQLite database path (or :memory:)")
-    in_flight_compactions: int
-    event_subscribers: int
+    store: str | None = Field(
+        default=None, description="the store (SQLite path or PostgreSQL host); only for a caller with a valid key"
+    )
+    in_flight_compactions: int | None = Field(default=None, description="only for a caller with a valid key")
+    event_subscribers: int | None = Field(default=None, description="only for a caller with a valid key")
 
 
 class CompactOptions(BaseModel):
@@ -326,7 +328,7 @@ class CompactionStartedEvent(BaseModel):
 
 
 class CompactionFinishedEvent(BaseModel):
-    """``event: compaction.finished`` (seed 004's ``session.compacted``). ``compacted`` is false
+    """``event: compaction.finished`` (the middleware's ``session.compacted``). ``compacted`` is false
     when there was nothing to compact (``reason`` says why; tokens before = after)."""
 
     session_id: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,7 +11,9 @@ import anyio.to_thread
 
 from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
-from compaction.server.auth import public_session_id
+from compaction.idempotency import IdempotencyKeyReused, check_key
+from compaction.redact import redact_json
+from compaction.server.auth import NAMESPACE_SEPARATOR, public_session_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -39,6 +42,7 @@ class CompactionService(SessionCompaction):
     async def create_session(self, body: CreateSessionRequest, *, namespace: str = "") -> SessionInfo:
         """``namespace``: the caller's key namespace prefix ('' without keys)."""
         session_id = namespace + (body.session_id or f"s_{secrets.token_hex(12)}")
+        owner = namespace.removesuffix(NAMESPACE_SEPARATOR)
         system: Any = body.system
         if body.format == "anthropic" and isinstance(system, str):
             system = [{"type": "text", "text": system}]  # a list marks the session as Anthropic
@@ -49,7 +53,11 @@ class CompactionService(SessionCompaction):
             await self.run_store(self.store.context, session_id)
         except KeyError:
             existed = False
+        if not existed and self.quota is not None and owner:
+            await self.quota.check_new_session(owner)
         await self.run_store(self.store.create_session, session_id, system=system, model=body.model)
+        if not existed and self.quota is not None and owner:
+            self.quota.created(owner)
         ctx = await self.context(session_id)
         return SessionInfo(
             session_id=public_session_id(session_id),
@@ -58,7 +66,14 @@ class CompactionService(SessionCompaction):
             created=not existed,
         )
 
-    async def append(self, session_id: str, body: AppendRequest) -> AppendResponse:
+    async def append(
+        self, session_id: str, body: AppendRequest, *, idempotency_key: str | None = None
+    ) -> AppendResponse:
+        if idempotency_key is not None:
+            try:
+                check_key(idempotency_key)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
         ctx = await self.context(session_id)
         await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
         batch: list[dict[str, Any]] = list(body.messages)
@@ -70,12 +85,29 @@ class CompactionService(SessionCompaction):
             # context instead of being a stored message that compaction could never move past.
             await self.run_store(self.store.create_session, session_id, system=first["content"])
             batch, hoisted = batch[1:], [None]
+        elif idempotency_key is not None and plain_system and first["content"] == ctx.system:
+            batch, hoisted = batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
+        options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
+        owner, size = "", 0
+        if self.quota is not None and NAMESPACE_SEPARATOR in session_id:
+            owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
+            size = await anyio.to_thread.run_sync(stored_size, batch)
+            await self.quota.check_append(owner, size)
         try:
-            ids = await self.run_store(self.store.append, session_id, batch) if batch else []
+            ids = await self.run_store(self.store.append, session_id, batch, **options) if batch else []
         except KeyError:
             raise not_found("session", public_session_id(session_id)) from None
-        except (TypeError, ValueError) as exc:
+        except IdempotencyKeyReused as exc:
+            raise ApiError(422, "idempotency_key_reused", str(exc), field="Idempotency-Key") from None
+        except TypeError as exc:
+            if options and "idempotency_key" in str(exc):
+                message = "this server's session store does not take an Idempotency-Key"
+                raise ApiError(400, "invalid_request", message, field="Idempotency-Key") from None
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        if owner and self.quota is not None:
+            self.quota.appended(owner, size)
         ctx = await self.context(session_id)
         tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
         compaction = None
@@ -183,4 +215,11 @@ class CompactionService(SessionCompaction):
         message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
         if message is None:
             raise not_found("archived message", archive_id)
-        return ArchivedMessage(archive_id=archive_id, message=message)
+        # Redacted like a compaction answer's archive: a secret the agent once saw is not served
+        # again over HTTP (logs, proxies); the store keeps the original for recall by the engine.
+        return ArchivedMessage(archive_id=archive_id, message=redact_json(message))
+
+
+def stored_size(messages: Sequence[Mapping[str, Any]]) -> int:
+    """About the bytes ``messages`` take in the store (their JSON, UTF-8)."""
+    return sum(len(json.dumps(m, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) for m in messages)

@@ -12,6 +12,7 @@ import anyio.to_thread
 
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
+from compaction.redact import redact_if_needed
 from compaction.result import CompactionResult
 from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
@@ -176,7 +177,8 @@ class SessionCompaction(ServiceCore):
                 messages=event.messages,
                 tokens_before=event.tokens_before,
                 threshold=event.threshold,
-                instructions=instructions if event.trigger == "manual" else None,
+                # Redacted: the stream is a second channel (proxies, log shippers) for what the client sent.
+                instructions=redact_if_needed(instructions) if instructions and event.trigger == "manual" else None,
             )
             self.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
         elif isinstance(event, CompactionFinished):

@@ -36,6 +36,14 @@ class ServerSettings:
     """Permissions every client has (see :data:`compaction.server.auth.PERMISSIONS`)."""
     compact_processes: int = 0
     """Worker processes for stateless extractive compactions (0: on the worker thread's loop)."""
+    max_event_streams: int = 512
+    """Open SSE event streams in this process, all keys together (each holds a descriptor)."""
+    max_event_streams_per_key: int = 16
+    """Open SSE event streams per API key (only with API keys)."""
+    max_storage_bytes_per_key: int = 1 << 30
+    """Bytes of stored messages per API key (only with API keys; 413 beyond)."""
+    max_sessions_per_key: int = 10_000
+    """Sessions per API key (only with API keys; 429 beyond)."""
 
     def __post_init__(self) -> None:
         unknown = set(self.client_permissions) - PERMISSIONS
@@ -50,6 +58,16 @@ class ServerSettings:
             raise ValueError(f"rate_burst must be at least 1, got {self.rate_burst}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if self.max_storage_bytes_per_key < 1 or self.max_sessions_per_key < 1:
+            raise ValueError(
+                f"storage quotas must be at least 1, got {self.max_storage_bytes_per_key} bytes "
+                f"and {self.max_sessions_per_key} sessions per key"
+            )
+        if self.max_event_streams < 1 or self.max_event_streams_per_key < 1:
+            raise ValueError(
+                f"event stream limits must be at least 1, got {self.max_event_streams} "
+                f"and {self.max_event_streams_per_key} per key"
+            )
         if self.heartbeat_s <= 0:
             raise ValueError(f"heartbeat_s must be positive, got {self.heartbeat_s}")
 
