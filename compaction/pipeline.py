@@ -24,12 +24,13 @@ from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
-from compaction.redact import redact_if_needed, redact_secrets
+from compaction.redact import redact_message, redact_secrets
+from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
-from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
+from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import Partition, partition, tail_start_within
-from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
+from compaction.stages.prune import PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
 from compaction.summarizers.base import Summarizer
@@ -121,6 +122,11 @@ class Prepared:
     plan: ChunkPlan | None = None
     carried_ledger: str = ""
     """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
+    planned_tokens: list[int] = field(default_factory=list)
+    """Per chunk, the prompt tokens the planner counted (model summarizers: the rendered prompt)."""
+    readable_zone: list[Message] = field(default_factory=list)
+    """The zone as every later stage reads it (pruning, the summarizer, the ledger): secrets redacted
+    (unless the run keeps them), before any of them keeps or cuts a line."""
 
 
 def turn_rules(run: Run) -> tuple[bool, bool]:
@@ -167,12 +173,21 @@ async def prepare(run: Run) -> Prepared:
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
         return prepared
 
+    # One redaction pass, before pruning keeps lines from the middle of a tool output: a key cut
+    # apart by a trim no longer looks like a key.
+    prepared.readable_zone = [redact_message(m) for m in zone] if config.redact_secrets else zone
     settings = prune_settings(config)
     pruned = prune_tool_results(
-        zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
+        prepared.readable_zone, settings=settings, window_tokens=run.budget.window, count=run.counter.count_message
     )
-    visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
     run.record["prune"] = [item.__dict__ for item in pruned.items]
+    visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
+    if reads_prompt(run.summarizer):
+        # The room the prune stage leaves the zone (what the offline summarizer reads), rounded up
+        # to fill the chunks it needs, spent on every result's head, tail and salient lines instead
+        # of on whole recent results and cleared old ones: as many chunks, more history in them.
+        room = _view_room(run, config, run.counts(visible))
+        visible = _summarizer_view(run, prepared.readable_zone, room, settings)  # redacted before any line is kept
     prepared.job = SummarizeJob(
         summarizer=run.summarizer,
         # failure_mode="trim" replaces the extractive fallback: a failed summarizer trims instead.
@@ -181,6 +196,7 @@ async def prepare(run: Run) -> Prepared:
         count_message=run.counter.count_message,
         previous_summary=previous_summary,
         instructions=run.instructions,
+        task=_task(run, messages, layout),
     )
     if config.summary_mode == "conversation" and run.transcript.format == "openai":
         blocker = _conversation_blocker(run.transcript, redact=config.redact_secrets)
@@ -189,14 +205,116 @@ async def prepare(run: Run) -> Prepared:
             prepared.job.kept_messages = len(messages) - layout.tail_start
         else:
             run.record["summary_mode"] = f"rendered: {blocker}"
-    prepared.summarizer_input, prepared.plan = await _plan(run, prepared.job, visible, settings, config)
+    prepared.summarizer_input, prepared.plan, prepared.planned_tokens = await _plan(
+        run, prepared.job, visible, settings, config
+    )
     run.record["chunks"] = {
         "spans": [list(s) for s in prepared.plan.spans],
         "ratio": prepared.plan.ratio,
         "max_chunk_tokens": prepared.plan.max_chunk_tokens,
         "tokens": prepared.plan.total_tokens,
     }
+    if prepared.planned_tokens:
+        run.record["chunks"]["planned_tokens"] = prepared.planned_tokens
     return prepared
+
+
+def reads_prompt(summarizer: Summarizer) -> bool:
+    """Whether ``summarizer`` reads the rendered prompt (a model) rather than the canonical messages
+    (the offline extractive summarizer, whose input and chunking stay as they are)."""
+    from compaction.summarizers.extractive import ExtractiveSummarizer
+
+    return not isinstance(summarizer, ExtractiveSummarizer)
+
+
+TASK_MAX_TOKENS = 1_000
+
+
+def _task(run: Run, messages: Sequence[Message], layout: Partition) -> str | None:
+    """The session's first user message, as the read-only task shown in every history prompt (cut
+    from the middle when very long: its start and end say what is asked)."""
+    if layout.first_user is None:
+        return None
+    text = "\n".join(p.text for p in messages[layout.first_user].parts if isinstance(p, TextPart)).strip()
+    if not text:
+        return None
+    return truncate_to_tokens(text, TASK_MAX_TOKENS, run.counter.count_text)
+
+
+_MEASURING_NONCE = "0" * 10  # as many tokens as a drawn nonce; drawing one scans the message
+
+
+def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
+    """Each message's tokens as the summarizer's prompt renders it (its block and the blank line
+    after it): what the chunk planner measures for a model summarizer."""
+    count = run.counter.count_text
+
+    def tokens(message: Message) -> int:
+        return message.memo(
+            ("render.tokens", run.counter.name),
+            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE).text) + 1,
+        )
+
+    return np.fromiter((tokens(m) for m in messages), dtype=np.int64, count=len(messages))
+
+
+_VIEW_ROUNDS = 3
+_RESULT_FRAMING_TOKENS = 30  # a result's fence, label and notes, about
+_CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
+_VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
+
+
+def _view_room(run: Run, config: CompactionConfig, counts: npt.NDArray[np.int64]) -> int:
+    """The rendered tokens a model summarizer's view of the zone may take: the chunks the pruned
+    zone needs (planned on its message tokens, as the offline summarizer's zone is), filled."""
+    window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
+    total = int(counts.sum())
+    capacity = max(256, window - config.max_summary_tokens)
+    ratio = adaptive_chunk_ratio(
+        total,
+        len(counts),
+        window,
+        base=config.base_chunk_ratio,
+        minimum=config.min_chunk_ratio,
+        margin=config.safety_margin,
+    )
+    effective = max(128, math.floor(max(256, min(int(window * ratio), capacity)) / config.safety_margin))
+    chunks = max(1, math.ceil(total / effective))
+    return max(total, int(chunks * effective * _VIEW_FILL_CHUNKS))
+
+
+_VIEW_AIM = 0.97  # of the room, what each round aims at (characters per token vary between results)
+_VIEW_FILL = 0.96  # a view this full is close enough: another round costs a re-render
+_VIEW_OVER = 1.01  # nor is one this little over worth a round (the chunks are filled to 97 %)
+
+
+def _summarizer_view(run: Run, zone: Sequence[Message], room: int, settings: PruneSettings) -> list[Message]:
+    """The zone as a model summarizer reads it, within ``room`` rendered tokens: tool results share
+    what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
+    per token the first guess assumed."""
+    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
+    # result's usual characters per token; each round then corrects it on the rendered view.
+    other = int(rendered_counts(run, [m for m in zone if not m.has_tool_results]).sum())
+    results = sum(len(m.tool_results) for m in zone)
+    room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
+    view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
+    shown = list(prepare_for_summarizer(view, settings=settings))
+    counts = rendered_counts(run, shown)
+    for _ in range(_VIEW_ROUNDS):
+        total = int(counts.sum())
+        if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
+            break
+        carrying = [i for i, m in enumerate(shown) if m.has_tool_results]
+        result_tokens = int(counts[carrying].sum()) if carrying else 0
+        other = total - result_tokens
+        if result_tokens <= 0 or room <= other:
+            break
+        room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
+        view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
+        shown = list(prepare_for_summarizer(view, settings=settings))
+        counts = rendered_counts(run, shown)
+    run.record["summarizer_view"] = {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
+    return shown
 
 
 _PROVIDER_MESSAGE_FIELDS = frozenset({"name", "refusal", "audio", "function_call"})
@@ -209,7 +327,7 @@ def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None
     for index, message in enumerate(transcript.messages):
         if set(message.extra) - _PROVIDER_MESSAGE_FIELDS or any(r.extra for r in message.tool_results):
             return f"message {index} carries metadata that must not reach the summarizer"
-        if redact and redact_if_needed(message.text) != message.text:
+        if redact and redact_message(message) is not message:  # its text, call arguments or results
             return f"message {index} contains a credential"
     return None
 
@@ -221,8 +339,9 @@ async def run_pipeline(run: Run) -> CompactionResult:
     config, job, messages, layout, zone, repaired = p.config, p.job, p.messages, p.layout, p.zone, p.repaired
     tokens_before = p.tokens_before
     prepared, plan = p.summarizer_input, p.plan
-    # The artifact scan is CPU work on the original zone; it runs while the summarizer calls are in flight.
-    scan = partial(_scan_artifacts, zone, p.carried_ledger, job.previous_summary, redact=config.redact_secrets)
+    # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
+    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
+    scan = partial(_scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
     ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
     try:
         outcome = await summarize_zone(job, prepared, plan.spans)
@@ -431,23 +550,35 @@ def _bound_tail(
 
 async def _plan(
     run: Run, job: SummarizeJob, prepared: list[Message], settings: PruneSettings, config: CompactionConfig
-) -> tuple[list[Message], ChunkPlan]:
+) -> tuple[list[Message], ChunkPlan, list[int]]:
     """Chunk the prepared zone; when it needs more chunks than ``max_chunks`` (more than ~3 call
     latencies), cut tool results to previews, then hand the oldest part to the offline extractive
-    summarizer so the model sees only the newest ``max_chunks`` chunks."""
+    summarizer so the model sees only the newest ``max_chunks`` chunks.
+
+    For a model summarizer the plan measures what will be sent: each message as rendered for the
+    prompt, plus the request's fixed part (system prompt, instructions, the task). Returns the
+    messages, the plan, and per chunk the prompt tokens planned (empty for the offline summarizer,
+    which reads messages and is planned on their tokens)."""
     window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
     run.record["summarizer_window"] = window
+    rendered = reads_prompt(run.summarizer)
+    fixed = run.counter.count_text(config.system_prompt + config.summary_prompt)
+    if rendered:
+        # The parts of every history prompt besides the history: measured on an empty history.
+        fixed = run.counter.count_text(config.system_prompt) + run.counter.count_text(job.request("single").prompt)
     overhead = (
-        run.counter.count_text(config.system_prompt + config.summary_prompt)
+        fixed
         + config.max_summary_tokens
         + (run.counter.count_text(job.previous_summary) if job.previous_summary else 0)
     )
 
+    def counts_of(msgs: list[Message]) -> npt.NDArray[np.int64]:
+        return rendered_counts(run, msgs) if rendered else run.counts(msgs)
+
     def make(msgs: list[Message]) -> ChunkPlan:
-        counts = run.counts(msgs)
         cuts = np.array(safe_cut_points(msgs), dtype=np.int64)
         return plan_chunks(
-            counts,
+            counts_of(msgs),
             cuts,
             summarizer_window=window,
             overhead_tokens=overhead,
@@ -478,7 +609,19 @@ async def _plan(
             f"oldest {len(older)} zone messages summarized offline (extractive) "
             f"to keep {config.max_chunks} model chunks"
         )
-    return prepared, plan
+    planned: list[int] = []
+    if rendered and plan.spans:
+        counts = counts_of(prepared)
+        single = len(plan.spans) == 1
+        kind_fixed = (
+            fixed
+            if single
+            else run.counter.count_text(config.system_prompt)
+            + run.counter.count_text(job.request("chunk", index=0, count=len(plan.spans)).prompt)
+        )
+        extra = run.counter.count_text(job.previous_summary) if single and job.previous_summary else 0
+        planned = [int(counts[a:b].sum()) + kind_fixed + extra for a, b in plan.spans]
+    return prepared, plan, planned
 
 
 def _summary_block(

@@ -26,18 +26,19 @@ processes may open a new database at once; a version 1 database gets ``sessions.
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
     archive     (id BIGINT IDENTITY PRIMARY KEY, session_id, archive_id, message, created_at, role, text,
                  words TEXT[], freqs INTEGER[], length INTEGER)
-                UNIQUE (session_id, archive_id), INDEX (archive_id, id), GIN (words)
+                UNIQUE (session_id, archive_id), INDEX (archive_id, id), INDEX (session_id, id), GIN (words)
 
 JSON columns hold the JSON text exactly as written (``TEXT``, as in SQLite: ``jsonb`` would reorder
-keys). Times are Unix seconds (``DOUBLE PRECISION``). ``sessions.tail`` is the last compaction's
+keys), lone surrogates as ``\\uXXXX`` escapes; text columns (``summary``, ``archive.text``) go
+through :func:`compaction._store_text.to_column`, since ``text`` cannot hold NUL: a message of
+binary tool output is stored, archived and compacted like any other. Times are Unix seconds
+(``DOUBLE PRECISION``). ``sessions.tail`` is the last compaction's
 :class:`~compaction.store.CompactedTail`, as in :mod:`compaction.sqlite_store`.
 
-Recall (:meth:`PostgresSessionStore.search_archive`) answers as
-:class:`compaction.recall.MemoryRecallIndex` does, per session: verbatim hits first (candidates
-by ``ILIKE`` on each whitespace-separated ASCII piece of the query, each checked in Python with
-:class:`~compaction.recall._text.Phrase`), else BM25 over the words, computed in SQL from each
-archived message's word counts (``words``/``freqs``, the GIN index finds the candidates) with
-the session's archive as the corpus, so its scores equal the in-memory index's.
+Recall (:meth:`PostgresSessionStore.search_archive`) answers exactly as
+:class:`compaction.recall.MemoryRecallIndex` does: it is one per session, built from the
+session's archive rows (:mod:`compaction.recall._store_index`). ``words``/``freqs``/``length``
+are still written for readers of earlier releases.
 """
 
 from __future__ import annotations
@@ -67,12 +68,12 @@ from compaction._store_rows import (
     loads_message,
     message_rows,
     prepared_state,
-    ranked_search,
     session_context,
     stored_messages,
-    verbatim_search,
+    summary_column,
 )
 from compaction.event_log import PostgresEventLog
+from compaction.recall._store_index import SessionIndexes
 from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
 from compaction.store_usage import PostgresUsage
 
@@ -93,6 +94,10 @@ CREATE OR REPLACE FUNCTION compaction_append_only() RETURNS trigger LANGUAGE plp
 BEGIN
     RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP;
 END $$"""
+
+# Recall reads a session's archive rows above an id (compaction.recall._store_index); created on
+# open for databases made before it existed.
+_ARCHIVE_BY_SESSION: Final = "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)"
 
 _SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE compaction_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -142,6 +147,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
     )""",
     "CREATE INDEX archive_by_archive_id ON archive (archive_id, id)",
     "CREATE INDEX archive_words ON archive USING GIN (words)",
+    _ARCHIVE_BY_SESSION,
     _APPEND_ONLY,
     *(
         f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}"
@@ -162,34 +168,6 @@ _PREPARED_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS prepared (session_id TEXT PRIMARY KEY, version BIGINT NOT NULL, state TEXT NOT NULL)"
 )
 
-# BM25 over the session's archive, as MemoryRecallIndex computes it (k1 = 1.2, b = 0.75; the
-# corpus is the session's archive; a message's length is its number of words).
-_BM25: Final = """
-WITH q AS (SELECT DISTINCT unnest(%(words)s::text[]) AS w),
-stats AS (
-    SELECT count(*)::float8 AS n, greatest(coalesce(sum(length)::float8 / nullif(count(*), 0), 1), 1) AS avgdl
-    FROM archive WHERE session_id = %(session)s
-),
-df AS (
-    SELECT q.w, (SELECT count(*) FROM archive a WHERE a.session_id = %(session)s AND a.words @> ARRAY[q.w])::float8
-        AS df
-    FROM q
-),
-scored AS (
-    SELECT a.id, a.archive_id, a.role, a.text,
-        sum(ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5)) * t.f * 2.2
-            / (t.f + 1.2 * (0.25 + 0.75 * a.length / stats.avgdl))) AS score
-    FROM archive a
-    CROSS JOIN stats
-    CROSS JOIN LATERAL unnest(a.words, a.freqs) AS t(w, f)
-    JOIN df ON df.w = t.w
-    WHERE a.session_id = %(session)s AND a.words && %(words)s::text[]
-    GROUP BY a.id, a.archive_id, a.role, a.text
-)
-SELECT archive_id, role, text, score, count(*) OVER () FROM scored
-ORDER BY score DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s
-"""
-
 _PASSWORD: Final = re.compile(r"(://[^:/@]*:)[^@]*@|(password\s*=\s*)\S+", re.IGNORECASE)
 
 
@@ -202,11 +180,6 @@ def redact_url(url: str) -> str:
     'host=db password=*** dbname=x'
     """
     return _PASSWORD.sub(lambda m: (m.group(1) or m.group(2)) + ("***@" if m.group(1) else "***"), url)
-
-
-def _like_pattern(piece: str) -> str:
-    """``%piece%`` for ``ILIKE``, with the pattern's special characters escaped (escape ``\\``)."""
-    return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _word_counts(text: str) -> tuple[list[str], list[int], int]:
@@ -252,6 +225,7 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
         psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
         self._url = url
         self._closed = False
+        self._recall_indexes = SessionIndexes()
         self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
             url,
             min_size=min_size,
@@ -297,6 +271,7 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
             conn.execute(_PREPARED_TABLE)
             conn.execute(idempotency.POSTGRES_TABLE)
             conn.execute(PostgresEventLog._EVENTS_TABLE)
+            conn.execute(_ARCHIVE_BY_SESSION)
 
     @contextmanager
     def _tx(self, *, snapshot: bool = False) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -502,7 +477,7 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
                 check_owner(owner, tail.through_id, session_id, "tail.through_id")
             conn.execute(
                 "UPDATE sessions SET summary = %s, summary_through_id = %s, tail = %s, updated_at = %s WHERE id = %s",
-                (summary, new_through_id, tail_json, now, session_id),
+                (summary_column(summary), new_through_id, tail_json, now, session_id),
             )
             conn.execute(
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
@@ -549,32 +524,20 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
 
     def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
         """Recall: the messages this session archived that match ``query``, best first, ``limit``
-        of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
-        Raises ``ValueError`` for a blank query or a negative ``limit`` / ``offset``,
-        :class:`SessionNotFound` for an unknown session."""
-        from compaction.recall._text import query_words
-
+        of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
+        answers (it is one, built from this session's archive rows alone: see
+        :mod:`compaction.recall._store_index`). Raises ``ValueError`` for a blank query or a
+        negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session."""
         check_session_id(session_id)
         query = check_search(query, limit, offset)
-        with self._tx(snapshot=True) as conn:
-            self._require_session(conn, session_id)
-            rows = conn.execute(
-                "SELECT id, archive_id, role, text FROM archive WHERE session_id = %s AND text ILIKE ALL(%s::text[])",
-                # ILIKE folds case by the database's locale (ASCII only under C): other pieces are
-                # left to the Python check.
-                (session_id, [_like_pattern(piece) for piece in query.split() if piece.isascii()]),
-            ).fetchall()
-            verbatim = verbatim_search(query, rows, limit=limit, offset=offset)
-            if verbatim is not None:
-                return verbatim
-            words = query_words(query)
-            if not words:
-                return ArchiveSearch((), total=0, verbatim=0, offset=offset)
-            arguments = {"session": session_id, "words": words}
-            page = conn.execute(_BM25, {**arguments, "limit": limit, "offset": offset}).fetchall()
-            if page:
-                total = int(page[0][4])
-            else:  # a page past the end (or limit 0): count the hits alone
-                counted = conn.execute(_BM25, {**arguments, "limit": 1, "offset": 0}).fetchone()
-                total = 0 if counted is None else int(counted[4])
-        return ranked_search(page, total=total, offset=offset)
+        with self._tx() as conn:  # one SELECT of rows above an id: consistent by itself
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
+
+            def rows_after(after_id: int) -> list[Any]:
+                return conn.execute(
+                    "SELECT id, archive_id, role, text FROM archive WHERE session_id = %s AND id > %s ORDER BY id",
+                    (session_id, after_id),
+                ).fetchall()
+
+            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset)

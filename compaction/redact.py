@@ -22,11 +22,24 @@ import base64
 import binascii
 import functools
 import importlib
+import keyword
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["REDACTED_PREFIX", "looks_like_secret", "redact_if_needed", "redact_record", "redact_secrets"]
+from compaction._cache import memoize_text
+
+if TYPE_CHECKING:
+    from compaction.transcript import Message
+
+__all__ = [
+    "REDACTED_PREFIX",
+    "looks_like_secret",
+    "redact_if_needed",
+    "redact_message",
+    "redact_record",
+    "redact_secrets",
+]
 
 REDACTED_PREFIX = "[REDACTED"
 
@@ -123,7 +136,8 @@ def _token(prefix: str, rest: str) -> re.Pattern[str]:
     ("...\\nsk_live_..." in escaped text). The boundary is checked behind the literal, not before
     it: a pattern that starts with a literal is scanned for many times faster."""
     lit = re.escape(prefix)
-    return re.compile(f"{lit}(?:(?<=(?<![A-Za-z0-9_]){lit})|(?<=\\\\[nrt]{lit})){rest}")
+    # After a percent escape too: "access_token%3DeyJ..." in a URL-encoded query or form body.
+    return re.compile(f"{lit}(?:(?<=(?<![A-Za-z0-9_]){lit})|(?<=\\\\[nrt]{lit})|(?<=%[0-9A-Fa-f]{{2}}{lit})){rest}")
 
 
 # Order matters: private keys and JWTs first (they contain shapes the others would nibble at),
@@ -133,7 +147,9 @@ _KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "private_key",
         re.compile(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-            r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]*)",
+            # Without its END line (a cut output), the body up to the first character no key body
+            # or header has; backslashes included: a JSON-escaped block's lines end in "\\n".
+            r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,\\-]*)",
             re.DOTALL,
         ),
     ),
@@ -149,14 +165,64 @@ _KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("google_api_key", _token("AIza", r"[0-9A-Za-z_-]{35}")),
     ("huggingface_token", _token("hf_", r"[A-Za-z0-9]{30,}(?![A-Za-z0-9_])")),
     ("npm_token", _token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9_])")),
+    # A PEM block base64-encoded as a whole ("LS0tLS1CRUdJTi" is "-----BEGIN"): kubeconfig's
+    # client-key-data, a Kubernetes TLS secret, Helm values. Only private keys: see _encoded_pem.
+    ("private_key", re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")),
+    # Vault service, batch and recovery tokens.
+    ("vault_token", _token("hvs.", r"[A-Za-z0-9_-]{24,}")),
+    ("vault_token", _token("hvb.", r"[A-Za-z0-9_-]{24,}")),
+    ("vault_token", _token("hvr.", r"[A-Za-z0-9_-]{24,}")),
+    ("docker_token", _token("dckr_pat_", r"[A-Za-z0-9_-]{20,}")),
+    ("digitalocean_token", _token("dop_v1_", r"[a-f0-9]{64}")),
+    ("shopify_token", _token("shpat_", r"[a-fA-F0-9]{32}")),
+    ("grafana_token", _token("glsa_", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}")),
+    ("tailscale_key", _token("tskey-", r"[a-z]+-[A-Za-z0-9]{10,}-[A-Za-z0-9]{10,}")),
+    ("age_secret_key", _token("AGE-SECRET-KEY-1", r"[0-9A-Z]{50,}")),
+    ("google_oauth_token", _token("ya29.", r"[0-9A-Za-z_-]{20,}")),
 )
-_OWN_TOKEN_CUES = ("private key", "eyj", "sk-", "sk_test_", "rk_test_", "github_pat_", "xox", "aiza", "hf_", "npm_")
+_OWN_TOKEN_CUES = (
+    "private key",
+    "eyj",
+    "sk-",
+    "sk_test_",
+    "rk_test_",
+    "github_pat_",
+    "xox",
+    "aiza",
+    "hf_",
+    "npm_",
+    "ls0tls1crudjti",
+    "hvs.",
+    "hvb.",
+    "hvr.",
+    "dckr_pat_",
+    "dop_v1_",
+    "shpat_",
+    "glsa_",
+    "tskey-",
+    "age-secret-key-1",
+    "ya29.",
+)
+
+
+def _encoded_pem(value: str) -> bool:
+    """Is ``value`` (base64 of a PEM block) a private key? A certificate is public."""
+    head = value[:120]
+    try:
+        decoded = base64.b64decode(head[: len(head) // 4 * 4], validate=True).decode("ascii", "replace")
+    except (binascii.Error, ValueError):
+        return False
+    public = "CERTIFICATE" in decoded or "PUBLIC KEY" in decoded
+    return "PRIVATE KEY" in decoded or ("-----BEGIN" in decoded and len(decoded) < 40 and not public)
 
 
 def _own_tokens(text: str) -> tuple[str, int]:
     total = 0
     for kind, pattern in _KEY_PATTERNS:
-        text, n = pattern.subn(f"[REDACTED:{kind}]", text)
+        if pattern.pattern.startswith("LS0t"):
+            text, n = _replace_group(pattern, 0, f"[REDACTED:{kind}]", text, lambda v: not _encoded_pem(v))
+        else:
+            text, n = pattern.subn(f"[REDACTED:{kind}]", text)
         total += n
     return text, total
 
@@ -166,7 +232,7 @@ def _own_tokens(text: str) -> tuple[str, int]:
 # --------------------------------------------------------------------------------------------
 
 _PLACEHOLDER = re.compile(
-    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.)$"
+    r"(?i)^(?:\[REDACTED.*|\*+|x+|<[^>]*>?|\$\{?\w+\}?|%\(?\w+\)?s?|null|none|true|false|\.\.\.|\{\{.*\}\}|\{[^}\s]*\}?)$"
 )
 
 
@@ -195,8 +261,11 @@ def _replace_group(
 
 # scheme://user:password@host -> the password goes, the user and host stay (they are useful context).
 # The user may be empty (redis://:password@host); JSON may escape the slashes (postgres:\/\/u:p@h).
+# The password runs to the last "@" before the host: an unescaped "@" may be part of it.
 _URL_PASSWORD_RE = re.compile(
-    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\\\"']*:" + _NOT_DONE + r"([^\s@/\\\"']+)@"
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/@\\\"']*:"
+    + _NOT_DONE
+    + r"([^\s/\\\"']+)@(?=[^\s@/\\\"'?#]*(?:[\s/\\\"'?#]|$))"
 )
 # The signature and session token of a presigned URL (AWS S3, Google Cloud Storage, Azure SAS).
 _URL_SIGNATURE_RE = re.compile(
@@ -208,6 +277,13 @@ _URL_SIGNATURE_RE = re.compile(
 # The patterns below that start with a lookahead for their first character ("(?=m)") match what they
 # would without it: it only lets the engine skip positions where no match can start (2-3x faster).
 _AUTH_RE = re.compile(r"(?i)(?=b)\b(Bearer|Basic)\s+" + _NOT_DONE + r"([A-Za-z0-9._~+/=-]{8,})")
+# Other schemes of an Authorization header (Django REST's "Token", "ApiKey", "SSWS", "Digest"...):
+# after the header name only, where the scheme word cannot be prose.
+_AUTH_SCHEME_RE = re.compile(
+    r"(?i)(?=[a-z])\b(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?!bearer\b|basic\b)[A-Za-z][\w-]*[ \t]+"
+    + _NOT_DONE
+    + r"([^\s\"'\\,;`]{8,})"
+)
 
 
 def _basic_credentials(value: str) -> bool:
@@ -232,7 +308,15 @@ def _auth_headers(text: str) -> tuple[str, int]:
         count += 1
         return match.group()[: match.start(2) - match.start()] + "[REDACTED:bearer_token]"
 
-    return _AUTH_RE.sub(replace, text), count
+    text = _AUTH_RE.sub(replace, text)
+    text, n = _replace_group(
+        _AUTH_SCHEME_RE,
+        1,
+        "[REDACTED:auth_token]",
+        text,
+        lambda v: _is_placeholder(v) or _names_code(v, line_value=False),
+    )
+    return text, count + n
 
 
 # Command lines that take a password as an argument.
@@ -242,8 +326,14 @@ _MYSQL_RE = re.compile(
     + _NOT_DONE
     + r"([^\s'\"]+)\1"
 )
-_LOGIN_RE = re.compile(
-    r"(?=[dpbsn])\b(?:docker|podman|buildah|skopeo|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:\s+|=)(['\"]?)"
+# Any "<tool> login ... -p <password>": docker, podman, az, oc, cf, helm registry, argocd...
+_LOGIN_RE = re.compile(r"(?=l)\blogin\b[^\n]*?\s(?:-p|--password)(?:\s+|=)(['\"]?)" + _NOT_DONE + r"([^\s'\"]+)\1")
+# Tools whose password flag is their own: redis-cli -a, sshpass -p, openssl -passin pass:...,
+# htpasswd -b FILE USER PASSWORD (the third word after the flags).
+_TOOL_PASSWORD_RE = re.compile(
+    r"(?=[rsoh])\b(?:redis-cli\b[^\n]*?\s(?:-a|--pass)\s+|sshpass\b[^\n]*?\s-p\s*"
+    r"|openssl\b[^\n]*?\s-(?:passin|passout|pass|k)\s+(?:pass:)?"
+    r"|htpasswd\s+-(?=[a-zA-Z]*b)(?:(?=[a-zA-Z]*n)[a-zA-Z]+\s+\S+\s+|(?![a-zA-Z]*n)[a-zA-Z]+\s+\S+\s+\S+\s+))(['\"]?)"
     + _NOT_DONE
     + r"([^\s'\"]+)\1"
 )
@@ -253,14 +343,26 @@ _NETRC_RE = re.compile(
 )
 
 
+def _not_a_password_argument(value: str) -> bool:
+    """A uid:gid ("docker run -u 1000:1000"), a placeholder ("$TOKEN"), or where openssl reads the
+    password from (``env:VAR``, ``file:path``) rather than the password."""
+    value = value.rstrip(",;.`\"'")
+    return (
+        not value
+        or value.isdigit()
+        or _is_placeholder(value)
+        or value.lower() in _PASSWORD_NAMES
+        or value.startswith(("env:", "file:", "fd:", "`"))
+        or REDACTED_PREFIX in value
+        or value == "stdin"
+    )
+
+
 def _command_lines(text: str) -> tuple[str, int]:
     total = 0
-    steps = ((_CURL_USER_RE, 2), (_MYSQL_RE, 2), (_LOGIN_RE, 2), (_NETRC_RE, 1))
+    steps = ((_CURL_USER_RE, 2), (_MYSQL_RE, 2), (_LOGIN_RE, 2), (_TOOL_PASSWORD_RE, 2), (_NETRC_RE, 1))
     for pattern, group in steps:
-        # "docker run -u 1000:1000" is a uid:gid, not a password; "$TOKEN" is a placeholder.
-        text, n = _replace_group(
-            pattern, group, "[REDACTED:password]", text, lambda v: v.isdigit() or _is_placeholder(v)
-        )
+        text, n = _replace_group(pattern, group, "[REDACTED:password]", text, _not_a_password_argument)
         total += n
     return text, total
 
@@ -268,22 +370,68 @@ def _command_lines(text: str) -> tuple[str, int]:
 _KEY_WORDS = (
     r"api[_-]?key|apikey|secret[_-]?key|secret[_-]?access[_-]?key|access[_-]?key|account[_-]?key"
     r"|client[_-]?secret|secret|access[_-]?token|auth[_-]?token|refresh[_-]?token"
-    r"|token|password|passwd|private[_-]?key"
+    r"|token|password|passwd|private[_-]?key|(?<![a-z])pass(?:phrase)?|(?<![a-z])pwd|key[_-]data"
 )
 _QUOTE = r"(?:\\?[\"'])"  # a quote, maybe JSON-escaped
-_ASSIGN_KEY = rf"(?:{_KEY_WORDS}){_QUOTE}?\s*[:=]\s*"
+# "=" or ":", or "=" percent-encoded in a form body or a query ("access_token%3D...").
+_ASSIGN_KEY = rf"(?:{_KEY_WORDS}){_QUOTE}?\s*(?:[:=]|%3[Dd])\s*"
 # key = "a quoted value", spaces allowed: the whole pass phrase goes.
 # Each starts with a lookahead for the first character of a key ("--" for a flag): it only skips
 # positions where no alternative can start (same flags, so the same case folding), about three
 # times faster over long texts than trying the alternation at every character.
 _QUOTED_ASSIGN_RE = re.compile(
-    rf"(?i)(?=[acprst])({_ASSIGN_KEY})(\\?[\"'])" + _NOT_DONE + r"((?:(?!\2)[^\n]){1,200}?)\2"
+    rf"(?i)(?=[acprstk])({_ASSIGN_KEY})(\\?[\"'])" + _NOT_DONE + r"((?:(?!\2)[^\n]){1,200}?)\2"
 )
+# An unquoted value runs to a space, a quote or a separator; "&" ends it only before another
+# parameter ("&user=bob"): "Tr0ub4dor&3xyz!" is one password, replaced whole.
 _ASSIGN_RE = re.compile(
-    rf"(?i)(?=[acprst-])({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
-    r"([^\s\"',;&)}\]\\]{4,})"
+    rf"(?i)(?=[acprstk-])({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
+    r"((?:[^\s\"'`,;&)}\]\\%]|%(?!26)|&(?![\w.-]+=))+)"
 )
 _RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}")
+_IDENTIFIER_CHAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[./][A-Za-z_][A-Za-z0-9_]*)*")
+_NUMBER = re.compile(r"[-+]?\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_CALL_OR_INDEX = re.compile(r"[A-Za-z_][\w.]*[(\[]")
+# Lower-case names of types an annotation may end with ("token: datetime"): the built-in types,
+# typing's aliases and the standard library's value types.
+_TYPE_NAMES = frozenset(
+    [
+        "str",
+        "bytes",
+        "int",
+        "float",
+        "complex",
+        "bool",
+        "dict",
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "object",
+        "bytearray",
+        "memoryview",
+        "type",
+        "any",
+        "none",
+        "optional",
+        "union",
+        "callable",
+        "iterable",
+        "iterator",
+        "sequence",
+        "mapping",
+        "datetime",
+        "date",
+        "time",
+        "timedelta",
+        "timezone",
+        "decimal",
+        "uuid",
+        "path",
+        "purepath",
+    ]
+)
+_KEY_CHARS = re.compile(r"[\w.-]*$")
 
 
 def _looks_like_path(value: str) -> bool:
@@ -301,15 +449,104 @@ def _assignment_kind(key: str) -> str:
         return "password"
     if "token" in key:
         return "token"
+    if "key_data" in key or "key-data" in key:
+        return "private_key"
     if "key" in key:
         return "api_key"
     return "secret"
 
 
 def _keep_value(key: str, value: str) -> bool:
-    if _is_placeholder(value) or _looks_like_path(value):
+    if _is_placeholder(value) or _looks_like_path(value) or re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
         return True
-    return "token" in key.lower() and value.isdigit()  # "max_token: 4096" is a number, not a credential
+    # "max_token: 4096", "cost_per_token": 1.5e-06 are numbers, not credentials (a PIN may be one).
+    return _assignment_kind(key) != "password" and _NUMBER.fullmatch(value) is not None
+
+
+def _names_code(value: str, *, line_value: bool) -> bool:
+    """Is an unquoted ``value`` after a key word code rather than a credential? Calls, subscripts
+    and attributes (``x.set(c``, ``parts[``, ``self.token``), format fields (``{token!r}``), type
+    names (``token: UUID``, ``password: str``) and variables (``api_key=api_key``): a credential
+    in code is a literal, quoted. A bare word counts as a credential only where it reads like one:
+    with digits (``hunter22``), or as the whole value of a ``key: value`` line (a YAML setting)."""
+    if value.endswith(":") or value[0] in "{%<$(*@[" or _CALL_OR_INDEX.match(value):
+        return True
+    if ("{" in value and "}" in value) or ("{" in value and value.endswith("[")):
+        return True  # a format field inside ("os.environ/{p['env_key']}")
+    value = value.rstrip(".")  # the end of a sentence
+    if not _IDENTIFIER_CHAIN.fullmatch(value):
+        return False
+    if "." in value or "/" in value or value.lower() in _TYPE_NAMES or keyword.iskeyword(value):
+        return True
+    digits = any(c.isdigit() for c in value)
+    if value[0].isupper() and not digits:
+        return True  # a type or class name
+    if "_" in value and (not line_value or (value.islower() and not digits)):
+        # snake_case names ("api_key=api_key"); a generated token has a long random segment
+        return not any(_generated(part) for part in value.split("_"))
+    if line_value:
+        return False
+    return not digits or len(value) < 8
+
+
+_STAND_IN = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*-?")
+_SNAKE_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
+_MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*(?:/[A-Za-z][\w.:-]*)+")
+
+
+# A type written as a string ("Token[Span | None]", "OtelDestination"): annotations quote them.
+_TYPE_STRING = re.compile(r"[A-Z][\w.]*(?:\[[\w.,| \[\]]*\])?")
+
+
+def _stand_in(value: str) -> bool:
+    """A quoted value in code that is not a credential: a letter or two (``api_key="k"``), a short
+    word without digits (``"fake"``, ``"sk-fake"``, ``"offline"``), a model route
+    (``"openai/gpt-4o-mini"``). Credentials have digits, length or both."""
+    if len(value) < 4:
+        return True
+    if len(value) < 12 and _STAND_IN.fullmatch(value):
+        return True
+    if _SNAKE_NAME.fullmatch(value):  # a function or field name ("token": "schedule_window")
+        return True
+    if _TYPE_STRING.fullmatch(value) and not any(c.isdigit() for c in value):
+        return True
+    return _MODEL_NAME.fullmatch(value) is not None and not any(_generated(p) for p in re.split(r"[/.:_-]", value))
+
+
+def _key_context(text: str, start: int, key: str) -> bool:
+    """Is the key around a key word's match (``DB_PASSWORD`` around ``PASSWORD``) an environment
+    line's (``NAME=value``: upper case, no spaces around ``=``)? There every value is a setting."""
+    head = _KEY_CHARS.search(text, max(0, start - 64), start)
+    bare = ((head.group() if head else "") + key).removesuffix("=")
+    env = key.endswith("=") and "=" not in bare and not any(c.isspace() or c.islower() for c in bare)
+    return env and any(c.isupper() for c in bare)
+
+
+def _value_ends_line(text: str, end: int) -> bool:
+    rest = text[end : _line_end(text, end)].strip()
+    return not rest or rest.startswith("#")
+
+
+# A pass phrase as a whole YAML value, spaces and all ("passphrase: plum Kx7!r9 lantern"): a few
+# words, one of them with a digit or a symbol, no code characters (a docstring's "password: The
+# password (8+ characters)." stays).
+_PASS_LINE_RE = re.compile(
+    r"(?im)(?=[ \t\w-])^([ \t]*(?:-[ \t]+)?[\w.-]*(?:pass(?:word|wd|phrase)?|pwd)\\?[\"']?[ \t]*:[ \t]+)"
+    + _NOT_DONE
+    + r"(?![\"'\[{|>])([^\n#]*?\S[ \t]+\S[^\n#]*?)[ \t]*$"
+)
+_CODE_CHARS = re.compile(r"[(\[{=|<>`]")
+
+
+def _pass_phrase(value: str) -> bool:
+    words = value.split()
+    if len(words) > 6 or _CODE_CHARS.search(value) or value.endswith("."):
+        return False
+    return any(any(c.isdigit() or c in "!#$%&*@^~?+" for c in w) for w in words)
+
+
+def _pass_phrase_lines(text: str) -> tuple[str, int]:
+    return _replace_group(_PASS_LINE_RE, 2, "[REDACTED:password]", text, lambda v: not _pass_phrase(v))
 
 
 def _assignments(text: str) -> tuple[str, int]:
@@ -321,14 +558,30 @@ def _assignments(text: str) -> tuple[str, int]:
         key, quote, value = match.group(1), match.group(2), match.group(3)
         if _keep_value(key, value.strip()):
             return match.group()
+        if not _key_context(match.string, match.start(), key.rstrip("\"'\\")) and _stand_in(value):
+            return match.group()
         count += 1
         return f"{key}{quote}[REDACTED:{_assignment_kind(key)}]{quote}"
 
     def plain(match: re.Match[str]) -> str:
         nonlocal count
         key, value = match.group(1), match.group(2)
-        if _keep_value(key, value):
+        if len(value) < 4 or _keep_value(key, value):
             return match.group()
+        # An argument list ("f(API_KEY=name, ...)") is code, not an environment line.
+        in_call = match.string[match.end() : match.end() + 1] in (",", ")")
+        env = _key_context(match.string, match.start(), key) and not in_call
+        if not env and not key.startswith("--") and key[-1:] in "\"'" and _stand_in(value):
+            return match.group()
+        if value.lower() == re.sub(r"[\s\"'\\:=]", "", key).lower():
+            return match.group()  # "token=token": a keyword argument passed on
+        if not env and not key.startswith("--"):
+            # "password: hunter" and "password=hunter" end a line of settings; "x = name" is code,
+            # and so is "if token:" followed by the block's first word on the next line.
+            spaced = not key.rstrip().endswith(":") and key != key.replace(" ", "").replace("\t", "")
+            line_value = not spaced and "\n" not in key and _value_ends_line(match.string, match.end())
+            if _names_code(value, line_value=line_value):
+                return match.group()
         count += 1
         return f"{key}[REDACTED:{_assignment_kind(key)}]"
 
@@ -337,24 +590,210 @@ def _assignments(text: str) -> tuple[str, int]:
     return text, count
 
 
+# What documentation writes where a URL's password goes ("postgresql://user:password@host").
+_PASSWORD_NAMES = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret"})
+
+
 def _url_passwords(text: str) -> tuple[str, int]:
-    return _replace_group(_URL_PASSWORD_RE, 1, "[REDACTED]", text, lambda v: False)
+    return _replace_group(
+        _URL_PASSWORD_RE,
+        1,
+        "[REDACTED]",
+        text,
+        lambda v: len(v) < 2 or _is_placeholder(v) or v.lower() in _PASSWORD_NAMES,
+    )
 
 
 def _url_signatures(text: str) -> tuple[str, int]:
     return _replace_group(_URL_SIGNATURE_RE, 1, "[REDACTED:url_signature]", text, _is_placeholder)
 
 
+# NAME_KEY=value, NAME_AUTH=..., NAME_CREDENTIALS=... (RAILS_MASTER_KEY, ENCRYPTION_KEY, SIGNING_KEY):
+# "key" alone names sort keys and cache keys too, so the value must look generated as well.
+_ENV_KEY_RE = re.compile(
+    r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:KEY|AUTH|CREDENTIALS?|SALT|SEED|KEY_BASE)"
+    r"\s?=\s?(['\"]?)" + _NOT_DONE + r"([A-Za-z0-9+/=_.:-]{12,})\1(?![\w.(\[])"
+)
+
+
+def _generated(value: str) -> bool:
+    """Does ``value`` look machine-generated (a key, not a word or a name)?"""
+    digits = any(c.isdigit() for c in value)
+    letters = any(c.isalpha() for c in value)
+    mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    if not (digits and letters):
+        return False
+    if "_" in value and _IDENTIFIER_CHAIN.fullmatch(value):  # snake_case, unless a part is random
+        return any(_generated(part) for part in value.split("_") if part)
+    return len(value) >= 16 or mixed_case
+
+
+def _env_keys(text: str) -> tuple[str, int]:
+    return _replace_group(_ENV_KEY_RE, 2, "[REDACTED:api_key]", text, lambda v: not _generated(v))
+
+
+# Cookie and Set-Cookie headers: every cookie's value (Set-Cookie's attributes stay readable).
+_COOKIE_RE = re.compile(r"(?i)(?=[cs])\b(?:set-)?cookie\\?[\"']?\s*:\s*([^\n\"'\\]+)")
+_COOKIE_PAIR_RE = re.compile(r"([^\s=;,]+)=" + _NOT_DONE + r"([^;\s,]+)")
+_COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "samesite", "priority", "version"})
+
+
+def _cookies(text: str) -> tuple[str, int]:
+    count = 0
+
+    def pair(match: re.Match[str]) -> str:
+        nonlocal count
+        name, value = match.group(1), match.group(2)
+        if name.lower() in _COOKIE_ATTRIBUTES or len(value) < 4 or _is_placeholder(value):
+            return match.group()
+        count += 1
+        return f"{name}=[REDACTED:cookie]"
+
+    def header(match: re.Match[str]) -> str:
+        start = match.start(1) - match.start()
+        return match.group()[:start] + _COOKIE_PAIR_RE.sub(pair, match.group(1))
+
+    return _COOKIE_RE.sub(header, text), count
+
+
+# A .pgpass line: hostname:port:database:username:password (the host names a host, not a time).
+_PGPASS_RE = re.compile(
+    r"(?m)^[ \t]*(?=[^\s:]*[A-Za-z.*])[^\s:#]+:(?:\d+|\*):[^\s:]+:[^\s:]+:" + _NOT_DONE + r"(\S+)[ \t]*$"
+)
+
+
+def _pgpass_lines(text: str) -> tuple[str, int]:
+    return _replace_group(_PGPASS_RE, 1, "[REDACTED:password]", text, _is_placeholder)
+
+
+# Docker's config.json: "auth" is base64 of user:password.
+_DOCKER_AUTH_RE = re.compile(r"(?i)(?=a)\bauth\\?[\"']\s*:\s*\\?[\"']" + _NOT_DONE + r"([A-Za-z0-9+/=]{8,})")
+# Base64 of a JSON document that holds a credential (a .dockerconfigjson, a secret manifest).
+_ENCODED_JSON_RE = re.compile(r"(?<![A-Za-z0-9+/=.])eyJ[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=.])")
+
+
+def _holds_credential(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    return '"auth' in decoded or redact_secrets(decoded)[1] > 0
+
+
+def _encoded_credentials(text: str) -> tuple[str, int]:
+    text, n = _replace_group(_DOCKER_AUTH_RE, 1, "[REDACTED:password]", text, lambda v: not _basic_credentials(v))
+    text, m = _replace_group(_ENCODED_JSON_RE, 0, "[REDACTED:encoded_secret]", text, lambda v: not _holds_credential(v))
+    return text, n + m
+
+
 # The steps, in order: a step never sees what an earlier one replaced as a value of its own.
 _STEPS: tuple[Callable[[str], tuple[str, int]], ...] = (
     _own_tokens,
     _plugin_tokens,
+    _encoded_credentials,
     _url_passwords,
     _url_signatures,
     _auth_headers,
+    _cookies,
     _command_lines,
+    _pgpass_lines,
+    _env_keys,
+    _pass_phrase_lines,
     _assignments,
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Whole-text steps: shapes without a cue on their line, looked for in every text
+# --------------------------------------------------------------------------------------------
+
+# A run of key-body lines without its armour (the BEGIN line cut off, or scrolled out of a
+# terminal): two or more lines of base64 of one width, 40 to 100 characters, perhaps indented
+# (YAML) or joined by JSON-escaped line breaks. Public blocks (certificates) keep their bodies.
+_B64_LINE = r"[A-Za-z0-9+/]{40,100}={0,2}"
+_BREAK = r"[ \t]*(?:\r?\n|(?:\\{1,2}r)?\\{1,2}n)[ \t]*"
+_KEY_BODY_RE = re.compile(
+    rf"(?:(?<![A-Za-z0-9+/=\\])|(?<=\\n)){_B64_LINE}(?:{_BREAK}{_B64_LINE})+"
+    rf"(?:{_BREAK}[A-Za-z0-9+/]{{1,100}}={{0,2}})?(?![A-Za-z0-9+/=])"
+)
+_BODY_SPLIT = re.compile(_BREAK)
+# Any run has a second line: a line break, then 40 key characters. Most texts have none, and this
+# scan, led by the break, is many times faster than the run's pattern.
+_BODY_LINE_CUE = re.compile(r"(?:\n|\\n)[ \t]*[A-Za-z0-9+/]{40}")
+_PUBLIC_ARMOUR = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*(?:CERTIFICATE|PUBLIC KEY)[A-Z ]*-----\s*(?:\\{1,2}[nr])*\s*$")
+
+
+def _key_body(run: str, before: str) -> bool:
+    lines = _BODY_SPLIT.split(run)
+    full = lines if len(lines[-1]) == len(lines[0]) else lines[:-1]
+    if len(full) < 2 or len({len(line) for line in full}) != 1:
+        return False
+    if not all(re.search(r"[A-Z]", x) and re.search(r"[a-z]", x) and re.search(r"[0-9+/]", x) for x in full):
+        return False
+    return _PUBLIC_ARMOUR.search(before[-200:]) is None
+
+
+def _key_bodies(text: str) -> tuple[str, int]:
+    if _BODY_LINE_CUE.search(text) is None:
+        return text, 0
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        if not _key_body(match.group(), match.string[: match.start()]):
+            return match.group()
+        count += 1
+        return "[REDACTED:private_key]"
+
+    return _KEY_BODY_RE.sub(replace, text), count
+
+
+# Kubernetes Secrets: every value of their data and stringData maps (YAML or JSON).
+_SECRET_KIND_RE = re.compile(r"kind\\?[\"']?\s*:\s*\\?[\"']?Secret\b")
+_YAML_DATA_RE = re.compile(r"(?m)^([ \t]*)(?:data|stringData):[ \t]*\n((?:\1[ \t]+[^\n]*\n?)+)")
+_YAML_ENTRY_RE = re.compile(r"(?m)^([ \t]+[\"']?[\w.-]+[\"']?:[ \t]*)(?!\[REDACTED|[|>][-+]?[ \t]*$)(\S[^\n]*)$")
+_JSON_DATA_RE = re.compile(r"\\?[\"'](?:data|stringData)\\?[\"']\s*:\s*\{([^{}]*)\}")
+_JSON_ENTRY_RE = re.compile(r"(\\?[\"'][\w.-]+\\?[\"']\s*:\s*\\?[\"'])" + _NOT_DONE + r"([^\"'\\]+)")
+
+
+def _kubernetes_secrets(text: str) -> tuple[str, int]:
+    if _SECRET_KIND_RE.search(text) is None:
+        return text, 0
+    count = 0
+
+    def entry(match: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        return match.group(1) + "[REDACTED:kubernetes_secret]"
+
+    def block(match: re.Match[str]) -> str:
+        start = match.start(2) - match.start()
+        return match.group()[:start] + _YAML_ENTRY_RE.sub(entry, match.group(2))
+
+    def json_block(match: re.Match[str]) -> str:
+        start = match.start(1) - match.start()
+        return (
+            match.group()[:start]
+            + _JSON_ENTRY_RE.sub(entry, match.group(1))
+            + match.group()[match.end(1) - match.start() :]
+        )
+
+    text = _YAML_DATA_RE.sub(block, text)
+    return _JSON_DATA_RE.sub(json_block, text), count
+
+
+# Colour and cursor codes (raw in terminal output, or JSON-escaped) break a key's lines apart:
+# redaction also looks at the text without them, and keeps the codes when they hid nothing.
+_ANSI_RE = re.compile(r"(?:\x1b|\\u001[bB])\[[0-9;?]*[A-Za-z]")
+_ANSI_CUES = ("\x1b", "\\u001b", "\\u001B")
+
+
+def _whole_text_steps(text: str) -> tuple[str, int]:
+    total = 0
+    for step in (_key_bodies, _kubernetes_secrets):
+        text, n = step(text)
+        total += n
+    return text, total
 
 
 def _trie(words: Iterable[str]) -> str:
@@ -398,6 +837,10 @@ _KEY_WORD_LIST = tuple(
         ("token", ""),
         ("password", ""),
         ("passwd", ""),
+        ("pass", ""),
+        ("passphrase", ""),
+        ("pwd", ""),
+        ("key", "data"),
     )
     for sep in (("_", "-", "") if b else ("",))
 )
@@ -422,6 +865,12 @@ _LITERAL_CUES = (
     "mariadb",
     "login",
     "--user",
+    "authorization",
+    "redis-cli",
+    "sshpass",
+    "openssl",
+    "htpasswd",
+    "cookie",
 )
 # Separate patterns, not one alternation: each scans with its own literal-prefix and first-
 # character shortcuts, which a single alternation of them all loses (three times slower).
@@ -431,18 +880,21 @@ _LITERAL_CUES = (
 # scans 25-60 % slower with one, on the bench, corpus and 2,000-message histories).
 _CUES: tuple[re.Pattern[str], ...] = (
     re.compile(_trie(_LITERAL_CUES)),
-    re.compile(rf"{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*[:=]"),
+    re.compile(rf"{_trie(_KEY_WORD_LIST)}(?:\\?[\"'])?\s*(?:[:=]|%3d)"),
     re.compile(rf"--{_trie(_KEY_WORD_LIST)}[= ]"),
     re.compile(r":(?:\\?/){2}[^\s/@]*:[^\s@/]+@"),
     re.compile(r"-u\s*['\"]?[^\s:'\"]+:"),
     re.compile(r"(?:machine\s+\S+|default)\s+(?:login|password)"),
+    re.compile(r"_(?:key|auth|credentials?|salt|seed|key_base)\s?=\s?['\"]?[a-z0-9+/=_.:-]{12}"),
+    re.compile(r":(?:\d+|\*):[^\s:]+:[^\s:]+:\S"),  # a .pgpass line's port and what follows
+    re.compile(r"auth\\?[\"']\s*:"),
 )
 
 
 # Every key word holds one of these, and the last cue needs "login" or "password": two or four
 # substring checks (much faster than a regex scan) rule out the key-word cues and the .netrc cue
 # for most texts. Computed, not assumed: a key word without an anchor turns the shortcut off.
-_KEY_ANCHORS = ("key", "token", "secret", "pass")
+_KEY_ANCHORS = ("key", "token", "secret", "pass", "pwd")
 _KEY_SHORTCUT = all(any(a in w for a in _KEY_ANCHORS) for w in _KEY_WORD_LIST)
 
 
@@ -500,9 +952,30 @@ def redact_secrets(text: str) -> tuple[str, int]:
     >>> redact_secrets("commit 3f9a2c1 at /etc/hosts, id 6f1c0e4a-5b7d-4c2e-9a1b-0d2e3f4a5b6c")[1]
     0
     """
-    if not _has_cue(text.lower()):
-        return text, 0  # no pattern can match: skip the full pass
-    return _redact_all(text)
+    redacted, count = _redact_text(text)
+    plain = _without_ansi(text)
+    if plain is not None:
+        # The codes stay unless they hid a secret: then the text is returned without them.
+        redacted_plain, count_plain = _redact_text(plain)
+        if redacted_plain != _ANSI_RE.sub("", redacted):
+            return redacted_plain, count_plain
+    return redacted, count
+
+
+def _without_ansi(text: str) -> str | None:
+    """``text`` without terminal escape codes, or None when it has none."""
+    if not any(cue in text for cue in _ANSI_CUES):
+        return None
+    plain = _ANSI_RE.sub("", text)
+    return plain if plain != text else None
+
+
+def _redact_text(text: str) -> tuple[str, int]:
+    count = 0
+    if _has_cue(text.lower()):  # else no pattern can match: skip the full pass
+        text, count = _redact_all(text)
+    text, found = _whole_text_steps(text)
+    return text, count + found
 
 
 def _redact_all(text: str) -> tuple[str, int]:
@@ -572,6 +1045,21 @@ def redact_if_needed(text: str) -> str:
     """
     if len(text) < _WINDOWED_MIN_CHARS:
         return redact_secrets(text)[0]
+    redacted = _redact_windows(text)
+    plain = _without_ansi(text)
+    if plain is not None:
+        redacted_plain = _redact_windows(plain)
+        if redacted_plain != _ANSI_RE.sub("", redacted):
+            return redacted_plain
+    return redacted
+
+
+def _redact_windows(text: str) -> str:
+    text = _redact_cue_windows(text)
+    return _whole_text_steps(text)[0]
+
+
+def _redact_cue_windows(text: str) -> str:
     lowered = text.lower()
     if len(lowered) != len(text) or "private key" in lowered:
         # offsets would differ; a key block spans many lines
@@ -637,3 +1125,43 @@ def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str
         return value
 
     return walk(value, key)
+
+
+@memoize_text()
+def _redacted_text(text: str) -> str:
+    """:func:`redact_if_needed`, memoized: an agent compacts the same tool outputs turn after turn."""
+    return redact_if_needed(text)
+
+
+def redact_message(message: Message) -> Message:
+    """``message`` with every text a summarizer, the ledger or the archive index may read redacted:
+    text parts, tool-call arguments, tool results (their text blocks too). The message itself when
+    nothing changed (most messages), so its cached derived views stay."""
+    from compaction.transcript import TextPart, ToolCallPart, ToolResultPart
+
+    def part_redacted(part: Any) -> Any:
+        if isinstance(part, TextPart):
+            text = _redacted_text(part.text)
+            return part if text is part.text or text == part.text else part.model_copy(update={"text": text})
+        if isinstance(part, ToolCallPart):
+            arguments = _redacted_text(part.arguments)
+            if arguments == part.arguments:
+                return part
+            return part.model_copy(update={"arguments": arguments})
+        if isinstance(part, ToolResultPart):
+            if isinstance(part.content, str):
+                content: Any = _redacted_text(part.content)
+                if content == part.content:
+                    return part
+            else:
+                blocks = tuple(part_redacted(block) for block in part.content)
+                if all(a is b for a, b in zip(blocks, part.content, strict=True)):
+                    return part
+                content = blocks
+            return part.model_copy(update={"content": content})
+        return part
+
+    parts = tuple(part_redacted(part) for part in message.parts)
+    if all(a is b for a, b in zip(parts, message.parts, strict=True)):
+        return message
+    return message.model_copy(update={"parts": parts})

@@ -12,7 +12,10 @@ result can close its fence and pose as instructions.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from compaction.patterns import head_cut, tail_cut
 from compaction.redact import redact_if_needed
@@ -76,6 +79,191 @@ def render_messages(messages: Sequence[Message], *, redact: bool = False) -> str
     tool_names = {c.id: c.name for m in messages for c in m.tool_calls}
     blocks = (render_message(m, tool_names=tool_names) for m in messages)
     return "\n\n".join(redact_if_needed(b) if redact else b for b in blocks)
+
+
+# -- the summarizer's view -------------------------------------------------------------------------
+
+ARGUMENT_VALUE_CHARS = 600
+"""An argument value longer than this is shown by its head and tail around a cut note."""
+CLEARED_PREFIX = "[tool result cleared to save context:"
+
+
+@dataclass(frozen=True)
+class RenderedHistory:
+    """A history rendered for one summarizer prompt: the text, the prompt's one fence nonce, and the
+    short label each provider call id got (``#1``, ``#2``... in order of appearance)."""
+
+    text: str
+    nonce: str
+    labels: Mapping[str, str]
+
+
+def prompt_nonce(contents: Iterable[str]) -> str:
+    """One fence nonce for a whole prompt: ten decimal digits (four tokens, where ten hex digits take
+    ten), derived from the contents and re-drawn until no content holds it, so no tool output can
+    carry the closing marker of its fence, and a reply that repeats it is repeating our framing."""
+    texts = list(contents)
+    digest = hashlib.sha1(usedforsecurity=False)
+    for text in texts:
+        digest.update(text.encode("utf-8", "replace"))
+    seed = digest.hexdigest()
+    salt = 0
+    while True:
+        value = hashlib.sha1(f"{salt}:{seed}".encode(), usedforsecurity=False).hexdigest()
+        nonce = f"{int(value[:15], 16) % 10**10:010d}"
+        if not any(nonce in text for text in texts):
+            return nonce
+        salt += 1
+
+
+def call_labels(messages: Iterable[Message]) -> dict[str, str]:
+    """``#1``, ``#2``... for the call ids of ``messages`` in order of appearance (calls, then results
+    whose call is not among them): a provider id is 24 random characters, written twice."""
+    labels: dict[str, str] = {}
+    for message in messages:
+        for part in message.parts:
+            call_id = (
+                part.id
+                if isinstance(part, ToolCallPart)
+                else part.call_id
+                if isinstance(part, ToolResultPart)
+                else None
+            )
+            if call_id is not None and call_id not in labels:
+                labels[call_id] = f"#{len(labels) + 1}"
+    return labels
+
+
+def cut_value(text: str, max_chars: int = ARGUMENT_VALUE_CHARS) -> str:
+    """``text`` within about ``max_chars``: its head and tail around a note of what was cut, both
+    cuts at whitespace when some is near (else an ellipsis glued to the cut token).
+
+    >>> cut_value("x " * 500, 100)[:12], len(cut_value("x " * 500, 100)) < 140
+    ('x x x x x x ', True)
+    """
+    if len(text) <= max_chars:
+        return text
+    keep = max(2, max_chars - 24)
+    head, head_mark = head_cut(text, keep * 2 // 3)
+    tail, tail_mark = tail_cut(text, len(text) - (keep - keep * 2 // 3))
+    return f"{text[:head]}{head_mark} [... {tail - head:,} chars cut ...] {tail_mark}{text[tail:]}"
+
+
+def format_arguments(arguments: str) -> str:
+    """Tool-call arguments as ``key: value`` pairs (JSON escapes and quotes are framing the
+    summarizer does not need), long values cut head and tail; text that is not a JSON object is
+    shown as it is, cut the same way.
+
+    >>> format_arguments('{"command": "ls -la", "path": "src/", "-n": true}')
+    'command: ls -la, path: src/, -n: true'
+    """
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return cut_value(arguments)
+    if not isinstance(value, dict):
+        return cut_value(arguments)
+    pairs = [f"{key}: {_argument_value(v)}" for key, v in value.items()]
+    joined = ", ".join(pairs)
+    return joined if "\n" not in joined else "\n".join(pairs)
+
+
+def _argument_value(value: Any) -> str:
+    if isinstance(value, str):
+        return cut_value(value)
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return str(value)
+    return cut_value(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
+
+
+def _message_contents(message: Message) -> Iterable[str]:
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            yield part.text
+        elif isinstance(part, ToolCallPart):
+            yield part.name
+            yield part.arguments
+        elif isinstance(part, ToolResultPart):
+            yield part.text
+
+
+def render_for_summarizer(
+    messages: Sequence[Message],
+    *,
+    redact: bool = False,
+    labels: Mapping[str, str] | None = None,
+    nonce: str | None = None,
+) -> RenderedHistory:
+    """The messages as a summarizer reads them, with as little framing as safety allows.
+
+    * one block per message, ``[role]`` first, except a message of tool calls or results alone:
+      its calls and results are labelled, so it needs no role line;
+    * a call is ``call #3 name: key: value, ...`` (a short label per prompt instead of the
+      provider's id, arguments as pairs with long values cut head and tail);
+    * a result is fenced between ``<<<TOOL_OUTPUT <nonce> #3>>>`` and
+      ``<<<END_TOOL_OUTPUT <nonce>>>``, with one nonce for the whole prompt that no content holds
+      (an error result says ``error`` after the label; a result whose call is not in the prompt
+      names the tool);
+    * a result the prune stage cleared is one unfenced line (its kept measurement lines, tool
+      output, are fenced below it).
+
+    >>> from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+    >>> call = ToolCallPart(id="call_x", name="bash", arguments='{"command": "ls"}')
+    >>> history = render_for_summarizer([
+    ...     Message(role="assistant", id="a", parts=(call,)),
+    ...     Message(role="tool", id="t", parts=(ToolResultPart(call_id="call_x", content="a.py"),)),
+    ... ])
+    >>> print(history.text.replace(history.nonce, "N"))
+    call #1 bash: command: ls
+    <BLANKLINE>
+    <<<TOOL_OUTPUT N #1>>>
+    a.py
+    <<<END_TOOL_OUTPUT N>>>
+    """
+    labels = dict(labels) if labels is not None else call_labels(messages)
+    names = {c.id: c.name for m in messages for c in m.tool_calls}
+    calls_here = set(names)
+    if nonce is None:  # given only to measure a rendering (a stand-in of the same length)
+        nonce = prompt_nonce(text for m in messages for text in _message_contents(m))
+    blocks: list[str] = []
+    for message in messages:
+        lines: list[str] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                lines.append(part.text)
+            elif isinstance(part, ToolCallPart):
+                label = labels.get(part.id) or labels.setdefault(part.id, f"#{len(labels) + 1}")
+                arguments = format_arguments(part.arguments)
+                lines.append(f"call {label} {part.name}: {arguments}" if arguments else f"call {label} {part.name}")
+            elif isinstance(part, ToolResultPart):
+                label = labels.get(part.call_id) or labels.setdefault(part.call_id, f"#{len(labels) + 1}")
+                # The call line just above names the tool; a result whose call is elsewhere names it.
+                shown = label if part.call_id in calls_here else f"{label} {names.get(part.call_id, 'tool')}"
+                lines.append(_render_result(part, shown, nonce))
+            elif isinstance(part, ImagePart):
+                lines.append("[image]")
+            elif isinstance(part, UnknownPart):
+                lines.append(f"[{part.block.get('type', 'block')} block]")
+        body = "\n".join(line for line in lines if line)
+        # Results (fenced, labelled) and calls ("call #3 ...") say whose they are: no role line.
+        self_labelled = bool(message.parts) and all(isinstance(p, ToolResultPart | ToolCallPart) for p in message.parts)
+        block = body if self_labelled and body else (f"[{message.role}]\n{body}" if body else f"[{message.role}]")
+        blocks.append(redact_if_needed(block) if redact else block)
+    return RenderedHistory("\n\n".join(blocks), nonce, labels)
+
+
+def _render_result(part: ToolResultPart, label: str, nonce: str) -> str:
+    status = f"{label} error" if part.is_error else label
+    text = part.text
+    if text.startswith(CLEARED_PREFIX):
+        note, _, kept = text.partition("\n")
+        line = f"[{status}: {note[1:].removesuffix(']')}]"
+        if not kept.strip():
+            return line
+        return f"{line}\n<<<TOOL_OUTPUT {nonce} {label}>>>\n{kept}\n<<<END_TOOL_OUTPUT {nonce}>>>"
+    return f"<<<TOOL_OUTPUT {nonce} {status}>>>\n{text}\n<<<END_TOOL_OUTPUT {nonce}>>>"
 
 
 def cut_middle(text: str, max_chars: int) -> str:

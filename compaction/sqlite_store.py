@@ -14,7 +14,7 @@ SQLite's file lock instead of failing half-way. Within one process each thread g
 connection (see :class:`SQLiteSessionStore` for why); ``":memory:"`` stores, which exist only inside
 one connection, share a single connection behind a lock instead.
 
-Schema (version 3, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
+Schema (version 4, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
 
     sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at,
                  tail)
@@ -24,26 +24,30 @@ Schema (version 3, in ``PRAGMA user_version``; created on first open, older file
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
                 INDEX compactions_by_session (session_id, id)
     archive     (id INTEGER PRIMARY KEY, session_id, archive_id, message, created_at, role, text)
-                UNIQUE (session_id, archive_id), INDEX archive_by_archive_id (archive_id, id)
-    archive_phrases  FTS5 (text), trigram tokenizer: verbatim substrings (paths, URLs, hashes)
-    archive_words    FTS5 (text), unicode61 tokenizer (``_`` inside words): words, ranked by BM25
+                UNIQUE (session_id, archive_id), INDEX archive_by_archive_id (archive_id, id),
+                INDEX archive_by_session (session_id, id)
 
 Recall (:meth:`SQLiteSessionStore.search_archive`). ``archive.text`` is the archived message's
-searchable text (:func:`compaction.recall.archive_text`: text, tool calls, tool results; secrets
-redacted); both FTS5 tables index it as external-content tables, filled by a trigger on insert
-(the archive is append-only, enforced by triggers like the messages). Version 1 files (archive
-keyed by ``archive_id`` alone, so two sessions could not archive the same id, and no index) are
-rebuilt on open, in the same transaction, with their text backfilled.
+searchable text (:func:`compaction.recall._text.searchable_archive`: text, tool calls, tool
+results, secrets redacted, the agent's own recall traffic left out); each session's recall index
+is built from its own rows (:mod:`compaction.recall._store_index`), so no session's answers or
+timings depend on another's archive. Version 1 files (archive keyed by ``archive_id`` alone, so
+two sessions could not archive the same id) are rebuilt on open, in the same transaction, with
+their text backfilled; version 2 files lose the FTS5 indexes all sessions shared.
+
+Text columns (``summary``, ``archive.text``) go through :func:`compaction._store_text.to_column`
+(a lone surrogate cannot be encoded in UTF-8) and JSON columns hold lone surrogates as ``\\uXXXX``
+escapes: every message comes back exactly as it was appended.
 
 JSON columns (``system``, ``message``, ``record``) hold UTF-8 JSON text (``ensure_ascii=False``)
 and are declared ``TEXT``: a column declared ``JSON`` gets NUMERIC affinity in SQLite, which would
 turn a JSON document such as ``5`` into an integer. Times are Unix seconds (``REAL``).
 
-``sessions.tail`` (version 3) is the last compaction's :class:`~compaction.store.CompactedTail` as
+``sessions.tail`` (version 4) is the last compaction's :class:`~compaction.store.CompactedTail` as
 JSON (``{"through_id": id, "messages": [[id, message], ...]}``), or NULL: the messages the context
 holds, in the form the compaction returned them, before the stored messages after ``through_id``.
 It is replaced by each compaction (it is the context, not history: the originals stay in
-``messages`` and the archive). Version 2 files get the column, NULL, on open.
+``messages`` and the archive). Older files get the column, NULL, on open.
 """
 
 from __future__ import annotations
@@ -75,18 +79,19 @@ from compaction._store_rows import (
     loads_message,
     message_rows,
     prepared_state,
-    ranked_search,
     session_context,
     stored_messages,
-    verbatim_search,
+    summary_column,
 )
+from compaction._store_text import to_column
 from compaction.event_log import SQLiteEventLog
+from compaction.recall._store_index import SessionIndexes
 from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
 from compaction.store_usage import SQLiteUsage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 # Statements run in order, in one transaction, on a database whose user_version is 0.
 _SCHEMA: Final[tuple[str, ...]] = (
@@ -167,6 +172,10 @@ _ARCHIVE_V2: Final[tuple[str, ...]] = (
 )
 
 
+def _column_text(role_text: tuple[str, str]) -> tuple[str, str]:
+    return role_text[0], to_column(role_text[1])
+
+
 def _migrate_v2(conn: sqlite3.Connection) -> None:
     """Rebuild the archive of a version 1 database with its searchable text and FTS5 indexes."""
     from compaction.recall._text import archive_text
@@ -183,7 +192,7 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
                     archive_id,
                     message,
                     created_at,
-                    *archive_text(loads_message(message, sqlite3.DatabaseError)),
+                    *_column_text(archive_text(loads_message(message, sqlite3.DatabaseError))),
                 )
                 for archive_id, session_id, message, created_at in batch
             ],
@@ -191,71 +200,15 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE archive_v1")
 
 
-def _fts_string(text: str) -> str:
-    """``text`` as one FTS5 string (a phrase), whatever characters it holds."""
-    return '"' + text.replace('"', '""') + '"'
-
-
-# A probe that finds more rows than this falls back to the whole phrase in the trigram index.
-_PROBE_LIMIT: Final = 64
-
-
-def _verbatim_candidates(conn: sqlite3.Connection, session_id: str, query: str) -> list[tuple[Any, ...]]:
-    """``(id, archive_id, role, text)`` of the session's archived messages that may hold ``query``
-    verbatim (a superset: the caller checks each).
-
-    A long phrase makes FTS5's trigram index walk the position lists of all its trigrams (``htt``,
-    ``.co``...), so the first probe asks the word index for the query's whole words instead
-    (:func:`_word_probe`), row ids only, at most ``_PROBE_LIMIT`` + 1: a few seeks for ids, hashes,
-    paths and URLs. When the query has no such words, or they are common, the trigram index matches
-    its whitespace-separated pieces of 3 or more characters. A query too short for trigrams reads
-    the session's archive.
-    """
-    probe = _word_probe(query)
-    if probe is not None:
-        rows = conn.execute(
-            "SELECT rowid FROM archive_words WHERE archive_words MATCH ? LIMIT ?", (probe, _PROBE_LIMIT + 1)
-        ).fetchall()
-        if len(rows) <= _PROBE_LIMIT:
-            marks = ", ".join("?" * len(rows))
-            return conn.execute(
-                f"SELECT id, archive_id, role, text FROM archive WHERE session_id = ? AND id IN ({marks})",
-                (session_id, *(row[0] for row in rows)),
-            ).fetchall()
-    pieces = [piece for piece in query.split() if len(piece) >= 3]
-    if pieces:  # CROSS JOIN: FTS5 first, then the session's rows by id
-        return conn.execute(
-            "SELECT a.id, a.archive_id, a.role, a.text FROM archive_phrases CROSS JOIN archive AS a"
-            " ON a.id = archive_phrases.rowid WHERE archive_phrases MATCH ? AND a.session_id = ?",
-            (" AND ".join(map(_fts_string, pieces)), session_id),
-        ).fetchall()
-    return conn.execute("SELECT id, archive_id, role, text FROM archive WHERE session_id = ?", (session_id,)).fetchall()
-
-
-def _word_probe(query: str) -> str | None:
-    """An FTS5 query of the word index that every text holding ``query`` verbatim matches: its words
-    (as :data:`compaction.recall._text.WORD` splits them, like the index's tokenizer), each a whole
-    word of the text, except that the last may start a longer one (a prefix query, left out when
-    shorter than 3 characters: a short prefix expands to half the vocabulary) and the first, when
-    the query starts inside a word, may end one (left out). None when no word is left.
-
-    >>> _word_probe("https://github.com/acme/issues/4312")
-    '"github" AND "com" AND "acme" AND "issues" AND "4312" *'
-    >>> _word_probe("3f9a2c1") is None
-    True
-    """
-    from compaction.recall._text import WORD
-
-    spans = list(WORD.finditer(query))
-    terms = []
-    for index, match in enumerate(spans):
-        if index == 0 and match.start() == 0:
-            continue  # "...abc" may end a longer word of the text
-        open_end = index == len(spans) - 1 and match.end() == len(query)
-        if open_end and len(match.group()) < 3:
-            continue
-        terms.append(_fts_string(match.group()) + (" *" if open_end else ""))
-    return " AND ".join(terms) or None
+# Version 2 -> 3: recall reads each session's own archive rows (compaction.recall._store_index), so
+# the FTS5 indexes shared by all sessions (whose statistics mixed every tenant's archive) go, and
+# the rows above an id are read by session.
+_ARCHIVE_V3: Final[tuple[str, ...]] = (
+    "DROP TRIGGER IF EXISTS archive_indexed",
+    "DROP TABLE IF EXISTS archive_phrases",
+    "DROP TABLE IF EXISTS archive_words",
+    "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)",
+)
 
 
 class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
@@ -302,6 +255,7 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
         self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._pid = os.getpid()
         self._closed = False
+        self._recall_indexes = SessionIndexes()
         first = self._connect()
         try:
             self._ensure_schema(first)
@@ -356,7 +310,10 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
                     conn.execute(statement)
             if version < 2:
                 _migrate_v2(conn)
-            if version < 3:  # the last compaction's tail, as it returned it (see the module docstring)
+            if version < 3:
+                for statement in _ARCHIVE_V3:
+                    conn.execute(statement)
+            if version < 4:  # the last compaction's tail, as it returned it (see the module docstring)
                 conn.execute("ALTER TABLE sessions ADD COLUMN tail TEXT")
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -642,7 +599,7 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
             cursor = conn.execute(
                 "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"
                 " WHERE id = ? AND summary_through_id IS ?",
-                (summary, new_through_id, tail_json, now, session_id, expected_through_id),
+                (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
             )
             if cursor.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; never write on a lost CAS
                 raise sqlite3.DatabaseError(f"compare-and-swap on session {session_id!r} matched no row")
@@ -692,36 +649,22 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
 
     def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
         """Recall: the messages this session archived that match ``query``, best first, ``limit``
-        of them from rank ``offset`` (as :class:`compaction.recall.MemoryRecallIndex` answers).
-
-        The messages holding ``query`` verbatim (case-insensitive, any whitespace) are the answer,
-        exact case first; candidates come from the trigram index (see :func:`_verbatim_candidates`),
-        each checked in Python. When none holds it, the messages sharing
-        its words, ranked by FTS5's BM25. Raises ``ValueError`` for a blank query or a negative
-        ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
+        of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
+        answers (it is one: built from this session's archive rows alone, kept per session in
+        memory and brought up to date from the rows archived since; see
+        :mod:`compaction.recall._store_index`). Raises ``ValueError`` for a blank query or a
+        negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
         """
-        from compaction.recall._text import query_words
-
         check_session_id(session_id)
         query = check_search(query, limit, offset)
         with self._read() as conn:
-            self._require_session(conn, session_id)
-            verbatim = verbatim_search(query, _verbatim_candidates(conn, session_id, query), limit=limit, offset=offset)
-            if verbatim is not None:
-                return verbatim
-            words = query_words(query)
-            if not words:
-                return ArchiveSearch((), total=0, verbatim=0, offset=offset)
-            match = " OR ".join(map(_fts_string, words))
-            join = (
-                " FROM archive_words CROSS JOIN archive AS a ON a.id = archive_words.rowid"
-                " WHERE archive_words MATCH ? AND a.session_id = ?"
-            )
-            total = conn.execute("SELECT count(*)" + join, (match, session_id)).fetchone()[0]
-            page = conn.execute(
-                "SELECT a.archive_id, a.role, a.text, -bm25(archive_words) AS score"
-                + join
-                + " ORDER BY score DESC, a.id DESC LIMIT ? OFFSET ?",
-                (match, session_id, limit, offset),
-            ).fetchall()
-        return ranked_search(page, total=int(total), offset=offset)
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
+
+            def rows_after(after_id: int) -> list[Any]:
+                return conn.execute(
+                    "SELECT id, archive_id, role, text FROM archive WHERE session_id = ? AND id > ? ORDER BY id",
+                    (session_id, after_id),
+                ).fetchall()
+
+            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset)

@@ -95,12 +95,15 @@ class ArchiveHit:
 class ArchiveSearch:
     """One page of a recall search, best first: messages holding the query verbatim (exact case
     first), then messages sharing its words (BM25). ``total`` hits in all, ``verbatim`` of them
-    verbatim; ``offset`` is the rank of the page's first hit. Iterating yields the page's hits."""
+    verbatim; ``offset`` is the rank of the page's first hit. Iterating yields the page's hits.
+    ``complete`` is False when the search stopped at its budget (a query held by a large part of
+    the archive): the hits are then those among the most recent messages it read."""
 
     hits: tuple[ArchiveHit, ...]
     total: int
     verbatim: int
     offset: int = 0
+    complete: bool = True
 
     def __iter__(self) -> Iterator[ArchiveHit]:
         return iter(self.hits)

@@ -4,6 +4,13 @@ Works on any exception (litellm, openai, anthropic, httpx, ...) without importin
 libraries: it reads class names along the MRO, status codes, error codes in attributes
 and bodies, headers, and the message text. Plain strings and JSON-like dicts work too.
 
+Structure outranks text: codes and types from the error's fields and body, its class and its
+HTTP status decide first; the message text (with any code or class name quoted in it) only where the
+status leaves the answer open (no status, a 413 or a 5xx for throttle wordings; no status, a 400 or
+a 5xx for overflow wordings, and for a 422 only TGI's and AI21's overflow texts). A 400 quoting
+"rate limit exceeded" is OTHER, not a throttle; a 422 quoting "context length exceeded" is OTHER,
+not an overflow (which would compact).
+
 Rule order matters (each provider words things differently, and throttles talk about
 tokens too):
 
@@ -108,6 +115,9 @@ class _Evidence:
     class_names: list[str] = field(default_factory=list)
     status: int | None = None
     codes: list[str] = field(default_factory=list)
+    # Class names and codes quoted inside message texts: text evidence, not structure.
+    text_class_names: list[str] = field(default_factory=list)
+    text_codes: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     numbers: dict[str, int] = field(default_factory=dict)
@@ -294,11 +304,13 @@ def _gather(error: object) -> _Evidence:
         raise TypeError(f"error must be an exception, a string or a mapping, got {type(error).__name__}")
     for text in ev.texts:
         for match in _TEXT_CLASS.finditer(text):
-            if match.group(1) not in ev.class_names:
-                ev.class_names.append(match.group(1))
+            if match.group(1) not in ev.class_names and match.group(1) not in ev.text_class_names:
+                ev.text_class_names.append(match.group(1))
         for pattern in _TEXT_CODES:
             for match in pattern.finditer(text):
-                ev.add_code(match.group(1))
+                code = match.group(1).strip()
+                if code and code.lower() != "error" and code not in ev.codes and code not in ev.text_codes:
+                    ev.text_codes.append(code)
         if ev.status is None:
             status_match = _TEXT_STATUS.search(text)
             if status_match:
@@ -369,6 +381,9 @@ _OVERFLOW_BEFORE_THROTTLE_TEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cohere total tokens", _rx(r"too many tokens: total number of tokens[^.]{0,40} cannot exceed \d")),
     ("ai21 prompt has too many tokens", _rx(r"prompt has too many tokens")),
 )
+
+# The overflow wordings of providers that answer an overflow with a 422 (a validation error).
+_OVERFLOW_422_RULES = frozenset({"tgi inputs + max_new_tokens", "ai21 prompt has too many tokens"})
 
 _OVERFLOW_CLASSES = frozenset(
     {"ContextWindowExceededError", "ContextLengthExceededError", "ContextWindowExceeded", "PromptTooLongError"}
@@ -472,36 +487,61 @@ def _first_text(texts: Iterable[str], rules: Iterable[tuple[str, re.Pattern[str]
 
 
 def _decide(ev: _Evidence) -> tuple[ErrorKind, str | None, str | None]:
-    """Return (kind, matched rule, matched code)."""
-    for code in ev.codes:
+    """Return (kind, matched rule, matched code).
+
+    Structure outranks text: error codes and types from the error's fields and body, its class,
+    and its HTTP status decide first. Message text (and codes or class names quoted in it) is
+    read only where the status leaves the answer open: throttle wordings when there is no status,
+    a 413 or a 5xx (a 400 or 422 that quotes "rate limit exceeded" is not a throttle); overflow
+    wordings when there is no status, a 400 or a 5xx, and for a 422 only the providers whose
+    overflow is a 422 (Hugging Face TGI, AI21). Any other 4xx is the client's error: OTHER.
+    """
+    status = ev.status
+    # litellm's ContextWindowExceededError always says 400, whatever the provider answered (it maps
+    # texts such as Bedrock's throttle "Too many tokens, please wait" to it): its 400 settles nothing.
+    mapped_by_text = status == 400 and any(name in _OVERFLOW_CLASSES for name in ev.class_names)
+    throttle_text_counts = status is None or status == 413 or status >= 500 or mapped_by_text
+    overflow_text_counts = status is None or status in (400, 413) or status >= 500
+    text_codes = ev.text_codes
+    for code in [*ev.codes, *(text_codes if overflow_text_counts else ())]:
         if code.lower() in _OVERFLOW_CODES:
             return ErrorKind.CONTEXT_OVERFLOW, f"code:{code}", code
 
-    for code in ev.codes:
+    for code in [*ev.codes, *(text_codes if throttle_text_counts else ())]:
         if code.lower() in _THROTTLE_CODES:
             return ErrorKind.RATE_LIMIT, f"code:{code}", code
-    if ev.status == 429:
+    if status == 429:
         return ErrorKind.RATE_LIMIT, "status:429", None
-    for name in ev.class_names:
+    for name in [*ev.class_names, *(ev.text_class_names if throttle_text_counts else ())]:
         if name in _THROTTLE_CLASSES:
             return ErrorKind.RATE_LIMIT, f"class:{name}", None
-    throttle = _first_text(ev.texts, _THROTTLE_TEXTS)
-    if ev.status == 413:
+    throttle = _first_text(ev.texts, _THROTTLE_TEXTS) if throttle_text_counts else None
+    if status == 413:
         # Too large for the window, unless the text names a per-interval limit (Groq's 413 "Request
         # too large ... on tokens per minute (TPM)" is its organization's throttle).
         if throttle is not None:
             return ErrorKind.RATE_LIMIT, f"status:413+text:{throttle}", None
         return ErrorKind.CONTEXT_OVERFLOW, "status:413", None
-    overflow = _first_text(ev.texts, _OVERFLOW_BEFORE_THROTTLE_TEXTS)
+    overflow_rules = _OVERFLOW_BEFORE_THROTTLE_TEXTS
+    if status == 422:
+        overflow_rules = tuple(rule for rule in overflow_rules if rule[0] in _OVERFLOW_422_RULES)
+    elif not overflow_text_counts:
+        overflow_rules = ()
+    overflow = _first_text(ev.texts, overflow_rules)
     if overflow is not None:
         return ErrorKind.CONTEXT_OVERFLOW, f"text:{overflow}", None
     if throttle is not None:
         return ErrorKind.RATE_LIMIT, f"text:{throttle}", None
 
-    for name in ev.class_names:
+    for name in [*ev.class_names, *(ev.text_class_names if overflow_text_counts else ())]:
         if name in _OVERFLOW_CLASSES:
             return ErrorKind.CONTEXT_OVERFLOW, f"class:{name}", None
-    overflow = _first_text(ev.texts, _OVERFLOW_TEXTS)
+    overflow_rules = _OVERFLOW_TEXTS
+    if status == 422:
+        overflow_rules = tuple(rule for rule in overflow_rules if rule[0] in _OVERFLOW_422_RULES)
+    elif not overflow_text_counts:
+        overflow_rules = ()
+    overflow = _first_text(ev.texts, overflow_rules)
     if overflow is not None:
         return ErrorKind.CONTEXT_OVERFLOW, f"text:{overflow}", None
 
@@ -510,12 +550,12 @@ def _decide(ev: _Evidence) -> tuple[ErrorKind, str | None, str | None]:
         return ErrorKind.OTHER, f"text:{credentials}", None
     if ev.status is not None and (ev.status in _TRANSIENT_STATUS or (ev.status >= 500 and ev.status != 501)):
         return ErrorKind.TRANSIENT, f"status:{ev.status}", None
-    for code in ev.codes:
+    for code in [*ev.codes, *(text_codes if status is None or status < 400 else ())]:
         if code.lower() in _TRANSIENT_CODES:
             return ErrorKind.TRANSIENT, f"code:{code}", code
     # A definite client error (401, 400, ...) stays OTHER even if its text says "timeout".
     if ev.status is None or ev.status < 400:
-        for name in ev.class_names:
+        for name in [*ev.class_names, *ev.text_class_names]:
             if name in _TRANSIENT_CLASSES:
                 return ErrorKind.TRANSIENT, f"class:{name}", None
         transient = _first_text(ev.texts, _TRANSIENT_TEXTS)
@@ -734,7 +774,7 @@ def classify_error(error: BaseException | str | Mapping[str, Any]) -> ErrorClass
         requested_tokens=requested,
         allowed_tokens=allowed,
         status_code=ev.status,
-        code=matched_code or (ev.codes[0] if ev.codes else None),
+        code=matched_code or next(iter([*ev.codes, *ev.text_codes]), None),
         matched=matched,
         retry_after=_retry_after(ev),
         excess_tokens=excess,

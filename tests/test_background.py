@@ -164,7 +164,7 @@ async def test_jobs_are_incremental_nothing_is_summarized_twice() -> None:
     assert by_job[1]
     assert not by_job[0] & by_job[1]  # no turn sent twice
     assert max(by_job[0]) < min(by_job[1])  # the second job takes what aged out after the first
-    assert any("Earlier summary" in r.prompt for r in summarizer.requests)  # it extends the first summary
+    assert any("<earlier-summary>" in r.prompt for r in summarizer.requests)  # it extends the first summary
     await cm.aclose()
 
 

@@ -9,14 +9,15 @@ import json
 import re
 import urllib.request
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from compaction import CompactionConfig, Compactor
 from compaction.fidelity import altered_identifiers, source_strings
-from compaction.render import cut_middle, fence, fence_nonce, fence_nonces, render_messages
-from compaction.stages.summarize import prompt_nonces, strip_framing, truncate_to_tokens
+from compaction.render import cut_middle, fence, fence_nonce, render_for_summarizer
+from compaction.stages.summarize import FENCE_NONCE_KEY, prompt_nonces, strip_framing, truncate_to_tokens
 from compaction.summarizers.base import SummaryRequest
 from compaction.summarizers.llm import CUT_NOTE, LLMSummarizer, mark_cut_reply
 from compaction.testing import FakeProvider, Reply, stand_in_summary
@@ -70,25 +71,22 @@ def _tool_messages(result_text: str) -> list[Message]:
 
 def test_prompt_nonces_are_the_fences_we_rendered_minus_content() -> None:
     messages = _tool_messages("src/app/main.py\nsrc/app/__init__.py")
-    nonce = fence_nonce("src/app/main.py\nsrc/app/__init__.py")
-    assert fence_nonces(messages) == {nonce}
-    assert f"<<<TOOL_OUTPUT {nonce} " in render_messages(messages)
+    history = render_for_summarizer(messages)
+    nonce = history.nonce
+    assert f"<<<TOOL_OUTPUT {nonce} " in history.text
     request = SummaryRequest(
-        system_prompt="", prompt=render_messages(messages), max_tokens=100, messages=tuple(messages)
-    )
-    assert prompt_nonces(request) == {nonce}
-    # the same ten hex characters in the history are content: kept
-    quoted = SummaryRequest(
         system_prompt="",
-        prompt=render_messages(messages) + f"\nuser said {nonce}",
+        prompt=history.text,
         max_tokens=100,
         messages=tuple(messages),
+        metadata={FENCE_NONCE_KEY: nonce},
     )
+    assert prompt_nonces(request) == {nonce}
+    # the same ten characters elsewhere in the prompt (an earlier summary quoting them) are content: kept
+    quoted = replace(request, prompt=history.text + f"\nuser said {nonce}")
     assert prompt_nonces(quoted) == frozenset()
     # the single pass sends the agent's own messages: no fences of ours
-    single = SummaryRequest(
-        system_prompt="", prompt="", max_tokens=100, messages=tuple(messages), provider_messages=({"role": "user"},)
-    )
+    single = replace(request, provider_messages=({"role": "user"},))
     assert prompt_nonces(single) == frozenset()
     assert fence("x", label="l").startswith(f"<<<TOOL_OUTPUT {fence_nonce('x')} l>>>")
 
@@ -240,7 +238,6 @@ async def test_llm_summary_alters_no_identifier(server: FakeProvider, max_summar
     answers = "\n".join(c.get("summary") or "" for c in calls)
     nonces = {n for c in calls for n in _prompt_fence_nonces(c.get("prompt") or "")}
     assert nonces
-    assert any(n in answers for n in nonces)
     if max_summary_tokens == 300:
         assert CUT_NOTE in answers  # a reply stopped at max_tokens came back marked
     summary = result.summary or ""

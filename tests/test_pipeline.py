@@ -627,7 +627,7 @@ def test_chunks_labelled_oldest_to_newest_then_merged() -> None:
         assert request.chunk_count == n
     merge = summarizer.requests[-1]
     assert merge.kind == "merge"
-    positions = [merge.prompt.index(f"### Part {i + 1} of {n}\nsummary of chunk {i}") for i in range(n)]
+    positions = [merge.prompt.index(f'<part index="{i + 1}" of="{n}">\nsummary of chunk {i}') for i in range(n)]
     assert positions == sorted(positions)
     assert result.summary is not None
     assert result.summary.startswith("summary of merge None")
@@ -641,7 +641,7 @@ def test_previous_summary_is_extended_not_nested() -> None:
     more = oa_session(8, system=None, first="unused")[1:]
     second = compact(compactor, first.messages + more)
     request = summarizer.requests[1]
-    assert "Earlier summary:\nFIRST SUMMARY: steps 0 to 8 done." in request.prompt
+    assert "<earlier-summary>\nFIRST SUMMARY: steps 0 to 8 done." in request.prompt
     assert request.previous_summary is not None
     assert "FIRST SUMMARY" in request.previous_summary
     assert second.record["previous_summary"] is True
@@ -658,7 +658,7 @@ def test_previous_summary_is_extended_not_nested() -> None:
 def test_previous_summary_argument_is_extended() -> None:
     summarizer = scripted()
     compact(make(summarizer), oa_session(10), previous_summary="Stored summary from the session row.")
-    assert "Earlier summary:\nStored summary from the session row." in summarizer.requests[0].prompt
+    assert "<earlier-summary>\nStored summary from the session row." in summarizer.requests[0].prompt
 
 
 def test_previous_summary_in_its_own_message_is_found() -> None:
@@ -666,7 +666,7 @@ def test_previous_summary_in_its_own_message_is_found() -> None:
     compactor = make(summarizer, summary_placement="message")
     first = compact(compactor, oa_session(10))
     second = compact(compactor, first.messages + oa_session(8, system=None)[1:])
-    assert "Earlier summary:\none" in summarizer.requests[1].prompt
+    assert "<earlier-summary>\none" in summarizer.requests[1].prompt
     assert dumps(second.messages).count(START) == 1
 
 

@@ -6,6 +6,7 @@ import base64
 import json
 import random
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -215,3 +216,102 @@ def test_windowed_redaction_matches_the_full_pass(lines: list[str]) -> None:
 def test_windowed_redaction_keeps_unchanged_text_identical() -> None:
     text = "\n".join([_LINES[0]] * 200)
     assert redact_if_needed(text) is text
+
+
+# Code is not a credential: names, calls, attributes, type names and format fields stay as they are
+# (the summarizer is told to quote code exactly), and so do stand-in literals of examples and tests.
+CODE_LINES = [
+    "        api_key=api_key,",
+    "    token = _generic_recursion_cache.set(previously_seen_type_refs)",
+    "def reset(token: UUID) -> None:",
+    "    token: UUID",
+    'raise ValueError(f"missing token: {token!r}")',
+    "username, password = get_auth_from_url(proxy)",
+    "password = password.encode('latin1')",
+    "self.password = password",
+    "    password: bytes | str",
+    "    password: Optional[str] = None,",
+    "password=parts['password'],",
+    "if not api_key:\n    return None",
+    'def reset_carrier(token: "Token[Mapping[str, str] | None]") -> None:',
+    'headers["Authorization"] = f"Bearer {token}"',
+    "access_token = self._token_repo.get(token_id)",
+    "model, api_base, api_key = 'openai/gpt-4o-mini', base, 'offline'",
+    'client = OpenAI(api_key="sk-fake", base_url=base)',
+    "hashed_token=key_hash,",
+    "ARGILLA_API_KEY=_credentials_api_key,",
+    '"input_cost_per_token": 1.5e-06,',
+    "postgresql://user:password@host:5432/db",
+    "token = token or os.environ['TOKEN']",
+    "secret_key: SecretStr = Field(...)",
+]
+
+
+@pytest.mark.parametrize("line", CODE_LINES)
+def test_code_is_left_alone(line: str) -> None:
+    assert redact_secrets(line) == (line, 0)
+
+
+_NAMES = st.from_regex(r"[a-z][a-z_]{0,12}[a-z]", fullmatch=True)
+_KEYS = st.sampled_from(
+    ["api_key", "token", "password", "secret", "access_token", "client_secret", "db_pass", "pwd", "passphrase"]
+)
+_VALUES = st.one_of(
+    _NAMES,  # a variable
+    st.builds("{}.{}".format, _NAMES, _NAMES),  # an attribute
+    st.builds("{}({})".format, _NAMES, _NAMES),  # a call
+    st.builds("{}[{!r}]".format, _NAMES, _NAMES),  # a subscript
+    st.builds("{{{}!r}}".format, _NAMES),  # a format field
+    st.sampled_from(["str", "bytes", "UUID", "SecretStr", "Optional[str]", "str | None", "None", "True"]),
+)
+_TYPES = st.sampled_from(["str", "bytes", "UUID", "SecretStr", "Optional[str]", "str | None", "Token[Any]", "int"])
+_FORMS = st.sampled_from(["{k}={v},", "{k} = {v}", "{k}: {v},", "f({k}={v})", "self.{k} = {v}", "x({k}, {v})"])
+_CODE_LINE = st.one_of(
+    st.builds(lambda f, k, v: f.format(k=k, v=v), _FORMS, _KEYS, _VALUES),
+    # A bare lower-case word alone after "key:" is a YAML setting ("password: hunter"): annotations
+    # name types.
+    st.builds("{}: {}".format, _KEYS, _TYPES),
+    st.builds("{}: {} = None".format, _KEYS, _TYPES),
+)
+
+
+@given(st.lists(_CODE_LINE, min_size=1, max_size=30))
+def test_code_like_text_without_secrets_is_never_redacted(lines: list[str]) -> None:
+    text = "\n".join("    " + line for line in lines)
+    assert redact_secrets(text) == (text, 0)
+    assert redact_if_needed(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("my password: Tr0ub4dor&3xyz!", "&3xyz!"),
+        ("password=Kq81&xZ0pLm", "xZ0pLm"),
+        ("DB_PASSWORD=plainletters", "plainletters"),
+        ("password: hunter", "hunter"),
+        ("passphrase: plum Kx7!r9 lantern", "lantern"),
+    ],
+)
+def test_the_whole_secret_value_goes(text: str, secret: str) -> None:
+    redacted, count = redact_secrets(text)
+    assert count == 1
+    assert secret not in redacted, redacted
+    assert "[REDACTED:password]" in redacted
+
+
+def test_the_projects_own_code_is_not_redacted() -> None:
+    # The package, its guards, benchmarks and examples rendered as tool output (``cat file.py``):
+    # the only lines redaction may change are doctests that show redaction itself at work.
+    root = Path(__file__).resolve().parent.parent
+    changed: list[str] = []
+    for folder in ("compaction", "guards", "benchmarks", "examples"):
+        for path in sorted((root / folder).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            out = redact_if_needed(source)
+            if out == source:
+                continue
+            for old, new in zip(source.splitlines(), out.splitlines(), strict=True):
+                demo = old.lstrip().startswith(">>>") or path.name == "redact.py"
+                if old != new and not demo:
+                    changed.append(f"{path.relative_to(root)}: {old.strip()}")
+    assert not changed, changed

@@ -128,7 +128,7 @@ def test_seed_001_token_aware_context_window() -> None:
     # Incremental summary: an existing (stored) summary is extended with the new messages.
     summarizer = scripted("extended summary")
     compact(make(summarizer, window=window), oa_session(10), previous_summary="Stored: user likes Go.")
-    assert "Earlier summary:\nStored: user likes Go." in summarizer.requests[0].prompt
+    assert "<earlier-summary>\nStored: user likes Go." in summarizer.requests[0].prompt
 
     # A very long single message: in the compacted zone it is cut down for the summarizer ...
     pasted = oa_session(10)
@@ -279,8 +279,9 @@ def test_seed_003_micro_agent_compaction(caplog: pytest.LogCaptureFixture) -> No
     # Summarizer input: tool results as 500 + 200 character previews, capped at 100,000 chars.
     request = summarizer.requests[0]
     assert request.max_tokens == 4_096
-    history = request.prompt[request.prompt.index("Conversation history:\n") :]
-    assert len(history) <= 100_000 + len("Conversation history:\n")
+    prompt = request.prompt
+    history = prompt[prompt.index("<history>\n") + len("<history>\n") : prompt.index("\n</history>")]
+    assert len(history) <= 100_000
     assert "characters of history cut here to fit the summarizer" in history
     assert "Running step 0." in history
     assert "Running step 33." in history
@@ -329,7 +330,8 @@ def test_seed_004_manual_compact_command() -> None:
     assert result.trigger == "manual"
     assert result.reason == "manual compaction"
     request = summarizer.requests[0]
-    assert request.prompt.startswith(custom_prompt)
+    # The custom prompt replaces the default one, after the history (read last, right before writing).
+    assert request.prompt.index("</history>") < request.prompt.index(custom_prompt)
     assert "Focus on the agent/ package." in request.prompt
     # Preserve count: the last 5 messages (widened to a safe cut) intact.
     tail = len(messages) - result.record["partition"]["tail_start"]

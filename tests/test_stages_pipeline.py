@@ -264,8 +264,9 @@ async def test_single_pass() -> None:
     request = summarizer.requests[0]
     assert request.kind == "single"
     assert request.messages == zone
-    assert request.prompt.startswith(CompactionConfig().summary_prompt)
-    assert "Conversation history:\n[assistant] Running step 0." in request.prompt
+    # The history comes first, in its tags; the instructions after it, read last.
+    assert request.prompt.startswith("Conversation history:\n<history>\n[assistant]\nRunning step 0.")
+    assert request.prompt.index("</history>") < request.prompt.index(CompactionConfig().summary_prompt)
 
 
 async def test_chunks_and_merge_with_previous_summary_and_instructions() -> None:
@@ -279,12 +280,12 @@ async def test_chunks_and_merge_with_previous_summary_and_instructions() -> None
     assert outcome.text == "<merge None>"
     chunks = [r for r in summarizer.requests if r.kind == "chunk"]
     assert [r.chunk_index for r in chunks] == [0, 1, 2]
-    assert all("Earlier summary" not in r.prompt for r in chunks)  # only the merge extends it
+    assert all("<earlier-summary>" not in r.prompt for r in chunks)  # only the merge extends it
     assert all("keep ids" in r.prompt for r in summarizer.requests)
     merge = summarizer.requests[-1]
-    assert "Earlier summary:\nOLD FACTS" in merge.prompt
-    assert "### Part 1 of 3\n<chunk 0>" in merge.prompt
-    assert "### Part 3 of 3\n<chunk 2>" in merge.prompt
+    assert "<earlier-summary>\nOLD FACTS\n</earlier-summary>" in merge.prompt
+    assert '<part index="1" of="3">\n<chunk 0>\n</part>' in merge.prompt
+    assert '<part index="3" of="3">\n<chunk 2>\n</part>' in merge.prompt
     assert job.log.calls == 4
     assert len(job.log.entries) == 4
 
@@ -384,8 +385,8 @@ async def test_summarizer_input_cut_from_the_middle() -> None:
     zone = canon(oa_session(30, tool_chars=3_000, system=None))[1:]
     await summarize_zone(job_for(summarizer, summarizer_input_max_chars=20_000), zone, [(0, len(zone))])
     prompt = summarizer.requests[0].prompt
-    history = prompt[prompt.index("Conversation history:\n") :]
-    assert len(history) <= 20_000 + len("Conversation history:\n")
+    history = prompt[prompt.index("<history>\n") + len("<history>\n") : prompt.index("\n</history>")]
+    assert len(history) <= 20_000
     assert "characters of history cut here to fit the summarizer" in history
     assert "Running step 0." in history
     assert "Running step 29." in history

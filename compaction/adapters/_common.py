@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +32,40 @@ def check_text(text: str, index: int | None, field: str) -> None:
         raise TranscriptError(
             f"text contains an invalid surrogate at character {exc.start}", index=index, field=field
         ) from None
+
+
+def check_json_text(text: str, index: int | None, field: str) -> None:
+    """Reject JSON text (tool-call arguments) whose escapes decode to a lone surrogate
+    (``"\\udcff"``): the text itself is ASCII, but every stage that reads the arguments would
+    get a string that cannot be encoded."""
+    if "\\u" not in text or not _JSON_SURROGATE_ESCAPE.search(text):
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return  # not JSON: kept as text, never parsed
+    if _has_surrogate(value):
+        raise TranscriptError(
+            "the JSON escapes a lone surrogate (it cannot be encoded as UTF-8)", index=index, field=field
+        )
+
+
+_JSON_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _has_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and not _encodes(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 MAX_NESTING = 100

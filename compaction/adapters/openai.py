@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction.adapters._common import (
+    check_json_text,
     check_payload,
     check_text,
     emit_passthrough,
@@ -196,6 +197,7 @@ def _read_tool_call(call: Any, index: int, j: int) -> ToolCallPart:
             field=f"{field}.function.arguments",
         )
     check_text(arguments, index, f"{field}.function.arguments")
+    check_json_text(arguments, index, f"{field}.function.arguments")
     extra, order = split_known(call, ("id", "function"))
     fn_extra, fn_order = split_known(function, ("name", "arguments"))
     if "arguments" not in function:

@@ -27,6 +27,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
+from compaction.adapters._lenient import escape_message, lenient_openai
 from compaction.adapters.openai import from_openai
 from compaction.errors import TranscriptError
 from compaction.transcript import Message
@@ -49,22 +50,46 @@ def to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
 
 
 def message_to_openai(message: Any, index: int) -> dict[str, Any]:
-    """The OpenAI chat dict of one LangChain message (``index`` names it in errors)."""
+    """The OpenAI chat dict of one LangChain message (``index`` names it in errors), lone
+    surrogates escaped (``'\\udcff'`` becomes the text ``\\udcff``; LangChain accepts them, the
+    engine's reader does not). A tool call without an id is left to :class:`Conversions`."""
     if not isinstance(message, BaseMessage):
         raise TranscriptError(f"expected a LangChain message, got {type(message).__name__}", index=index)
-    if isinstance(message, AIMessage):
-        for call in message.tool_calls:
-            if not call.get("id"):
-                raise TranscriptError(
-                    f"tool call {call.get('name')!r} has no id (a result could never be matched to it)",
-                    index=index,
-                    field="tool_calls",
-                )
     try:
         converted = convert_to_openai_messages(message)
     except Exception as exc:  # LangChain's own error, with the position added
         raise TranscriptError(f"LangChain could not convert it: {exc}", index=index) from exc
-    return dict(converted)
+    return dict(escape_message(dict(converted)))
+
+
+def _missing_ids(messages: Sequence[BaseMessage]) -> bool:
+    for message in messages:
+        if isinstance(message, AIMessage) and any(not call.get("id") for call in message.tool_calls):
+            return True
+        if isinstance(message, ToolMessage) and not message.tool_call_id:
+            return True
+    return False
+
+
+def _with_ids(message: BaseMessage, converted: Mapping[str, Any]) -> BaseMessage:
+    """``message`` with the tool-call ids of its repaired dict ``converted`` (same message id)."""
+    if isinstance(message, ToolMessage):
+        return message.model_copy(update={"tool_call_id": converted.get("tool_call_id")})
+    if isinstance(message, AIMessage):
+        ids = [c.get("id") for c in converted.get("tool_calls") or ()]
+        calls = [
+            {**call, "id": ids[k] if k < len(ids) else call.get("id")} for k, call in enumerate(message.tool_calls)
+        ]
+        update: dict[str, Any] = {"tool_calls": calls}
+        raw = message.additional_kwargs.get("tool_calls")
+        if isinstance(raw, list) and len(raw) == len(ids):
+            kwargs = dict(message.additional_kwargs)
+            kwargs["tool_calls"] = [
+                {**r, "id": i} if isinstance(r, Mapping) else r for r, i in zip(raw, ids, strict=True)
+            ]
+            update["additional_kwargs"] = kwargs
+        return message.model_copy(update=update)
+    return message
 
 
 class Conversions:
@@ -77,23 +102,39 @@ class Conversions:
     only: their ids are derived as if each stood alone."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[BaseMessage, dict[str, Any], Message]] = {}
+        self._entries: dict[int, tuple[BaseMessage, dict[str, Any], Message | None]] = {}
+        self.replacements: dict[int, BaseMessage] = {}
+        """After :meth:`convert`: by index, the messages given tool-call ids (copies with the
+        same message id), which the state should hold instead of the originals."""
 
     def convert(self, messages: Sequence[BaseMessage]) -> tuple[list[dict[str, Any]], list[Message]]:
-        entries: dict[int, tuple[BaseMessage, dict[str, Any], Message]] = {}
+        entries: dict[int, tuple[BaseMessage, dict[str, Any], Message | None]] = {}
         for index, message in enumerate(messages):
             entry = self._entries.get(id(message))
             if entry is None or entry[0] is not message:
-                converted = message_to_openai(message, index)
-                try:
-                    canonical = from_openai([converted]).messages[0]
-                except TranscriptError as exc:
-                    raise TranscriptError(exc.problem, index=index, field=exc.field) from exc
-                entry = (message, converted, canonical)
+                entry = (message, message_to_openai(message, index), None)
             entries[id(message)] = entry
         self._entries = entries
-        pairs = [entries[id(m)] for m in messages]
-        return [p[1] for p in pairs], [p[2] for p in pairs]
+        dicts = [entries[id(m)][1] for m in messages]
+        self.replacements = {}
+        if _missing_ids(messages):
+            lenient = lenient_openai(dicts)
+            for index in lenient.ids_filled:
+                dicts[index] = lenient.messages[index]
+                self.replacements[index] = _with_ids(messages[index], dicts[index])
+        canonical: list[Message] = []
+        for index, message in enumerate(messages):
+            entry = entries[id(message)]
+            known = entry[2] if index not in self.replacements else None
+            if known is None:
+                try:
+                    known = from_openai([dicts[index]]).messages[0]
+                except TranscriptError as exc:
+                    raise TranscriptError(exc.problem, index=index, field=exc.field) from exc
+                if index not in self.replacements:
+                    entries[id(message)] = (message, entry[1], known)
+            canonical.append(known)
+        return dicts, canonical
 
 
 def pairs_intact(messages: Sequence[BaseMessage]) -> bool:
@@ -122,14 +163,22 @@ def pairs_intact(messages: Sequence[BaseMessage]) -> bool:
 class MessageMap:
     """The input messages by their OpenAI dict, to hand back the originals for unchanged output."""
 
-    def __init__(self, messages: Sequence[BaseMessage], dicts: Sequence[Mapping[str, Any]]) -> None:
-        self._originals = list(messages)
+    def __init__(
+        self,
+        messages: Sequence[BaseMessage],
+        dicts: Sequence[Mapping[str, Any]],
+        replacements: Mapping[int, BaseMessage] | None = None,
+    ) -> None:
+        self._state = list(messages)
+        # What goes back into the state for an unchanged message: the original, or its copy with
+        # repaired tool-call ids.
+        self._originals = [(replacements or {}).get(i, m) for i, m in enumerate(messages)]
         self._dicts = list(dicts)
         self._by_key: dict[str, deque[int]] = defaultdict(deque)
         for index, message in enumerate(dicts):
             self._by_key[message_key(message)].append(index)
         self._tool_results: dict[str, ToolMessage] = {
-            m.tool_call_id: m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id
+            m.tool_call_id: m for m in self._originals if isinstance(m, ToolMessage) and m.tool_call_id
         }
 
     def back(self, output: Sequence[Mapping[str, Any]]) -> tuple[list[AnyMessage], list[BaseMessage]]:
@@ -148,7 +197,7 @@ class MessageMap:
                 out.append(self._originals[index])  # type: ignore[arg-type]
             else:
                 out.append(self._new(message, position))
-        gone = [m for i, m in enumerate(self._originals) if i not in used]
+        gone = [m for i, m in enumerate(self._state) if i not in used]
         return out, gone
 
     def _new(self, message: Mapping[str, Any], position: int) -> AnyMessage:

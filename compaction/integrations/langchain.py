@@ -176,6 +176,7 @@ class _Plan:
     tokens: int
     compact: bool
     broken: bool
+    replacements: dict[int, BaseMessage] = field(default_factory=dict)  # messages given tool-call ids
 
 
 class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -279,11 +280,13 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         if not messages:
             return None
-        dicts, canonical = self._thread(None).conversions.convert(messages)
+        conversions = self._thread(None).conversions
+        dicts, canonical = conversions.convert(messages)
         transcript = Transcript(format="openai", messages=tuple(canonical))
         tokens = self._count(messages, transcript)
         broken = not pairs_intact(messages) and bool(validate(transcript))
-        return _Plan(messages, dicts, transcript, tokens, self._should_compact(tokens, len(messages)), broken)
+        compact = self._should_compact(tokens, len(messages))
+        return _Plan(messages, dicts, transcript, tokens, compact, broken, dict(conversions.replacements))
 
     def _should_compact(self, tokens: int, count: int) -> bool:
         config = self.compactor.config
@@ -308,7 +311,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _update(self, plan: _Plan, result: CompactionResult | None) -> dict[str, Any] | None:
         thread = self._thread(None)
         if result is not None and result.compacted:
-            new, gone = MessageMap(plan.messages, plan.dicts).back(result.messages)
+            new, gone = MessageMap(plan.messages, plan.dicts, plan.replacements).back(result.messages)
             record = LangChainCompaction(_current_thread_id(), result, tuple(gone))
             thread.compactions.append(record)
             thread.removed.extend(gone)
@@ -330,6 +333,12 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             LOGGER.info("compaction triggered but not applied: %s", result.reason)
             thread.wait = self._wait_after(plan.tokens, len(plan.messages))
         if not plan.broken:
+            if plan.replacements:  # tool calls without ids: the state gets the repaired copies
+                LOGGER.warning(
+                    "gave ids to the tool calls and results of %d message(s) that had none", len(plan.replacements)
+                )
+                repaired = [plan.replacements.get(i, m) for i, m in enumerate(plan.messages)]
+                return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired]}
             return None
         return self._repair(plan, thread)
 
@@ -350,7 +359,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Failure mode A without a compaction: the state's broken tool pairs fixed before the model
         sees them (orphan results out, archived; a call without a result gets a synthetic one)."""
         fixed, report = repair(to_canonical(plan.dicts, format="openai"))  # fresh, position-derived ids
-        new, gone = MessageMap(plan.messages, plan.dicts).back(from_canonical(fixed).messages)
+        new, gone = MessageMap(plan.messages, plan.dicts, plan.replacements).back(from_canonical(fixed).messages)
         thread.removed.extend(gone)
         thread.archive(_unarchived(plan, gone, {}))
         LOGGER.warning(

@@ -1,36 +1,83 @@
 """The in-memory recall index, for stateless use: built from ``result.archive`` and extended with the
-archive of every later compaction.
+archive of every later compaction. The session stores answer recall with it too (one index per
+session, built from that session's archive alone).
 
-How a query is answered, in a few milliseconds on a 20,000-message archive:
+How a query is answered, with a bounded cost on a 20,000-message archive:
 
-1. Verbatim candidates from the word index. A query word between two non-word characters of the
-   query must be a whole word of the text; the first word may end a longer word and the last may
-   start one (``3f9a2c1`` finds the full commit hash), so those are looked up in a string of the
-   whole vocabulary. The rarest requirement is intersected first.
-2. Each candidate is checked with :class:`~compaction.recall._text.Phrase`.
+1. A query of one word (the common case: an id, a hash, a name) is answered from the word index
+   alone: the vocabulary words holding it (a whole word when it is shorter than
+   :data:`~compaction.recall._text.MIN_SUBSTRING` characters), their postings and counts give every hit and
+   its score at once (numpy), and a case-sensitive word index tells which hold it in its own case.
+2. Any other query: verbatim candidates from the word index. A query word between two non-word
+   characters of the query must be a whole word of the text; the first word may end a longer word
+   and the last may start one (``3f9a2c1`` finds the full commit hash), so those are looked up in
+   a string of the whole vocabulary. Each candidate, newest first, is checked with
+   :class:`~compaction.recall._text.Phrase` until :data:`SCAN_BUDGET_CHARS` characters have
+   been read; a search cut there says so (``ArchiveSearch.complete``).
 3. The verbatim hits are the answer, ranked by :func:`~compaction.recall._text.rank_verbatim`.
-   Only when no message holds the query verbatim, the messages sharing its words are, ranked by
-   BM25 (numpy).
+   Only when no message holds the query verbatim, the messages sharing its content words
+   (:func:`~compaction.recall._text.content_words`: no stopwords, no tiny words) are, ranked by
+   BM25 (numpy) over this index's messages alone.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
+import re
 from array import array
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from compaction.recall._text import WORD, Phrase, archive_text, query_words, rank_verbatim
+from compaction.recall._text import (
+    MIN_SUBSTRING,
+    PHRASE_B,
+    PHRASE_K1,
+    PHRASE_REFERENCE_CHARS,
+    WORD,
+    Phrase,
+    content_words,
+    only_short_words,
+    phrase_score,
+    rank_verbatim,
+    searchable_archive,
+)
 from compaction.store import ArchiveHit, ArchiveSearch
 
-__all__ = ["BM25_B", "BM25_K1", "MemoryRecallIndex"]
+__all__ = ["BM25_B", "BM25_K1", "SCAN_BUDGET_CHARS", "MemoryRecallIndex"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+
+SCAN_BUDGET_CHARS: Final = 500_000
+"""The most text one search reads to check candidates verbatim (a few ms): a query that many
+messages may hold (``the error``, ``->``) is checked on the most recent ones first, up to this."""
+
+_Docs = npt.NDArray[np.int64]
+
+
+class _Vocabulary(NamedTuple):
+    """Every indexed word in one newline-separated string (``blob``) with each word's offset in it,
+    and all postings concatenated in the words' order (``docs``, ``freqs``; a word's run starts at
+    ``starts[i]`` and has ``sizes[i]`` entries): a query matching thousands of words gathers
+    their postings in one numpy step."""
+
+    blob: str
+    words: list[str]
+    offsets: npt.NDArray[np.int64]
+    docs: npt.NDArray[np.int32]
+    freqs: npt.NDArray[np.int32] | None
+    starts: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+
+    def gather(self, index: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Positions in ``docs`` of the postings of the words ``index``, word after word."""
+        sizes = self.sizes[index]
+        ends = np.cumsum(sizes)
+        return np.repeat(self.starts[index] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends) else 0)
 
 
 class MemoryRecallIndex:
@@ -50,14 +97,18 @@ class MemoryRecallIndex:
         self._ids: list[str] = []
         self._roles: list[str] = []
         self._texts: list[str] = []
+        self._lowered: list[str] = []  # lower-cased texts (verbatim checks read these)
         self._by_id: dict[str, int] = {}
         self._postings: dict[str, array[int]] = {}
         self._freqs: dict[str, array[int]] = {}
-        self._lengths = array("i")
+        self._case_postings: dict[str, array[int]] = {}  # word as written -> messages holding it
+        self._lengths = array("i")  # words of each message
+        self._chars = array("i")  # characters of each message
         self._total_length = 0
         self._total_chars = 0
-        self._vocab: tuple[str, list[str], list[int]] | None = None
-        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._vocab: _Vocabulary | None = None
+        self._case_vocab: _Vocabulary | None = None
+        self._arrays: dict[str, tuple[_Docs, npt.NDArray[np.float64]]] = {}
         if archive:
             self.add_archive(archive)
 
@@ -74,8 +125,9 @@ class MemoryRecallIndex:
 
     def add_archive(self, archive: Mapping[str, Mapping[str, Any]]) -> int:
         """Index ``archive`` (archive id -> original message, as in ``CompactionResult.archive``);
-        returns how many messages were new."""
-        return self.add((archive_id, *archive_text(message)) for archive_id, message in archive.items())
+        returns how many messages were new. The agent's own ``recall`` calls and their answers are
+        kept (readable by id) but not searchable (:func:`~compaction.recall._text.searchable_archive`)."""
+        return self.add(searchable_archive(archive))
 
     def add(self, entries: Iterable[tuple[str, str, str]]) -> int:
         """Index ``(archive_id, role, text)`` entries whose text is already searchable (redacted)."""
@@ -87,21 +139,27 @@ class MemoryRecallIndex:
             self._by_id[archive_id] = doc
             self._ids.append(archive_id)
             self._roles.append(role)
+            self._vocab = self._case_vocab = None  # their postings grow
             self._texts.append(text)
+            lowered = text.lower()
+            self._lowered.append(lowered)
             self._total_chars += len(text)
-            counts: dict[str, int] = {}
-            for match in WORD.finditer(text):
-                word = match.group().lower()
-                counts[word] = counts.get(word, 0) + 1
+            self._chars.append(len(text))
+            counts = Counter(WORD.findall(lowered))
+            postings_of, freqs_of = self._postings, self._freqs
             for word, count in counts.items():
-                postings = self._postings.get(word)
+                postings = postings_of.get(word)
                 if postings is None:
-                    self._postings[word] = postings = array("i")
-                    self._freqs[word] = array("i")
-                    self._vocab = None
+                    postings_of[word] = postings = array("i")
+                    freqs_of[word] = array("i")
                 postings.append(doc)
-                self._freqs[word].append(count)
-                self._arrays.pop(word, None)
+                freqs_of[word].append(count)
+            case_postings = self._case_postings
+            for word in set(WORD.findall(text)):
+                written = case_postings.get(word)
+                if written is None:
+                    case_postings[word] = written = array("i")
+                written.append(doc)
             length = sum(counts.values())
             self._lengths.append(length)
             self._total_length += length
@@ -122,93 +180,157 @@ class MemoryRecallIndex:
             raise ValueError("the query is empty")
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
-        verbatim = self._verbatim(query)
-        if verbatim:
-            phrase = Phrase(query)
-            ranked = [(doc, *phrase.rank(self._texts[doc])) for doc in verbatim]
-            order = rank_verbatim(ranked)
-            scores = {doc: score for doc, _, score in ranked}
+        single = WORD.fullmatch(query)
+        if single is not None and len(query.lower()) == len(query):
+            order, scores, complete = self._one_word(query)
+        else:
+            order, scores, complete = self._phrase(query)
+        if order:
             hits = tuple(
-                ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], True, scores[doc])
+                ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], True, scores(doc))
                 for doc in order[offset : offset + limit]
             )
-            return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset)
-        bm25 = self._bm25(query_words(query))
+            return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset, complete=complete)
+        bm25 = self._bm25(content_words(query))
         others = np.flatnonzero(bm25)
         # Best score first, then the later message (numpy: a word like "error" is in most of them).
         page = others[np.lexsort((-others, -bm25[others]))][offset : offset + limit].tolist()
         hits = tuple(
             ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], False, float(bm25[doc])) for doc in page
         )
-        return ArchiveSearch(hits, total=len(others), verbatim=0, offset=offset)
+        return ArchiveSearch(hits, total=len(others), verbatim=0, offset=offset, complete=complete)
 
     # --- verbatim matching ---------------------------------------------------------------
 
-    def _verbatim(self, query: str) -> set[int]:
-        """Messages whose text holds ``query`` as a whole (case-insensitive, any whitespace)."""
-        spans = [(m.group().lower(), m.start(), m.end()) for m in WORD.finditer(query)]
+    def _one_word(self, word: str) -> tuple[list[int], Callable[[int], float], bool]:
+        """The verbatim hits of a one-word query, ranked, from the word indexes alone: the same
+        answer as checking each text with :class:`Phrase` (a word never straddles a non-word
+        character, so every occurrence is inside one word of the text)."""
+        folded = word.lower()
+        whole = len(word) < MIN_SUBSTRING and word.isascii()  # a whole word only
+        vocabulary = self._vocabulary()
+        index, within = self._vocabulary_matches(folded, not whole, not whole)
+        if not len(index):
+            return [], float, True
+        n = len(self._ids)
+        gathered = vocabulary.gather(index)
+        assert vocabulary.freqs is not None
+        weights = vocabulary.freqs[gathered] * np.repeat(within, vocabulary.sizes[index])
+        occurrences = np.bincount(vocabulary.docs[gathered], weights, minlength=n)
+        docs = np.flatnonzero(occurrences)
+        written = self._vocabulary(case=True)
+        held = written.gather(self._vocabulary_matches(word, not whole, not whole, case=True)[0])
+        exact = np.zeros(n, dtype=bool)
+        exact[written.docs[held]] = True
+        chars = np.frombuffer(self._chars, dtype=np.int32)[docs]
+        found = occurrences[docs]
+        norm = PHRASE_K1 * (1 - PHRASE_B + PHRASE_B * chars / PHRASE_REFERENCE_CHARS)
+        score = np.zeros(n, dtype=np.float64)
+        score[docs] = found * (PHRASE_K1 + 1) / (found + norm)
+        order = docs[np.lexsort((-docs, -score[docs], ~exact[docs]))].tolist()
+        return order, lambda doc: float(score[doc]), True
+
+    def _phrase(self, query: str) -> tuple[list[int], Callable[[int], float], bool]:
+        """The verbatim hits of any other query, ranked; checked newest first within the budget."""
         phrase = Phrase(query)
-        if not spans:  # punctuation only ("->", "**"): nothing to look up, scan the texts
-            return {doc for doc, text in enumerate(self._texts) if phrase.find(text) is not None}
+        budget = SCAN_BUDGET_CHARS
+        complete = True
+        ranked: list[tuple[int, bool, float]] = []
+        chars = self._chars
+        for doc in self._candidates(query):
+            budget -= chars[doc]
+            if budget < 0:
+                complete = False
+                break
+            text = self._texts[doc]
+            occurrences = phrase.count(text, self._lowered[doc])
+            if occurrences:
+                ranked.append((doc, phrase.exact_case(text), phrase_score(occurrences, len(text))))
+        scores = {doc: score for doc, _, score in ranked}
+        return rank_verbatim(ranked), scores.__getitem__, complete
+
+    def _candidates(self, query: str) -> list[int]:
+        """Messages that may hold ``query`` verbatim (a superset), newest first."""
+        spans = [(m.group().lower(), m.start(), m.end()) for m in WORD.finditer(query)]
+        if not spans:  # punctuation only ("->", "**"): nothing to look up, read the texts
+            return list(range(len(self._ids) - 1, -1, -1))
         last = len(spans) - 1
+        whole = only_short_words(query)
         exact: list[str] = []
         partial: list[tuple[str, bool, bool]] = []  # (word, may start mid-word, may end mid-word)
         for i, (word, start, end) in enumerate(spans):
             open_start, open_end = i == 0 and start == 0, i == last and end == len(query)
-            if open_start or open_end:
+            if (open_start or open_end) and not whole:
                 partial.append((word, open_start, open_end))
             else:
                 exact.append(word)
-        candidates: set[int] | None = None
+        candidates: _Docs | None = None
         for word in sorted(exact, key=lambda w: len(self._postings.get(w, ()))):
-            docs = self._postings.get(word)
-            if docs is None:
-                return set()
-            candidates = set(docs) if candidates is None else candidates.intersection(docs)
-            if not candidates:
-                return set()
+            if word not in self._postings:
+                return []
+            docs = self._posting_arrays(word)[0]
+            candidates = docs if candidates is None else np.intersect1d(candidates, docs, assume_unique=True)
+            if not len(candidates):
+                return []
         if candidates is None:  # only words at the query's ends: they may be parts of longer words
+            vocabulary = self._vocabulary()
             for word, open_start, open_end in partial:
-                docs_of = self._docs_of_words(self._vocabulary_matches(word, open_start, open_end))
-                candidates = docs_of if candidates is None else candidates & docs_of
-                if not candidates:
-                    return set()
-            assert candidates is not None
-            if len(spans) == 1 and spans[0][2] - spans[0][1] == len(query):
-                return candidates  # a single word: its vocabulary matches are the answer
-        return {doc for doc in candidates if phrase.find(self._texts[doc]) is not None}
+                index = self._vocabulary_matches(word, open_start, open_end)[0]
+                held = np.zeros(len(self._ids), dtype=bool)
+                held[vocabulary.docs[vocabulary.gather(index)]] = True
+                docs = np.flatnonzero(held)
+                candidates = docs if candidates is None else np.intersect1d(candidates, docs, assume_unique=True)
+                if not len(candidates):
+                    return []
+        assert candidates is not None
+        newest_first: list[int] = candidates[::-1].tolist()
+        return newest_first
 
-    def _vocabulary_matches(self, word: str, open_start: bool, open_end: bool) -> list[str]:
-        """Words of the vocabulary that ``word`` may stand for at a query's end: itself, and the
-        longer words it ends (``open_start``), starts (``open_end``) or is inside (both)."""
-        blob, words, offsets = self._vocabulary()
+    def _vocabulary_matches(
+        self, word: str, open_start: bool, open_end: bool, *, case: bool = False
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The vocabulary words (lower-cased, or as written with ``case``) that ``word`` may stand
+        for at a query's end: itself, and the longer words it ends (``open_start``), starts
+        (``open_end``) or is inside (both); as indexes into the vocabulary, with how often each
+        holds ``word``."""
+        vocabulary = self._vocabulary(case)
         needle = ("" if open_start else "\n") + word + ("" if open_end else "\n")
-        found: list[str] = []
-        position = blob.find(needle)
-        while position >= 0:
-            index = bisect.bisect_right(offsets, position + (0 if open_start else 1)) - 1
-            found.append(words[index])
-            # Continue after this word: one word is found once, however often it holds the needle.
-            position = blob.find(needle, offsets[index] + len(words[index]))
-        return found
+        blob = vocabulary.blob
+        positions = np.fromiter((m.start() for m in re.finditer(re.escape(needle), blob)), dtype=np.int64)
+        # The word holding each occurrence (occurrences never straddle two words: "\n" ends each).
+        holder = np.searchsorted(vocabulary.offsets, positions + (0 if open_start else 1), side="right") - 1
+        index, within = np.unique(holder, return_counts=True)
+        return index.astype(np.int64), within.astype(np.float64)
 
-    def _vocabulary(self) -> tuple[str, list[str], list[int]]:
-        """Every indexed word in one newline-separated string, with each word's offset in it."""
-        if self._vocab is None:
-            words = list(self._postings)
-            offsets: list[int] = []
-            position = 1
-            for word in words:
-                offsets.append(position)
-                position += len(word) + 1
-            self._vocab = ("\n" + "\n".join(words) + "\n", words, offsets)
-        return self._vocab
-
-    def _docs_of_words(self, words: Iterable[str]) -> set[int]:
-        out: set[int] = set()
-        for word in words:
-            out.update(self._postings[word])
-        return out
+    def _vocabulary(self, case: bool = False) -> _Vocabulary:
+        """The vocabulary and its postings, built on first use after messages were added."""
+        cached = self._case_vocab if case else self._vocab
+        if cached is None:
+            postings = self._case_postings if case else self._postings
+            words = list(postings)
+            lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 1
+            offsets = np.concatenate(([1], 1 + np.cumsum(lengths)[:-1])).astype(np.int64)
+            sizes = np.fromiter(map(len, postings.values()), dtype=np.int64, count=len(words))
+            docs, freqs = array("i"), array("i")
+            for run in postings.values():
+                docs.extend(run)
+            if not case:
+                for run in self._freqs.values():
+                    freqs.extend(run)
+            cached = _Vocabulary(
+                "\n" + "\n".join(words) + "\n",
+                words,
+                offsets,
+                np.frombuffer(docs, dtype=np.int32),
+                None if case else np.frombuffer(freqs, dtype=np.int32),
+                np.cumsum(sizes) - sizes,
+                sizes,
+            )
+            if case:
+                self._case_vocab = cached
+            else:
+                self._vocab = cached
+        return cached
 
     # --- ranking -------------------------------------------------------------------------
 
@@ -221,21 +343,18 @@ class MemoryRecallIndex:
         lengths = np.frombuffer(self._lengths, dtype=np.int32)
         average = max(self._total_length / n, 1.0)
         for word in words:
-            arrays = self._posting_arrays(word)
-            if arrays is None:
+            if word not in self._postings:
                 continue
-            docs, freqs = arrays
+            docs, freqs = self._posting_arrays(word)
             idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
             norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[docs] / average)
             scores[docs] += idf * freqs * (BM25_K1 + 1.0) / (freqs + norm)
         return scores
 
-    def _posting_arrays(self, word: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+    def _posting_arrays(self, word: str) -> tuple[_Docs, npt.NDArray[np.float64]]:
+        postings = self._postings[word]
         cached = self._arrays.get(word)
-        if cached is None:
-            postings = self._postings.get(word)
-            if postings is None:
-                return None
+        if cached is None or len(cached[0]) != len(postings):  # built before later messages came
             docs = np.frombuffer(postings, dtype=np.int32).astype(np.int64)
             freqs = np.frombuffer(self._freqs[word], dtype=np.int32).astype(np.float64)
             self._arrays[word] = cached = (docs, freqs)

@@ -24,6 +24,7 @@ metadata, no reasoning scratchpad, optionally only a preview of each result.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,12 +32,21 @@ from functools import partial
 from typing import Literal
 
 from compaction._cache import memoize_text
-from compaction.patterns import head_cut, important_lines, measurement_lines, tail_cut
+from compaction.patterns import find_error_lines, head_cut, important_lines, measurement_lines, tail_cut
+from compaction.render import CLEARED_PREFIX
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
-__all__ = ["PruneOutcome", "PruneSettings", "PrunedItem", "prepare_for_summarizer", "prune_tool_results", "trim_middle"]
-
-CLEARED_PREFIX = "[tool result cleared to save context:"
+__all__ = [
+    "CLEARED_PREFIX",
+    "PruneOutcome",
+    "PruneSettings",
+    "PrunedItem",
+    "fit_results",
+    "prepare_for_summarizer",
+    "prune_tool_results",
+    "trim_middle",
+    "trim_to_chars",
+]
 # Recognizes our own trim note, so pruning twice never cuts an already-trimmed result again.
 _TRIM_NOTE = re.compile(r"\n\[\.\.\. [\d,]+ of [\d,]+ characters cut here;")
 _MEASURE_SCAN_CHARS = 200_000  # characters of a cut or cleared result searched for measurement lines
@@ -409,3 +419,166 @@ def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSet
         content = tuple(_image_note(b, archive_id) if isinstance(b, ImagePart) else b for b in new.content)
         new = new.model_copy(update={"content": content})
     return new
+
+
+# -- the summarizer's view: every result trimmed to a share of the room, none cleared -------------
+
+MIN_RESULT_CHARS = 120  # the least a trimmed result shows: a line or two, its salient line first
+_SALIENT_SHARE = 0.6  # of a trimmed result's room, at most this much goes to its salient lines
+_SALIENT_CANDIDATES = 200
+_WORD = re.compile(r"[^\s'\"`()\[\]{},;]{4,}")
+
+
+@memoize_text()
+def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
+    """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
+    or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
+    error lines among them."""
+    important, _ = important_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
+    measured = _kept_measurements(text, settings)
+    errors = frozenset(find_error_lines(text[:_MEASURE_SCAN_CHARS]))
+    seen = set(important)
+    return [*important, *(m for m in measured if m not in seen)], errors
+
+
+def trim_to_chars(
+    text: str, limit: int, *, common: frozenset[str] = frozenset(), settings: PruneSettings | None = None
+) -> str | None:
+    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors first,
+    then lines whose words are new, that is not in ``common``, the words found in several results;
+    then paths, URLs, ids and measurements in order) up to a share of the room, then its head and
+    tail, with one note saying how much was cut. None when ``text`` already fits.
+
+    >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
+    >>> lines = trim_to_chars(body, 120).splitlines()
+    >>> lines[1:4], lines[0][-2:], lines[-1][:2]
+    (['[... 723 chars cut; kept:]', 'commit: 3f9a2c1b7e4d', '[...]'], 'x…', '…y')
+    """
+    if len(text) <= limit:
+        return None
+    candidates, errors = _salient_candidates(text, settings or PruneSettings())
+
+    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
+        order, line = item
+        new = sum(1 for word in _WORD.findall(line) if word not in common)
+        # News first (a value seen in no other result), errors first among equals, then in order.
+        return (-min(new, 2), 0 if line in errors else 1, order)
+
+    room = max(0, int(limit * _SALIENT_SHARE))
+    kept: list[tuple[int, str]] = []
+    for order, line in sorted(enumerate(candidates), key=rank):
+        shown = line if len(line) <= 300 else line[:299] + "…"
+        if len(shown) + 1 > room:
+            continue
+        kept.append((order, shown))
+        room -= len(shown) + 1
+    kept.sort()
+    rest = max(0, limit - sum(len(line) + 1 for _, line in kept))
+    head_end, head_mark = head_cut(text, rest * 2 // 3)
+    tail_start, tail_mark = tail_cut(text, len(text) - (rest - rest * 2 // 3))
+    tail_start = max(tail_start, head_end)
+    head = text[:head_end] + head_mark
+    tail = tail_mark + text[tail_start:] if tail_start < len(text) else ""
+    lines = [line for _, line in kept if line not in head and line not in tail]
+    cut = len(text) - head_end - (len(text) - tail_start)
+    pieces = [head] if head else []
+    pieces.append(f"[... {cut:,} chars cut{'; kept:' if lines else ''}]")
+    if lines:
+        pieces += [*lines, "[...]"] if tail else lines
+    if tail:
+        pieces.append(tail)
+    return "\n".join(pieces)
+
+
+def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[str]:
+    """The words found in the salient lines of more than one of ``texts``: background (a code
+    base's paths, a recurring warning), where a word found in one result alone is news."""
+    seen: dict[str, int] = {}
+    common: set[str] = set()
+    for index, text in enumerate(texts):
+        lines, _ = _salient_candidates(text, settings)
+        for word in {w for line in lines for w in _WORD.findall(line)}:
+            first = seen.setdefault(word, index)
+            if first != index:
+                common.add(word)
+    return frozenset(common)
+
+
+def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
+    """The largest level ``c`` with ``sum(min(size, max(MIN_RESULT_CHARS, c * weight))) <= room``
+    (water filling): results under their share are shown whole, longer ones are cut to it."""
+
+    def used(level: float) -> int:
+        return sum(min(size, max(MIN_RESULT_CHARS, int(level * w))) for size, w in zip(sizes, weights, strict=True))
+
+    low, high = 0.0, float(max(sizes, default=0))
+    for _ in range(40):
+        middle = (low + high) / 2
+        if used(middle) <= room:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+_NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets this share
+
+
+@functools.lru_cache(maxsize=4)  # the view's rounds fit the same zone again with other rooms
+def _news_weights(texts: tuple[str, ...], settings: PruneSettings) -> tuple[frozenset[str], tuple[float, ...]]:
+    """The words common to several results, and each result's weight: a result with news (a
+    salient line whose words no other result has) gets a larger share than one that repeats what
+    others said, since its lines are what a summary must not lose."""
+    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS], settings)
+    weights = tuple(
+        _NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common, settings) else 1.0 for t in texts
+    )
+    return common, weights
+
+
+def _soft_size(text: str, s: PruneSettings) -> int:
+    """About how long the soft trim leaves ``text`` (its head, tail, and kept lines and notes)."""
+    if len(text) <= s.soft_trim_chars or _TRIM_NOTE.search(text):
+        return len(text)
+    return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
+
+
+def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> bool:
+    lines, _ = _salient_candidates(text, settings)
+    return any(word not in common for line in lines for word in _WORD.findall(line))
+
+
+def fit_results(
+    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings
+) -> tuple[tuple[Message, ...], int]:
+    """What a model summarizer reads of ``messages``' tool results when they must share
+    ``room_chars`` characters: each result gets a share (a common level, twice it for a result with
+    news, see :func:`_news_weights`); one that fits its share is kept as the soft trim leaves it,
+    a longer one is cut to it by :func:`trim_to_chars` (salient lines, head and tail). None is
+    cleared, so every result says something; results already cleared stay as they are. Returns the
+    messages (unchanged ones are the same objects) and the level (-1: nothing had to be cut)."""
+    candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
+    sizes = [_soft_size(text, settings) for text in candidates]
+    if room_chars is None or sum(sizes) <= room_chars:
+        return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
+    common, weights = _news_weights(candidates, settings)
+    level = _level(sizes, weights, room_chars)
+    limits = iter([max(MIN_RESULT_CHARS, int(level * w)) for w in weights])
+    out: list[Message] = []
+    for message in messages:
+        parts: list[Part] = []
+        for part in message.parts:
+            if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
+                parts.append(part)
+                continue
+            limit = next(limits)
+            # The soft trim (a result's usual form) when it fits the limit, else the cut to the limit;
+            # a result cut anyway is not soft-trimmed first (that scan would be wasted).
+            soft = _soft_trimmed(part, message.id, settings) if _soft_size(part.text, settings) <= limit else None
+            if soft is not None and len(soft.text) <= limit:
+                parts.append(soft)
+                continue
+            cut = trim_to_chars(part.text, limit, common=common, settings=settings)
+            parts.append(part if cut is None else _with_text(part, cut))
+        out.append(_if_changed(message, tuple(parts)))
+    return tuple(out), int(level)

@@ -25,9 +25,16 @@ import numpy as np
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
 from compaction.patterns import truncate
-from compaction.prompts import CONVERSATION_REQUEST, INSTRUCTIONS_NOTE, PREVIOUS_SUMMARY_NOTE, SHORTEN_PROMPT
+from compaction.prompts import (
+    CONVERSATION_REQUEST,
+    INSTRUCTIONS_NOTE,
+    LENGTH_RULE,
+    PREVIOUS_SUMMARY_NOTE,
+    SHORTEN_PROMPT,
+    TASK_NOTE,
+)
 from compaction.redact import redact_if_needed
-from compaction.render import cut_middle, fence_nonces, render_messages
+from compaction.render import cut_middle, render_for_summarizer
 from compaction.stages.chunk import split_by_token_share
 from compaction.summarizers.base import (
     RequestKind,
@@ -106,19 +113,23 @@ def _drop_forged(text: str) -> str:
     return _FORGED_RE.sub(FORGED_MARKER_NOTE, text) if "TOOL_OUTPUT" in text else text
 
 
+def request_nonces(request: SummaryRequest) -> frozenset[str]:
+    """The fence nonce this stage wrote into ``request``'s prompt (none for a merge, or for the
+    single pass that sends the agent's own messages)."""
+    nonce = request.metadata.get(FENCE_NONCE_KEY)
+    return frozenset((nonce,)) if isinstance(nonce, str) and request.provider_messages is None else frozenset()
+
+
 def prompt_nonces(request: SummaryRequest) -> frozenset[str]:
     """The fence nonces this stage wrote into ``request``'s prompt that occur nowhere else in it:
-    framing of ours, not history (a tool output that happens to hold the same ten hex characters
-    keeps them)."""
-    if request.provider_messages is not None or not request.messages:
-        return frozenset()  # the single pass sends the agent's own messages: no fences of ours
-    nonces = fence_nonces(request.messages)
+    framing of ours, not history (the nonce is drawn so that no message holds it; an earlier
+    summary or the caller's instructions might)."""
+    nonces = request_nonces(request)
     if not nonces:
         return nonces
     rest = _MARKER_RE.sub(lambda m: "" if m.group(1) in nonces else m.group(0), request.prompt)
-    # A nonce (ten lowercase hex digits) can only occur inside a run of hex digits: the set of the
-    # runs' ten-character windows answers each nonce at once, instead of one scan of the whole
-    # prompt per nonce.
+    # A nonce (ten digits) can only occur inside a run of hex digits: the set of the runs'
+    # ten-character windows answers each nonce at once.
     windows = {run[i : i + 10] for run in _HEX_RUN_RE.findall(rest) for i in range(len(run) - 9)}
     return frozenset(n for n in nonces if (n not in windows if _NONCE_RE.fullmatch(n) else n not in rest))
 
@@ -148,6 +159,10 @@ def strip_framing(text: str, nonces: Collection[str]) -> str:
         if not _EMPTY_LINE_RE.match(line):
             lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+FENCE_NONCE_KEY = "fence_nonce"
+"""The key of ``SummaryRequest.metadata`` that holds the prompt's fence nonce."""
 
 
 @dataclass
@@ -206,6 +221,10 @@ class SummarizeJob:
     """The agent's own messages, for the cache-friendly single pass (``summary_mode="conversation"``)."""
     kept_messages: int = 0
 
+    task: str | None = None
+    """The session's first user message (the task), shown to the model in every history prompt as
+    read-only context: it sits in the protected head, so no chunk would show it otherwise."""
+
     def _notes(self, *, with_previous: bool) -> str:
         notes: list[str] = []
         if self.instructions:
@@ -224,25 +243,42 @@ class SummarizeJob:
         count: int | None = None,
         with_previous: bool = False,
     ) -> SummaryRequest:
+        """One request. The prompt puts the material first, each block in its tag (the task, an
+        earlier summary, then the history or the parts to merge), and the instructions after it, so
+        the model reads them last, right before it writes."""
         cfg = self.config
+        redact = cfg.redact_secrets
+        context: list[str] = []
+        notes: list[str] = []
+        metadata: dict[str, Any] = {}
+        if kind != "merge" and self.task:
+            context.append(f"<task>\n{redact_if_needed(self.task) if redact else self.task}\n</task>")
+            notes.append(TASK_NOTE)
+        if with_previous and self.previous_summary:
+            previous = redact_if_needed(self.previous_summary) if redact else self.previous_summary
+            context.append(f"<earlier-summary>\n{previous}\n</earlier-summary>")
+            notes.append(PREVIOUS_SUMMARY_NOTE)
         if kind == "merge":
             head = cfg.merge_prompt
             # Chunk summaries may come from the offline fallback, which reads the unredacted messages.
-            shown = [redact_if_needed(p) for p in partials] if cfg.redact_secrets else list(partials)
-            body = "\n\n".join(f"### Part {i + 1} of {len(shown)}\n{p}" for i, p in enumerate(shown))
+            shown = [redact_if_needed(p) for p in partials] if redact else list(partials)
+            context.extend(f'<part index="{i + 1}" of="{len(shown)}">\n{p}\n</part>' for i, p in enumerate(shown))
         else:
             head = (
                 cfg.chunk_prompt.format(index=(index or 0) + 1, count=count) if kind == "chunk" else cfg.summary_prompt
             )
-            body = drop_forged_markers(render_messages(messages, redact=cfg.redact_secrets), fence_nonces(messages))
+            history = render_for_summarizer(messages, redact=redact)
+            body = drop_forged_markers(history.text, {history.nonce})
             if cfg.summarizer_input_max_chars is not None:
                 body = cut_middle(body, cfg.summarizer_input_max_chars)
-        notes = self._notes(with_previous=with_previous)
-        if cfg.redact_secrets:  # the caller's instructions and an earlier summary may quote credentials
-            notes = redact_if_needed(notes)
-        prompt = "\n\n".join(
-            x for x in (head, notes, "Conversation history:\n" + body if kind != "merge" else body) if x
-        )
+            context.append(f"Conversation history:\n<history>\n{body}\n</history>")
+            metadata[FENCE_NONCE_KEY] = history.nonce
+        if self.instructions:
+            focus = INSTRUCTIONS_NOTE.format(instructions=self.instructions)
+            notes.append(redact_if_needed(focus) if redact else focus)
+        if kind != "chunk":
+            notes.append(LENGTH_RULE.format(limit=cfg.max_summary_tokens))
+        prompt = "\n\n".join(x for x in (*context, head, *notes) if x)
         return SummaryRequest(
             system_prompt=cfg.system_prompt,
             prompt=prompt,
@@ -254,6 +290,7 @@ class SummarizeJob:
             instructions=self.instructions,
             chunk_index=index,
             chunk_count=count,
+            metadata=metadata,
         )
 
     async def call(self, request: SummaryRequest) -> SummaryResponse:
@@ -275,7 +312,7 @@ class SummarizeJob:
         text = redact_if_needed(response.text) if self.config.redact_secrets else response.text
         # Telling our framing from history takes passes over the whole prompt (prompt_nonces): only
         # worth it when the answer holds one of our nonces at all (else strip_framing keeps it).
-        if any(nonce in text for nonce in fence_nonces(request.messages)):
+        if any(nonce in text for nonce in request_nonces(request)):
             text = strip_framing(text, prompt_nonces(request))
         if text != response.text:
             if not text.strip():

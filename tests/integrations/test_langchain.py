@@ -31,7 +31,7 @@ from pydantic import Field
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical
 from compaction.errors import TranscriptError
-from compaction.integrations._messages import LC_SOURCE, MessageMap, to_openai
+from compaction.integrations._messages import LC_SOURCE, Conversions, MessageMap, to_openai
 from compaction.integrations.langchain import ChatModelSummarizer, CompactionMiddleware
 from compaction.pairs import validate
 
@@ -231,8 +231,12 @@ def test_message_conversion_keeps_ids_blocks_and_names_bad_input() -> None:
     assert rewritten.name == "look"
     assert rewritten.id != "t1"
     assert rewritten.content == "pruned"
-    with pytest.raises(TranscriptError, match="message 1"):
-        to_openai([HumanMessage("hi"), AIMessage("", tool_calls=[{"id": None, "name": "f", "args": {}}])])  # type: ignore[typeddict-item]
+    # A tool call without an id is what LangChain accepts: it gets one (and so would its result).
+    unnamed = [HumanMessage("hi"), AIMessage("", tool_calls=[{"id": None, "name": "f", "args": {}}])]  # type: ignore[typeddict-item]
+    conversions = Conversions()
+    converted, _ = conversions.convert(unnamed)
+    assert converted[1]["tool_calls"][0]["id"] == "call_missing_1_0"
+    assert conversions.replacements[1].tool_calls[0]["id"] == "call_missing_1_0"
     with pytest.raises(TranscriptError, match="message 0"):
         to_openai(["not a message"])  # type: ignore[list-item]
 

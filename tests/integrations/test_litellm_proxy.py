@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from compaction.adapters import to_canonical
 from compaction.integrations.litellm_proxy import CompactingProvider, CompactionHook
 from compaction.pairs import validate
 from compaction.testing import FakeProvider
+from compaction.testing.fake_provider import Fault
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = f"sk-{secrets.token_hex(32)}"
@@ -137,12 +140,80 @@ async def test_failure_hook_counts_overflows_only() -> None:
     assert hook.overflows == 1
 
 
-async def test_provider_refuses_streaming_with_a_reason() -> None:
-    provider = CompactingProvider(CompactionHook())
-    with pytest.raises(litellm.llms.custom_llm.CustomLLMError, match="does not stream"):
-        await provider.acompletion(
-            "compaction/openai/gpt-4o", [], None, {}, None, None, None, None, None, {"stream": True}
+@contextlib.contextmanager
+def _registered(provider: CompactingProvider) -> Iterator[None]:
+    saved = litellm.custom_provider_map
+    litellm.custom_provider_map = [{"provider": "compaction", "custom_handler": provider}]
+    litellm.utils.custom_llm_setup()
+    try:
+        yield
+    finally:
+        litellm.custom_provider_map = saved
+
+
+async def test_provider_streams_after_compacting_an_overflow() -> None:
+    hook = CompactionHook(
+        config=CompactionConfig(window=128_000, threshold=0, keep_recent_messages=4), executor="thread"
+    )
+    provider = CompactingProvider(hook)
+    with _registered(provider), FakeProvider(context_window=6_000) as server:
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o",
+            messages=_conversation(6),
+            api_base=server.openai_api_base,
+            api_key="fake",
+            max_tokens=200,
+            stream=True,
+            stream_options={"include_usage": True},
         )
+        chunks = [chunk async for chunk in stream]
+        sent = server.completion_requests
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert len(sent) >= 2
+    assert all(r.stream for r in sent)
+    assert sent[-1].input_tokens + 200 <= 6_000 < sent[0].input_tokens
+    assert provider.last_compactions
+    assert provider.last_compactions[0].trigger == "overflow"
+
+
+async def test_provider_streams_tool_calls_through() -> None:
+    provider = CompactingProvider(CompactionHook(executor="thread"))
+    tool = {"type": "function", "function": {"name": "read_log", "parameters": {"type": "object", "properties": {}}}}
+    with _registered(provider), FakeProvider() as server:
+        server.script([Fault.tool_call_only("read_log", {"path": "/var/log/app.log"})])
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o",
+            messages=[{"role": "user", "content": "read the log"}],
+            tools=[tool],
+            api_base=server.openai_api_base,
+            api_key="fake",
+            stream=True,
+        )
+        chunks = [chunk async for chunk in stream]
+    calls = [call for c in chunks if c.choices for call in c.choices[0].delta.tool_calls or ()]
+    assert calls
+    assert calls[0].function.name == "read_log"
+    assert json.loads("".join(call.function.arguments or "" for call in calls)) == {"path": "/var/log/app.log"}
+
+
+async def test_provider_stream_that_cannot_fit_is_a_400_with_the_reason() -> None:
+    provider = CompactingProvider(CompactionHook(config=CompactionConfig(window=128_000), executor="thread"))
+    huge = [{"role": "user", "content": "Which release failed? " + FILLER * 12}]  # one message over the window
+
+    async def stream_all(api_base: str) -> list[Any]:
+        stream = await litellm.acompletion(
+            model="compaction/openai/gpt-4o", messages=huge, api_base=api_base, api_key="fake", stream=True
+        )
+        return [chunk async for chunk in stream]
+
+    with (
+        _registered(provider),
+        FakeProvider(context_window=2_000) as server,
+        pytest.raises(litellm.BadRequestError, match="context_length_exceeded"),
+    ):
+        await stream_all(server.openai_api_base)
 
 
 # --- the real proxy ------------------------------------------------------------------------
@@ -208,6 +279,32 @@ def _post(url: str, body: dict[str, Any], timeout: float = 60) -> tuple[int, dic
         return exc.code, json.loads(exc.read() or b"{}")
 
 
+def _post_stream(url: str, body: dict[str, Any], timeout: float = 60) -> tuple[int, list[str]]:
+    """(status, the ``data:`` payloads of the server-sent events) of a streaming request; an error
+    status gives its body as the one payload."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {MASTER_KEY}"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, _sse_data(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return exc.code, [exc.read().decode()]
+
+
+def _sse_data(text: str) -> list[str]:
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def _streamed_text(events: list[str]) -> str:
+    assert events[-1] == "[DONE]", events[-3:]
+    chunks = [json.loads(e) for e in events[:-1]]
+    return "".join((c["choices"][0]["delta"].get("content") or "") for c in chunks if c.get("choices"))
+
+
 def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float = 90) -> None:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     end = time.monotonic() + deadline_s
@@ -252,3 +349,77 @@ def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
             retried = server.completion_requests[1:]
             assert len(retried) >= 2
             assert retried[-1].input_tokens + 200 <= 6_000 < retried[0].input_tokens
+            # Streaming: the same compact-and-retry, then the upstream's chunks.
+            before = len(server.completion_requests)
+            status, events = _post_stream(
+                f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": _conversation(6), "max_tokens": 200}
+            )
+            assert status == 200, (events, log.read_text()[-3000:])
+            assert _streamed_text(events).strip()
+            streamed = server.completion_requests[before:]
+            assert len(streamed) >= 2
+            assert all(r.stream for r in streamed)
+            assert streamed[-1].input_tokens + 200 <= 6_000 < streamed[0].input_tokens
+            # A request that no compaction can fit: the documented 400, streaming or not, no traceback.
+            huge = [{"role": "user", "content": "Which release failed? " + FILLER * 12}]
+            for send in (_post, _post_stream):
+                status, answer = send(f"{base}/v1/chat/completions", {"model": "gpt-4o", "messages": huge})
+                assert status == 400, (answer, log.read_text()[-3000:])
+                assert "context_length_exceeded" in json.dumps(answer)
+                assert "Traceback" not in json.dumps(answer)
+
+
+def _bash_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+@pytest.mark.slow
+def test_example_readme_commands_run_as_written(tmp_path: Path) -> None:
+    """The three command blocks of examples/litellm_proxy/README.md, run as one bash script from a
+    copy of the checkout's layout (only the two port numbers changed, in the commands and the
+    example's files alike, so parallel runs do not collide): the servers start, a normal and a
+    streaming request are answered, and the stop command ends them."""
+    pytest.importorskip("litellm.proxy.proxy_server")
+    example = ROOT / "examples" / "litellm_proxy"
+    start, requests, stop = _bash_blocks((example / "README.md").read_text())
+    proxy_port, upstream_port = _free_port(), _free_port()
+
+    def ported(text: str) -> str:
+        return text.replace("4000", str(proxy_port)).replace("8001", str(upstream_port))
+
+    copy = tmp_path / "examples" / "litellm_proxy"
+    copy.mkdir(parents=True)
+    for path in example.iterdir():
+        if path.is_file():
+            (copy / path.name).write_text(ported(path.read_text()))
+    marker = "<<requests done>>"
+    script = tmp_path / "commands.sh"
+    script.write_text(f"{ported(start)}{ported(requests)}\necho '{marker}'\n{stop}")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_TELEMETRY": "False",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    for name in ("LITELLM_MASTER_KEY", "DATABASE_URL"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        ["bash", str(script)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: everything it starts is stopped below
+    )
+    try:
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = output.decode(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    answers, _, _ = text.partition(marker)
+    normal = json.loads(next(line for line in answers.splitlines() if line.startswith("{")))
+    assert normal["choices"][0]["message"]["content"], text[-4000:]
+    assert _streamed_text(_sse_data(answers)).strip(), text[-4000:]

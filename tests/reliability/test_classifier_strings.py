@@ -243,3 +243,151 @@ def test_throttle_wordings_that_mention_tokens_stay_throttles() -> None:
         "error": {"code": 503, "message": "This model is currently experiencing high demand.", "status": "UNAVAILABLE"}
     }
     assert classify_error(gemini).kind is ErrorKind.TRANSIENT
+
+
+# The HTTP status and the structured codes outrank what a message quotes. (id, error, kind, rule that decided)
+TRANSIENT = ErrorKind.TRANSIENT
+STATUS_OVER_TEXT: list[tuple[str, Any, ErrorKind, str | None]] = [
+    # A 400 or 422 is the request's own fault: a quoted throttle wording does not make it a throttle...
+    (
+        "400-quotes-rate-limit",
+        ProviderHTTPError("Invalid 'input': rate limit exceeded is not a tool name", 400),
+        OTHER,
+        None,
+    ),
+    (
+        "400-body-quotes-rate-limit",
+        {
+            "error": {"message": "Unknown parameter: 'rate limit exceeded'.", "type": "invalid_request_error"},
+            "status_code": 400,
+        },
+        OTHER,
+        None,
+    ),
+    (
+        "400-quotes-a-throttle-code",
+        ProviderHTTPError("""Invalid tool result: {"code": "rate_limit_exceeded", "msg": "too many requests"}""", 400),
+        OTHER,
+        None,
+    ),
+    (
+        "400-quotes-a-throttle-class",
+        ProviderHTTPError("bad input: litellm.RateLimitError was logged", 400),
+        OTHER,
+        None,
+    ),
+    (
+        "422-quotes-rate-limit",
+        ProviderHTTPError("Validation failed: quota exceeded, rate limit exceeded", 422),
+        OTHER,
+        None,
+    ),
+    # ...and a 422 quoting a generic overflow wording is no overflow (no lossy compaction for it).
+    (
+        "422-quotes-context-length-exceeded",
+        ProviderHTTPError("field 'prompt': context length exceeded", 422),
+        OTHER,
+        None,
+    ),
+    (
+        "422-fastapi-detail-quotes-overflow",
+        {
+            "detail": [
+                {"loc": ["body", "messages"], "msg": "maximum context length is 8192 tokens", "type": "value_error"}
+            ],
+            "status_code": 422,
+        },
+        OTHER,
+        None,
+    ),
+    (
+        "422-quotes-an-overflow-code",
+        ProviderHTTPError("""schema error near {"code": "context_length_exceeded"}""", 422),
+        OTHER,
+        None,
+    ),
+    ("401-quotes-prompt-too-long", ProviderHTTPError("invalid api key; note: prompt is too long", 401), OTHER, None),
+    (
+        "404-quotes-maximum-context",
+        ProviderHTTPError("model not found: maximum context length is 8192 tokens", 404),
+        OTHER,
+        None,
+    ),
+    (
+        "429-quotes-context-length",
+        ProviderHTTPError("context length exceeded? no: you are rate limited", 429),
+        RATE,
+        "status:429",
+    ),
+    # Structured codes still decide, whatever the status; genuine 400 overflows stay overflows.
+    (
+        "openai-400-context-length-code",
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+                "140213 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            },
+            "status_code": 400,
+        },
+        OVERFLOW,
+        "code:context_length_exceeded",
+    ),
+    (
+        "overflow-code-in-a-422-body",
+        {"error": {"message": "too long", "code": "context_length_exceeded"}, "status_code": 422},
+        OVERFLOW,
+        "code:context_length_exceeded",
+    ),
+    (
+        "anthropic-400-prompt-too-long",
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long: 213462 tokens > 200000 maximum"},
+            "status_code": 400,
+        },
+        OVERFLOW,
+        "text:anthropic prompt is too long",
+    ),
+    (
+        "openai-400-text-only",
+        ProviderHTTPError("This model's maximum context length is 8192 tokens, however you requested 9000", 400),
+        OVERFLOW,
+        "text:maximum context length",
+    ),
+    (
+        "openai-sdk-string-with-code",
+        "Error code: 400 - {'error': {'message': 'Your input exceeds the context window of this model.', "
+        "'type': 'invalid_request_error', 'code': 'context_length_exceeded'}}",
+        OVERFLOW,
+        "code:context_length_exceeded",
+    ),
+    (
+        "throttle-code-in-a-400-body",
+        {"error": {"message": "slow down", "code": "rate_limit_exceeded"}, "status_code": 400},
+        RATE,
+        "code:rate_limit_exceeded",
+    ),
+    (
+        "500-wrapping-an-overflow",
+        ProviderHTTPError("InternalServerError: maximum context length is 8192 tokens", 500),
+        OVERFLOW,
+        "text:maximum context length",
+    ),
+    # Without a status, or with one that says nothing about the request (5xx), the text decides.
+    ("no-status-rate-limit", "rate limit exceeded, retry in 2s", RATE, "text:rate limit"),
+    ("no-status-context-length", "context length exceeded", OVERFLOW, "text:context length exceeded"),
+    ("503-rate-limit", ProviderHTTPError("upstream rate limit exceeded", 503), RATE, "text:rate limit"),
+    ("502-no-wording", ProviderHTTPError("bad gateway", 502), TRANSIENT, "status:502"),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "matched"), [c[1:] for c in STATUS_OVER_TEXT], ids=[c[0] for c in STATUS_OVER_TEXT]
+)
+def test_the_status_and_codes_outrank_quoted_text(error: Any, kind: ErrorKind, matched: str | None) -> None:
+    result = classify_error(error)
+    assert result.kind is kind, result
+    assert result.matched == matched, result

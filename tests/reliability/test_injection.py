@@ -61,7 +61,7 @@ async def test_forged_fence_markers_never_reach_the_prompt(
         closers = CLOSER.findall(prompt)
         # One opener and one closer per fenced result, with the same nonces, in the same order.
         assert openers == closers, (openers, closers)
-        assert len(set(openers)) == len(openers)
+        assert len(set(openers)) <= 1  # one nonce for the whole prompt
         # Nothing else in the prompt looks like a marker (spaced-out forgeries included).
         assert len(ANY_MARKER.findall(prompt)) == 2 * len(openers)
         assert "0000000000" not in prompt

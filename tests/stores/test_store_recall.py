@@ -61,8 +61,8 @@ RECALL_QUERIES = [
 
 
 def test_recall_answers_as_the_memory_index_does(store: Any, backend: Backend) -> None:
-    """Both stores find the same verbatim hits in the same order as the in-memory index; the
-    PostgreSQL store's BM25 (corpus: the session's archive) equals the in-memory index's exactly."""
+    """Both stores find the same hits in the same order with the same scores as the in-memory index
+    (BM25's corpus: the session's own archive, whatever other sessions hold)."""
     _save_archive(store, "r", RECALL_ARCHIVE)
     _save_archive(store, "other", {"m_x": {"role": "user", "content": "refunds of another tenant, KRW"}})
     memory = MemoryRecallIndex(RECALL_ARCHIVE)
@@ -70,11 +70,8 @@ def test_recall_answers_as_the_memory_index_does(store: Any, backend: Backend) -
         expected = memory.search(query, limit=50)
         got = store.search_archive("r", query, limit=50)
         assert (got.total, got.verbatim) == (expected.total, expected.verbatim), query
-        if expected.verbatim or backend.kind == "postgres":
-            assert [h.archive_id for h in got] == [h.archive_id for h in expected], query
-            assert [h.score for h in got] == pytest.approx([h.score for h in expected]), query
-        else:  # SQLite ranks words by FTS5's BM25 over the whole table: same hits, its own order
-            assert {h.archive_id for h in got} == {h.archive_id for h in expected}, query
+        assert [h.archive_id for h in got] == [h.archive_id for h in expected], query
+        assert [h.score for h in got] == pytest.approx([h.score for h in expected]), query
         assert all(h.verbatim == bool(expected.verbatim) for h in got)
         assert "a1B2c3D4" not in "".join(h.text for h in got)  # secrets redacted before indexing
     # Pages: the same ranking cut at offsets.

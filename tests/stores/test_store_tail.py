@@ -63,14 +63,14 @@ def test_a_tail_is_checked_before_anything_is_written(store: Any) -> None:
     assert store.history("s1") == []
 
 
-def test_a_version_2_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
-    path = tmp_path / "v2.db"
+def test_a_version_3_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
     with SQLiteSessionStore(path) as store:
         store.create_session("s1")
         ids = store.append("s1", msgs(3))
     raw = sqlite3.connect(path)
     raw.execute("ALTER TABLE sessions DROP COLUMN tail")
-    raw.execute("PRAGMA user_version = 2")
+    raw.execute("PRAGMA user_version = 3")
     raw.commit()
     raw.close()
     with SQLiteSessionStore(path) as store:
@@ -78,7 +78,7 @@ def test_a_version_2_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
         kept = CompactedTail(messages=(StoredMessage(ids[1], {"role": "user", "content": "kept"}),), through_id=ids[1])
         assert save(store, ids[0], kept)
         assert [m.message["content"] for m in store.context("s1").messages] == ["kept", "m2"]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
 
 
 def test_a_version_1_postgres_database_gets_the_tail_column(postgres: Any) -> None:
