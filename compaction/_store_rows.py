@@ -14,7 +14,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Final, Self
 
 from compaction._store_text import from_column, json_column, to_column
-from compaction.store import CompactionEntry, SessionContext, StoredMessage
+from compaction.store import CompactedTail, CompactionEntry, SessionContext, StoredMessage
 
 NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
 
@@ -100,17 +100,68 @@ def stored_messages(rows: Sequence[Sequence[Any]], error: type[Exception] = Valu
 def session_context(
     session_id: str, head: Sequence[Any], rows: Sequence[Sequence[Any]], error: type[Exception] = ValueError
 ) -> SessionContext:
-    """The :class:`SessionContext` of a ``(system, model, summary, summary_through_id)`` session row
-    and its ``(id, message, created_at)`` message rows after ``summary_through_id``."""
-    system_json, model, summary, through = head
+    """The :class:`SessionContext` of a ``(system, model, summary, summary_through_id, tail)``
+    session row and its ``(id, message, created_at)`` message rows after :func:`context_after`."""
+    system_json, model, summary, through, tail_json = head
+    kept, tail_through = loads_tail(tail_json, error)
     return SessionContext(
         session_id=session_id,
         summary=None if summary is None else from_column(summary),
         summary_through_id=through,
-        messages=tuple(stored_messages(rows, error)),
+        messages=(*kept, *stored_messages(rows, error)),
         system=None if system_json is None else json.loads(system_json),
         model=model,
+        tail_through_id=tail_through,
     )
+
+
+def context_after(head: Sequence[Any]) -> int:
+    """The id after which a session's stored messages follow its context's tail: the tail's
+    ``through_id``, else ``summary_through_id`` (0 for neither), for a session row as
+    :func:`session_context` reads it."""
+    tail_json, through = head[4], head[3]
+    if tail_json is not None:
+        return int(json.loads(tail_json)["through_id"])
+    return 0 if through is None else int(through)
+
+
+def dumps_tail(tail: CompactedTail | None, new_through_id: int) -> str | None:
+    """A compaction's tail as the JSON text of the session's ``tail`` column (None: no tail), checked
+    first: ``ValueError`` when ``through_id`` is below ``new_through_id``, a message id is outside
+    ``new_through_id .. through_id`` or smaller than the one before it, or a message is not a
+    JSON-serializable mapping (named by its index in the tail)."""
+    if tail is None:
+        return None
+    through = tail.through_id
+    if isinstance(through, bool) or not isinstance(through, int) or through < new_through_id:
+        raise ValueError(f"tail.through_id must be a message id >= new_through_id {new_through_id}, got {through!r}")
+    rows: list[list[Any]] = []
+    previous = new_through_id
+    for index, kept in enumerate(tail.messages):
+        if isinstance(kept.id, bool) or not isinstance(kept.id, int) or not previous <= kept.id <= through:
+            raise ValueError(
+                f"tail message {index}: id {kept.id!r} must be between {previous} and tail.through_id {through}"
+            )
+        if not isinstance(kept.message, Mapping):
+            raise ValueError(f"tail message {index} is a {type(kept.message).__name__}, not a mapping")
+        rows.append([kept.id, dict(kept.message)])
+        previous = kept.id
+    return dumps({"through_id": through, "messages": rows}, "the compaction's tail")
+
+
+def loads_tail(text: str | None, error: type[Exception] = ValueError) -> tuple[tuple[StoredMessage, ...], int | None]:
+    """The ``tail`` column back as (messages, through_id); ``((), None)`` for no tail."""
+    if text is None:
+        return (), None
+    value = json.loads(text)
+    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+        raise error("stored tail is not a JSON object with a messages list")
+    kept = []
+    for row in value["messages"]:
+        if not (isinstance(row, list) and len(row) == 2 and isinstance(row[1], dict)):
+            raise error("stored tail message is not an [id, message] pair")
+        kept.append(StoredMessage(id=int(row[0]), message=row[1]))
+    return tuple(kept), int(value["through_id"])
 
 
 def prepared_state(row: Sequence[Any] | None) -> tuple[int, dict[str, Any] | None]:
@@ -138,11 +189,14 @@ def check_compaction(expected_through_id: int | None, new_through_id: int, entry
     return dumps(dict(entry.record), "entry.record")
 
 
-def check_owner(owner: Sequence[Any] | None, new_through_id: int, session_id: str) -> None:
-    """``ValueError`` unless ``owner`` (the ``session_id`` row of message ``new_through_id``) is this session."""
+def check_owner(
+    owner: Sequence[Any] | None, new_through_id: int, session_id: str, what: str = "new_through_id"
+) -> None:
+    """``ValueError`` unless ``owner`` (the ``session_id`` row of message ``new_through_id``) is this
+    session; ``what`` names the argument in the message."""
     if owner is None or owner[0] != session_id:
         where = "no message" if owner is None else f"a message of session {owner[0]!r}"
-        raise ValueError(f"new_through_id {new_through_id} is {where}, not a message of session {session_id!r}")
+        raise ValueError(f"{what} {new_through_id} is {where}, not a message of session {session_id!r}")
 
 
 def archive_rows(session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:

@@ -17,6 +17,18 @@ stage that removes or moves messages works in whole :class:`Unit` s and cuts onl
 >>> fixed, report = repair(t)
 >>> validate(fixed), report.synthesized
 ([], ['c1'])
+
+Pending calls. A call of the last assistant turn, when nothing but results of that turn's own calls
+follows it, may still be running: its result can still arrive (:func:`pending_calls`). A request
+cannot be sent with it open, but a context that keeps growing must not close it either: a
+placeholder result now plus the real result later would be two results for one call. So the
+context manager keeps such calls open through every compaction, and answers them with a placeholder
+in the request only when it has to send one before their results arrived. ``repair`` (and so every
+compaction) writes a placeholder only where a result can no longer come: a later user turn or
+assistant turn follows the call. ``validate(..., allow_pending=True)`` accepts pending calls.
+
+>>> [v.kind for v in validate(t, allow_pending=True)], pending_calls(t.messages)
+([], (1, ('c1',)))
 """
 
 from __future__ import annotations
@@ -169,12 +181,34 @@ def safe_cut_points(messages: Sequence[Message]) -> list[int]:
     return cuts
 
 
+def pending_calls(messages: Sequence[Message]) -> tuple[int, tuple[str, ...]]:
+    """``(start, call ids)``: the calls of the last assistant turn still waiting for their results,
+    and the index of that turn (``(len(messages), ())`` when there are none). A call is pending when
+    it has no result and everything after its turn is results of that turn's own calls: its result
+    can still come. A user turn, an assistant turn or any other block after it closes it."""
+    index = len(messages) - 1
+    while index >= 0 and messages[index].role != "assistant":
+        index -= 1
+    if index < 0 or not messages[index].has_tool_calls:
+        return len(messages), ()
+    calls = [c.id for c in messages[index].tool_calls]
+    answered: set[str] = set()
+    for message in messages[index + 1 :]:
+        parts = message.parts
+        if not parts or not all(isinstance(p, ToolResultPart) and p.call_id in calls for p in parts):
+            return len(messages), ()
+        answered.update(p.call_id for p in parts if isinstance(p, ToolResultPart))
+    missing = tuple(c for c in calls if c not in answered)
+    return (index, missing) if missing else (len(messages), ())
+
+
 def validate(
     transcript: Transcript | Sequence[Any],
     *,
     forbid_trailing_tool: bool = False,
     require_alternation: bool | None = None,
     system: Any = None,
+    allow_pending: bool = False,
 ) -> list[PairViolation]:
     """Every pairing problem in the transcript (empty when it is valid).
 
@@ -189,7 +223,8 @@ def validate(
     must open with the user, but consecutive same-role messages are accepted (the Messages API
     combines them into one turn, and compaction keeps the caller's); ``True`` checks strict
     alternation (no two messages of one role in a row, and the user first), for any format;
-    ``False`` checks no roles."""
+    ``False`` checks no roles. ``allow_pending``: the :func:`pending_calls` (results still to
+    come) are not missing results (a context, not a request to send)."""
     if not isinstance(transcript, Transcript):
         from compaction.adapters import to_canonical  # adapters build on this module
 
@@ -197,6 +232,7 @@ def validate(
     elif system is not None:
         raise TypeError("system= goes with provider messages; a Transcript carries its own system prompt")
     messages = transcript.messages
+    pending = set(pending_calls(messages)[1]) if allow_pending else set()
     violations: list[PairViolation] = []
     call_at: dict[str, int] = {}
     for index, message in enumerate(messages):
@@ -260,7 +296,7 @@ def validate(
                             f"the result is at message {elsewhere[0]}, not directly after its call at {index}",
                         )
                     )
-                else:
+                elif call_id not in pending:
                     violations.append(PairViolation("missing_result", index, call_id, "the call has no result"))
 
     for index, message in enumerate(messages):

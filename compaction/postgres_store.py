@@ -15,10 +15,11 @@ atomic: the compaction that takes the lock second sees the first one's ``summary
 returns ``False``. Reads run in ``REPEATABLE READ`` transactions where one answer takes several
 statements (one consistent snapshot).
 
-Schema (version 1, in ``compaction_meta``; created on first open under an advisory lock, so many
-processes may open a new database at once)::
+Schema (version 2, in ``compaction_meta``; created on first open under an advisory lock, so many
+processes may open a new database at once; a version 1 database gets ``sessions.tail`` on open)::
 
-    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at)
+    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at,
+                 tail)
     messages    (id BIGINT IDENTITY PRIMARY KEY, session_id, message, created_at)
                 INDEX messages_by_session (session_id, id)
     compactions (id BIGINT IDENTITY PRIMARY KEY, session_id, at, tokens_before, tokens_after,
@@ -31,7 +32,8 @@ JSON columns hold the JSON text exactly as written (``TEXT``, as in SQLite: ``js
 keys), lone surrogates as ``\\uXXXX`` escapes; text columns (``summary``, ``archive.text``) go
 through :func:`compaction._store_text.to_column`, since ``text`` cannot hold NUL: a message of
 binary tool output is stored, archived and compacted like any other. Times are Unix seconds
-(``DOUBLE PRECISION``).
+(``DOUBLE PRECISION``). ``sessions.tail`` is the last compaction's
+:class:`~compaction.store.CompactedTail`, as in :mod:`compaction.sqlite_store`.
 
 Recall (:meth:`PostgresSessionStore.search_archive`) answers exactly as
 :class:`compaction.recall.MemoryRecallIndex` does: it is one per session, built from the
@@ -58,7 +60,9 @@ from compaction._store_rows import (
     check_owner,
     check_search,
     check_session_id,
+    context_after,
     dumps,
+    dumps_tail,
     entry_row,
     history_entries,
     loads_message,
@@ -70,7 +74,7 @@ from compaction._store_rows import (
 )
 from compaction.event_log import PostgresEventLog
 from compaction.recall._store_index import SessionIndexes
-from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
 from compaction.store_usage import PostgresUsage
 
 if TYPE_CHECKING:
@@ -79,7 +83,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "PostgresSessionStore", "SessionNotFound"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 # pg_advisory_xact_lock key for schema creation ("compacti" as an int64), so that processes that
 # open a new database at the same time do not race on CREATE TABLE.
@@ -104,7 +108,8 @@ _SCHEMA: Final[tuple[str, ...]] = (
         summary TEXT,
         summary_through_id BIGINT,
         created_at DOUBLE PRECISION NOT NULL,
-        updated_at DOUBLE PRECISION NOT NULL
+        updated_at DOUBLE PRECISION NOT NULL,
+        tail TEXT
     )""",
     """CREATE TABLE messages (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -255,6 +260,11 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
                         f"session store schema version {version} is newer than this library supports "
                         f"({SCHEMA_VERSION}); upgrade compaction"
                     )
+                if version < 2:  # the last compaction's tail, as it returned it
+                    conn.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tail TEXT")
+                    conn.execute(
+                        "UPDATE compaction_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                    )
             else:
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -383,19 +393,18 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
         return stored_messages(rows)
 
     def context(self, session_id: str) -> SessionContext:
-        """The session's summary, system, model and the messages after ``summary_through_id``
-        (one consistent snapshot)."""
+        """The session's summary, system, model, the last compaction's tail and the messages after
+        it (or, without a tail, after ``summary_through_id``), in one consistent snapshot."""
         check_session_id(session_id)
         with self._tx(snapshot=True) as conn:
             head = conn.execute(
-                "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = %s", (session_id,)
+                "SELECT system, model, summary, summary_through_id, tail FROM sessions WHERE id = %s", (session_id,)
             ).fetchone()
             if head is None:
                 raise SessionNotFound(session_id)
-            through = head[3]
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = %s AND id > %s ORDER BY id",
-                (session_id, 0 if through is None else through),
+                (session_id, context_after(head)),
             ).fetchall()
         return session_context(session_id, head, rows)
 
@@ -441,17 +450,20 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
         summary: str | None,
         entry: CompactionEntry,
         archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
+        tail: CompactedTail | None = None,
     ) -> bool:
         """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``
         (``None`` matches a session never compacted); else return ``False`` and change nothing.
 
-        With the session's row locked: set the summary and ``summary_through_id``, add ``entry`` to
+        With the session's row locked: set the summary, ``summary_through_id`` and the context's
+        ``tail`` (None: the stored messages after ``new_through_id``), add ``entry`` to
         the history and ``archive`` to the archive (an archive id the session already stored keeps
         its first message), all in one transaction. Caller errors raise as in
         :meth:`compaction.sqlite_store.SQLiteSessionStore.save_compaction`.
         """
         check_session_id(session_id)
         record_json = check_compaction(expected_through_id, new_through_id, entry)
+        tail_json = dumps_tail(tail, new_through_id)
         archived = [(*row, *_word_counts(row[4])) for row in archive_rows(session_id, archive)]
         now = time.time()
         with self._tx() as conn:
@@ -460,9 +472,12 @@ class PostgresSessionStore(PostgresEventLog, PostgresUsage, ClosingStore):
                 return False  # lost the race: another worker compacted first
             owner = conn.execute("SELECT session_id FROM messages WHERE id = %s", (new_through_id,)).fetchone()
             check_owner(owner, new_through_id, session_id)
+            if tail is not None and tail.through_id != new_through_id:
+                owner = conn.execute("SELECT session_id FROM messages WHERE id = %s", (tail.through_id,)).fetchone()
+                check_owner(owner, tail.through_id, session_id, "tail.through_id")
             conn.execute(
-                "UPDATE sessions SET summary = %s, summary_through_id = %s, updated_at = %s WHERE id = %s",
-                (summary_column(summary), new_through_id, now, session_id),
+                "UPDATE sessions SET summary = %s, summary_through_id = %s, tail = %s, updated_at = %s WHERE id = %s",
+                (summary_column(summary), new_through_id, tail_json, now, session_id),
             )
             conn.execute(
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"

@@ -14,9 +14,10 @@ SQLite's file lock instead of failing half-way. Within one process each thread g
 connection (see :class:`SQLiteSessionStore` for why); ``":memory:"`` stores, which exist only inside
 one connection, share a single connection behind a lock instead.
 
-Schema (version 3, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
+Schema (version 4, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
 
-    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at)
+    sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at,
+                 tail)
     messages    (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, message, created_at)
                 INDEX messages_by_session (session_id, id)
     compactions (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, at, tokens_before, tokens_after,
@@ -41,6 +42,12 @@ escapes: every message comes back exactly as it was appended.
 JSON columns (``system``, ``message``, ``record``) hold UTF-8 JSON text (``ensure_ascii=False``)
 and are declared ``TEXT``: a column declared ``JSON`` gets NUMERIC affinity in SQLite, which would
 turn a JSON document such as ``5`` into an integer. Times are Unix seconds (``REAL``).
+
+``sessions.tail`` (version 4) is the last compaction's :class:`~compaction.store.CompactedTail` as
+JSON (``{"through_id": id, "messages": [[id, message], ...]}``), or NULL: the messages the context
+holds, in the form the compaction returned them, before the stored messages after ``through_id``.
+It is replaced by each compaction (it is the context, not history: the originals stay in
+``messages`` and the archive). Older files get the column, NULL, on open.
 """
 
 from __future__ import annotations
@@ -64,7 +71,9 @@ from compaction._store_rows import (
     check_owner,
     check_search,
     check_session_id,
+    context_after,
     dumps,
+    dumps_tail,
     entry_row,
     history_entries,
     loads_message,
@@ -77,12 +86,12 @@ from compaction._store_rows import (
 from compaction._store_text import to_column
 from compaction.event_log import SQLiteEventLog
 from compaction.recall._store_index import SessionIndexes
-from compaction.store import ArchiveSearch, CompactionEntry, SessionContext, StoredMessage
+from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
 from compaction.store_usage import SQLiteUsage
 
 __all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 # Statements run in order, in one transaction, on a database whose user_version is 0.
 _SCHEMA: Final[tuple[str, ...]] = (
@@ -304,6 +313,8 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
             if version < 3:
                 for statement in _ARCHIVE_V3:
                     conn.execute(statement)
+            if version < 4:  # the last compaction's tail, as it returned it (see the module docstring)
+                conn.execute("ALTER TABLE sessions ADD COLUMN tail TEXT")
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute(idempotency.SQLITE_TABLE)  # outside the versioned schema: any version gets it
@@ -486,19 +497,19 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
         return stored_messages(rows, sqlite3.DatabaseError)
 
     def context(self, session_id: str) -> SessionContext:
-        """The session's summary, system, model and the messages after ``summary_through_id``
-        (one consistent snapshot; messages at or before that id are not read at all)."""
+        """The session's summary, system, model, the last compaction's tail and the messages after
+        it (or, without a tail, after ``summary_through_id``), in one consistent snapshot; messages
+        at or before that id are not read at all."""
         check_session_id(session_id)
         with self._read() as conn:
             head = conn.execute(
-                "SELECT system, model, summary, summary_through_id FROM sessions WHERE id = ?", (session_id,)
+                "SELECT system, model, summary, summary_through_id, tail FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
             if head is None:
                 raise SessionNotFound(session_id)
-            through = head[3]
             rows = conn.execute(
                 "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
-                (session_id, 0 if through is None else through),
+                (session_id, context_after(head)),
             ).fetchall()
         return session_context(session_id, head, rows, sqlite3.DatabaseError)
 
@@ -549,13 +560,15 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
         summary: str | None,
         entry: CompactionEntry,
         archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
+        tail: CompactedTail | None = None,
     ) -> bool:
         """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
 
         In one ``BEGIN IMMEDIATE`` transaction: compare ``summary_through_id`` with
         ``expected_through_id`` (``None`` matches a session never compacted); if they differ,
         another worker compacted first and the result is ``False`` with nothing changed. Otherwise
-        set the summary and ``summary_through_id = new_through_id``, add ``entry`` to the history
+        set the summary, ``summary_through_id = new_through_id`` and the context's ``tail`` (None:
+        the stored messages after ``new_through_id``), add ``entry`` to the history
         and ``archive`` (archive id -> original message) to the archive, and return ``True``.
         An archive id that the session already stored keeps its first message (``INSERT OR
         IGNORE``): the original, not a later rewrite. Each archived message is indexed for
@@ -563,11 +576,13 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
 
         Caller errors raise instead of returning ``False`` (retrying could never succeed):
         ``ValueError`` when ``new_through_id`` is not above ``expected_through_id``, is not a
-        message of this session, or differs from ``entry.summary_through_id``, or when the record
-        or an archived message is not JSON-serializable; :class:`SessionNotFound`.
+        message of this session, or differs from ``entry.summary_through_id``, when the record
+        or an archived message is not JSON-serializable, or the tail is not one of this compaction
+        (:func:`compaction._store_rows.dumps_tail`); :class:`SessionNotFound`.
         """
         check_session_id(session_id)
         record_json = check_compaction(expected_through_id, new_through_id, entry)
+        tail_json = dumps_tail(tail, new_through_id)
         archived = archive_rows(session_id, archive)
         now = time.time()
         with self._write() as conn:
@@ -578,10 +593,13 @@ class SQLiteSessionStore(SQLiteEventLog, SQLiteUsage, ClosingStore):
                 return False  # lost the race: another worker compacted first
             owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (new_through_id,)).fetchone()
             check_owner(owner, new_through_id, session_id)
+            if tail is not None and tail.through_id != new_through_id:
+                owner = conn.execute("SELECT session_id FROM messages WHERE id = ?", (tail.through_id,)).fetchone()
+                check_owner(owner, tail.through_id, session_id, "tail.through_id")
             cursor = conn.execute(
-                "UPDATE sessions SET summary = ?, summary_through_id = ?, updated_at = ?"
+                "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"
                 " WHERE id = ? AND summary_through_id IS ?",
-                (summary_column(summary), new_through_id, now, session_id, expected_through_id),
+                (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
             )
             if cursor.rowcount != 1:  # cannot happen under BEGIN IMMEDIATE; never write on a lost CAS
                 raise sqlite3.DatabaseError(f"compare-and-swap on session {session_id!r} matched no row")

@@ -5,9 +5,14 @@ originals that compaction archived.
 The archived originals are searchable (:meth:`SessionStore.search_archive`, per session): what the
 ``recall`` tool of :mod:`compaction.recall` answers from.
 
-The context for the next model call is the summary plus the messages after ``summary_through_id``.
-Saving a compaction is a compare-and-swap on ``summary_through_id``: when two workers compact the
-same session at once, one wins and the other gets ``False`` and re-reads the new state.
+The context for the next model call is the summary, then the messages the last compaction kept in
+the form it returned them (its :class:`CompactedTail`: tool results it trimmed stay trimmed), then
+the messages appended since, as stored. The originals of what a compaction trimmed stay in the
+messages (never rewritten) and in the archive (recallable). Without a stored tail (a compaction
+saved without one, or none yet) the context is the summary plus the messages after
+``summary_through_id``, as stored. Saving a compaction is a compare-and-swap on
+``summary_through_id``: when two workers compact the same session at once, one wins and the other
+gets ``False`` and re-reads the new state.
 The embedded default implementation is :class:`compaction.sqlite_store.SQLiteSessionStore`.
 """
 
@@ -28,8 +33,25 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class CompactedTail:
+    """What a compaction kept after its summary, exactly as it returned it (tool results it trimmed
+    stay trimmed), saved with the compaction so that the context is what the compaction produced.
+
+    ``messages`` are in order, each with the id of the stored message it stands for (a message the
+    compaction added, such as a result for a call whose result can no longer come, carries the id of
+    the message before it; one added before any kept message carries ``summary_through_id``).
+    ``through_id`` is the last stored message the compaction had read: the context continues with the
+    stored messages after it."""
+
+    messages: tuple[StoredMessage, ...]
+    through_id: int
+
+
+@dataclass(frozen=True)
 class SessionContext:
-    """What the next model call is built from."""
+    """What the next model call is built from: the summary, then ``messages`` (the last
+    compaction's :class:`CompactedTail`, then the stored messages after ``tail_through_id``, or
+    without a tail the stored messages after ``summary_through_id``)."""
 
     session_id: str
     summary: str | None
@@ -37,6 +59,8 @@ class SessionContext:
     messages: tuple[StoredMessage, ...]
     system: Any = None
     model: str | None = None
+    tail_through_id: int | None = None
+    """The stored tail's ``through_id`` (None: no tail stored)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +124,8 @@ class SessionStore(Protocol):
         """All messages of the session (or those after ``after_id``), oldest first."""
 
     def context(self, session_id: str) -> SessionContext:
-        """The current summary and the messages after ``summary_through_id``."""
+        """The current summary, the stored compacted tail and the messages after it (see
+        :class:`SessionContext`)."""
 
     def save_compaction(
         self,
@@ -111,9 +136,12 @@ class SessionStore(Protocol):
         summary: str | None,
         entry: CompactionEntry,
         archive: Mapping[str, Mapping[str, Any]] = {},
+        tail: CompactedTail | None = None,
     ) -> bool:
         """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
-        Returns False (and changes nothing) when another worker compacted first."""
+        Returns False (and changes nothing) when another worker compacted first. ``tail``: what the
+        compaction kept after its summary (the context's messages until the next compaction);
+        None: the stored messages after ``new_through_id``, as stored."""
 
     def history(self, session_id: str) -> list[CompactionEntry]:
         """The session's compactions, oldest first."""

@@ -70,7 +70,7 @@ def test_wal_mode_schema_version_and_pragmas(db: Path) -> None:
         store.create_session("s1")
         raw = sqlite3.connect(db)
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "compactions", "archive"} <= tables
         raw.close()

@@ -14,10 +14,19 @@ taken from the oldest and stopping at the first one that is not, are the summari
 prefix is capped at ``result.messages_removed`` (the zone size) because messages that were only
 pruned in the kept tail are archived too. ``new_through_id`` is the store id of its last message.
 
+What the compaction kept after its summary is saved with it as the session's
+:class:`~compaction.store.CompactedTail`, exactly as the compaction returned it (trimmed tool
+results stay trimmed; the originals stay stored and go to the archive), so the context rebuilt from
+the store is the compaction's output and the next request sends what ``tokens_after`` counted.
+:func:`kept_ids` says which stored message each kept message stands for, reading both lists from
+the end: a message equal to a stored one is that one; a changed one (a trimmed tool result) is the
+nearest earlier stored message with the same tool call ids; one the compaction added (a result for
+a call whose result can no longer come) stands with the message before it.
+
 After an overflow recovery (``Compactor.complete`` may compact several times in a row, each time on
-the previous result) the final messages are compared with the stored ones instead: the longest
-run of trailing messages equal to the stored tail is what survived verbatim, and everything
-stored before it is taken as summarized (it stays in the store).
+the previous result) there is no archive of the request to read the summarized prefix from: it is
+everything stored before the first stored message the kept messages stand for
+(:func:`overflow_through`).
 """
 
 from __future__ import annotations
@@ -30,19 +39,25 @@ from compaction.adapters import message_format, to_canonical
 from compaction.config import CompactionConfig
 from compaction.result import CompactionResult
 from compaction.stages.reconstruct import split_previous_summary
-from compaction.store import SessionContext, SessionStore
+from compaction.store import CompactedTail, SessionContext, SessionStore, StoredMessage
 from compaction.transcript import Message, TextPart
+
+Entry = tuple[Mapping[str, Any], int]
+"""A context message that stands for a stored message, with that message's id."""
 
 __all__ = [
     "LOST_RACE",
+    "compacted_tail",
     "context_messages",
     "has_stored_messages",
+    "kept_ids",
     "message_text",
+    "overflow_through",
     "previous_summary_body",
     "summary_block_text",
+    "summary_index",
     "summary_message",
     "through_from_archive",
-    "through_from_suffix",
     "whole_context",
 ]
 
@@ -61,17 +76,25 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def summary_block_text(messages: Sequence[Mapping[str, Any]], config: CompactionConfig) -> str | None:
-    """The text between the summary markers in ``messages`` (the compactor's output), or None."""
+def summary_index(messages: Sequence[Mapping[str, Any]], config: CompactionConfig) -> int | None:
+    """The position of the summary message in ``messages`` (the compactor's output), or None."""
     start, end = config.summary_start_marker, config.summary_end_marker
-    for message in messages:
+    for index, message in enumerate(messages):
         if message.get("role") not in ("user", "system"):
             continue
         text = message_text(message)
         if start in text and end in text:
-            inner = text.partition(start)[2].partition(end)[0]
-            return inner.strip()
+            return index
     return None
+
+
+def summary_block_text(messages: Sequence[Mapping[str, Any]], config: CompactionConfig) -> str | None:
+    """The text between the summary markers in ``messages`` (the compactor's output), or None."""
+    index = summary_index(messages, config)
+    if index is None:
+        return None
+    text = message_text(messages[index])
+    return text.partition(config.summary_start_marker)[2].partition(config.summary_end_marker)[0].strip()
 
 
 def summary_message(inner: str, config: CompactionConfig) -> dict[str, Any]:
@@ -108,16 +131,86 @@ def through_from_archive(
     return through
 
 
-def through_from_suffix(
-    final: Sequence[Mapping[str, Any]], stored: Sequence[tuple[Mapping[str, Any], int]]
-) -> int | None:
-    """The store id of the last stored message not kept verbatim at the end of ``final``."""
-    kept = 0
-    while kept < len(final) and kept < len(stored) and dict(final[-1 - kept]) == dict(stored[-1 - kept][0]):
-        kept += 1
-    if kept >= len(stored):
+def _tool_ids(message: Mapping[str, Any]) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    """(role as sent, call ids, result ids) of a message that makes or answers tool calls, else None:
+    what a trimmed tool result shares with its original."""
+    canon = to_canonical([message]).messages[0]
+    calls = tuple(c.id for c in canon.tool_calls)
+    results = tuple(r.call_id for r in canon.tool_results)
+    if not calls and not results:
         return None
-    return stored[len(stored) - kept - 1][1]
+    return ("user" if canon.role == "tool" else canon.role), calls, results
+
+
+def kept_ids(kept: Sequence[Mapping[str, Any]], entries: Sequence[Entry], lower: int = 0) -> list[int | None]:
+    """For each of ``kept`` (what a compaction returned after its summary), the id of the stored
+    message among ``entries[lower:]`` (the context messages it read) it stands for, or None for a
+    message the compaction added. Both lists are read from the end (see the module docstring)."""
+    ids: list[int | None] = [None] * len(kept)
+    slots: dict[int, Any] = {}
+
+    def slot(k: int) -> Any:
+        if k not in slots:
+            slots[k] = _tool_ids(entries[k][0])
+        return slots[k]
+
+    upper = len(entries)
+    for position in range(len(kept) - 1, -1, -1):
+        message = dict(kept[position])
+        found = next((k for k in range(upper - 1, lower - 1, -1) if dict(entries[k][0]) == message), None)
+        if found is None:
+            wanted = _tool_ids(message)
+            if wanted is not None:
+                found = next((k for k in range(upper - 1, lower - 1, -1) if slot(k) == wanted), None)
+        if found is not None:
+            ids[position] = entries[found][1]
+            upper = found
+    return ids
+
+
+def compacted_tail(
+    final: Sequence[Mapping[str, Any]],
+    entries: Sequence[Entry],
+    through: int,
+    config: CompactionConfig,
+    *,
+    tail_through: int | None = None,
+    lower: int | None = None,
+) -> CompactedTail | None:
+    """The :class:`CompactedTail` of a compaction that returned ``final`` (its output, maybe with a
+    leading system message) after reading ``entries`` and summarizing through stored id ``through``;
+    ``tail_through``: the context's stored tail before it. ``lower``: the first entry that may be
+    kept (default: the first after ``through``). None when ``final`` holds no summary message."""
+    start = summary_index(final, config)
+    if start is None:
+        return None
+    if lower is None:
+        lower = next((k for k, (_, i) in enumerate(entries) if i > through), len(entries))
+    kept = final[start + 1 :]
+    ids = kept_ids(kept, entries, lower)
+    rows: list[StoredMessage] = []
+    previous = through
+    for message, store_id in zip(kept, ids, strict=True):
+        previous = max(previous, store_id) if store_id is not None else previous
+        rows.append(StoredMessage(id=previous, message=dict(message)))
+    last = max((i for _, i in entries), default=through)
+    return CompactedTail(messages=tuple(rows), through_id=max(last, through, tail_through or through))
+
+
+def overflow_through(
+    final: Sequence[Mapping[str, Any]], entries: Sequence[Entry], config: CompactionConfig
+) -> int | None:
+    """After an overflow recovery that sent ``final``: the id of the last stored message it
+    summarized (the one before the first stored message its kept messages stand for), or None when
+    it summarized no stored message (or ``final`` holds no summary)."""
+    start = summary_index(final, config)
+    if start is None or not entries:
+        return None
+    ids = [i for i in kept_ids(final[start + 1 :], entries) if i is not None]
+    if not ids:
+        return entries[-1][1]
+    first = next(k for k, (_, i) in enumerate(entries) if i == ids[0])
+    return entries[first - 1][1] if first > 0 else None
 
 
 def has_stored_messages(store: SessionStore, session_id: str) -> bool:
@@ -139,6 +232,10 @@ def context_messages(
     if context.summary:
         messages.append(summary_message(context.summary, config))
         ids.append(None)
+        if context.tail_through_id is not None:  # the compaction's own output: nothing to add
+            messages.extend(stored)
+            ids.extend(s.id for s in context.messages)
+            return messages, ids
         fmt = fmt or next((f for f in map(message_format, stored) if f), None)
         alternation = config.ensure_alternation if config.ensure_alternation is not None else fmt == "anthropic"
         if alternation and stored and stored[0].get("role") in ("user", "tool"):

@@ -267,7 +267,7 @@ class Preparer:
 
 def _count_context(cm: ContextManager) -> int:
     request, system, _ = cm._request(cm._messages)
-    return cm._work.count(request, system=system, tools=cm._tools)
+    return cm._work.count(request, system=system, tools=cm._tools_after_compaction())
 
 
 def _trigger_tokens(cm: ContextManager) -> int | None:
@@ -285,13 +285,12 @@ def _key(cm: ContextManager, covered: int) -> str:
 
 
 def _position(cm: ContextManager, through_id: int | None) -> int | None:
-    """Store mode: how many context messages end with the stored message ``through_id``."""
+    """Store mode: how many context messages end with the stored message ``through_id`` (and the
+    messages a compaction added after it, which carry its id)."""
     if through_id is None:
         return None
-    for index, store_id in enumerate(cm._ids):
-        if store_id == through_id:
-            return index + 1
-    return None
+    positions = [index + 1 for index, store_id in enumerate(cm._ids) if store_id == through_id]
+    return positions[-1] if positions else None
 
 
 def _merged(state: PreparedState | None, result: CompactionResult) -> tuple[dict[str, dict[str, Any]], int]:
@@ -311,7 +310,7 @@ async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedSta
     request, system, prepended = cm._request([*head, *snapshot[covered:]])
     key_of = prefix_key  # bound now: the context may change while the job runs
     model, window = cm._work.model, cm._work.guard.window
-    result = await cm._work.acompact(request, system=system, tools=cm._tools, trigger="threshold")
+    result = await cm._work.acompact(request, system=system, tools=cm._tools_after_compaction(), trigger="threshold")
     preparer.usage.add(result)
     if not result.compacted:
         return None
@@ -366,7 +365,7 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     request, system, _ = cm._request([m for m, _ in rest])
     model, window = cm._work.model, cm._work.guard.window
     result = await cm._work.acompact(
-        request, system=system, previous_summary=previous, tools=cm._tools, trigger="threshold"
+        request, system=system, previous_summary=previous, tools=cm._tools_after_compaction(), trigger="threshold"
     )
     preparer.usage.add(result)
     if not result.compacted:
@@ -375,7 +374,7 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     summary = _store.summary_block_text(result.messages, config) or (result.summary or "")
     if through is None or not summary:
         return None
-    covered = next(k + 1 for k, i in enumerate(ids) if i == through)
+    covered = max(k + 1 for k, i in enumerate(ids) if i == through)  # with the messages added after it
     archive, removed = _merged(state, result)
     return PreparedState(
         key=prefix_key(snapshot[:covered], system_now, model, window),
@@ -474,7 +473,7 @@ def _swap_request(cm: ContextManager, state: PreparedState) -> tuple[list[dict[s
     request, system, prepended = cm._request(_candidate(cm, state))
     if state.system is not None and system is not None:
         system = state.system
-    return request, system, prepended, cm._work.count(request, system=system, tools=cm._tools)
+    return request, system, prepended, cm._work.count(request, system=system, tools=cm._tools_after_compaction())
 
 
 def _fits(cm: ContextManager, tokens: int, accept: float) -> bool:
@@ -529,7 +528,9 @@ async def _swap_memory(
         return result
     # Too much aged out since the last job: one compaction of the prepared head plus the rest.
     await preparer.cancel()  # a job in flight would describe a context this call replaces
-    result = await preparer.one_call(cm).acompact(request, system=system, tools=cm._tools, trigger=trigger)
+    result = await preparer.one_call(cm).acompact(
+        request, system=system, tools=cm._tools_after_compaction(), trigger=trigger
+    )
     if not result.compacted:
         return result
     archive, removed = _merged(state, result)
@@ -559,7 +560,7 @@ async def _swap_stored(
     config = cm._work.config
     rest = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
     request, system, _ = cm._request(_candidate(cm, state))
-    tokens = cm._work.count(request, system=system, tools=cm._tools)
+    tokens = cm._work.count(request, system=system, tools=cm._tools_after_compaction())
     whole = _count_context(cm)
     base = replace(
         state.result,
@@ -581,7 +582,11 @@ async def _swap_stored(
         rest_request, rest_system, _ = cm._request([m for m, _ in rest])
         previous = _store.previous_summary_body(state.summary, config)
         extra = await preparer.one_call(cm).acompact(
-            rest_request, system=rest_system, previous_summary=previous, tools=cm._tools, trigger=trigger
+            rest_request,
+            system=rest_system,
+            previous_summary=previous,
+            tools=cm._tools_after_compaction(),
+            trigger=trigger,
         )
         later = (
             _store.through_from_archive(rest_request, rest_system, [i for _, i in rest], extra)
@@ -600,6 +605,7 @@ async def _swap_stored(
                 record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
             )
     result = replace(result, archive=archive, removed=list(archive.values()))
+    tail = _store.compacted_tail(result.messages, rest, through, config, tail_through=cm._tail_through)
     from compaction.middleware.run import save_compaction  # run imports this module
 
-    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive)
+    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive, tail)

@@ -35,7 +35,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.adapters import message_format, to_canonical
+from compaction.adapters import from_canonical, message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
 from compaction.middleware import _store
@@ -71,13 +71,14 @@ from compaction.middleware.recall import (
 )
 from compaction.middleware.run import run_compaction
 from compaction.middleware.usage import UsageReport, parse_usage
+from compaction.pairs import pending_calls, repair, validate
 from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
 from compaction.recall._memory import MemoryRecallIndex
 from compaction.recall._tool import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource, StoreRecall
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
-from compaction.transcript import Message
+from compaction.transcript import Message, Transcript, TranscriptFormat
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
@@ -101,7 +102,17 @@ class ContextManager:
 
     ``store`` (a :class:`~compaction.store.SessionStore`) makes the session durable: messages are
     appended and never deleted, the summary and ``summary_through_id`` are saved with a
-    compare-and-swap, and the context is rebuilt from the store. ``on_event`` receives
+    compare-and-swap, and the context is rebuilt from the store. A compaction saves what it kept
+    exactly as it returned it (a :class:`~compaction.store.CompactedTail`: trimmed tool results stay
+    trimmed, the originals stay stored and archived), so with or without a store the next request is
+    the compaction's output and :attr:`tokens` is its ``tokens_after``.
+
+    Tool calls still running. A call of the last assistant turn whose result has not been appended
+    yet (only results of that turn follow it) stays open through every compaction: the turn is kept
+    as it is at the end of the context, with no placeholder result, so the real result, appended
+    later, is the call's only one. A placeholder is written only where a result can no longer come
+    (a user or assistant turn follows the call). A request sent while such a call is open (or with
+    any broken pair) is repaired for that request only, with a warning; the context is unchanged. ``on_event`` receives
     :class:`CompactionStarted` / :class:`CompactionFinished` / :class:`CompactionFailed` (sync or async
     callables, or a list). ``recount`` (e.g. a :class:`~compaction.provider_counter.ProviderTokenCounter`)
     sets the context size after a compaction: the provider's exact count of the compacted prompt
@@ -198,6 +209,14 @@ class ContextManager:
         self._format: str | None = None
         self._summary: str | None = None
         self._through_id: int | None = None
+        self._tail_through: int | None = None  # store mode: the stored compacted tail's through_id
+        self._loads = 0  # store mode: contexts loaded from the store so far
+        # Pending tool calls: the open turn held out of a running compaction (see _hold_pending),
+        # and the calls the last request answered with a placeholder of its own.
+        self._held: list[tuple[dict[str, Any], int | None, Message, int]] = []
+        self._placeholders: frozenset[str] = frozenset()
+        self._open_turn: list[dict[str, Any]] = []  # the turn those calls belong to
+        self._whole: tuple[int, int] = (-1, 0)  # (generation, length) of the context last found whole
         self.system = system
         self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
         self.recall = recall
@@ -523,6 +542,7 @@ class ContextManager:
                 async with self._lock:
                     await run_compaction(self, "overflow", measure, decision)
         request, system, prepended = self._request(self._messages)
+        request = self._sendable(request, prepended)
         tokens_before = self.measure().tokens
         self._turn_mark = len(self._messages)
         tools = self._offered_tools()
@@ -605,6 +625,11 @@ class ContextManager:
     def _offered_tools(self) -> list[dict[str, Any]]:
         return offered_tools(self._tools, offer_recall=self.recall_source is not None, fmt=self._format)
 
+    def _tools_after_compaction(self) -> list[dict[str, Any]]:
+        """The tools the requests after a compaction carry (``recall`` from then on): what a
+        compaction counts, so that its ``tokens_after`` is what the next request sends."""
+        return offered_tools(self._tools, offer_recall=self.recall, fmt=self._format)
+
     def _archive_for_recall(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
         """Memory mode: index what a compaction archived (the store indexes its own archive)."""
         if self._recall_index is None or not archive:
@@ -630,6 +655,74 @@ class ContextManager:
     def _request(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], Any, bool]:
         return request_for(messages, self.system, self._format)
 
+    def _sendable(self, request: list[dict[str, Any]], prepended: bool) -> list[dict[str, Any]]:
+        """The request as a provider accepts it. A context whose tool pairs are whole goes as it is.
+        Otherwise (a call still waiting for its result, or results the runtime appended out of
+        place) the request is repaired for this call only, with a warning: the context is unchanged,
+        so a result that arrives later is the call's only one. The calls answered with a
+        placeholder here are remembered: an overflow recovery must not keep those placeholders."""
+        self._placeholders, self._open_turn = frozenset(), []
+        fmt: TranscriptFormat = "anthropic" if self._format == "anthropic" else "openai"
+        generation, checked = self._whole
+        if generation == self._generation and checked <= len(self._canon):
+            # Only appended since the context was last whole: the new messages alone tell whether
+            # anything broke (a result for an earlier call shows as an orphan: then check it all).
+            added = Transcript.model_construct(format=fmt, messages=tuple(self._canon[checked:]))
+            if not validate(added, require_alternation=False):
+                self._whole = (self._generation, len(self._canon))
+                return request
+        transcript = Transcript.model_construct(format=fmt, messages=tuple(self._canon))
+        violations = validate(transcript)
+        if not violations:
+            self._whole = (self._generation, len(self._canon))
+            return request
+        fixed, report = repair(transcript, alternation=transcript.format == "anthropic", merge_turns=False)
+        start, pending = pending_calls(self._canon)
+        self._placeholders = frozenset(pending) & frozenset(report.synthesized)
+        self._open_turn = list(self._messages[start:]) if self._placeholders else []
+        self.logger.warning(
+            "Request repaired before sending (the context is unchanged): %s%s",
+            "; ".join(sorted({f"{v.kind} at message {v.index}" for v in violations})),
+            f"; tool call(s) {', '.join(sorted(self._placeholders))} still waiting for results answered with a "
+            "placeholder in this request only"
+            if self._placeholders
+            else "",
+        )
+        out = from_canonical(fixed).messages
+        return [request[0], *out] if prepended else out
+
+    def _hold_pending(self) -> tuple[int, int]:
+        """Take the turn whose tool calls still wait for their results (:func:`pending_calls`) out of
+        the context while a compaction runs, so that it stays open: the compaction never answers a
+        call whose result is on its way. Returns (store loads, context generation) for
+        :meth:`_release_pending`."""
+        start = pending_calls(self._canon)[0]
+        if start < len(self._messages):
+            held = zip(
+                self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:], strict=True
+            )
+            self._held = list(held)
+            del self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:]
+            self._sum -= sum(count for *_, count in self._held)
+        return self._loads, self._generation
+
+    def _release_pending(self, marks: tuple[int, int]) -> bool:
+        """Put the held turn back at the end of the context (after the compaction's output). A
+        context reloaded from the store has it already: the store kept it. True when a turn was held."""
+        held, self._held = self._held, []
+        if not held:
+            return False
+        if self.store is None or self._loads == marks[0]:
+            for message, store_id, canon, count in held:
+                self._messages.append(message)
+                self._ids.append(store_id)
+                self._canon.append(canon)
+                self._counts.append(count)
+                self._sum += count
+            if self._generation != marks[1]:  # replaced: nothing was appended since the last turn
+                self._turn_mark = len(self._messages)
+        return True
+
     def _adopt(self, messages: Sequence[Mapping[str, Any]], system: Any, prepended: bool) -> None:
         """Make the compactor's output (``request_for`` layout) the context."""
         out = adopted(messages, prepended)
@@ -644,7 +737,7 @@ class ContextManager:
         self._messages, self._ids, self._canon = messages, ids, canon
         self._counts = [base.count_message(m) for m in canon]
         self._sum = sum(self._counts)
-        self._format = first_format(messages)
+        self._format = first_format(messages) or self._format  # a conversation keeps its format
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -658,8 +751,10 @@ class ContextManager:
         if self.system is None and context.system is not None:
             self.system = context.system
             self._refresh_fixed()
+        self._loads += 1
         self._summary = context.summary
         self._through_id = context.summary_through_id
+        self._tail_through = context.tail_through_id
         self._replace(*_store.context_messages(context, self._work.config, self._format))
         self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 

@@ -14,12 +14,13 @@ from compaction.middleware.events import CompactionStarted, emit
 from compaction.middleware.measure import ContextMeasure
 from compaction.middleware.reporting import history_entry
 from compaction.middleware.run import finished_of, recount_after, report_compaction, save_compaction
+from compaction.pairs import MISSING_RESULT_TEXT
 from compaction.result import CompactionResult
 
 if TYPE_CHECKING:
     from compaction.middleware.manager import ContextManager
 
-__all__ = ["apply_recovery", "litellm_call", "merged_recovery", "recovered_messages"]
+__all__ = ["apply_recovery", "litellm_call", "merged_recovery", "recovered_messages", "without_placeholders"]
 
 
 def litellm_call(model: str, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> Any:
@@ -47,6 +48,47 @@ def recovered_messages(outcome: CompletionOutcome, prepended: bool) -> list[dict
     return list(outcome.messages[1:] if prepended and outcome.messages else outcome.messages)
 
 
+def _is_placeholder(content: Any) -> bool:
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, Mapping)]
+        return texts == [MISSING_RESULT_TEXT]
+    return isinstance(content, str) and content == MISSING_RESULT_TEXT
+
+
+def without_placeholders(messages: Sequence[Mapping[str, Any]], call_ids: frozenset[str]) -> list[dict[str, Any]]:
+    """``messages`` without the placeholder results for ``call_ids`` (calls still waiting for their
+    results, answered in the request only): the recovered context keeps them open.
+
+    >>> calls = [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]
+    >>> sent = [{"role": "assistant", "content": None, "tool_calls": calls},
+    ...         {"role": "tool", "tool_call_id": "c1", "content": MISSING_RESULT_TEXT}]
+    >>> [m["role"] for m in without_placeholders(sent, frozenset({"c1"}))]
+    ['assistant']
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool" and message.get("tool_call_id") in call_ids and _is_placeholder(content):
+            continue
+        if call_ids and message.get("role") == "user" and isinstance(content, list):
+            blocks = [
+                b
+                for b in content
+                if not (
+                    isinstance(b, Mapping)
+                    and b.get("type") == "tool_result"
+                    and b.get("tool_use_id") in call_ids
+                    and _is_placeholder(b.get("content"))
+                )
+            ]
+            if not blocks:
+                continue
+            if len(blocks) != len(content):
+                message = {**message, "content": blocks}
+        out.append(dict(message))
+    return out
+
+
 def merged_recovery(outcome: CompletionOutcome) -> tuple[CompactionResult, dict[str, Mapping[str, Any]]]:
     """Store mode: the recovery's compactions as one (the last, counting from the first's
     ``tokens_before`` and every message removed), and their archives merged."""
@@ -64,17 +106,25 @@ def merged_recovery(outcome: CompletionOutcome) -> tuple[CompactionResult, dict[
 async def apply_recovery(
     cm: ContextManager, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
 ) -> None:
-    """Adopt what overflow recovery sent, report each of its compactions."""
-    final = recovered_messages(outcome, prepended)
+    """Adopt what overflow recovery sent (without the placeholders the request gave calls still
+    waiting for their results), report each of its compactions."""
+    final = without_placeholders(recovered_messages(outcome, prepended), cm._placeholders)
+    if cm._open_turn and outcome.compactions and not any(dict(m) == cm._open_turn[0] for m in final):
+        final += cm._open_turn  # summarized with the request, but its results are still to come
     messages_before = len(cm._messages)
     if cm.store is not None:
         if outcome.compactions:
+            config = cm._work.config
             stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
-            through = _store.through_from_suffix(final, stored)
-            inner = _store.summary_block_text(final, cm._work.config)
+            through = _store.overflow_through(final, stored, config)
+            inner = _store.summary_block_text(final, config)
+            if through is not None and cm._through_id is not None and through <= cm._through_id:
+                through = None  # only the stored summary was compacted again: nothing to move past
             if through is not None and inner is not None:
                 merged, archive = merged_recovery(outcome)
-                if not save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive).compacted:
+                tail = _store.compacted_tail(final, stored, through, config, tail_through=cm._tail_through)
+                saved = save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive, tail)
+                if not saved.compacted:
                     cm.logger.warning("Compaction not applied: %s", _store.LOST_RACE)
         else:
             cm.logger.warning(

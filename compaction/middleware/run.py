@@ -27,6 +27,7 @@ from compaction.middleware.guard import EventTrigger, growth_point
 from compaction.middleware.measure import ContextMeasure, Reading, decide, scale
 from compaction.middleware.reporting import finished_event, history_entry, log_compaction, planned_zone, start_line
 from compaction.result import CompactionResult, Trigger
+from compaction.store import CompactedTail, StoredMessage
 
 if TYPE_CHECKING:
     from compaction.middleware.manager import ContextManager
@@ -71,6 +72,7 @@ async def run_compaction(
     cm.logger.info("%s", line)
     started = time.perf_counter()
     acompact_trigger: Trigger = "manual" if manual else "threshold"
+    marks = cm._hold_pending()  # a turn whose calls still wait for results stays open, as it is
     try:
         prepared = None
         if cm._preparer is not None and instructions is None:
@@ -87,6 +89,7 @@ async def run_compaction(
         else:
             result = await compact_memory(cm, acompact_trigger, instructions, work)
     except Exception as exc:
+        cm._release_pending(marks)
         if not manual:
             wait_for_growth(cm, decision.effective_tokens)
         cm.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
@@ -95,6 +98,15 @@ async def run_compaction(
         if manual:
             raise
         return None
+    held = cm._held
+    if cm._release_pending(marks) and result.compacted:
+        # The result describes the context: the compaction's output and the open turn after it.
+        request, system, _ = cm._request(cm._messages)
+        result = replace(
+            result,
+            messages=[*result.messages, *(m for m, *_ in held)],
+            tokens_after=cm._work.count(request, system=system, tools=cm._tools_after_compaction()),
+        )
     cm.last_result = result
     if not result.compacted:
         if not manual:
@@ -126,7 +138,8 @@ async def compact_memory(
     """Without a store: compact the context and adopt the result (with ``work``, default the
     manager's compactor)."""
     request, system, prepended = cm._request(cm._messages)
-    result = await (work or cm._work).acompact(request, instructions, system=system, tools=cm._tools, trigger=trigger)
+    tools = cm._tools_after_compaction()
+    result = await (work or cm._work).acompact(request, instructions, system=system, tools=tools, trigger=trigger)
     if result.compacted:
         cm._adopt(result.messages, result.system, prepended)
         cm._archive_for_recall(result.archive)
@@ -142,7 +155,8 @@ async def compact_stored(
     work: Compactor | None = None,
 ) -> CompactionResult:
     """Store mode: compact the stored messages after the stored summary (extending it) and save
-    the new summary (:func:`save_compaction`); ``tokens_before`` counts the whole context."""
+    the new summary with what the compaction kept (:func:`save_compaction`); ``tokens_before``
+    counts the whole context."""
     assert cm.store is not None
     stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
     ids = [i for _, i in stored]
@@ -151,18 +165,20 @@ async def compact_stored(
     previous = _store.previous_summary_body(cm._summary, config) if cm._summary else None
     # The compactor sees the stored messages and the summary's text apart; the context is both.
     context, context_system, _ = cm._request(cm._messages)
-    whole = cm._work.count(context, system=context_system)
+    tools = cm._tools_after_compaction()
+    whole = cm._work.count(context, system=context_system, tools=tools)
     result = await (work or cm._work).acompact(
-        request, instructions, system=system, previous_summary=previous, tools=cm._tools, trigger=trigger
+        request, instructions, system=system, previous_summary=previous, tools=tools, trigger=trigger
     )
     result = _store.whole_context(result, whole)
     if not result.compacted:
         return result
     through = _store.through_from_archive(request, system, ids, result)
-    if through is None:
+    if through is None or (cm._through_id is not None and through <= cm._through_id):
         return replace(result, compacted=False, reason="the compaction summarized no stored message")
     inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
-    return save_compaction(cm, result, through, inner, event_trigger, measure.tokens, result.archive)
+    tail = _store.compacted_tail(result.messages, stored, through, config, tail_through=cm._tail_through)
+    return save_compaction(cm, result, through, inner, event_trigger, measure.tokens, result.archive, tail)
 
 
 def save_compaction(
@@ -173,10 +189,14 @@ def save_compaction(
     trigger: str,
     tokens_before: int,
     archive: Mapping[str, Mapping[str, Any]],
+    tail: CompactedTail | None,
 ) -> CompactionResult:
-    """Store mode: save the summary with a compare-and-swap and reload the context (ours, or
-    the one of the worker that saved first)."""
+    """Store mode: save the summary and what the compaction kept (``tail``) with a compare-and-swap
+    and reload the context (ours, or the one of the worker that saved first)."""
     assert cm.store is not None
+    if tail is not None and cm._held:  # the open turn stays in the context after the tail, as it is
+        held = [StoredMessage(i, m) for m, i, *_ in cm._held if i is not None and i <= tail.through_id]
+        tail = replace(tail, messages=(*tail.messages, *held))
     entry = history_entry(result, trigger, tokens_before, result.tokens_after, through, summary=inner)
     saved = cm.store.save_compaction(
         cm.session_id,
@@ -185,6 +205,7 @@ def save_compaction(
         summary=inner,
         entry=entry,
         archive=archive,
+        tail=tail,
     )
     cm._load_from_store()
     if not saved:
