@@ -167,6 +167,20 @@ def test_words_rank_by_bm25_when_nothing_is_verbatim(make_source: Callable[[Arch
     assert "share its words" in answer_recall(source, {"query": "refund decimals in the receipt email"})
 
 
+def test_equal_bm25_scores_list_the_later_message_first(make_source: Callable[[Archive], RecallSource]) -> None:
+    """Ties (the same words as often, in messages of the same length) go to the later message: the
+    agent's most recent attempt is the one it most likely wants back. Paging keeps that order."""
+    archive = {f"m_{i}": {"role": "user", "content": f"retry the flaky deploy, attempt {i}"} for i in range(6)}
+    archive["m_other"] = {"role": "user", "content": "lint passes on the main branch"}
+    source = make_source(archive)
+    found = source.search("deploy flaky")  # not verbatim: the words in another order
+    assert found.verbatim == 0
+    assert len({hit.score for hit in found}) == 1
+    assert [hit.archive_id for hit in found] == [f"m_{i}" for i in reversed(range(6))]
+    paged = [hit.archive_id for offset in (0, 2, 4) for hit in source.search("deploy flaky", limit=2, offset=offset)]
+    assert paged == [hit.archive_id for hit in found]
+
+
 def test_no_match_and_blank_queries(make_source: Callable[[Archive], RecallSource]) -> None:
     source = make_source(identifier_archive())
     assert source.search("zzqx-nothing-like-it").total == 0
