@@ -758,10 +758,15 @@ def _apply(draw: st.DrawFn, z: Noise, shape: _Shape, messages: Messages, damage:
 
 @st.composite
 def damaged_transcripts(
-    draw: st.DrawFn, fmt: Format, *, max_damages: int = 3, max_messages: int = 24
+    draw: st.DrawFn, fmt: Format, *, max_damages: int = 3, max_messages: int = 24, min_messages: int | None = None
 ) -> tuple[Transcript, list[str]]:
     """A damaged transcript in canonical form, and the damages applied to it (in order)."""
-    messages, system = draw(valid_transcripts(fmt, max_messages=max_messages))
+    sizes = (
+        {"max_messages": max_messages}
+        if min_messages is None
+        else {"min_messages": min_messages, "max_messages": max_messages}
+    )
+    messages, system = draw(valid_transcripts(fmt, **sizes))
     messages = copy.deepcopy(messages)
     z = Noise(draw(_seeds))
     shape = _Shape(fmt)

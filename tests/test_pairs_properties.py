@@ -242,7 +242,12 @@ def test_a_result_ahead_of_its_call_is_moved_after_it_not_replaced(fmt: Format) 
     """Histories merged out of order put a result before its call: repair keeps that result (moved
     after its call) instead of dropping it as a duplicate and synthesizing "no result"."""
     (result,) = _results_messages(fmt, ["c1"])
-    messages = [{"role": "user", "content": "go"}, result, _calls_message(fmt, ["c1"]), {"role": "user", "content": "ok"}]
+    messages = [
+        {"role": "user", "content": "go"},
+        result,
+        _calls_message(fmt, ["c1"]),
+        {"role": "user", "content": "ok"},
+    ]
     fixed, report = repair(to_canonical(messages, format=fmt))
     assert validate(fixed) == []
     assert (report.removed, report.synthesized, report.moved) == ([], [], ["c1"])

@@ -1116,9 +1116,13 @@ def _fit_attempt(system_words: int) -> tuple[str, CompactionResult | None]:
     try:
         result = compact(compactor, messages)
     except CompactionError as exc:
-        if "after every reduction" in str(exc):
+        error = str(exc)
+    else:
+        error = ""
+    if error:
+        if "after every reduction" in error:
             return "final", None
-        assert "protected content alone" in str(exc), exc
+        assert "protected content alone" in error, error
         return "protected", None
     # The promise on an estimated count: the count x the margin (rounded up) is within the budget.
     assert result.exact_counts is False
