@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 pytest.importorskip("litellm")
 
 import litellm
+from serve_ports import logged_port
 
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical
@@ -148,14 +148,9 @@ async def test_provider_refuses_streaming_with_a_reason() -> None:
 # --- the real proxy ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def _proxy(config: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _proxy(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The LiteLLM proxy on a port it picks itself (``--port 0``; :func:`logged_port` reads it)."""
     env = {
         **os.environ,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -176,7 +171,7 @@ def _proxy(config: Path, port: int, log: Path) -> Iterator[subprocess.Popen[byte
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(port),
+                "0",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -230,10 +225,9 @@ def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
         config.write_text(example.replace("http://127.0.0.1:8001/v1", server.openai_api_base))
         callbacks = ROOT / "examples" / "litellm_proxy" / "compaction_callbacks.py"
         (tmp_path / callbacks.name).write_text(callbacks.read_text())
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
         log = tmp_path / "proxy.log"
-        with _proxy(config, port, log) as proc:
+        with _proxy(config, log) as proc:
+            base = f"http://127.0.0.1:{logged_port(proc, log)}"
             _wait_ready(base, proc, log)
             # Over the hook's threshold: compacted before it is sent (one upstream call).
             status, body = _post(
