@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from installed import require
 from serve_ports import listening_port
 
-httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("psycopg")
+httpx = require("httpx")
+require("fastapi")
+require("psycopg")
 
 LOST_RACE = "another worker compacted this session first"
 BATCHES = 3  # per session, appended concurrently through both instances

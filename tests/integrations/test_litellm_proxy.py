@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("litellm")
+require("litellm")
 
 import litellm
 from serve_ports import logged_port
@@ -218,7 +219,7 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, deadline_s:
 
 @pytest.mark.slow
 def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
-    pytest.importorskip("litellm.proxy.proxy_server")
+    require("litellm.proxy.proxy_server")
     with FakeProvider(context_window=6_000) as server:
         example = (ROOT / "examples" / "litellm_proxy" / "config.yaml").read_text()
         config = tmp_path / "config.yaml"

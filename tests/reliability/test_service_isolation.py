@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
+require("fastapi")
+require("uvicorn")
 
 from compaction.sqlite_store import SQLiteSessionStore
 from tests import test_server

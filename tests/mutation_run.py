@@ -1,0 +1,150 @@
+"""Mutation testing of the core, one module at a time (mutmut), with the score of each.
+
+Run through nox (``nox -s mutation``, or ``nox -s mutation -- compaction/pairs.py`` for one target);
+not part of the default sessions: a full run takes about an hour on two cores. Each target is
+mutated in a scratch copy of the checkout (``.nox/mutation/<target>``) with its own mutmut
+configuration: the module, and the test files that are about it (mutmut then runs, for each
+mutant, only the tests that call the mutated function). A target may also name the functions to
+mutate (``pattern``) when the module holds more than the behaviour the target is about.
+
+Prints one line per target (killed, survived, score) and the surviving mutants, and writes them to
+``.nox/mutation/summary.json``. Read each survivor with ``mutmut show <name>`` in the target's
+scratch directory; tests/MUTATION.md lists the ones that are equivalent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = ROOT / ".nox" / "mutation"
+
+
+@dataclass(frozen=True)
+class Target:
+    module: str
+    tests: tuple[str, ...]
+    pattern: str | None = None
+    """A mutmut mutant-name glob (``module.x_function__mutmut_*``, ``module.xǁClassǁmethod__mutmut_*``)."""
+
+
+TARGETS: dict[str, Target] = {
+    "guards/window.py": Target("guards/window.py", ("tests/guards/test_window.py",)),
+    "guards/overflow.py": Target("guards/overflow.py", ("tests/guards/test_overflow.py",)),
+    "compaction/pairs.py": Target(
+        "compaction/pairs.py", ("tests/test_pairs_properties.py", "tests/test_turn_rules.py")
+    ),
+    "budget": Target(
+        "compaction/pipeline.py",
+        ("tests/test_pipeline.py",),
+        pattern="compaction.pipeline.xǁBudgetǁ*",
+    ),
+    "compaction/recall/_memory.py": Target("compaction/recall/_memory.py", ("tests/test_recall.py",)),
+    "compaction/redact.py": Target("compaction/redact.py", ("tests/test_redact.py",)),
+    "compaction/sqlite_store.py": Target(
+        "compaction/sqlite_store.py",
+        ("tests/stores/test_store_contract.py", "tests/test_sqlite_store.py"),
+        pattern="compaction.sqlite_store.xǁSQLiteSessionStoreǁsave_compaction__mutmut_*",
+    ),
+}
+DEFAULT = tuple(TARGETS)
+IGNORED = shutil.ignore_patterns(".git", ".nox", "mutants", "__pycache__", "*.pyc", ".venv", "*.db")
+
+
+def _scratch_copy(name: str, target: Target) -> Path:
+    where = SCRATCH / name.replace("/", "_")
+    shutil.rmtree(where, ignore_errors=True)
+    shutil.copytree(ROOT, where, ignore=IGNORED)
+    config = [
+        "",
+        "[tool.mutmut]",
+        'source_paths = ["compaction", "guards"]',
+        f"only_mutate = [{json.dumps(target.module)}]",
+        f"pytest_add_cli_args_test_selection = {json.dumps(list(target.tests))}",
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-x"]',
+        'also_copy = ["examples", "benchmarks", "README.md"]',
+    ]
+    pyproject = where / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    if "[tool.mutmut]" in text:
+        raise SystemExit("pyproject.toml has its own [tool.mutmut]: the runner writes one per target")
+    pyproject.write_text(text + "\n".join(config) + "\n", encoding="utf-8")
+    return where
+
+
+def _mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the mutated copy, not the checkout
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    command = [sys.executable, "-m", "mutmut", *args]
+    return subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, check=False)
+
+
+def run_target(name: str, target: Target, children: int) -> dict[str, object]:
+    where = _scratch_copy(name, target)
+    run = _mutmut(where, "run", "--max-children", str(children), *([target.pattern] if target.pattern else []))
+    (where / "mutmut-run.log").write_text(run.stdout + run.stderr, encoding="utf-8")
+    _mutmut(where, "export-cicd-stats")
+    stats_file = where / "mutants" / "mutmut-cicd-stats.json"
+    if not stats_file.is_file():
+        raise SystemExit(f"{name}: mutmut did not finish (see {where / 'mutmut-run.log'})")
+    stats = json.loads(stats_file.read_text(encoding="utf-8"))
+    results = _mutmut(where, "results").stdout
+    survivors = sorted(line.split(":")[0].strip() for line in results.splitlines() if line.strip().endswith("survived"))
+    if target.pattern:  # `results` lists every mutant of the module; keep the ones that were run
+        prefix = target.pattern.rstrip("*")
+        survivors = [s for s in survivors if s.startswith(prefix)]
+    # Timeouts count as killed (the mutant hung the tests); "no tests" and "suspicious" do not.
+    killed = int(stats["killed"]) + int(stats["timeout"]) + int(stats["segfault"])
+    total = killed + len(survivors) + int(stats["no_tests"]) + int(stats["suspicious"])
+    score = killed / total if total else 0.0
+    return {
+        "target": name,
+        "module": target.module,
+        "pattern": target.pattern,
+        "tests": list(target.tests),
+        "killed": killed,
+        "survived": len(survivors),
+        "no_tests": stats["no_tests"],
+        "suspicious": stats["suspicious"],
+        "total": total,
+        "score": round(score, 4),
+        "survivors": survivors,
+        "scratch": str(where.relative_to(ROOT)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", default=list(DEFAULT), help=f"of: {', '.join(TARGETS)}")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--min-score", type=float, default=0.9, help="fail below this score (on all targets)")
+    args = parser.parse_args(argv)
+    unknown = [t for t in args.targets if t not in TARGETS]
+    if unknown:
+        parser.error(f"unknown targets {unknown}; known: {', '.join(TARGETS)}")
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    summary = []
+    for name in args.targets:
+        row = run_target(name, TARGETS[name], args.max_children)
+        summary.append(row)
+        print(f"{name}: {row['killed']} killed / {row['total']} mutants, score {row['score']:.1%}", flush=True)
+        for survivor in row["survivors"]:  # type: ignore[attr-defined]
+            print(f"    survived: {survivor}")
+    killed = sum(int(row["killed"]) for row in summary)  # type: ignore[call-overload]
+    total = sum(int(row["total"]) for row in summary)  # type: ignore[call-overload]
+    score = killed / total if total else 0.0
+    print(f"all targets: {killed} killed / {total} mutants, score {score:.1%}")
+    (SCRATCH / "summary.json").write_text(json.dumps({"score": score, "targets": summary}, indent=2), encoding="utf-8")
+    return 0 if score >= args.min_score else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
