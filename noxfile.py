@@ -39,7 +39,7 @@ def tests(session: nox.Session) -> None:
 # The library's first example, run from the installed wheel: the bundled transcript, compacted
 # offline. It fails when ``compaction`` is imported from anywhere but the environment's packages.
 WHEEL_EXAMPLE = """
-import json, sys, sysconfig
+import json, sysconfig
 from importlib.resources import files
 from pathlib import Path
 
@@ -65,7 +65,7 @@ def package(session: nox.Session) -> None:
     from pathlib import Path
 
     session.install("uv")
-    work = Path(session.create_tmp()) / "package"
+    work = Path(session.create_tmp()).resolve() / "package"
     shutil.rmtree(work, ignore_errors=True)
     dist = work / "dist"
     session.run("uv", "build", "--sdist", "--wheel", "--out-dir", str(dist), silent=True)
