@@ -29,7 +29,7 @@ def tests(session: nox.Session) -> None:
     """The whole test suite (hypothesis 'ci' profile: bounded examples), in a random order.
 
     pytest-randomly (in the test extra) shuffles the order and prints its seed: rerun one order
-    with ``nox -s tests -- -p randomly -p "randomly_seed=N"``, the file order with ``-- -p no:randomly``.
+    with ``nox -s tests -- --randomly-seed=N``, the file order with ``nox -s tests -- -p no:randomly``.
     """
     session.install("-e", ".[test]")
     env = {**ENV, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "ci")}
