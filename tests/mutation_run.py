@@ -15,6 +15,7 @@ scratch directory; tests/MUTATION.md lists the ones that are equivalent.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -31,35 +32,58 @@ SCRATCH = ROOT / ".nox" / "mutation"
 class Target:
     module: str
     tests: tuple[str, ...]
-    pattern: str | None = None
-    """A mutmut mutant-name glob (``module.x_function__mutmut_*``, ``module.xǁClassǁmethod__mutmut_*``)."""
+    """Test files or node ids: the tests about this target's behaviour."""
+    patterns: tuple[str, ...] = ()
+    """mutmut mutant-name globs (``module.x_function__mutmut_*``, ``module.xǁClassǁmethod__mutmut_*``);
+    empty: every mutant of the module."""
+
+
+def _functions(module: str, *names: str) -> tuple[str, ...]:
+    dotted = module.removesuffix(".py").replace("/", ".")
+    return tuple(f"{dotted}.{name}__mutmut_*" for name in names)
 
 
 TARGETS: dict[str, Target] = {
-    "guards/window.py": Target("guards/window.py", ("tests/guards/test_window.py",)),
-    "guards/overflow.py": Target("guards/overflow.py", ("tests/guards/test_overflow.py",)),
-    "compaction/pairs.py": Target(
-        "compaction/pairs.py", ("tests/test_pairs_properties.py", "tests/test_turn_rules.py")
+    # Pairing: which result belongs to which call, and where a transcript may be cut.
+    "pairs": Target(
+        "compaction/pairs.py",
+        ("tests/test_pairs_properties.py", "tests/test_turn_rules.py"),
+        _functions("compaction/pairs.py", "x__claim_results", "x_safe_cut_points"),
     ),
+    # The budget arithmetic: the 1.2 margin on estimated counts, the trigger ceiling.
     "budget": Target(
         "compaction/pipeline.py",
-        ("tests/test_pipeline.py",),
-        pattern="compaction.pipeline.xǁBudgetǁ*",
+        (
+            "tests/test_pipeline.py::test_estimated_counts_fit_the_budget_with_the_margin_or_the_last_check_raises",
+            "tests/test_pipeline.py::test_result_fits_the_budget_by_the_exact_counter",
+            "tests/test_pipeline.py::test_protected_content_alone_too_large_raises_with_numbers",
+        ),
+        _functions("compaction/pipeline.py", "xǁBudgetǁeffective", "xǁBudgetǁfits", "xǁBudgetǁceiling"),
     ),
-    "compaction/recall/_memory.py": Target("compaction/recall/_memory.py", ("tests/test_recall.py",)),
-    "compaction/redact.py": Target("compaction/redact.py", ("tests/test_redact.py",)),
-    "compaction/sqlite_store.py": Target(
+    # Recall's ranking: verbatim hits, then BM25 with the later message first on ties.
+    "recall": Target(
+        "compaction/recall/_memory.py",
+        ("tests/test_recall.py",),
+        _functions("compaction/recall/_memory.py", "xǁMemoryRecallIndexǁsearch"),
+    ),
+    "window": Target("guards/window.py", ("tests/guards/test_window.py",)),
+    "overflow": Target("guards/overflow.py", ("tests/guards/test_overflow.py",)),
+    "redact": Target("compaction/redact.py", ("tests/test_redact.py",)),
+    # The stores' compare-and-set: a compaction saved only over the context it was computed from.
+    "sqlite-cas": Target(
         "compaction/sqlite_store.py",
         ("tests/stores/test_store_contract.py", "tests/test_sqlite_store.py"),
-        pattern="compaction.sqlite_store.xǁSQLiteSessionStoreǁsave_compaction__mutmut_*",
+        _functions("compaction/sqlite_store.py", "xǁSQLiteSessionStoreǁsave_compaction"),
     ),
 }
 DEFAULT = tuple(TARGETS)
 IGNORED = shutil.ignore_patterns(".git", ".nox", "mutants", "__pycache__", "*.pyc", ".venv", "*.db")
 
 
-def _scratch_copy(name: str, target: Target) -> Path:
+def _scratch_copy(name: str, target: Target, *, reuse: bool) -> Path:
     where = SCRATCH / name.replace("/", "_")
+    if reuse and (where / "mutants" / "mutmut-stats.json").is_file():
+        return where  # mutmut's stats (which tests call which function) and results are kept
     shutil.rmtree(where, ignore_errors=True)
     shutil.copytree(ROOT, where, ignore=IGNORED)
     config = [
@@ -87,33 +111,36 @@ def _mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, check=False)
 
 
-def run_target(name: str, target: Target, children: int) -> dict[str, object]:
-    where = _scratch_copy(name, target)
-    run = _mutmut(where, "run", "--max-children", str(children), *([target.pattern] if target.pattern else []))
+def _statuses(where: Path, target: Target) -> dict[str, str]:
+    """mutant name -> mutmut's status, for the mutants of ``target`` (all, or its patterns')."""
+    listing = _mutmut(where, "results", "--all", "true").stdout
+    out: dict[str, str] = {}
+    for line in listing.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name and (not target.patterns or any(fnmatch.fnmatchcase(name, p) for p in target.patterns)):
+            out[name] = status
+    return out
+
+
+def run_target(name: str, target: Target, children: int, *, reuse: bool = False) -> dict[str, object]:
+    where = _scratch_copy(name, target, reuse=reuse)
+    run = _mutmut(where, "run", "--max-children", str(children), *target.patterns)
     (where / "mutmut-run.log").write_text(run.stdout + run.stderr, encoding="utf-8")
-    _mutmut(where, "export-cicd-stats")
-    stats_file = where / "mutants" / "mutmut-cicd-stats.json"
-    if not stats_file.is_file():
-        raise SystemExit(f"{name}: mutmut did not finish (see {where / 'mutmut-run.log'})")
-    stats = json.loads(stats_file.read_text(encoding="utf-8"))
-    results = _mutmut(where, "results").stdout
-    survivors = sorted(line.split(":")[0].strip() for line in results.splitlines() if line.strip().endswith("survived"))
-    if target.pattern:  # `results` lists every mutant of the module; keep the ones that were run
-        prefix = target.pattern.rstrip("*")
-        survivors = [s for s in survivors if s.startswith(prefix)]
+    if run.returncode != 0:
+        raise SystemExit(f"{name}: mutmut failed (see {where / 'mutmut-run.log'})")
+    statuses = _statuses(where, target)
+    survivors = sorted(name for name, status in statuses.items() if status == "survived")
     # Timeouts count as killed (the mutant hung the tests); "no tests" and "suspicious" do not.
-    killed = int(stats["killed"]) + int(stats["timeout"]) + int(stats["segfault"])
-    total = killed + len(survivors) + int(stats["no_tests"]) + int(stats["suspicious"])
+    killed = sum(status in ("killed", "timeout", "segfault") for status in statuses.values())
+    total = sum(status != "not checked" for status in statuses.values())
     score = killed / total if total else 0.0
     return {
         "target": name,
         "module": target.module,
-        "pattern": target.pattern,
+        "patterns": list(target.patterns),
         "tests": list(target.tests),
         "killed": killed,
         "survived": len(survivors),
-        "no_tests": stats["no_tests"],
-        "suspicious": stats["suspicious"],
         "total": total,
         "score": round(score, 4),
         "survivors": survivors,
@@ -126,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", default=list(DEFAULT), help=f"of: {', '.join(TARGETS)}")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--min-score", type=float, default=0.9, help="fail below this score (on all targets)")
+    parser.add_argument("--reuse", action="store_true", help="keep a target's scratch copy and mutmut's results")
     args = parser.parse_args(argv)
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:
@@ -133,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     summary = []
     for name in args.targets:
-        row = run_target(name, TARGETS[name], args.max_children)
+        row = run_target(name, TARGETS[name], args.max_children, reuse=args.reuse)
         summary.append(row)
         print(f"{name}: {row['killed']} killed / {row['total']} mutants, score {row['score']:.1%}", flush=True)
         for survivor in row["survivors"]:  # type: ignore[attr-defined]
