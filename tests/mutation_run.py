@@ -54,11 +54,14 @@ TARGETS: dict[str, Target] = {
     "budget": Target(
         "compaction/pipeline.py",
         (
+            "tests/test_pipeline.py::test_budget_applies_the_margin_to_estimates_only_and_a_count_at_the_budget_fits",
             "tests/test_pipeline.py::test_estimated_counts_fit_the_budget_with_the_margin_or_the_last_check_raises",
             "tests/test_pipeline.py::test_result_fits_the_budget_by_the_exact_counter",
             "tests/test_pipeline.py::test_protected_content_alone_too_large_raises_with_numbers",
         ),
-        _functions("compaction/pipeline.py", "xǁBudgetǁeffective", "xǁBudgetǁfits", "xǁBudgetǁceiling"),
+        _functions(
+            "compaction/pipeline.py", "xǁBudgetǁeffective", "xǁBudgetǁfits", "xǁBudgetǁceiling", "xǁBudgetǁsettled"
+        ),
     ),
     # Recall's ranking: verbatim hits, then BM25 with the later message first on ties.
     "recall": Target(

@@ -27,6 +27,7 @@ import pytest
 from compaction import CompactionConfig, CompactionError, Compactor, replay
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
+from compaction.pipeline import Budget
 from compaction.prompts import SECTION_HEADINGS
 from compaction.result import CompactionResult
 from compaction.summarizers.base import SummarizerError, SummarizerOverflowError, SummaryRequest
@@ -1129,6 +1130,19 @@ def _fit_attempt(system_words: int) -> tuple[str, CompactionResult | None]:
     assert math.ceil(result.tokens_after * 1.2) <= result.budget, (system_words, result.tokens_after, result.budget)
     assert compactor.count(result.messages) == result.tokens_after
     return "ok", result
+
+
+def test_budget_applies_the_margin_to_estimates_only_and_a_count_at_the_budget_fits() -> None:
+    estimated = Budget(window=60_000, budget=1_000, margin=1.2, exact=False)
+    assert (estimated.effective(833), estimated.fits(833)) == (1_000, True)  # ceil(999.6): at the budget
+    assert (estimated.effective(834), estimated.fits(834)) == (1_001, False)
+    exact = Budget(window=60_000, budget=1_000, margin=1.2, exact=True)
+    assert (exact.effective(1_000), exact.fits(1_000), exact.fits(1_001)) == (1_000, True, False)
+    # The trigger point in raw tokens: the lower of budget and threshold, without the margin when exact.
+    triggered = Budget(window=60_000, budget=1_000, margin=1.2, exact=False, threshold=900)
+    assert (triggered.ceiling, triggered.settled) == (750, 375)
+    assert Budget(window=60_000, budget=1_000, margin=1.2, exact=True, threshold=900).ceiling == 900
+    assert exact.ceiling == 1_000
 
 
 def test_estimated_counts_fit_the_budget_with_the_margin_or_the_last_check_raises() -> None:
