@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--min-score", type=float, default=0.9, help="fail below this score (on all targets)")
     parser.add_argument("--reuse", action="store_true", help="keep a target's scratch copy and mutmut's results")
+    parser.add_argument("--functions", nargs="+", help="mutate only these functions (names as in the target)")
     args = parser.parse_args(argv)
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:
@@ -164,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     summary = []
     for name in args.targets:
-        row = run_target(name, TARGETS[name], args.max_children, reuse=args.reuse)
+        target = TARGETS[name]
+        if args.functions:
+            target = replace(target, patterns=_functions(target.module, *args.functions))
+        row = run_target(name, target, args.max_children, reuse=args.reuse)
         summary.append(row)
         print(f"{name}: {row['killed']} killed / {row['total']} mutants, score {row['score']:.1%}", flush=True)
         for survivor in row["survivors"]:  # type: ignore[attr-defined]
