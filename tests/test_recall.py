@@ -181,6 +181,21 @@ def test_equal_bm25_scores_list_the_later_message_first(make_source: Callable[[A
     assert paged == [hit.archive_id for hit in found]
 
 
+def test_search_arguments_are_checked_and_a_zero_limit_only_counts(
+    make_source: Callable[[Archive], RecallSource],
+) -> None:
+    source = make_source(many(5))
+    with pytest.raises(ValueError, match="the query is empty"):
+        source.search("   ")
+    for limit, offset in ((-1, 0), (1, -1), (-1, -1)):
+        with pytest.raises(ValueError, match=rf"limit and offset must be >= 0, got {limit} and {offset}"):
+            source.search("deploy.sh", limit=limit, offset=offset)
+    counted = source.search("deploy.sh", limit=0)
+    assert (counted.hits, counted.total, counted.verbatim) == ((), 5, 5)
+    verbatim = source.search("deploy.sh", limit=5).hits
+    assert all(hit.verbatim is True and isinstance(hit.score, float) and hit.score > 0 for hit in verbatim)
+
+
 def test_no_match_and_blank_queries(make_source: Callable[[Archive], RecallSource]) -> None:
     source = make_source(identifier_archive())
     assert source.search("zzqx-nothing-like-it").total == 0
