@@ -194,6 +194,10 @@ def test_search_arguments_are_checked_and_a_zero_limit_only_counts(
     assert (counted.hits, counted.total, counted.verbatim) == ((), 5, 5)
     verbatim = source.search("deploy.sh", limit=5).hits
     assert all(hit.verbatim is True and isinstance(hit.score, float) and hit.score > 0 for hit in verbatim)
+    assert source.search("deploy.sh", limit=2, offset=2).offset == 2
+    assert source.search("host deploy.sh", limit=2, offset=1).offset == 1  # not verbatim: the BM25 path
+    for hit in source.search("host deploy.sh").hits:
+        assert (hit.verbatim, hit.role) == (False, "user")
 
 
 def test_no_match_and_blank_queries(make_source: Callable[[Archive], RecallSource]) -> None:
