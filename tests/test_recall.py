@@ -190,6 +190,7 @@ def test_search_arguments_are_checked_and_a_zero_limit_only_counts(
     for limit, offset in ((-1, 0), (1, -1), (-1, -1)):
         with pytest.raises(ValueError, match=rf"limit and offset must be >= 0, got {limit} and {offset}"):
             source.search("deploy.sh", limit=limit, offset=offset)
+    assert len(make_source(many(20)).search("deploy.sh").hits) == 8  # the default page
     counted = source.search("deploy.sh", limit=0)
     assert (counted.hits, counted.total, counted.verbatim) == ((), 5, 5)
     verbatim = source.search("deploy.sh", limit=5).hits
