@@ -1,4 +1,5 @@
-"""Sessions: tests, lint, typecheck, docs, bench, demo (and peers, outside CI).
+"""Sessions: lint, typecheck, tests, docs, package (the default, what CI runs); bench, demo, and
+outside CI peers and mutation.
 
 Environments are built with uv (about 4x faster than virtualenv here); litellm is pinned in
 pyproject.toml so resolution takes seconds, not minutes.
@@ -12,7 +13,7 @@ import sys
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "typecheck", "tests", "docs"]
+nox.options.sessions = ["lint", "typecheck", "tests", "docs", "package"]
 nox.options.reuse_existing_virtualenvs = True
 # A session whose interpreter cannot be found fails the run (nox's default skips it and exits 0).
 nox.options.error_on_missing_interpreters = True
@@ -25,10 +26,77 @@ ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "TOKENIZER
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The whole test suite (hypothesis 'ci' profile: bounded examples)."""
+    """The whole test suite (hypothesis 'ci' profile: bounded examples), in a random order.
+
+    pytest-randomly (in the test extra) shuffles the order and prints its seed: rerun one order
+    with ``nox -s tests -- --randomly-seed=N``, the file order with ``nox -s tests -- -p no:randomly``.
+    """
     session.install("-e", ".[test]")
     env = {**ENV, "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "ci")}
     session.run("pytest", "-q", "-p", "no:cacheprovider", *session.posargs, env=env)
+
+
+# The library's first example, run from the installed wheel: the bundled transcript, compacted
+# offline. It fails when ``compaction`` is imported from anywhere but the environment's packages.
+WHEEL_EXAMPLE = """
+import json, sysconfig
+from importlib.resources import files
+from pathlib import Path
+
+import compaction
+from compaction import CompactionConfig, Compactor
+
+where = Path(compaction.__file__).resolve()
+assert where.is_relative_to(Path(sysconfig.get_paths()["purelib"]).resolve()), where
+messages = json.loads(files("compaction").joinpath("examples", "coding_session.json").read_text("utf-8"))
+result = Compactor("gpt-4o", config=CompactionConfig(window=32_000)).compact(messages)
+assert result.compacted and result.tokens_after <= result.budget, result.reason
+print(f"wheel {compaction.__version__}: {result.tokens_before:,} -> {result.tokens_after:,} tokens, "
+      f"{len(messages)} -> {len(result.messages)} messages ({result.fallback_level})")
+"""
+
+
+@nox.session(python=PYTHON)
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel, install the wheel (not editable) in a fresh environment
+    outside the checkout, and run ``compaction demo`` and the library's first example from it."""
+    import glob
+    import shutil
+    from pathlib import Path
+
+    session.install("uv")
+    work = Path(session.create_tmp()).resolve() / "package"
+    shutil.rmtree(work, ignore_errors=True)
+    dist = work / "dist"
+    session.run("uv", "build", "--sdist", "--wheel", "--out-dir", str(dist), silent=True)
+    wheels = glob.glob(str(dist / "*.whl"))
+    sdists = glob.glob(str(dist / "*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        session.error(f"expected one wheel and one sdist in {dist}: {wheels + sdists}")
+    venv = work / "venv"
+    session.run("uv", "venv", "--quiet", "--python", sys.executable, str(venv))
+    python = str(venv / ("Scripts" if sys.platform == "win32" else "bin") / "python")
+    session.run("uv", "pip", "install", "--quiet", "--python", python, wheels[0])
+    run_dir = work / "run"  # outside the checkout: the checkout's compaction/ cannot be imported
+    run_dir.mkdir()
+    session.chdir(run_dir)
+    env = {**ENV, "PYTHONPATH": ""}
+    compaction_cli = str(Path(python).parent / "compaction")
+    session.run(compaction_cli, "--version", env=env, external=True)
+    session.run(compaction_cli, "demo", env=env, external=True)
+    session.run(python, "-c", WHEEL_EXAMPLE, env=env, external=True)
+
+
+@nox.session(python=PYTHON, default=False)
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the core with mutmut, one module at a time (about an hour; not in CI).
+
+    ``nox -s mutation`` runs every target of tests/mutation_run.py; ``nox -s mutation --
+    compaction/pairs.py budget`` runs those. Prints each target's score and its surviving
+    mutants (tests/MUTATION.md says which survivors are equivalent); fails below 90 %.
+    """
+    session.install("-e", ".[test]", "mutmut>=3.8,<4")
+    session.run("python", "tests/mutation_run.py", *session.posargs, env=ENV)
 
 
 @nox.session(python=PYTHON)

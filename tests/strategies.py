@@ -7,8 +7,8 @@ blocks with signatures, ``cache_control``, unknown fields and unknown block type
 unusual orders.
 
 Damaged transcripts start from a valid one and break tool pairing the ways real histories get
-broken: dropped, duplicated, moved and orphaned results, repeated call ids, aborted assistant
-turns and stray trailing tool messages.
+broken: dropped, duplicated, moved (later, or ahead of their call) and orphaned results, repeated
+call ids, aborted assistant turns and stray trailing tool messages.
 
 Speed: every hypothesis draw costs tens of microseconds, so the *structure* of a transcript
 (how many messages, which kinds, how many parallel calls, which damage where) is drawn with
@@ -588,6 +588,7 @@ DAMAGES = (
     "drop_result",
     "duplicate_result",
     "move_result_later",
+    "move_result_before_call",
     "orphan_result",
     "duplicate_call_id",
     "aborted_turn_end",
@@ -701,6 +702,15 @@ def _apply(draw: st.DrawFn, z: Noise, shape: _Shape, messages: Messages, damage:
         position = draw(st.integers(loc[0], len(messages)))
         messages[position:position] = [{"role": "user", "content": z.text()}, carrier]
         return damage
+    if damage == "move_result_before_call" and results:
+        # Logs merged out of order put a result ahead of its call: it is still that call's result.
+        loc = results[pick(len(results))]
+        call_id = shape.result_id(messages, loc)
+        call_index = next((i for i, c in calls if c["id"] == call_id), None)
+        if call_index is not None:
+            carrier = shape.take_result(messages, loc)
+            messages.insert(draw(st.integers(0, call_index)), carrier)
+            return damage
     if damage == "orphan_result" and calls:
         index, call = calls[pick(len(calls))]
         holder = next(h for i, h in shape.call_lists(messages) if i == index)
@@ -748,10 +758,15 @@ def _apply(draw: st.DrawFn, z: Noise, shape: _Shape, messages: Messages, damage:
 
 @st.composite
 def damaged_transcripts(
-    draw: st.DrawFn, fmt: Format, *, max_damages: int = 3, max_messages: int = 24
+    draw: st.DrawFn, fmt: Format, *, max_damages: int = 3, max_messages: int = 24, min_messages: int | None = None
 ) -> tuple[Transcript, list[str]]:
     """A damaged transcript in canonical form, and the damages applied to it (in order)."""
-    messages, system = draw(valid_transcripts(fmt, max_messages=max_messages))
+    sizes = (
+        {"max_messages": max_messages}
+        if min_messages is None
+        else {"min_messages": min_messages, "max_messages": max_messages}
+    )
+    messages, system = draw(valid_transcripts(fmt, **sizes))
     messages = copy.deepcopy(messages)
     z = Noise(draw(_seeds))
     shape = _Shape(fmt)

@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-httpx = pytest.importorskip("httpx")
+require("fastapi")
+require("uvicorn")
+httpx = require("httpx")
 
-from fastapi.routing import APIRoute  # noqa: E402
+from fastapi.routing import APIRoute
 
-from compaction.server import create_app  # noqa: E402
-from compaction.server.auth import KeyRing, RateLimiter, load_keys, public_session_id  # noqa: E402
-from compaction.server.guard import PUBLIC_PATHS  # noqa: E402
-from compaction.server.runner import build_parser  # noqa: E402
-from tests.test_server import Running, SSEReader, chat, coding_session, error_of, start  # noqa: E402
+from compaction.server import create_app
+from compaction.server.auth import KeyRing, RateLimiter, load_keys, public_session_id
+from compaction.server.guard import PUBLIC_PATHS
+from compaction.server.runner import build_parser
+from tests.test_server import Running, SSEReader, chat, coding_session, error_of, start
 
 KEY_A = "key-a-0123456789abcdef"
 KEY_B = "key-b-0123456789abcdef"

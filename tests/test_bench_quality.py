@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
 from benchmarks import bench_quality as bq
 from benchmarks.generate import CATEGORIES, GeneratedTranscript, generate
@@ -187,7 +188,7 @@ def test_run_and_render_small(tmp_path: Path) -> None:
     for heading in ("Retention after one compaction", "Summary growth", "Cost", "Time", "Targets met"):
         assert heading in text
     assert "![retention](retention.png)" in text
-    pytest.importorskip("matplotlib")
+    require("matplotlib", extra="bench")
     from benchmarks import charts
 
     paths = charts.write_charts(figures, tmp_path)

@@ -52,7 +52,6 @@ CORPUS = load_corpus()
 WINDOWS = (16_000, 24_000)
 CASES = [(name, window) for name, _, _ in CORPUS for window in WINDOWS]
 IDS = [f"{name}-{window // 1000}k" for name, window in CASES]
-pytestmark = pytest.mark.skipif(not CORPUS, reason="tests/corpus/ is missing")
 # Transcripts so small that a summary block outweighs what it would replace (tokens of the input ->
 # of the compacted context at both windows): compaction is not applied to them. They may compact
 # one day (a terser block); every other transcript must compact.

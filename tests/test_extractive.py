@@ -152,7 +152,8 @@ def test_seven_headings_in_order(name: str) -> None:
 
 
 def test_headings_are_the_llm_prompt_headings() -> None:
-    prompts = pytest.importorskip("compaction.prompts")
+    from compaction import prompts
+
     expected = tuple(f"## {n}. {t}" for n, t in enumerate(SECTION_TITLES, start=1))
     assert tuple(prompts.SECTION_HEADINGS) == expected
 

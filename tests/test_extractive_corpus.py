@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +26,30 @@ CORPUS = Path(__file__).resolve().parent / "corpus"
 _CODE_LIKE = re.compile(r"^\s*\d{1,6}[:|\t]|^\s*(?:def|class|import|from\s+\S+\s+import|return)\b|\s=\s\S+\)?$")
 
 
-def _transcripts() -> Iterator[tuple[str, Transcript]]:
-    if not CORPUS.is_dir():
-        return
-    for path in sorted(CORPUS.rglob("*.json")):
+def _read_corpus() -> tuple[list[tuple[str, Transcript]], list[str]]:
+    """Every transcript file of the corpus, read by the adapters, and the files that could not be
+    read (with why): a file the adapters break on is a failure below, not a file left out."""
+    read: list[tuple[str, Transcript]] = []
+    unreadable: list[str] = []
+    for path in sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []:
+        name = str(path.relative_to(CORPUS))
         try:
             data: Any = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            transcript = to_canonical(data["messages"], data.get("system"))
+        except Exception as exc:
+            unreadable.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
-        candidates = [data]
-        if isinstance(data, dict):
-            candidates = [data, {"messages": data.get("messages"), "system": data.get("system")}]
-        for candidate in candidates:
-            try:
-                if isinstance(candidate, dict) and isinstance(candidate.get("messages"), list):
-                    transcript = to_canonical(candidate["messages"], candidate.get("system"))
-                elif isinstance(candidate, list):
-                    transcript = to_canonical(candidate)
-                else:
-                    continue
-            except Exception:
-                continue
-            if len(transcript.messages) >= 4:
-                yield str(path.relative_to(CORPUS)), transcript
-                break
+        read.append((name, transcript))
+    return read, unreadable
 
 
-TRANSCRIPTS = list(_transcripts())
-pytestmark = pytest.mark.skipif(not TRANSCRIPTS, reason="no transcript in tests/corpus/ that the adapters read")
+TRANSCRIPTS, UNREADABLE = _read_corpus()
+
+
+def test_every_corpus_file_is_read() -> None:
+    assert not UNREADABLE, UNREADABLE
+    assert len(TRANSCRIPTS) >= 8, "tests/corpus/ is missing or nearly empty"
+    assert all(len(transcript.messages) >= 4 for _, transcript in TRANSCRIPTS)
 
 
 def _said_by_user(transcript: Transcript) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,31 +25,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from installed import require
+from serve_ports import listening_port
 
-httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("psycopg")
+httpx = require("httpx")
+require("fastapi")
+require("psycopg")
 
 LOST_RACE = "another worker compacted this session first"
 BATCHES = 3  # per session, appended concurrently through both instances
 BATCH = 4  # messages per batch: user, assistant, user, assistant (any batch order alternates)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Instance:
-    base_url: str
     process: subprocess.Popen[bytes]
+    base_url: str = ""
+    """Known once the server listens (:func:`_wait_ready`): it binds a port of its own choosing."""
 
 
 def _start(db_url: str, workers: int, *, new_session: bool = False, log: Any = None) -> Instance:
-    port = _free_port()
-    command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", "0"]
     command += ["--db", db_url, "--workers", str(workers), "--window", "16000", "--keep-recent", "2"]
     command += ["--log-level", "warning" if not new_session else "info"]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TOKENIZERS_PARALLELISM": "false"}
@@ -61,10 +56,18 @@ def _start(db_url: str, workers: int, *, new_session: bool = False, log: Any = N
         env=env,
         start_new_session=new_session,
     )
-    return Instance(f"http://127.0.0.1:{port}", process)
+    return Instance(process)
 
 
 def _wait_ready(instance: Instance, deadline: float) -> None:
+    if not instance.base_url:
+        try:
+            port = listening_port(instance.process, deadline_s=max(1.0, deadline - time.monotonic()))
+        except AssertionError as exc:
+            exited = instance.process.poll() is not None and instance.process.stderr is not None
+            stderr = instance.process.stderr.read().decode() if exited and instance.process.stderr else ""
+            raise AssertionError(f"{exc}\n{stderr}") from None
+        instance.base_url = f"http://127.0.0.1:{port}"
     while time.monotonic() < deadline:
         if instance.process.poll() is not None:
             stderr = instance.process.stderr.read().decode() if instance.process.stderr else ""
@@ -262,7 +265,7 @@ def test_store_selection_and_errors_name_no_password(postgres: Any) -> None:
 
 
 def test_serve_workers_refuses_a_private_store_and_an_unreachable_database() -> None:
-    base = [sys.executable, "-m", "compaction.cli", "serve", "--port", str(_free_port()), "--workers", "2"]
+    base = [sys.executable, "-m", "compaction.cli", "serve", "--port", "0", "--workers", "2"]
     memory = subprocess.run([*base, "--db", ":memory:"], capture_output=True, text=True, timeout=60)
     assert memory.returncode == 2
     assert "--workers needs a shared store" in memory.stderr

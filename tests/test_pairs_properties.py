@@ -1,8 +1,9 @@
 """Tool-call / tool-result pairing: properties of ``compaction.pairs`` over generated transcripts.
 
 Every property runs on both provider formats, over valid transcripts and transcripts damaged
-the ways real histories break (``tests/strategies.py``): dropped, duplicated, moved and orphaned
-results, repeated call ids, aborted turns, stray trailing tool messages.
+the ways real histories break (``tests/strategies.py``): dropped, duplicated, moved (later, or
+ahead of their call) and orphaned results, repeated call ids, aborted turns, stray trailing tool
+messages.
 """
 
 from __future__ import annotations
@@ -193,6 +194,14 @@ def test_repair_loses_nothing(fmt: Format, data: st.DataObject) -> None:
         assert removed_part.part in source.parts
         assert removed_part.reason
 
+    # Reporting a removal does not license it: a result that is the only one for a call id used by
+    # exactly one call belongs to that call wherever it sits (even ahead of the call) and is kept.
+    call_ids = Counter(c.id for m in transcript.messages for c in m.tool_calls)
+    result_ids = Counter(p.call_id for m in transcript.messages for p in m.parts if isinstance(p, ToolResultPart))
+    unique = {i for i, n in result_ids.items() if n == 1 and call_ids[i] == 1}
+    wrongly_removed = [r for r in report.removed if r.call_id in unique]
+    assert not wrongly_removed, f"a call's only result was removed: {wrongly_removed}"
+
 
 def _calls_message(fmt: Format, ids: list[str]) -> dict[str, Any]:
     if fmt == "openai":
@@ -227,6 +236,25 @@ def test_every_renamed_call_is_reported(fmt: Format) -> None:
     new_ids = [c.id for c in fixed.messages[1].tool_calls]
     assert len(set(new_ids)) == 3
     assert sorted(report.renamed.values()) == sorted(i for i in new_ids if i != "c1"), report.renamed
+
+
+def test_a_result_ahead_of_its_call_is_moved_after_it_not_replaced(fmt: Format) -> None:
+    """Histories merged out of order put a result before its call: repair keeps that result (moved
+    after its call) instead of dropping it as a duplicate and synthesizing "no result"."""
+    (result,) = _results_messages(fmt, ["c1"])
+    messages = [
+        {"role": "user", "content": "go"},
+        result,
+        _calls_message(fmt, ["c1"]),
+        {"role": "user", "content": "ok"},
+    ]
+    fixed, report = repair(to_canonical(messages, format=fmt))
+    assert validate(fixed) == []
+    assert (report.removed, report.synthesized, report.moved) == ([], [], ["c1"])
+    (kept,) = [p for m in fixed.messages for p in m.tool_results]
+    assert (kept.call_id, kept.content, kept.is_error) == ("c1", "r0", None)
+    call_at = next(i for i, m in enumerate(fixed.messages) if m.tool_calls)
+    assert kept in fixed.messages[call_at + 1].parts
 
 
 @given(data=st.data())

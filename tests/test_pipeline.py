@@ -15,6 +15,7 @@ import asyncio
 import base64
 import copy
 import json
+import math
 import re
 import struct
 import zlib
@@ -26,6 +27,7 @@ import pytest
 from compaction import CompactionConfig, CompactionError, Compactor, replay
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
+from compaction.pipeline import Budget
 from compaction.prompts import SECTION_HEADINGS
 from compaction.result import CompactionResult
 from compaction.summarizers.base import SummarizerError, SummarizerOverflowError, SummaryRequest
@@ -1097,6 +1099,69 @@ def test_huge_last_request_in_the_zone_is_quoted_within_the_budget() -> None:
     assert result.tokens_after <= result.budget
     assert "The last request from the user was:\nAnalyse this log: entry0 entry1" in summary_text(result)
     no_violations(result)
+
+
+ESTIMATED_MODEL = "local-estimated-model"  # no known tokenizer: chars/4 estimate, x1.2 safety margin
+
+
+def _fit_attempt(system_words: int) -> tuple[str, CompactionResult | None]:
+    """Compact a session whose system prompt has ``system_words`` words and whose last user request
+    (quoted in the summary block, outside the summary body that the fit step can cut) is long, on a
+    model counted by estimate. Returns ("ok", result), ("final", None) when the last fit check
+    raised, or ("protected", None) when the protected content alone did not fit."""
+    messages = oa_session(5, system="You are an agent. " + " ".join(f"rule{i}" for i in range(system_words)))
+    messages.append({"role": "user", "content": "Analyse this log: " + " ".join(f"entry{i}" for i in range(12_000))})
+    messages.append({"role": "assistant", "content": None, "tool_calls": [oa_call("q1", "read log")]})
+    messages.append({"role": "tool", "tool_call_id": "q1", "content": " ".join(f"row{i}" for i in range(800))})
+    compactor = make(model=ESTIMATED_MODEL, window=60_000)
+    try:
+        result = compact(compactor, messages)
+    except CompactionError as exc:
+        error = str(exc)
+    else:
+        error = ""
+    if error:
+        if "after every reduction" in error:
+            return "final", None
+        assert "protected content alone" in error, error
+        return "protected", None
+    # The promise on an estimated count: the count x the margin (rounded up) is within the budget.
+    assert result.exact_counts is False
+    assert math.ceil(result.tokens_after * 1.2) <= result.budget, (system_words, result.tokens_after, result.budget)
+    assert compactor.count(result.messages) == result.tokens_after
+    return "ok", result
+
+
+def test_budget_applies_the_margin_to_estimates_only_and_a_count_at_the_budget_fits() -> None:
+    estimated = Budget(window=60_000, budget=1_000, margin=1.2, exact=False)
+    assert (estimated.effective(833), estimated.fits(833)) == (1_000, True)  # ceil(999.6): at the budget
+    assert (estimated.effective(834), estimated.fits(834)) == (1_001, False)
+    exact = Budget(window=60_000, budget=1_000, margin=1.2, exact=True)
+    assert (exact.effective(1_000), exact.fits(1_000), exact.fits(1_001)) == (1_000, True, False)
+    # The trigger point in raw tokens: the lower of budget and threshold, without the margin when exact.
+    triggered = Budget(window=60_000, budget=1_000, margin=1.2, exact=False, threshold=900)
+    assert (triggered.ceiling, triggered.settled) == (750, 375)
+    assert Budget(window=60_000, budget=1_000, margin=1.2, exact=True, threshold=900).ceiling == 900
+    assert exact.ceiling == 1_000
+
+
+def test_estimated_counts_fit_the_budget_with_the_margin_or_the_last_check_raises() -> None:
+    """Between "fits" and "the protected content alone is too large" lies a band of system prompt
+    sizes where only the last fit check (after the summary was cut to its minimum) can tell that the
+    quoted request does not fit. Bisect to it: every result on the way must fit with the 1.2 margin
+    (a margin ignored, or the last check skipped, returns an over-budget context), and the band
+    itself must raise instead of returning."""
+    low, high = 4_000, 24_000
+    assert _fit_attempt(low)[0] == "ok"
+    assert _fit_attempt(high)[0] == "protected"
+    outcome = ""
+    while high - low > 1:
+        middle = (low + high) // 2
+        outcome, _ = _fit_attempt(middle)
+        if outcome == "final":
+            break
+        low, high = (middle, high) if outcome == "ok" else (low, middle)
+    assert outcome == "final", f"no system prompt size between {low} and {high} words reached the last fit check"
 
 
 def test_damaged_input_is_repaired_in_the_result() -> None:

@@ -21,7 +21,7 @@ import json
 import math
 from typing import Any
 
-from hypothesis import event, given, note
+from hypothesis import Phase, event, given, note, settings
 from hypothesis import strategies as st
 from strategies import damaged_transcripts, valid_transcripts
 from test_pipeline import an_session, dumps, oa_session
@@ -65,28 +65,42 @@ def tool_result_slots(fmt: str, messages: list[dict[str, Any]]) -> list[tuple[in
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]], Any]:
-    """(format, messages, system) with some tool results (and maybe one user message) inflated."""
+def scenarios(draw: st.DrawFn, *, sizable: bool = False) -> tuple[str, list[dict[str, Any]], Any]:
+    """(format, messages, system) with some tool results (and maybe one user message) inflated.
+
+    ``sizable``: longer transcripts (12+ messages before any damage) with at least one big tool result
+    or a long pasted message early on, so that a manual compaction has something to compact."""
     fmt = draw(st.sampled_from(["openai", "anthropic"]))
     if draw(st.booleans()):
-        transcript, _ = draw(damaged_transcripts(fmt, max_messages=30))
+        transcript, _ = draw(damaged_transcripts(fmt, max_messages=30, min_messages=12 if sizable else None))
         out = from_canonical(transcript)
         messages, system = copy.deepcopy(out.messages), copy.deepcopy(out.system)
     else:
-        messages, system = draw(valid_transcripts(fmt, min_messages=2, max_messages=40))
+        messages, system = draw(valid_transcripts(fmt, min_messages=12 if sizable else 2, max_messages=40))
         messages, system = copy.deepcopy(messages), copy.deepcopy(system)
     slots = tool_result_slots(fmt, messages)
+    sizes = BIG_SIZES[1:] if sizable else BIG_SIZES
     if slots:
-        chosen = draw(st.lists(st.sampled_from(slots), max_size=min(4, len(slots)), unique=True))
+        least = 1 if sizable else 0
+        chosen = draw(st.lists(st.sampled_from(slots), min_size=least, max_size=min(4, len(slots)), unique=True))
         for k, (i, j) in enumerate(chosen):
-            text = big_text(draw(st.sampled_from(BIG_SIZES)), seed=k)
+            text = big_text(draw(st.sampled_from(sizes)), seed=k)
             if j is None:
                 messages[i]["content"] = text
             else:
                 messages[i]["content"][j]["content"] = text
     users = [i for i, m in enumerate(messages) if m.get("role") == "user" and isinstance(m.get("content"), str)]
     if users and draw(st.integers(0, 5)) == 0:  # a very long single message
-        messages[draw(st.sampled_from(users))]["content"] = "pasted: " + big_text(draw(st.sampled_from(BIG_SIZES)), 7)
+        messages[draw(st.sampled_from(users))]["content"] = "pasted: " + big_text(draw(st.sampled_from(sizes)), 7)
+    elif sizable and not slots:  # nothing inflated yet: a long paste in the first user turn
+        first = next((m for m in messages if m.get("role") == "user"), None)
+        paste = "pasted: " + big_text(draw(st.sampled_from(sizes)), 7)
+        if first is None:
+            messages.insert(0, {"role": "user", "content": paste})
+        elif isinstance(first.get("content"), list):
+            first["content"].append({"type": "text", "text": paste})
+        else:
+            first["content"] = paste
     return fmt, messages, system
 
 
@@ -206,10 +220,9 @@ def test_compaction_invariants(
     check_result(fmt, messages, system, compactor, result)
 
 
-@given(scenarios(), st.sampled_from([32_000, 128_000]))
-def test_compacting_a_compacted_history_again(scenario: tuple[str, list[dict[str, Any]], Any], window: int) -> None:
-    """A second compaction of the result (plus nothing new) keeps every invariant and never nests
-    summary blocks."""
+def compact_twice(scenario: tuple[str, list[dict[str, Any]], Any], window: int) -> bool:
+    """Compact, then compact the result again (plus nothing new): the second result keeps every
+    invariant and never nests summary blocks. Returns whether the second compaction was reached."""
     fmt, messages, system = scenario
     fmt = detect_format(messages, system)
     compactor = Compactor(
@@ -221,18 +234,41 @@ def test_compacting_a_compacted_history_again(scenario: tuple[str, list[dict[str
     try:
         first = compactor.compact(messages, **kwargs)
         if not first.compacted:
-            return
+            event("first compaction: not compacted")
+            return False
         again = copy.deepcopy(first.messages)
         second = compactor.compact(again, **kwargs)
     except CompactionError:
         event("CompactionError")
-        return
+        return False
+    event("second compaction reached")
     assert again == first.messages
     # (A compacted Anthropic history left with plain text only and no system reads as OpenAI.)
     check_result(detect_format(first.messages, first.system), first.messages, first.system, compactor, second)
     assert dumps(second.messages).count("[CONTEXT SUMMARY]") <= 1
     if second.compacted:
         assert second.record["previous_summary"] is True
+    return True
+
+
+@given(scenarios(sizable=True), st.sampled_from([32_000, 128_000]))
+def test_compacting_a_compacted_history_again(scenario: tuple[str, list[dict[str, Any]], Any], window: int) -> None:
+    compact_twice(scenario, window)
+
+
+def test_the_second_compaction_is_reached_in_most_examples() -> None:
+    """The property above only checks something when the first compaction compacted: its
+    generator must get there in most examples, not return early."""
+    reached: list[bool] = []
+
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
+    @given(scenarios(sizable=True), st.sampled_from([32_000, 128_000]))
+    def probe(scenario: tuple[str, list[dict[str, Any]], Any], window: int) -> None:
+        reached.append(compact_twice(scenario, window))
+
+    probe()
+    assert len(reached) >= 30
+    assert sum(reached) >= 0.8 * len(reached), f"second compaction reached in {sum(reached)} of {len(reached)}"
 
 
 @st.composite

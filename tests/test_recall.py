@@ -167,6 +167,40 @@ def test_words_rank_by_bm25_when_nothing_is_verbatim(make_source: Callable[[Arch
     assert "share its words" in answer_recall(source, {"query": "refund decimals in the receipt email"})
 
 
+def test_equal_bm25_scores_list_the_later_message_first(make_source: Callable[[Archive], RecallSource]) -> None:
+    """Ties (the same words as often, in messages of the same length) go to the later message: the
+    agent's most recent attempt is the one it most likely wants back. Paging keeps that order."""
+    archive = {f"m_{i}": {"role": "user", "content": f"retry the flaky deploy, attempt {i}"} for i in range(6)}
+    archive["m_other"] = {"role": "user", "content": "lint passes on the main branch"}
+    source = make_source(archive)
+    found = source.search("deploy flaky")  # not verbatim: the words in another order
+    assert found.verbatim == 0
+    assert len({hit.score for hit in found}) == 1
+    assert [hit.archive_id for hit in found] == [f"m_{i}" for i in reversed(range(6))]
+    paged = [hit.archive_id for offset in (0, 2, 4) for hit in source.search("deploy flaky", limit=2, offset=offset)]
+    assert paged == [hit.archive_id for hit in found]
+
+
+def test_search_arguments_are_checked_and_a_zero_limit_only_counts(
+    make_source: Callable[[Archive], RecallSource],
+) -> None:
+    source = make_source(many(5))
+    with pytest.raises(ValueError, match=r"^the query is empty$"):
+        source.search("   ")
+    for limit, offset in ((-1, 0), (1, -1), (-1, -1)):
+        with pytest.raises(ValueError, match=rf"^limit and offset must be >= 0, got {limit} and {offset}$"):
+            source.search("deploy.sh", limit=limit, offset=offset)
+    assert len(make_source(many(20)).search("deploy.sh").hits) == 8  # the default page
+    counted = source.search("deploy.sh", limit=0)
+    assert (counted.hits, counted.total, counted.verbatim) == ((), 5, 5)
+    verbatim = source.search("deploy.sh", limit=5).hits
+    assert all(hit.verbatim is True and isinstance(hit.score, float) and hit.score > 0 for hit in verbatim)
+    assert source.search("deploy.sh", limit=2, offset=2).offset == 2
+    assert source.search("host deploy.sh", limit=2, offset=1).offset == 1  # not verbatim: the BM25 path
+    for hit in source.search("host deploy.sh").hits:
+        assert (hit.verbatim, hit.role) == (False, "user")
+
+
 def test_no_match_and_blank_queries(make_source: Callable[[Archive], RecallSource]) -> None:
     source = make_source(identifier_archive())
     assert source.search("zzqx-nothing-like-it").total == 0

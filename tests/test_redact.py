@@ -165,10 +165,22 @@ def test_idempotent() -> None:
     assert redact_secrets(once) == (once, 0)
 
 
-@given(st.text(max_size=200))
-def test_never_grows_secrets_back(text: str) -> None:
+_KNOWN_SECRETS = (OPENAI, ANTHROPIC, AWS, GITHUB, SLACK, STRIPE)
+
+
+@given(st.lists(st.text(max_size=40) | st.sampled_from(_KNOWN_SECRETS), max_size=6))
+def test_the_count_is_the_markers_added_and_nothing_grows_back(pieces: list[str]) -> None:
+    """Random text with known secrets spliced in (spaces around them, so each stays one token):
+    the count is the number of markers added, every spliced secret is gone, text without anything
+    redacted comes back unchanged, and a second pass finds nothing."""
+    text = " ".join(pieces)
     redacted, count = redact_secrets(text)
-    assert count >= 0
+    assert count == redacted.count("[REDACTED:") - text.count("[REDACTED:")
+    spliced = [p for p in pieces if p in _KNOWN_SECRETS]
+    assert count >= len(set(spliced))
+    assert not any(secret in redacted for secret in spliced)
+    if count == 0:
+        assert redacted == text
     assert redact_secrets(redacted)[1] == 0
 
 

@@ -24,17 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-httpx = pytest.importorskip("httpx")
+require("fastapi")
+require("uvicorn")
+httpx = require("httpx")
 
-from compaction.config import CompactionConfig  # noqa: E402
-from compaction.server import create_app  # noqa: E402
-from compaction.server.runner import Server, server_for  # noqa: E402
-from compaction.sqlite_store import SQLiteSessionStore  # noqa: E402
-from compaction.store import CompactionEntry, SessionContext, StoredMessage  # noqa: E402
-from compaction.summarizers.scripted import ScriptedSummarizer  # noqa: E402
+from compaction.config import CompactionConfig
+from compaction.server import create_app
+from compaction.server.runner import Server, server_for
+from compaction.sqlite_store import SQLiteSessionStore
+from compaction.store import CompactionEntry, SessionContext, StoredMessage
+from compaction.summarizers.scripted import ScriptedSummarizer
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "compaction" / "examples" / "coding_session.json"
 CONFIG = CompactionConfig(window=32_000, keep_recent_messages=6)
@@ -839,7 +840,7 @@ def test_sigterm_drains_in_flight_compactions(tmp_path: Path) -> None:
 def test_litellm_summarizer_on_the_worker_loop(launch: Callable[..., Running]) -> None:
     """An LLM summarizer (litellm against the fake provider) across several requests: its HTTP
     client lives on the server's compaction loop, which outlives each request."""
-    pytest.importorskip("litellm")
+    require("litellm")
     from compaction.summarizers.llm import LLMSummarizer
     from compaction.testing import FakeProvider
 
@@ -860,7 +861,7 @@ def test_litellm_summarizer_on_the_worker_loop(launch: Callable[..., Running]) -
 
 
 def test_missing_api_key_for_an_llm_summarizer_stops_the_start(tmp_path: Path) -> None:
-    pytest.importorskip("litellm")
+    require("litellm")
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     done = subprocess.run(

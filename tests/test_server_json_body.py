@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
+require("fastapi")
 
 from fastapi.testclient import TestClient
 from starlette.types import Message

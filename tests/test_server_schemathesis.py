@@ -22,17 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-schemathesis = pytest.importorskip("schemathesis")
+require("fastapi")
+require("uvicorn")
+schemathesis = require("schemathesis")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from schemathesis.config import SchemathesisConfig  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from schemathesis.config import SchemathesisConfig
 
-from compaction.config import CompactionConfig  # noqa: E402
-from compaction.server import create_app  # noqa: E402
-from compaction.server.runner import server_for  # noqa: E402
+from compaction.config import CompactionConfig
+from compaction.server import create_app
+from compaction.server.runner import server_for
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("COMPACTION_SCHEMATHESIS_EXAMPLES", "25"))
 CHECKS = [

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-httpx = pytest.importorskip("httpx")
+require("fastapi")
+httpx = require("httpx")
 
-import compaction.server.session_compaction as session_compaction  # noqa: E402
-from compaction.config import CompactionConfig  # noqa: E402
-from compaction.server import create_app  # noqa: E402
+import compaction.server.session_compaction as session_compaction
+from compaction.config import CompactionConfig
+from compaction.server import create_app
 
 SECRET = "sk-proj-" + "Q7x9Lm2Pz8Rt4Vw6Yb1Nc3Kd5Hf0Gj"
 

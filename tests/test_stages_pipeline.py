@@ -20,6 +20,7 @@ from test_pipeline import an_session, oa_session
 from compaction.adapters import to_canonical
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points, units, validate
+from compaction.prompts import SECTION_HEADINGS
 from compaction.stages.chunk import (
     adaptive_chunk_ratio,
     chunk_by_max_tokens,
@@ -347,15 +348,30 @@ async def test_merge_failure_falls_back_to_extractive_merge() -> None:
     def answer(request: SummaryRequest) -> str:
         if request.kind == "merge":
             raise SummarizerError("merge down")
-        return f"## 1. Goals and constraints\n- chunk {request.chunk_index}"
+        n = request.chunk_index
+        return (
+            f"## 1. Goals and constraints\n- chunk {n}\n- keep the public API stable\n\n"
+            f"## 4. Files and code changes\n- src/module_{n}.py edited"
+        )
 
     zone = zone_messages()
     outcome = await summarize_zone(job_for(ScriptedSummarizer(default=answer)), zone, [(0, 12), (12, 24)])
     assert outcome.level == "partial"
     assert "merge pass failed" in outcome.reason
-    assert outcome.text
-    assert "chunk 0" in outcome.text
-    assert "chunk 1" in outcome.text
+    text = outcome.text
+    assert text
+    # One structured summary, not the two parts joined: every section once, in order, with both
+    # chunks' points under it and the point they share said once.
+    positions = [text.find(heading) for heading in SECTION_HEADINGS]
+    assert all(text.count(heading) == 1 for heading in SECTION_HEADINGS), text
+    assert positions == sorted(positions), text
+    goals = text[positions[0] : positions[1]]
+    files = text[positions[3] : positions[4]]
+    assert "chunk 0" in goals
+    assert "chunk 1" in goals
+    assert "src/module_0.py edited" in files
+    assert "src/module_1.py edited" in files
+    assert text.count("keep the public API stable") == 1
 
 
 async def test_merge_failure_without_extractive_joins_the_parts() -> None:

@@ -13,16 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_ports import listening_port
 
 from compaction.server.workers import reuse_port_socket
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT balancing and /proc: Linux")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_reuse_port_sockets_share_the_connections_of_one_address() -> None:
@@ -93,14 +88,14 @@ def _sockets_on(pid: int, port: int, state: str) -> int:
 
 
 def test_two_workers_each_take_connections_of_clients_that_connect_together(tmp_path: Path) -> None:
-    port = _free_port()
-    command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", "0"]
     command += ["--db", str(tmp_path / "s.db"), "--workers", "2", "--log-level", "warning"]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TOKENIZERS_PARALLELISM": "false"}
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     clients: list[socket.socket] = []
     try:
         deadline = time.monotonic() + 60
+        port = listening_port(server, deadline_s=60)  # the port the supervisor took for its workers
         while len(_children(server.pid)) < 2 or not _ready(port):
             assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
             assert time.monotonic() < deadline, "the workers did not start in 60 s"

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("langchain.agents")
+require("langchain.agents")
 
 from langchain.agents import create_agent
 from langchain.agents.middleware.summarization import SummarizationMiddleware

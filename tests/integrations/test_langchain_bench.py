@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from installed import require
 
-pytest.importorskip("langchain.agents")
+require("langchain.agents")
 
 from benchmarks import bench_langchain, run_all
 

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("litellm")
+require("litellm")
 
 import litellm
+from serve_ports import logged_port
 
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical
@@ -219,14 +221,9 @@ async def test_provider_stream_that_cannot_fit_is_a_400_with_the_reason() -> Non
 # --- the real proxy ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
-def _proxy(config: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _proxy(config: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The LiteLLM proxy on a port it picks itself (``--port 0``; :func:`logged_port` reads it)."""
     env = {
         **os.environ,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -247,7 +244,7 @@ def _proxy(config: Path, port: int, log: Path) -> Iterator[subprocess.Popen[byte
                 "--host",
                 "127.0.0.1",
                 "--port",
-                str(port),
+                "0",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -320,17 +317,16 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path, deadline_s:
 
 @pytest.mark.slow
 def test_real_proxy_compacts_and_retries(tmp_path: Path) -> None:
-    pytest.importorskip("litellm.proxy.proxy_server")
+    require("litellm.proxy.proxy_server")
     with FakeProvider(context_window=6_000) as server:
         example = (ROOT / "examples" / "litellm_proxy" / "config.yaml").read_text()
         config = tmp_path / "config.yaml"
         config.write_text(example.replace("http://127.0.0.1:8001/v1", server.openai_api_base))
         callbacks = ROOT / "examples" / "litellm_proxy" / "compaction_callbacks.py"
         (tmp_path / callbacks.name).write_text(callbacks.read_text())
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
         log = tmp_path / "proxy.log"
-        with _proxy(config, port, log) as proc:
+        with _proxy(config, log) as proc:
+            base = f"http://127.0.0.1:{logged_port(proc, log)}"
             _wait_ready(base, proc, log)
             # Over the hook's threshold: compacted before it is sent (one upstream call).
             status, body = _post(
@@ -373,16 +369,25 @@ def _bash_blocks(markdown: str) -> list[str]:
     return re.findall(r"^```bash\n(.*?)^```", markdown, flags=re.S | re.M)
 
 
+def _unused_port() -> int:
+    """A port that was free a moment ago. The README's commands name fixed ports (the servers
+    cannot report a port 0 back to a shell script), so this test substitutes free ones; a port
+    taken in between fails loudly ("address already in use"), it does not pass wrongly."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.mark.slow
 def test_example_readme_commands_run_as_written(tmp_path: Path) -> None:
     """The three command blocks of examples/litellm_proxy/README.md, run as one bash script from a
     copy of the checkout's layout (only the two port numbers changed, in the commands and the
     example's files alike, so parallel runs do not collide): the servers start, a normal and a
     streaming request are answered, and the stop command ends them."""
-    pytest.importorskip("litellm.proxy.proxy_server")
+    require("litellm.proxy.proxy_server")
     example = ROOT / "examples" / "litellm_proxy"
     start, requests, stop = _bash_blocks((example / "README.md").read_text())
-    proxy_port, upstream_port = _free_port(), _free_port()
+    proxy_port, upstream_port = _unused_port(), _unused_port()
 
     def ported(text: str) -> str:
         return text.replace("4000", str(proxy_port)).replace("8001", str(upstream_port))

@@ -8,22 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-agents = pytest.importorskip("agents")
+agents = require("agents")
 
-from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (  # noqa: E402
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 
-from compaction import CompactionConfig, Compactor, SQLiteSessionStore, to_canonical  # noqa: E402
-from compaction.integrations.openai_agents import MARKER_TYPE, CompactingSession, items_to_chat  # noqa: E402
-from compaction.pairs import validate  # noqa: E402
+from compaction import CompactionConfig, Compactor, SQLiteSessionStore, to_canonical
+from compaction.integrations.openai_agents import MARKER_TYPE, CompactingSession, items_to_chat
+from compaction.pairs import validate
 
 RUN = RunConfig(tracing_disabled=True)
 BIG = "log line with details about the build; " * 120  # ~1,000 tokens of tool output

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("opentelemetry.sdk")
+require("opentelemetry.sdk")
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -227,7 +228,7 @@ async def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
 def test_service_request_spans_carry_the_compaction_attributes(exporter: InMemorySpanExporter, route: str) -> None:
     """The service puts the result's attributes on the request's span (what a web framework's
     OpenTelemetry instrumentation opens; here a small ASGI middleware stands for it)."""
-    pytest.importorskip("fastapi")
+    require("fastapi")
     from fastapi.testclient import TestClient
 
     from compaction.server import create_app

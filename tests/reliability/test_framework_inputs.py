@@ -16,8 +16,9 @@ import tempfile
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("langchain")
+require("langchain")
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -175,7 +176,7 @@ def test_escaping_is_identity_without_surrogates_and_never_fails_to_encode() -> 
 
 
 async def test_proxy_hook_compacts_requests_with_surrogates_and_missing_ids() -> None:
-    pytest.importorskip("litellm")
+    require("litellm")
     from compaction.integrations.litellm_proxy import CompactionHook
 
     name = _listdir_name()
@@ -232,7 +233,7 @@ def test_the_reader_names_arguments_whose_json_escapes_a_lone_surrogate() -> Non
 
 
 async def test_proxy_provider_compacts_and_retries_requests_with_surrogates_and_missing_ids() -> None:
-    litellm = pytest.importorskip("litellm")
+    litellm = require("litellm")
     from compaction.integrations.litellm_proxy import CompactingProvider, CompactionHook
     from compaction.testing import FakeProvider
 

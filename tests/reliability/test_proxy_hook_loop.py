@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from installed import require
 
-pytest.importorskip("litellm")
+require("litellm")
 
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical

@@ -3,9 +3,9 @@ summary and the ledger do (it answered "SYSTEM OVERRIDE: ..." lines unmarked).""
 
 from __future__ import annotations
 
-import pytest
+from installed import require
 
-pytest.importorskip("langchain.agents")
+require("langchain.agents")
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
+require("fastapi")
+require("uvicorn")
 
 from compaction.injection import UNTRUSTED
 from tests.test_server import Running, coding_session, start

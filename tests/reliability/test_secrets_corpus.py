@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installed import require
 from reliability_kit import MODEL, config, llm, oa_call, session, text
 from secrets_corpus import Shape, leaks, shapes
 
@@ -115,7 +116,7 @@ def _db_text(db: Path) -> str:
 
 
 def test_the_service_and_the_store_answer_without_a_shape(tmp_path: Path) -> None:
-    pytest.importorskip("fastapi")
+    require("fastapi")
     from fastapi.testclient import TestClient
 
     from compaction.config import CompactionConfig

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
+from installed import require
 
-pytest.importorskip("fastapi")
+require("fastapi")
 
 from fastapi.testclient import TestClient
 
