@@ -145,7 +145,7 @@ def _noxfile_sessions() -> set[str]:
 def test_quick_start_test_command_is_what_ci_runs() -> None:
     _demo, tests = _quick_start_commands()
     assert tests == _ci_command()
-    assert _nox_sessions(tests) == ["lint", "typecheck", "tests", "docs"]
+    assert _nox_sessions(tests) == ["lint", "typecheck", "tests", "docs", "package"]
 
 
 def test_quick_start_sessions_exist_in_the_noxfile() -> None:
