@@ -134,9 +134,15 @@ def test_another_keys_session_is_not_found(keyed: tuple[Running, str, str], rout
 
 
 def test_the_same_session_id_is_a_different_session_per_key(keyed: tuple[Running, str, str]) -> None:
-    srv, sid, _ = keyed
+    # Its own id, not the fixture's: B creating "private" would change what the other tests of
+    # this module see, in whatever order they run.
+    srv, sid = keyed[0], "twin"
+    assert srv.client.post("/v1/sessions", json={"session_id": sid}, headers=A).status_code == 201
+    appended = srv.client.post(f"/v1/sessions/{sid}/messages", json={"messages": coding_session()}, headers=A)
+    assert appended.status_code == 200, appended.text
+    assert srv.client.post(f"/v1/sessions/{sid}/compact", json={}, headers=A).json()["compacted"] is True
     created = srv.client.post("/v1/sessions", json={"session_id": sid}, headers=B)
-    assert created.status_code == 201, created.text  # B's own "private": new, not A's
+    assert created.status_code == 201, created.text  # B's own "twin": new, not A's
     assert created.json()["session_id"] == sid
     context = srv.client.get(f"/v1/sessions/{sid}/context", headers=B).json()
     assert context["session_id"] == sid

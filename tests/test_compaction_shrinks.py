@@ -87,7 +87,8 @@ def test_compact_now_with_a_store_reports_the_whole_context_before() -> None:
     assert cm.summary is not None
     for m in long:
         cm.append(m)
-    whole = c.count(cm.messages)  # the summary message and every message after it
+    # the summary message, every message after it, and the tools the next request carries (recall)
+    whole = c.count(cm.messages) + c.counter.count_tools(cm.tools)
     second = asyncio.run(cm.compact_now())
     assert second.compacted
     assert second.tokens_before == whole

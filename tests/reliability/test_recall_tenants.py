@@ -26,7 +26,7 @@ from compaction import CompactionConfig, Compactor
 from compaction.injection import UNTRUSTED
 from compaction.recall import MemoryRecallIndex, StoreRecall, answer_recall, recall
 from compaction.recall._memory import SCAN_BUDGET_CHARS
-from compaction.sqlite_store import SQLiteSessionStore
+from compaction.sqlite_store import SCHEMA_VERSION, SQLiteSessionStore
 from compaction.store import CompactionEntry
 
 Archive = dict[str, dict[str, Any]]
@@ -237,7 +237,7 @@ def test_a_version_2_sqlite_file_loses_the_shared_index_and_still_answers(tmp_pa
         assert [h.archive_id for h in store.search_archive("old", "deploy.sh")] == ["m_1"]
     raw = sqlite3.connect(db)
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert "archive_phrases" not in tables
     assert "archive_words" not in tables
     assert "archive_by_session" in tables

@@ -106,12 +106,12 @@ async def test_conversation_mode_checks_call_arguments(provider: FakeProvider) -
 
 
 def _db_text(db: Path) -> str:
-    """Every text the SQLite store keeps outside the archived originals: summaries, compaction
-    records, and the archive's searchable text (what the FTS5 indexes hold)."""
+    """Every text the SQLite store keeps outside the archived originals: summaries, the kept tail,
+    compaction records, and the archive's searchable text (what recall's per-session index reads)."""
     with sqlite3.connect(db) as conn:
         parts = [json.dumps(row) for row in conn.execute("SELECT * FROM compactions")]
+        parts += [json.dumps(row) for row in conn.execute("SELECT summary FROM sessions")]
         parts += [row[0] for row in conn.execute("SELECT text FROM archive")]
-        parts += [row[0] for row in conn.execute("SELECT text FROM archive_words")]
     return "\n".join(parts)
 
 
