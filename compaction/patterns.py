@@ -392,7 +392,20 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
     >>> important_lines("a\\nsee src/x.py\\nplain\\nKeyError: 'k'\\n", 1)
     (["KeyError: 'k'"], 2)
     """
-    errors = {start for start, _ in _error_line_bounds(text)}
+    chosen, found, _ = important_and_error_lines(text, limit)
+    return chosen, found
+
+
+def important_and_error_lines(text: str, limit: int) -> tuple[list[str], int, list[str]]:
+    """:func:`important_lines` and :func:`find_error_lines` of ``text`` from one scan for error cues
+    (both need the error lines; a caller wanting both would otherwise scan the text twice).
+
+    >>> important_and_error_lines("a\\nsee src/x.py\\nValueError: bad\\nValueError: bad\\n", 5)
+    (['see src/x.py', 'ValueError: bad'], 2, ['ValueError: bad'])
+    """
+    error_bounds = _error_line_bounds(text)
+    error_lines = _dedupe([text[start:end].strip() for start, end in error_bounds])
+    errors = {start for start, _ in error_bounds}
     others = set(errors)
     # Each pass marks the lines holding an accepted match of its pattern whatever the others
     # marked, so the order is free: paths, which mark the most lines, before identifiers, whose
@@ -409,7 +422,7 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
         if line and line not in first:
             first[line] = start
     chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
-    return [line for line, _ in chosen], len(first)
+    return [line for line, _ in chosen], len(first), error_lines
 
 
 # --------------------------------------------------------------------------------------------

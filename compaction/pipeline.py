@@ -30,7 +30,7 @@ from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import Partition, partition, tail_start_within
-from compaction.stages.prune import PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
+from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
 from compaction.summarizers.base import Summarizer
@@ -300,7 +300,10 @@ def _summarizer_view(run: Run, zone: Sequence[Message], room: int, settings: Pru
     other = int(rendered_counts(run, [m for m in zone if not m.has_tool_results]).sum())
     results = sum(len(m.tool_results) for m in zone)
     room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
-    view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
+    # Rounds share the fitted messages: a message cut to the same limits again is the same object,
+    # so it is neither cut, prepared nor rendered and counted again.
+    fitted: FitCache = {}
+    view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
     shown = list(prepare_for_summarizer(view, settings=settings))
     counts = rendered_counts(run, shown)
     for _ in range(_VIEW_ROUNDS):
@@ -313,7 +316,7 @@ def _summarizer_view(run: Run, zone: Sequence[Message], room: int, settings: Pru
         if result_tokens <= 0 or room <= other:
             break
         room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
-        view, cap = fit_results(zone, room_chars=room_chars, settings=settings)
+        view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
         shown = list(prepare_for_summarizer(view, settings=settings))
         counts = rendered_counts(run, shown)
     run.record["summarizer_view"] = {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}

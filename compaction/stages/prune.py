@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
+import numpy as np
+
 from compaction._cache import memoize_text
-from compaction.patterns import find_error_lines, head_cut, important_lines, measurement_lines, tail_cut
+from compaction.patterns import head_cut, important_and_error_lines, important_lines, measurement_lines, tail_cut
 from compaction.render import CLEARED_PREFIX
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
@@ -434,11 +436,39 @@ def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], 
     """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
     or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
     error lines among them."""
-    important, _ = important_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
+    # One scan for error cues serves both the important lines and the error lines.
+    important, _, error_lines = important_and_error_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
     measured = _kept_measurements(text, settings)
-    errors = frozenset(find_error_lines(text[:_MEASURE_SCAN_CHARS]))
     seen = set(important)
-    return [*important, *(m for m in measured if m not in seen)], errors
+    return [*important, *(m for m in measured if m not in seen)], frozenset(error_lines)
+
+
+@memoize_text()
+def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
+    """The words of each salient candidate line of ``text``, repeats included, and all of them as a
+    set: found once, where the common words, the news check and every cut of the text read them."""
+    lines, _ = _salient_candidates(text, settings)
+    per_line = tuple(tuple(_WORD.findall(line)) for line in lines)
+    return per_line, frozenset(word for words in per_line for word in words)
+
+
+@memoize_text(max_entries=4_096)
+def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSettings) -> tuple[tuple[int, str], ...]:
+    """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
+    each with its position and shown at most 300 characters long: the order does not depend on the
+    limit, so the rounds that cut the same result to other limits rank it once."""
+    candidates, errors = _salient_candidates(text, settings)
+    words, _ = _salient_words(text, settings)
+
+    def rank(order: int) -> tuple[int, int, int]:
+        # News first (a value seen in no other result), errors first among equals, then in order.
+        new = sum(1 for word in words[order] if word not in common)
+        return (-min(new, 2), 0 if candidates[order] in errors else 1, order)
+
+    ranked = sorted(range(len(candidates)), key=rank)
+    return tuple(
+        (order, line if len(line) <= 300 else line[:299] + "…") for order, line in ((o, candidates[o]) for o in ranked)
+    )
 
 
 def trim_to_chars(
@@ -456,18 +486,9 @@ def trim_to_chars(
     """
     if len(text) <= limit:
         return None
-    candidates, errors = _salient_candidates(text, settings or PruneSettings())
-
-    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
-        order, line = item
-        new = sum(1 for word in _WORD.findall(line) if word not in common)
-        # News first (a value seen in no other result), errors first among equals, then in order.
-        return (-min(new, 2), 0 if line in errors else 1, order)
-
     room = max(0, int(limit * _SALIENT_SHARE))
     kept: list[tuple[int, str]] = []
-    for order, line in sorted(enumerate(candidates), key=rank):
-        shown = line if len(line) <= 300 else line[:299] + "…"
+    for order, shown in _ranked_candidates(text, common, settings or PruneSettings()):
         if len(shown) + 1 > room:
             continue
         kept.append((order, shown))
@@ -493,14 +514,13 @@ def trim_to_chars(
 def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[str]:
     """The words found in the salient lines of more than one of ``texts``: background (a code
     base's paths, a recurring warning), where a word found in one result alone is news."""
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     common: set[str] = set()
-    for index, text in enumerate(texts):
-        lines, _ = _salient_candidates(text, settings)
-        for word in {w for line in lines for w in _WORD.findall(line)}:
-            first = seen.setdefault(word, index)
-            if first != index:
-                common.add(word)
+    for text in texts:
+        _, words = _salient_words(text, settings)
+        # A text's words are distinct: one seen before came from another text.
+        common |= words & seen
+        seen |= words
     return frozenset(common)
 
 
@@ -508,8 +528,14 @@ def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
     """The largest level ``c`` with ``sum(min(size, max(MIN_RESULT_CHARS, c * weight))) <= room``
     (water filling): results under their share are shown whole, longer ones are cut to it."""
 
+    # Forty rounds over every result: in arrays (the products and floors are the same doubles and
+    # integers as ``int(level * w)`` on a non-negative level).
+    size_array = np.asarray(sizes, dtype=np.int64)
+    weight_array = np.asarray(weights, dtype=np.float64)
+
     def used(level: float) -> int:
-        return sum(min(size, max(MIN_RESULT_CHARS, int(level * w))) for size, w in zip(sizes, weights, strict=True))
+        shares = np.maximum(MIN_RESULT_CHARS, np.floor(level * weight_array).astype(np.int64))
+        return int(np.minimum(size_array, shares).sum())
 
     low, high = 0.0, float(max(sizes, default=0))
     for _ in range(40):
@@ -544,41 +570,71 @@ def _soft_size(text: str, s: PruneSettings) -> int:
 
 
 def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> bool:
-    lines, _ = _salient_candidates(text, settings)
-    return any(word not in common for line in lines for word in _WORD.findall(line))
+    _, words = _salient_words(text, settings)
+    return not words <= common
+
+
+FitCache = dict[tuple[int, tuple[int, ...]], tuple[Message, Message]]
+"""Messages fitted by earlier calls of :func:`fit_results`: by the id of the message and the limits
+of its results, the message (kept alive, so its id is not reused) and what it became."""
 
 
 def fit_results(
-    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings
+    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings, cache: FitCache | None = None
 ) -> tuple[tuple[Message, ...], int]:
     """What a model summarizer reads of ``messages``' tool results when they must share
     ``room_chars`` characters: each result gets a share (a common level, twice it for a result with
     news, see :func:`_news_weights`); one that fits its share is kept as the soft trim leaves it,
     a longer one is cut to it by :func:`trim_to_chars` (salient lines, head and tail). None is
     cleared, so every result says something; results already cleared stay as they are. Returns the
-    messages (unchanged ones are the same objects) and the level (-1: nothing had to be cut)."""
+    messages (unchanged ones are the same objects) and the level (-1: nothing had to be cut).
+
+    Calls that fit the same messages with other rooms (and the same settings) may share ``cache``:
+    a message whose results get the limits they got before is the same object as before, so what
+    was measured of it is measured once."""
     candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
     sizes = [_soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
     common, weights = _news_weights(candidates, settings)
     level = _level(sizes, weights, room_chars)
-    limits = iter([max(MIN_RESULT_CHARS, int(level * w)) for w in weights])
+    limits = [max(MIN_RESULT_CHARS, int(level * w)) for w in weights]
     out: list[Message] = []
+    position = 0
     for message in messages:
-        parts: list[Part] = []
-        for part in message.parts:
-            if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
-                parts.append(part)
-                continue
-            limit = next(limits)
-            # The soft trim (a result's usual form) when it fits the limit, else the cut to the limit;
-            # a result cut anyway is not soft-trimmed first (that scan would be wasted).
-            soft = _soft_trimmed(part, message.id, settings) if _soft_size(part.text, settings) <= limit else None
-            if soft is not None and len(soft.text) <= limit:
-                parts.append(soft)
-                continue
-            cut = trim_to_chars(part.text, limit, common=common, settings=settings)
-            parts.append(part if cut is None else _with_text(part, cut))
-        out.append(_if_changed(message, tuple(parts)))
+        fitted = sum(1 for p in message.tool_results if not p.text.startswith(CLEARED_PREFIX))
+        own = tuple(limits[position : position + fitted])
+        position += fitted
+        if not own:
+            out.append(message)
+            continue
+        key = (id(message), own)
+        seen = cache.get(key) if cache is not None else None
+        if seen is not None and seen[0] is message:
+            out.append(seen[1])
+            continue
+        new = _fit_message(message, own, common, settings)
+        if cache is not None:
+            cache[key] = (message, new)
+        out.append(new)
     return tuple(out), int(level)
+
+
+def _fit_message(message: Message, limits: tuple[int, ...], common: frozenset[str], settings: PruneSettings) -> Message:
+    """``message`` with each result not cleared cut to its limit (see :func:`fit_results`)."""
+    remaining = iter(limits)
+    parts: list[Part] = []
+    for part in message.parts:
+        if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
+            parts.append(part)
+            continue
+        limit = next(remaining)
+        # The soft trim (a result's usual form) when it fits the limit, else the cut to the limit;
+        # a result cut anyway is not soft-trimmed first (that scan would be wasted).
+        soft = _soft_trimmed(part, message.id, settings) if _soft_size(part.text, settings) <= limit else None
+        if soft is not None and len(soft.text) <= limit:
+            parts.append(soft)
+            continue
+        cut = trim_to_chars(part.text, limit, common=common, settings=settings)
+        parts.append(part if cut is None else _with_text(part, cut))
+    return _if_changed(message, tuple(parts))

@@ -1,0 +1,61 @@
+"""Engine time before the first model call of one compaction with a model summarizer.
+
+    python benchmarks/bench_view_cpu.py 2000      # prints one JSON line
+
+``benchmarks.generate("coding", n, seed=0)`` (OpenAI format) compacted once by
+``Compactor("gpt-4o", LLMSummarizer("openai/bench", ...))`` with a 128,000-token window against a
+:class:`~compaction.testing.FakeProvider` on 127.0.0.1, as in ``bench_prompts.py``. The tokenizer
+and litellm are loaded before timing. ``prepare_cpu`` and ``prepare_wall`` time the pipeline's
+``prepare`` (repair, layout, prune, the summarizer's view, the chunk plan: everything before the
+first model call; CPU from ``time.process_time()``), ``wall`` the whole compaction. Run it in a
+fresh process per figure (the text memos are warm after a first compaction), with ``PYTHONPATH`` on
+the tree to measure (this file runs against any tree: it only needs ``pipeline.prepare``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # after PYTHONPATH: the tree named there is the one measured
+
+import compaction.pipeline as pipeline  # noqa: E402
+from benchmarks.generate import generate  # noqa: E402
+from compaction import CompactionConfig, Compactor  # noqa: E402
+from compaction.summarizers._litellm import load_litellm  # noqa: E402
+from compaction.summarizers.llm import LLMSummarizer  # noqa: E402
+from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
+from compaction.tokens import TiktokenCounter  # noqa: E402
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    TiktokenCounter("o200k_base").count_text("load")
+    load_litellm()
+    figures: dict[str, float] = {}
+    original = pipeline.prepare
+
+    async def timed_prepare(run: pipeline.Run) -> pipeline.Prepared:
+        wall, cpu = time.perf_counter(), time.process_time()
+        prepared = await original(run)
+        figures["prepare_wall"] = time.perf_counter() - wall
+        figures["prepare_cpu"] = time.process_time() - cpu
+        return prepared
+
+    pipeline.prepare = timed_prepare  # type: ignore[assignment]
+    session = generate("coding", n, seed=0, format="openai")
+    with FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6)) as server:
+        summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)
+        compactor = Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000))
+        started = time.perf_counter()
+        compactor.compact(session.messages)
+        figures["wall"] = time.perf_counter() - started
+    print(json.dumps({"messages": n, **{k: round(v, 3) for k, v in figures.items()}}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""The summarizer view's faster path sends what the straightforward one sends.
+
+The view (``fit_results`` and its helpers) finds each result's salient lines, words and ranking once
+and shares fitted messages between its rounds. Here a reference written the plain way (every
+quantity recomputed where it is used, as the view was first written) is swapped in, and the
+requests the model receives, and the fitted results for many rooms, must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+import compaction.pipeline as pipeline
+import compaction.stages.prune as prune
+from benchmarks.generate import generate
+from compaction import CompactionConfig, Compactor
+from compaction.patterns import find_error_lines, head_cut, important_lines, tail_cut
+from compaction.render import CLEARED_PREFIX
+from compaction.stages.prune import MIN_RESULT_CHARS, PruneSettings, fit_results
+from compaction.testing import FakeProvider
+from compaction.transcript import Message, Part, ToolResultPart
+
+pytest.importorskip("litellm")
+
+# -- the reference: the view written the plain way ------------------------------------------------
+
+
+def ref_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
+    important, _ = important_lines(text[: prune._MEASURE_SCAN_CHARS], prune._SALIENT_CANDIDATES)
+    measured = prune._kept_measurements(text, settings)
+    errors = frozenset(find_error_lines(text[: prune._MEASURE_SCAN_CHARS]))
+    return [*important, *(m for m in measured if m not in set(important))], errors
+
+
+def ref_trim(text: str, limit: int, *, common: frozenset[str], settings: PruneSettings) -> str | None:
+    if len(text) <= limit:
+        return None
+    candidates, errors = ref_candidates(text, settings)
+
+    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
+        order, line = item
+        new = sum(1 for word in prune._WORD.findall(line) if word not in common)
+        return (-min(new, 2), 0 if line in errors else 1, order)
+
+    room = max(0, int(limit * prune._SALIENT_SHARE))
+    kept: list[tuple[int, str]] = []
+    for order, line in sorted(enumerate(candidates), key=rank):
+        shown = line if len(line) <= 300 else line[:299] + "…"
+        if len(shown) + 1 > room:
+            continue
+        kept.append((order, shown))
+        room -= len(shown) + 1
+    kept.sort()
+    rest = max(0, limit - sum(len(line) + 1 for _, line in kept))
+    head_end, head_mark = head_cut(text, rest * 2 // 3)
+    tail_start, tail_mark = tail_cut(text, len(text) - (rest - rest * 2 // 3))
+    tail_start = max(tail_start, head_end)
+    head = text[:head_end] + head_mark
+    tail = tail_mark + text[tail_start:] if tail_start < len(text) else ""
+    lines = [line for _, line in kept if line not in head and line not in tail]
+    cut = len(text) - head_end - (len(text) - tail_start)
+    pieces = [head] if head else []
+    pieces.append(f"[... {cut:,} chars cut{'; kept:' if lines else ''}]")
+    if lines:
+        pieces += [*lines, "[...]"] if tail else lines
+    if tail:
+        pieces.append(tail)
+    return "\n".join(pieces)
+
+
+def ref_weights(texts: Sequence[str], settings: PruneSettings) -> tuple[frozenset[str], list[float]]:
+    long = [t for t in texts if len(t) > MIN_RESULT_CHARS]
+    seen: dict[str, int] = {}
+    common: set[str] = set()
+    for index, text in enumerate(long):
+        lines, _ = ref_candidates(text, settings)
+        for word in {w for line in lines for w in prune._WORD.findall(line)}:
+            if seen.setdefault(word, index) != index:
+                common.add(word)
+
+    def news(text: str) -> bool:
+        lines, _ = ref_candidates(text, settings)
+        return any(word not in common for line in lines for word in prune._WORD.findall(line))
+
+    weights = [prune._NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and news(t) else 1.0 for t in texts]
+    return frozenset(common), weights
+
+
+def ref_level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
+    def used(level: float) -> int:
+        return sum(min(s, max(MIN_RESULT_CHARS, int(level * w))) for s, w in zip(sizes, weights, strict=True))
+
+    low, high = 0.0, float(max(sizes, default=0))
+    for _ in range(40):
+        middle = (low + high) / 2
+        if used(middle) <= room:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def ref_fit(
+    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings, cache: Any = None
+) -> tuple[tuple[Message, ...], int]:
+    candidates = [p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
+    sizes = [prune._soft_size(text, settings) for text in candidates]
+    if room_chars is None or sum(sizes) <= room_chars:
+        return tuple(prune._trim_message(m, settings) for m in messages), -1
+    common, weights = ref_weights(candidates, settings)
+    level = ref_level(sizes, weights, room_chars)
+    limits = iter([max(MIN_RESULT_CHARS, int(level * w)) for w in weights])
+    out: list[Message] = []
+    for message in messages:
+        parts: list[Part] = []
+        for part in message.parts:
+            if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
+                parts.append(part)
+                continue
+            limit = next(limits)
+            soft = (
+                prune._soft_trimmed(part, message.id, settings)
+                if prune._soft_size(part.text, settings) <= limit
+                else None
+            )
+            if soft is not None and len(soft.text) <= limit:
+                parts.append(soft)
+                continue
+            cut = ref_trim(part.text, limit, common=common, settings=settings)
+            parts.append(part if cut is None else prune._with_text(part, cut))
+        out.append(prune._if_changed(message, tuple(parts)))
+    return tuple(out), int(level)
+
+
+# -- the checks ------------------------------------------------------------------------------------
+
+
+def _clear_caches() -> None:
+    for name in ("_salient_candidates", "_salient_words", "_ranked_candidates", "_kept_measurements", "trim_middle"):
+        getattr(prune, name).cache_clear()
+    prune._news_weights.cache_clear()
+
+
+def _requests(messages: list[dict[str, Any]]) -> list[str]:
+    with FakeProvider() as server:
+        from compaction.summarizers.llm import LLMSummarizer
+
+        summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)
+        # A window small enough that the zone's results must share a room and be cut.
+        Compactor("gpt-4o", summarizer, CompactionConfig(window=24_000)).compact(messages)
+        bodies = [r.body.get("messages") for r in server.completion_requests]
+    # Chunks are sent concurrently: their order of arrival is no part of what is sent.
+    return sorted(json.dumps(b, sort_keys=True) for b in bodies)
+
+
+@pytest.mark.parametrize("size", [400])
+def test_model_prompts_equal_the_reference_view(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = generate("coding", size, seed=1, format="openai").messages
+    snapshot = json.dumps(messages, sort_keys=True)
+    _clear_caches()
+    fast = _requests(messages)
+    _clear_caches()
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "fit_results", ref_fit)
+        slow = _requests(messages)
+    _clear_caches()
+    assert len(fast) >= 2
+    assert any("chars cut" in body for body in fast), "the view must have cut results to be a check"
+    assert fast == slow
+    assert json.dumps(messages, sort_keys=True) == snapshot
+
+
+def _zone(size: int) -> list[Message]:
+    from compaction.adapters import to_canonical
+
+    return list(to_canonical(generate("coding", size, seed=2, format="openai").messages).messages)
+
+
+def test_fitted_results_equal_the_reference_for_many_rooms() -> None:
+    zone = _zone(300)
+    settings = PruneSettings()
+    total = sum(len(p.text) for m in zone for p in m.tool_results)
+    cache: prune.FitCache = {}
+    for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8, 1.5):
+        room = int(total * share)
+        _clear_caches()
+        expected, expected_level = ref_fit(zone, room_chars=room, settings=settings)
+        got, level = fit_results(zone, room_chars=room, settings=settings, cache=cache)
+        assert level == expected_level
+        assert [m.model_dump() for m in got] == [m.model_dump() for m in expected]
+
+
+def test_rounds_with_the_same_limits_share_fitted_messages() -> None:
+    zone = _zone(200)
+    settings = PruneSettings()
+    room = sum(len(p.text) for m in zone for p in m.tool_results) // 10
+    cache: prune.FitCache = {}
+    first, _ = fit_results(zone, room_chars=room, settings=settings, cache=cache)
+    again, _ = fit_results(zone, room_chars=room, settings=settings, cache=cache)
+    changed = [i for i, (a, m) in enumerate(zip(first, zone, strict=True)) if a is not m]
+    assert changed, "some result must have been cut"
+    assert all(first[i] is again[i] for i in changed)
+    # Without the cache each call builds its own (equal) messages.
+    fresh, _ = fit_results(zone, room_chars=room, settings=settings)
+    assert all(fresh[i] is not first[i] and fresh[i] == first[i] for i in changed)
+
+
+# Lines of tool output that exercise the ranking: paths, ids, errors, measurements, words repeated
+# within a line (counted with their repeats) and across results (common words).
+_LINES = [
+    "src/app/main.py src/app/main.py",
+    "see src/lib/util.py and src/lib/util.py again",
+    "ValueError: bad token in src/parse.py",
+    "Traceback (most recent call last):",
+    "commit: 3f9a2c1b7e4d",
+    "PAY-7721 PAY-7721 closed",
+    "https://example.org/a/b https://example.org/a/b",
+    "p95 latency: 230 ms",
+    "Ran 120 tests in 3.4s",
+    "FAILED tests/test_x.py::test_y - AssertionError",
+    "plain words only here",
+    "x" * 350 + " src/very/long/line.py",
+    "deploy id dep-4451 to https://deploy.example.com/r/4451",
+]
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(
+    picks=st.lists(st.sampled_from(range(len(_LINES) + 1)), min_size=1, max_size=40),
+    common_picks=st.lists(st.sampled_from(range(len(_LINES))), max_size=6),
+    limit=st.integers(min_value=0, max_value=3_000),
+)
+def test_trim_to_chars_equals_the_reference(picks: list[int], common_picks: list[int], limit: int) -> None:
+    text = "\n".join(_LINES[i] if i < len(_LINES) else "filler line " * 5 for i in picks)
+    common = frozenset(w for i in common_picks for w in prune._WORD.findall(_LINES[i]))
+    settings = PruneSettings()
+    assert prune.trim_to_chars(text, limit, common=common, settings=settings) == ref_trim(
+        text, limit, common=common, settings=settings
+    )
+
+
+@hypothesis_settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(range(len(_LINES))), min_size=1, max_size=12).map(
+            lambda picks: "\n".join(_LINES[i] for i in picks)
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    room=st.integers(min_value=0, max_value=20_000),
+)
+def test_news_weights_and_level_equal_the_reference(texts: list[str], room: int) -> None:
+    settings = PruneSettings()
+    common, weights = prune._news_weights(tuple(texts), settings)
+    expected_common, expected_weights = ref_weights(texts, settings)
+    assert common == expected_common
+    assert list(weights) == expected_weights
+    sizes = [len(t) for t in texts]
+    assert prune._level(sizes, weights, room) == ref_level(sizes, weights, room)
