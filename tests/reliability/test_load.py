@@ -47,8 +47,7 @@ def check(report: LoadReport, sessions: int) -> dict[str, object]:
 
 def test_two_hundred_concurrent_sessions_with_faults() -> None:
     report = asyncio.run(drive(200, 6, fault_rate=0.08, seed=1))
-    figures = check(report, 200)
-    assert figures["wall_s"] < 120  # ~30 s on 2 shared cores with tracemalloc on
+    check(report, 200)  # behaviour only: its wall time is a benchmark's (python -m benchmarks.bench_load)
 
 
 @pytest.mark.skipif(not SOAK, reason="soak: set COMPACTION_SOAK=1")
