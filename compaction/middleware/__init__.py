@@ -15,6 +15,7 @@ from compaction.middleware.events import (
     CompactionStarted,
     EventHandler,
 )
+from compaction.middleware.failures import CompactionStatus
 from compaction.middleware.manager import LOGGER, ContextManager, ContextMeasure
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
 from compaction.middleware.usage import UsageReport, parse_usage
@@ -25,6 +26,7 @@ __all__ = [
     "CompactionFailed",
     "CompactionFinished",
     "CompactionStarted",
+    "CompactionStatus",
     "ContextManager",
     "ContextMeasure",
     "EventHandler",

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from compaction.compactor import Compactor
 from compaction.middleware import _store
+from compaction.middleware.failures import failure_reason
 from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
 from compaction.result import CompactionResult, Trigger
 from compaction.store import PreparedStateStore
@@ -181,7 +182,8 @@ class Preparer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failed background job only means the threshold compacts on demand
-            cm.logger.warning("Background compaction failed: %s; the threshold will compact on demand", exc)
+            reason = failure_reason(exc)
+            cm.logger.warning("Background compaction failed: %s; the threshold will compact on demand", reason)
             trigger = _trigger_tokens(cm) or 0
             self._retry_at = self._started_at + int(self.settings.step * trigger)  # not again every turn
             return

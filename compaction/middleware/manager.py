@@ -20,6 +20,8 @@ Loops cannot happen. At most one automatic compaction per ``before_turn``; at mo
 (then a warning and a :class:`CompactionFailed` event); and after an automatic compaction that could
 not bring the context under the threshold, the next one waits until the context has grown by a
 quarter of the threshold (unless it can no longer be sent at all), instead of re-running every turn.
+A compaction that fails is never silent: each failure is a warning naming its reason and how many
+failed in a row, and :attr:`ContextManager.compaction_status` keeps that run until one succeeds.
 
 The class holds the state and sequences the parts, each in its own module: :mod:`.measure` (the
 size), :mod:`.guard` (the decision before a turn), :mod:`.run` (a compaction and its events),
@@ -49,6 +51,7 @@ from compaction.middleware.context import (
     split_leading_system,
 )
 from compaction.middleware.events import CompactionFailed, EventHandler, emit, handlers_of
+from compaction.middleware.failures import CompactionStatus
 from compaction.middleware.guard import plan_turn
 from compaction.middleware.measure import (
     ContextMeasure,
@@ -194,6 +197,10 @@ class ContextManager:
         self._lock = asyncio.Lock()
         self._history: list[CompactionEntry] = []
         self._streak = 0  # automatic compactions since the last successful model call
+        self.compaction_status = CompactionStatus()
+        """The run of compaction failures since the last compaction that compacted (see
+        :class:`~compaction.middleware.failures.CompactionStatus`): what tells a session that can no
+        longer compact (its store or summarizer failing every time) from one that had a bad turn."""
         self._cap_reported = False
         self._wait_until: int | None = None  # see guard.growth_point
         self._generation = 0  # bumped whenever the context is replaced (see measure.Reading)

@@ -92,8 +92,18 @@ async def run_compaction(
         cm._release_pending(marks)
         if not manual:
             wait_for_growth(cm, decision.effective_tokens)
-        cm.logger.warning("Compaction failed: %s. Continuing with the context as it is.", exc)
-        event = CompactionFailed(cm.session_id, trigger, f"{type(exc).__name__}: {exc}", exc)
+        status = cm.compaction_status = cm.compaction_status.failed(trigger, exc)
+        if status.consecutive_failures == 1:
+            cm.logger.warning("Compaction failed: %s. Continuing with the context as it is.", status.last_error)
+        else:
+            cm.logger.warning(
+                "Compaction failed: %s (%d failures in a row, the first %.0f s ago; none succeeded since). "
+                "Continuing with the context as it is.",
+                status.last_error,
+                status.consecutive_failures,
+                (status.last_failure_at or 0.0) - (status.failing_since or 0.0),
+            )
+        event = CompactionFailed(cm.session_id, trigger, status.last_error or type(exc).__name__, exc)
         await emit(cm._handlers, event, cm.logger)
         if manual:
             raise
@@ -117,6 +127,7 @@ async def run_compaction(
             cm.logger.info("Compaction: nothing compacted - %s", result.reason)
         await emit(cm._handlers, CompactionFailed(cm.session_id, trigger, result.reason), cm.logger)
         return result
+    cm.compaction_status = cm.compaction_status.succeeded()
     await recount_after(cm)
     after = cm.measure()
     report_compaction(cm, result, measure, after, messages_before, time.perf_counter() - started)

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware.events import CompactionFailed
+from compaction.redact import redact_if_needed
 from compaction.server.schemas import (
     ErrorBody,
     ErrorResponse,
@@ -110,12 +111,15 @@ def public_error(event: CompactionFailed, request_id: str | None) -> ErrorBody:
     """What a failed event may say: library errors verbatim, anything else generically (the
     details go to the log with the request id)."""
     exc = event.exception
+    # Redacted: an error may quote what it failed on (a provider's answer, a message's text), and
+    # the event stream and the session's status are further channels for it.
     if isinstance(exc, TranscriptError):
-        return ErrorBody(type="invalid_transcript", message=one_line(exc), index=exc.index, field=exc.field)
+        message = redact_if_needed(one_line(exc))
+        return ErrorBody(type="invalid_transcript", message=message, index=exc.index, field=exc.field)
     if isinstance(exc, CompactionError):
-        return ErrorBody(type="compaction_failed", message=one_line(exc))
+        return ErrorBody(type="compaction_failed", message=redact_if_needed(one_line(exc)))
     if isinstance(exc, SummarizerError):
-        return ErrorBody(type="summarizer_failed", message=one_line(exc))
+        return ErrorBody(type="summarizer_failed", message=redact_if_needed(one_line(exc)))
     logger.error("compaction of session %s failed (request id %s): %s", event.session_id, request_id, event.error)
     return ErrorBody(type="internal_error", message="internal error", request_id=request_id)
 

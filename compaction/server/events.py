@@ -217,6 +217,13 @@ class EventBus:
         if self._wake is not None:  # this process's subscribers need not wait for the next poll;
             self._wake.set()  # the poller hands events over in the log's order, other processes' included
 
+    async def written(self) -> None:
+        """Wait until every event this process published so far is in the log (what a read of the
+        session's events right after a compaction needs)."""
+        writer = self._writer
+        if writer is not None:
+            await asyncio.to_thread(writer.submit(lambda: None).result)
+
     async def flush(self) -> None:
         """Wait until every event published so far is stored and handed to this process's streams
         (a graceful shutdown calls it before :meth:`close`, so the last events reach them)."""

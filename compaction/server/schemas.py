@@ -241,6 +241,9 @@ class AppendResponse(BaseModel):
     context_tokens: int = Field(description="tokens of the context for the next call")
     threshold_reached: bool
     compaction: SessionCompactResult | None = Field(default=None, description="set when auto_compact compacted")
+    compaction_status: SessionCompactionStatus | None = Field(
+        default=None, description="set when auto_compact tried to compact: whether compactions keep failing"
+    )
 
 
 class SessionContextResponse(BaseModel):
@@ -257,6 +260,9 @@ class SessionContextResponse(BaseModel):
     message_ids: list[int | None] = Field(description="store id of each message (null for the summary message)")
     tokens: int
     threshold_reached: bool
+    compaction_status: SessionCompactionStatus = Field(
+        description="whether the session's compactions keep failing (automatic ones included)"
+    )
 
 
 class SessionCompactRequest(BaseModel):
@@ -352,3 +358,28 @@ class CompactionFailedEvent(BaseModel):
     session_id: str
     trigger: EventTrigger
     error: ErrorBody
+
+
+class CompactionFailure(BaseModel):
+    """The latest failed compaction of a session: when, what started it, and its error (as the
+    ``compaction.failed`` event said it: library errors quoted with secrets redacted, anything else
+    generic with the request id the server's log has the details under)."""
+
+    at: float = Field(description="Unix time")
+    trigger: EventTrigger
+    error: ErrorBody
+
+
+class SessionCompactionStatus(BaseModel):
+    """Whether the session's compactions keep failing (from its stored events, so every server
+    process sharing the store reports the same). A compaction that compacted ends a run of
+    failures; one with nothing to compact neither counts nor ends it."""
+
+    failing: bool = Field(description="the latest compaction that ran failed")
+    consecutive_failures: int = Field(
+        description="failed compactions since the last one that compacted (counted over the session's "
+        "kept events: at most the last 64 events)"
+    )
+    failing_since: float | None = Field(default=None, description="Unix time of the run's first failure")
+    last_failure: CompactionFailure | None = None
+    last_success_at: float | None = Field(default=None, description="Unix time of the last compaction that compacted")

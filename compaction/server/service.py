@@ -29,10 +29,12 @@ from compaction.server.schemas import (
     CreateSessionRequest,
     RecallHit,
     RecallResponse,
+    SessionCompactionStatus,
     SessionContextResponse,
     SessionInfo,
 )
 from compaction.server.session_compaction import SessionCompaction
+from compaction.server.session_status import compaction_status
 from compaction.store import SessionContext
 
 
@@ -110,17 +112,19 @@ class CompactionService(SessionCompaction):
             self.quota.appended(owner, size)
         ctx = await self.context(session_id)
         tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
-        compaction = None
+        compaction = status = None
         if body.auto_compact and reached:
             self.check_accepting()
             compaction = await self.compact_session(session_id, None, trigger="threshold")
             tokens, reached = await anyio.to_thread.run_sync(self.measure, await self.context(session_id))
+            status = await self.compaction_status(session_id)
         return AppendResponse(
             session_id=public_session_id(session_id),
             message_ids=[*hoisted, *ids],
             context_tokens=tokens,
             threshold_reached=reached,
             compaction=compaction,
+            compaction_status=status,
         )
 
     def _validate_batch(self, ctx: SessionContext, batch: Sequence[Mapping[str, Any]]) -> None:
@@ -135,9 +139,15 @@ class CompactionService(SessionCompaction):
 
     async def session_context(self, session_id: str) -> SessionContextResponse:
         ctx = await self.context(session_id)
-        return await anyio.to_thread.run_sync(self._context_response, ctx)
+        status = await self.compaction_status(session_id)
+        return await anyio.to_thread.run_sync(self._context_response, ctx, status)
 
-    def _context_response(self, ctx: SessionContext) -> SessionContextResponse:
+    async def compaction_status(self, session_id: str) -> SessionCompactionStatus:
+        """Whether the session's compactions keep failing, from its kept events."""
+        await self.bus.written()
+        return compaction_status(await self.bus.recent(session_id))
+
+    def _context_response(self, ctx: SessionContext, status: SessionCompactionStatus) -> SessionContextResponse:
         session_id = ctx.session_id
         data, messages, ids = self.render_context(ctx)
         tokens, reached = self.measure(ctx)
@@ -152,6 +162,7 @@ class CompactionService(SessionCompaction):
             message_ids=ids,
             tokens=tokens,
             threshold_reached=reached,
+            compaction_status=status,
         )
 
     async def history(self, session_id: str, include_record: bool) -> CompactionHistory:
