@@ -43,7 +43,8 @@ import compaction.redact as redact
 from compaction.stages import ledger, prune
 
 memos = [f for mod in (ledger, prune) for f in vars(mod).values() if callable(f) and hasattr(f, "cache_clear")]
-memos += [redact._redacted_text] if hasattr(redact, "_redacted_text") else []  # the zone's redaction
+memos += [redact._redacted_text] if hasattr(getattr(redact, "_redacted_text", None), "cache_clear") else []
+# (a tree whose memos live in one run's scope has none to clear: every compaction is cold there)
 with open(sys.argv[1], encoding="utf-8") as f:
     messages = json.load(f)
 compactor = Compactor("gpt-4o")
@@ -62,6 +63,66 @@ def median_ms(cold):
 
 print(median_ms(False), median_ms(True))
 """
+
+
+# The incremental loop: a generated session fed turn by turn through a ContextManager (128k window,
+# threshold 0.8, offline summarizer); prints the median and total CPU ms of its compactions, and their count.
+_INCREMENTAL_PROBE = r"""
+import asyncio, json, statistics, sys, time
+from compaction import CompactionConfig, Compactor
+from compaction.middleware import ContextManager
+
+with open(sys.argv[1], encoding="utf-8") as f:
+    messages = json.load(f)
+cm = ContextManager(Compactor("gpt-4o", config=CompactionConfig(window=128_000, threshold=0.8)), recall=False)
+times = []
+
+async def main():
+    for i, message in enumerate(messages):
+        cm.append(message)
+        following = messages[i + 1]["role"] if i + 1 < len(messages) else "assistant"
+        if message["role"] != "assistant" and following == "assistant":  # a model call comes next
+            started = time.process_time()
+            result = await cm.before_turn()
+            if result is not None and result.compacted:
+                times.append(time.process_time() - started)
+
+asyncio.run(main())
+print(1000 * statistics.median(times), 1000 * sum(times), len(times))
+"""
+
+
+def measure_incremental(trees: list[Path], size: int, rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Median CPU ms per compaction of the incremental loop per tree, the trees alternating."""
+    from benchmarks.generate import generate
+
+    runs: dict[Path, list[tuple[float, float, float]]] = {tree: [] for tree in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        transcript = Path(tmp) / "session.json"
+        transcript.write_text(json.dumps([dict(m) for m in generate("coding", size, seed=1).messages]))
+        for _ in range(rounds):
+            for tree in trees:
+                env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+                done = subprocess.run(
+                    [sys.executable, "-c", _INCREMENTAL_PROBE, str(transcript)],
+                    cwd=tree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
+                median, total, count = map(float, done.stdout.split()[-3:])
+                runs[tree].append((median, total, count))
+    return {
+        str(tree): {
+            "median_ms": statistics.median(r[0] for r in rows),
+            "total_ms": statistics.median(r[1] for r in rows),
+            "compactions": rows[0][2],
+        }
+        for tree, rows in runs.items()
+    }
 
 
 def measure(trees: list[Path], rounds: int = 3) -> dict[str, dict[str, float]]:
@@ -120,8 +181,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("trees", nargs="*", type=Path, help="other checkouts to measure beside this one")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="write the RESULTS.md section")
+    parser.add_argument(
+        "--incremental",
+        type=int,
+        metavar="N",
+        help="instead: an N-message session fed turn by turn through a ContextManager, CPU per compaction",
+    )
     args = parser.parse_args(argv)
     others = args.trees or ([OLD_TREE] if (OLD_TREE / "compaction").is_dir() else [])
+    if args.incremental:
+        incremental = measure_incremental([*others, ROOT], args.incremental, rounds=args.rounds)
+        print("| tree | compactions | median CPU ms per compaction | total CPU ms |")
+        print("|---|---:|---:|---:|")
+        for tree, row in incremental.items():
+            print(f"| {tree} | {row['compactions']:.0f} | {row['median_ms']:.1f} | {row['total_ms']:.0f} |")
+        return 0
     figures = measure([*others, ROOT], rounds=args.rounds)
     table = markdown(figures, args.rounds)
     print(table)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from compaction._cache import memo_scope
 from compaction.adapters import from_canonical
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
@@ -145,7 +146,13 @@ def turn_rules(run: Run) -> tuple[bool, bool]:
 
 
 async def prepare(run: Run) -> Prepared:
-    """Repair, protect, prune and chunk: the whole plan, with no summarizer call."""
+    """Repair, protect, prune and chunk: the whole plan, with no summarizer call (in the run's memo
+    scope, or one of its own)."""
+    with memo_scope():
+        return await _prepare(run)
+
+
+async def _prepare(run: Run) -> Prepared:
     config = run.config
     alternation, keep_turns = turn_rules(run)
     tokens_before = run.count(run.transcript.messages)
@@ -339,6 +346,13 @@ def _conversation_blocker(transcript: Transcript, *, redact: bool) -> str | None
 
 
 async def run_pipeline(run: Run) -> CompactionResult:
+    """Compact ``run``: every stage, with one memo scope for the run (see :mod:`compaction._cache`:
+    nothing computed for one run makes another faster)."""
+    with memo_scope():
+        return await _run_pipeline(run)
+
+
+async def _run_pipeline(run: Run) -> CompactionResult:
     p = await prepare(run)
     if p.job is None or p.plan is None:
         return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")

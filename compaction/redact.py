@@ -1127,7 +1127,7 @@ def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str
     return walk(value, key)
 
 
-@memoize_text()
+@memoize_text
 def _redacted_text(text: str) -> str:
     """:func:`redact_if_needed`, memoized: an agent compacts the same tool outputs turn after turn."""
     return redact_if_needed(text)

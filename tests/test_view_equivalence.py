@@ -142,12 +142,6 @@ def ref_fit(
 # -- the checks ------------------------------------------------------------------------------------
 
 
-def _clear_caches() -> None:
-    for name in ("_salient_candidates", "_salient_words", "_ranked_candidates", "_kept_measurements", "trim_middle"):
-        getattr(prune, name).cache_clear()
-    prune._news_weights.cache_clear()
-
-
 def _requests(messages: list[dict[str, Any]]) -> list[str]:
     with FakeProvider() as server:
         from compaction.summarizers.llm import LLMSummarizer
@@ -164,13 +158,10 @@ def _requests(messages: list[dict[str, Any]]) -> list[str]:
 def test_model_prompts_equal_the_reference_view(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     messages = generate("coding", size, seed=1, format="openai").messages
     snapshot = json.dumps(messages, sort_keys=True)
-    _clear_caches()
     fast = _requests(messages)
-    _clear_caches()
     with monkeypatch.context() as patch:
         patch.setattr(pipeline, "fit_results", ref_fit)
         slow = _requests(messages)
-    _clear_caches()
     assert len(fast) >= 2
     assert any("chars cut" in body for body in fast), "the view must have cut results to be a check"
     assert fast == slow
@@ -190,7 +181,6 @@ def test_fitted_results_equal_the_reference_for_many_rooms() -> None:
     cache: prune.FitCache = {}
     for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8, 1.5):
         room = int(total * share)
-        _clear_caches()
         expected, expected_level = ref_fit(zone, room_chars=room, settings=settings)
         got, level = fit_results(zone, room_chars=room, settings=settings, cache=cache)
         assert level == expected_level

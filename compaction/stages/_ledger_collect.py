@@ -122,7 +122,7 @@ class _Found(NamedTuple):
     errors: list[str]
 
 
-@memoize_text(max_entries=32_768)
+@memoize_text
 def _scan(text: str, redact: bool = True) -> _Found:
     """Paths, URLs, ids and error lines of a text; memoized, since a session's old tool outputs are
     re-scanned at every compaction (and a long session has more of them than the default memo
@@ -255,7 +255,7 @@ _QUOTED_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Failure|Fault): \S")
 _BACKTICKED = re.compile(r"`([^`\n]{2,300})`")
 
 
-@memoize_text()
+@memoize_text
 def _text_commands(text: str) -> list[str]:
     """Commands quoted in conversational text: backticked invocations and ``$ `` lines."""
     found = [_one_command(command) for command in _prompt_lines(text) if command]

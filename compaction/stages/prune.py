@@ -24,7 +24,6 @@ metadata, no reasoning scratchpad, optionally only a preview of each result.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,7 +110,7 @@ class PruneOutcome:
     chars_after: int
 
 
-@memoize_text()
+@memoize_text
 def trim_middle(
     text: str,
     *,
@@ -251,7 +250,7 @@ def _soft_trimmed(part: ToolResultPart, archive_id: str, s: PruneSettings) -> To
     return part if trimmed is None else _with_text(part, trimmed)
 
 
-@memoize_text()
+@memoize_text
 def _kept_measurements(text: str, s: PruneSettings) -> list[str]:
     """The measurement lines a cleared result keeps: verbatim, at most a few, within a character
     budget (see :func:`compaction.patterns.measurement_lines`)."""
@@ -431,7 +430,7 @@ _SALIENT_CANDIDATES = 200
 _WORD = re.compile(r"[^\s'\"`()\[\]{},;]{4,}")
 
 
-@memoize_text()
+@memoize_text
 def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
     """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
     or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
@@ -443,7 +442,7 @@ def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], 
     return [*important, *(m for m in measured if m not in seen)], frozenset(error_lines)
 
 
-@memoize_text()
+@memoize_text
 def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
     """The words of each salient candidate line of ``text``, repeats included, and all of them as a
     set: found once, where the common words, the news check and every cut of the text read them."""
@@ -452,7 +451,7 @@ def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str,
     return per_line, frozenset(word for words in per_line for word in words)
 
 
-@memoize_text(max_entries=4_096)
+@memoize_text
 def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSettings) -> tuple[tuple[int, str], ...]:
     """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
     each with its position and shown at most 300 characters long: the order does not depend on the
@@ -550,7 +549,7 @@ def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
 _NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets this share
 
 
-@functools.lru_cache(maxsize=4)  # the view's rounds fit the same zone again with other rooms
+@memoize_text  # the view's rounds fit the same zone again with other rooms
 def _news_weights(texts: tuple[str, ...], settings: PruneSettings) -> tuple[frozenset[str], tuple[float, ...]]:
     """The words common to several results, and each result's weight: a result with news (a
     salient line whose words no other result has) gets a larger share than one that repeats what
