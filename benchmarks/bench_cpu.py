@@ -8,10 +8,15 @@ One compaction of the service benchmark's 200-message transcript (``benchmarks.g
 seed 1; ``Compactor("gpt-4o")``, offline extractive summarizer), median ``time.process_time()`` of 7
 runs in a warm process:
 
-- **warm**: the same transcript again, so the engine's process-wide memos of text scans
-  (``ledger._scan``/``_text_commands``, ``prune.trim_middle``/``_kept_measurements``) hit: what a
-  session compacted again and again costs for the text it has already shown;
+- **warm**: the same transcript again. In trees with process-wide memos of text scans
+  (``ledger._scan``/``_text_commands``, ``prune.trim_middle``/``_kept_measurements``) they hit:
+  what a session compacted again and again costs for the text it has already shown. Where the memos
+  live in one run's scope (:mod:`compaction._cache`) nothing carries over and warm is cold;
 - **cold**: those memos cleared before each run: what a transcript the process has not seen costs.
+
+``--incremental N``: instead, an N-message generated coding session fed turn by turn through a
+:class:`~compaction.middleware.ContextManager` (128k window, threshold 0.8, offline summarizer),
+``before_turn`` before each model call: the median CPU per compaction, and their total.
 
 Each tree runs in its own subprocess (``PYTHONPATH`` on it), the trees alternating over ``--rounds``
 rounds, so a change in the machine's load hits all of them alike; the figure is the median of the

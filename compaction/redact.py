@@ -1129,7 +1129,8 @@ def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str
 
 @memoize_text
 def _redacted_text(text: str) -> str:
-    """:func:`redact_if_needed`, memoized: an agent compacts the same tool outputs turn after turn."""
+    """:func:`redact_if_needed`, memoized within the compaction run (the zone's texts are read by
+    several stages)."""
     return redact_if_needed(text)
 
 

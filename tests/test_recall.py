@@ -879,3 +879,62 @@ def test_one_word_answers_equal_checking_every_text_with_phrase() -> None:
         assert [h.archive_id for h in found] == expected, query
         scores = {f"m_{i}": score for i, _, score in ranked}
         assert [h.score for h in found] == pytest.approx([scores[h.archive_id] for h in found]), query
+
+
+# -- the index's word lists, built in bulk, equal word-by-word indexing ----------------------------
+
+_TRICKY_TEXTS = [
+    "Fix super().__init__(**kwargs) in src/a__b.py -> 3f9a2c1b7e4d",
+    "İstanbul office: DEPLOY_KEY rotated; Straße ß ẞ; Kelvin \u212a and ohm \u2126",
+    "x² + y³ = ½; e\u0301t\u00e9 (combining acute) and \u0130I\u0131i ΣΑΣ σας",
+    "tabs\tand\x1cfile\x1dseparators\x1e\x1fand\u00a0nbsp\u2028line\u3000ideographic",
+    "日本語のテキスト と ASCII mixed_words_123 und Ärger ÄRGER ärger",
+    "",
+    "---- ++++ ;;;; (only punctuation)",
+    "FAILED tests/test_money.py::test_refund - KeyError: 'JPY'",
+]
+
+
+def _reference_postings(
+    texts: list[str],
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, set[int]], list[int]]:
+    """Word-by-word indexing with the word pattern itself (what the index must equal)."""
+    from collections import Counter
+
+    from compaction.recall._text import WORD
+
+    postings: dict[str, list[int]] = {}
+    freqs: dict[str, list[int]] = {}
+    written: dict[str, set[int]] = {}
+    lengths: list[int] = []
+    for doc, text in enumerate(texts):
+        counts = Counter(WORD.findall(text.lower()))
+        for word, count in counts.items():
+            postings.setdefault(word, []).append(doc)
+            freqs.setdefault(word, []).append(count)
+        for word in WORD.findall(text):
+            written.setdefault(word, set()).add(doc)
+        lengths.append(sum(counts.values()))
+    return postings, freqs, written, lengths
+
+
+@pytest.mark.parametrize("batch", [1, 3, 100])
+def test_bulk_indexing_equals_word_by_word_indexing(batch: int) -> None:
+    import random
+
+    rng = random.Random(7)
+    texts = [*_TRICKY_TEXTS]
+    pieces = " ".join(_TRICKY_TEXTS).split(" ")
+    texts += [" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(120)]
+    index = MemoryRecallIndex()
+    entries = [(f"m{i}", "tool", text) for i, text in enumerate(texts)]
+    for start in range(0, len(entries), batch):
+        assert index.add(entries[start : start + batch]) == len(entries[start : start + batch])
+    postings, freqs, written, lengths = _reference_postings(texts)
+    assert {w: list(p) for w, p in index._postings.items()} == postings
+    assert list(index._postings) == list(postings)  # new words in the order first seen
+    assert {w: list(f) for w, f in index._freqs.items()} == freqs
+    assert {w: set(p) for w, p in index._case_postings.items()} == written
+    assert all(list(p) == sorted(p) for p in index._case_postings.values())
+    assert list(index._lengths) == lengths
+    assert index.add(entries[:5]) == 0  # ids seen before keep their first version

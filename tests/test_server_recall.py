@@ -175,3 +175,33 @@ def test_unknown_session_is_404(srv: Running) -> None:
     assert response.status_code == 404
     assert "no session 'no-such-session'" in error_of(response)["message"]
     assert recall(running, "bad id!", q="x").status_code == 422
+
+
+def test_a_compaction_indexes_its_archive_for_recall_off_the_request_path(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from compaction.sqlite_store import SQLiteSessionStore
+
+    class WatchedStore(SQLiteSessionStore):
+        searched = threading.Event()
+
+        def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> Any:
+            found = super().search_archive(session_id, query, limit=limit, offset=offset)
+            if session_id == "warm" and self._recall_indexes.known(session_id):
+                type(self).searched.set()
+            return found
+
+    store = WatchedStore(str(tmp_path / "warm.db"))
+    running = start(tmp_path, store=store)
+    try:
+        started = time.monotonic()
+        compacted_session(running, "warm")
+        # No recall request was sent: the server brought the session's index up to date itself.
+        assert WatchedStore.searched.wait(max(1.0, 60 - (time.monotonic() - started)))
+        found = recall(running, "warm", q=COMMIT)
+        assert found.status_code == 200, found.text
+        assert found.json()["verbatim"] >= 1
+    finally:
+        running.stop()
+        store.close()

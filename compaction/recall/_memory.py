@@ -58,6 +58,10 @@ messages may hold (``the error``, ``->``) is checked on the most recent ones fir
 
 _Docs = npt.NDArray[np.int64]
 
+_ASCII_WORDS: Final = str.maketrans({chr(c): " " for c in range(128) if not WORD.fullmatch(chr(c))})
+"""For ASCII text: word characters (those of :data:`~compaction.recall._text.WORD`) kept, every
+other character a space, so that ``split()`` gives the words ``WORD.findall`` would."""
+
 
 class _Vocabulary(NamedTuple):
     """Every indexed word in one newline-separated string (``blob``) with each word's offset in it,
@@ -130,40 +134,51 @@ class MemoryRecallIndex:
         return self.add(searchable_archive(archive))
 
     def add(self, entries: Iterable[tuple[str, str, str]]) -> int:
-        """Index ``(archive_id, role, text)`` entries whose text is already searchable (redacted)."""
-        added = 0
+        """Index ``(archive_id, role, text)`` entries whose text is already searchable (redacted).
+
+        One pass per text (its words, as written and lower-cased), then the postings of all the
+        new messages at once: a whole archive of 20,000 messages is indexed in about a second."""
+        lower_words: list[str] = []  # the distinct lower-cased words of each new message, in turn
+        lower_counts: list[int] = []
+        lower_sizes: list[int] = []
+        case_words: list[str] = []  # the distinct words as written of each new message, in turn
+        case_sizes: list[int] = []
+        first = len(self._ids)
+        lowering: dict[str, bool] = {}  # characters seen in this call: lower-cased in place?
         for archive_id, role, text in entries:
             if archive_id in self._by_id:
                 continue
-            doc = len(self._ids)
-            self._by_id[archive_id] = doc
+            self._by_id[archive_id] = len(self._ids)
             self._ids.append(archive_id)
             self._roles.append(role)
-            self._vocab = self._case_vocab = None  # their postings grow
             self._texts.append(text)
             lowered = text.lower()
             self._lowered.append(lowered)
             self._total_chars += len(text)
             self._chars.append(len(text))
-            counts = Counter(WORD.findall(lowered))
-            postings_of, freqs_of = self._postings, self._freqs
-            for word, count in counts.items():
-                postings = postings_of.get(word)
-                if postings is None:
-                    postings_of[word] = postings = array("i")
-                    freqs_of[word] = array("i")
-                postings.append(doc)
-                freqs_of[word].append(count)
-            case_postings = self._case_postings
-            for word in set(WORD.findall(text)):
-                written = case_postings.get(word)
-                if written is None:
-                    case_postings[word] = written = array("i")
-                written.append(doc)
-            length = sum(counts.values())
-            self._lengths.append(length)
-            self._total_length += length
-            added += 1
+            if text.isascii():
+                # The words of WORD, several times faster: every other character becomes a space.
+                written = text.translate(_ASCII_WORDS).split()
+                words = lowered.translate(_ASCII_WORDS).split()
+            else:
+                written = WORD.findall(text)
+                # Unless a character's lower case is longer, or of the other kind (word or not):
+                in_place = _lowers_in_place(text, lowering)
+                words = " ".join(written).lower().split() if in_place else WORD.findall(lowered)
+            counts = Counter(words)
+            lower_words.extend(counts)
+            lower_counts.extend(counts.values())
+            lower_sizes.append(len(counts))
+            distinct = set(written)
+            case_words.extend(distinct)
+            case_sizes.append(len(distinct))
+            self._lengths.append(len(words))
+            self._total_length += len(words)
+        added = len(self._ids) - first
+        if added:
+            self._vocab = self._case_vocab = None  # their postings grew
+            _extend_postings(self._postings, self._freqs, first, lower_words, lower_sizes, lower_counts)
+            _extend_postings(self._case_postings, None, first, case_words, case_sizes, None)
         return added
 
     def fetch(self, archive_id: str) -> ArchiveHit | None:
@@ -359,3 +374,48 @@ class MemoryRecallIndex:
             freqs = np.frombuffer(self._freqs[word], dtype=np.int32).astype(np.float64)
             self._arrays[word] = cached = (docs, freqs)
         return cached
+
+
+def _lowers_in_place(text: str, known: dict[str, bool]) -> bool:
+    """Whether lower-casing ``text`` maps each word character to one word character and every other
+    character to one that is not: then the words of the lowered text are the lowered words."""
+    for char in set(text):
+        ok = known.get(char)
+        if ok is None:
+            lower = char.lower()
+            ok = known[char] = len(lower) == 1 and (WORD.fullmatch(char) is None) == (WORD.fullmatch(lower) is None)
+        if not ok:
+            return False
+    return True
+
+
+def _extend_postings(
+    postings: dict[str, array[int]],
+    freqs: dict[str, array[int]] | None,
+    first: int,
+    words: list[str],
+    sizes: list[int],
+    counts: list[int] | None,
+) -> None:
+    """Append to ``postings`` (and ``freqs``) the messages ``first, first + 1, ...``, whose
+    distinct words are ``words`` (``sizes[i]`` of them for message ``first + i``, each occurring
+    ``counts`` times): grouped by word in one stable sort, so each word's messages stay in order,
+    and new words are added in the order they were first seen."""
+    new_words = dict.fromkeys(words)
+    number = {word: i for i, word in enumerate(new_words)}
+    ids = np.fromiter(map(number.__getitem__, words), dtype=np.int64, count=len(words))
+    order = np.argsort(ids, kind="stable")
+    docs = np.repeat(np.arange(first, first + len(sizes), dtype=np.int32), sizes)[order]
+    found = None if counts is None else np.asarray(counts, dtype=np.int32)[order]
+    ends = np.cumsum(np.bincount(ids, minlength=len(number))).tolist()
+    start = 0
+    for word, end in zip(new_words, ends, strict=True):
+        run = postings.get(word)
+        if run is None:
+            postings[word] = run = array("i")
+            if freqs is not None:
+                freqs[word] = array("i")
+        run.frombytes(docs[start:end].tobytes())
+        if freqs is not None and found is not None:
+            freqs[word].frombytes(found[start:end].tobytes())
+        start = end

@@ -95,6 +95,7 @@ class ServiceCore:
         self._idle = asyncio.Event()
         self._idle.set()
         self._session_locks: dict[str, list[Any]] = {}
+        self._warming: set[asyncio.Future[None]] = set()  # recall indexes brought up to date after compactions
         self._closed = False
         self.worker = WorkerLoop()
         self.pool: CompactionPool | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -12,6 +13,7 @@ import anyio.to_thread
 
 from compaction.errors import CompactionError, TranscriptError
 from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
+from compaction.recall import StoreRecall
 from compaction.redact import redact_if_needed
 from compaction.result import CompactionResult
 from compaction.server.answer import result_dict
@@ -38,6 +40,8 @@ from compaction.server.schemas import (
 from compaction.server.telemetry import annotate_request
 from compaction.store import SessionContext
 from compaction.summarizers.base import SummarizerError
+
+logger = logging.getLogger("compaction.server")
 
 
 class SessionCompaction(ServiceCore):
@@ -82,7 +86,26 @@ class SessionCompaction(ServiceCore):
         # Off the event loop: redacting the removed originals of a full answer takes ~35 ms for 200
         # messages, which every other request on this loop (health checks included) would wait for.
         answer = partial(self._answer, session_id, result, ctx, started, finished, include_removed, include_record)
-        return await anyio.to_thread.run_sync(answer)
+        done = await anyio.to_thread.run_sync(answer)
+        if result.compacted:
+            self.warm_recall(session_id)
+        return done
+
+    def warm_recall(self, session_id: str) -> None:
+        """Index the session's newly archived messages for recall now, in a thread, instead of in
+        the first recall request after the compaction (a 20,000-message archive takes seconds)."""
+        store = self.store
+        if self.draining or not callable(getattr(store, "search_archive", None)):
+            return
+        future = asyncio.get_running_loop().run_in_executor(None, StoreRecall(store, session_id).warm)
+        self._warming.add(future)
+        future.add_done_callback(self._warmed)
+
+    def _warmed(self, future: asyncio.Future[None]) -> None:
+        self._warming.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            # The next recall builds the index itself (and reports what fails there).
+            logger.warning("recall index warm-up failed: %s", one_line(future.exception() or Exception()))
 
     def _answer(
         self,

@@ -1,7 +1,7 @@
 """Collecting the artifact ledger from messages: the paths, URLs, ids, commands, errors and tool
 failures of a compacted span, and where each was seen (see :mod:`compaction.stages.ledger`, which
-re-exports :func:`collect_artifacts`). The text scans are memoized, since a session's old tool
-outputs are re-scanned at every compaction."""
+re-exports :func:`collect_artifacts`). The text scans are memoized within a compaction run (see
+:mod:`compaction._cache`): a text met twice in one run is scanned once."""
 
 from __future__ import annotations
 
@@ -124,10 +124,9 @@ class _Found(NamedTuple):
 
 @memoize_text
 def _scan(text: str, redact: bool = True) -> _Found:
-    """Paths, URLs, ids and error lines of a text; memoized, since a session's old tool outputs are
-    re-scanned at every compaction (and a long session has more of them than the default memo
-    holds). Secrets are redacted first: pieces of a key (a line of a private key body looks like a
-    path) must not be listed on their own, where no secret pattern would match them."""
+    """Paths, URLs, ids and error lines of a text; memoized within the run. Secrets are redacted
+    first: pieces of a key (a line of a private key body looks like a path) must not be listed on
+    their own, where no secret pattern would match them."""
     text = redact_if_needed(text) if redact else text
     return _Found(*find_references(text), _errors_in(text))
 

@@ -48,8 +48,8 @@ from collections.abc import Callable, Sequence
 from compaction.redact import redact_secrets
 from compaction.stages._ledger_collect import _collect_text, _Collector, collect_artifacts
 
-# The memoized scans, bound here too: a tool that clears the ledger's memos (a cold-path benchmark)
-# finds every one of them in this module, as before collecting had a module of its own.
+# The memoized scans, bound here too, as before collecting had a module of its own (their memos
+# live in each run's scope: see compaction._cache).
 from compaction.stages._ledger_collect import _scan as _scan
 from compaction.stages._ledger_collect import _text_commands as _text_commands
 from compaction.stages._ledger_items import _CATEGORIES, _TITLES, ArtifactLedger, LedgerItem, ToolFailure, family
