@@ -452,12 +452,49 @@ def bounds_markdown(figures: Mapping[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def compare_builds(tree: Path, *, quick: bool = False, rounds: int = 2) -> list[tuple[str, float]]:
+    """Process CPU seconds of ``MemoryRecallIndex.add`` on the coding session's searchable archive:
+    ``tree``'s index module against this tree's, alternating in this process, and a check that
+    both answer a few queries alike."""
+    import importlib.util
+
+    from compaction.recall._text import searchable_archive
+
+    spec = importlib.util.spec_from_file_location("other_memory", tree / "compaction" / "recall" / "_memory.py")
+    assert spec is not None
+    assert spec.loader is not None
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    size = SIZE_QUICK if quick else SIZE_FULL
+    g = generate("coding", size, seed=SEED, format=SCENARIO_FORMATS["coding"])
+    result = Compactor(MODEL, None, CompactionConfig(window=WINDOW)).compact(g.messages, system=g.system)
+    entries = searchable_archive(result.archive)
+    out: list[tuple[str, float]] = []
+    built: dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, cls in (("other", other.MemoryRecallIndex), ("this", MemoryRecallIndex)):
+            started = time.process_time()
+            built[name] = cls()
+            built[name].add(entries)
+            out.append((name, time.process_time() - started))
+    for query in BOUND_QUERIES:
+        assert built["other"].search(query, limit=50) == built["this"].search(query, limit=50), query
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_recall", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{SIZE_QUICK:,} messages instead of {SIZE_FULL:,}")
     parser.add_argument("--print", action="store_true", help="print the section instead of writing RESULTS.md")
     parser.add_argument("--bounds", action="store_true", help="any query's cost and a busy neighbour (issue 26)")
+    parser.add_argument(
+        "--build-against", type=Path, metavar="TREE", help="instead: index build CPU, TREE's index against this one"
+    )
     args = parser.parse_args(argv)
+    if args.build_against:
+        for name, seconds in compare_builds(args.build_against, quick=args.quick):
+            print(f"{name}: {seconds:.2f} s CPU")
+        return 0
     command = (
         "python -m benchmarks.bench_recall" + (" --bounds" if args.bounds else "") + (" --quick" if args.quick else "")
     )
