@@ -67,7 +67,7 @@ from compaction.stores.dialect import Dialect, side_tables
 from compaction.stores.rows import SessionNotFound, loads_message
 from compaction.stores.sql import SQLSessionStore
 
-__all__ = ["SCHEMA_VERSION", "SQLiteSessionStore", "SessionNotFound"]
+__all__ = ["SCHEMA_VERSION", "SQLITE", "SQLiteSessionStore", "SessionNotFound"]
 
 SCHEMA_VERSION: Final = 4
 
