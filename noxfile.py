@@ -101,10 +101,14 @@ def mutation(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
-    session.install("ruff>=0.6")
+    """ruff (lint and formatting), and the import contracts of pyproject.toml (import-linter: the
+    layers the README's architecture section draws, guards below compaction, litellm never imported
+    by name outside the proxy integration). lint-imports reads the checkout's source, installing
+    nothing of it."""
+    session.install("ruff>=0.6", "import-linter==2.16")
     session.run("ruff", "check", "compaction", "guards", "tests", "benchmarks", "examples", "noxfile.py")
     session.run("ruff", "format", "--check", "compaction", "guards", "tests", "benchmarks", "examples", "noxfile.py")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session(python=PYTHON)

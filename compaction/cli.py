@@ -328,22 +328,17 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _open_store(db: str) -> Any:
-    """The session store at ``db``: a SQLite file or a PostgreSQL URL (``postgres`` extra)."""
+    """The session store at ``db``: a SQLite file that exists or a PostgreSQL URL (``postgres`` extra)."""
     import sqlite3
 
-    from compaction.server.workers import is_postgres_url, open_store
+    from compaction.stores import is_postgres_url, open_store
 
-    if is_postgres_url(db):
-        try:
-            return open_store(db)
-        except (ValueError, ConnectionError) as exc:
-            raise CliError(str(exc), EXIT_FILE) from None
-    from compaction.sqlite_store import SQLiteSessionStore
-
-    if not Path(db).is_file():
+    if not is_postgres_url(db) and not Path(db).is_file():
         raise CliError(f"no such file: {db}", EXIT_FILE)
     try:
-        return SQLiteSessionStore(db)
+        return open_store(db)
+    except (ValueError, ConnectionError) as exc:
+        raise CliError(str(exc), EXIT_FILE) from None
     except sqlite3.DatabaseError as exc:
         raise CliError(f"{db} is not a session store: {exc}", EXIT_FILE) from None
 

@@ -1,21 +1,16 @@
 """How much one namespace of session ids holds in a store: its sessions and its messages' bytes.
 
 The service's API keys each own the sessions whose ids start with the key's namespace; this is
-what their storage quota is measured against. Both stores answer with one range scan on the
-session-id indexes (ids from ``prefix`` up to the next prefix), so the cost is the namespace's own
-rows, not the store's.
+what their storage quota is measured against. The SQL stores answer with one range scan on the
+session-id indexes (:func:`prefix_bounds`: ids from ``prefix`` up to the next prefix), so the cost
+is the namespace's own rows, not the store's (PostgreSQL compares them under ``COLLATE "C"``, byte
+order, as SQLite does by default).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from abc import abstractmethod
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    import psycopg
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -31,45 +26,13 @@ class UsageMeter(Protocol):
         ...
 
 
-def _upper(prefix: str) -> str:
-    """The smallest string above every string that starts with ``prefix`` (non-empty)."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """The range of the session ids that start with ``prefix``: from ``prefix`` (inclusive) to the
+    smallest string above every such id (exclusive), in code point order.
 
-
-class SQLiteUsage:
-    @abstractmethod
-    def _read(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def usage(self, prefix: str) -> Usage:
-        if not prefix:
-            raise ValueError("usage needs a non-empty session id prefix")
-        bounds = (prefix, _upper(prefix))
-        with self._read() as conn:
-            sessions = conn.execute("SELECT count(*) FROM sessions WHERE id >= ? AND id < ?", bounds).fetchone()[0]
-            size = conn.execute(
-                "SELECT coalesce(sum(length(CAST(message AS BLOB))), 0) FROM messages "
-                "WHERE session_id >= ? AND session_id < ?",
-                bounds,
-            ).fetchone()[0]
-        return Usage(int(sessions), int(size))
-
-
-class PostgresUsage:
-    @abstractmethod
-    def _tx(self, *, snapshot: bool = False) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]: ...
-
-    def usage(self, prefix: str) -> Usage:
-        if not prefix:
-            raise ValueError("usage needs a non-empty session id prefix")
-        # COLLATE "C": byte order, so the range holds exactly the ids that start with the prefix
-        bounds = (prefix, _upper(prefix))
-        with self._tx(snapshot=True) as conn:
-            sessions = conn.execute(
-                'SELECT count(*) FROM sessions WHERE id COLLATE "C" >= %s AND id COLLATE "C" < %s', bounds
-            ).fetchone()
-            size = conn.execute(
-                "SELECT coalesce(sum(octet_length(message)), 0) FROM messages "
-                'WHERE session_id COLLATE "C" >= %s AND session_id COLLATE "C" < %s',
-                bounds,
-            ).fetchone()
-        return Usage(int(sessions[0] if sessions else 0), int(size[0] if size else 0))
+    >>> prefix_bounds("team-a/")
+    ('team-a/', 'team-a0')
+    """
+    if not prefix:
+        raise ValueError("usage needs a non-empty session id prefix")
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

@@ -1,7 +1,7 @@
 """Many workers and instances: the store behind ``--db`` and ``compaction serve --workers N``.
 
 ``--db`` is a SQLite file (the default) or a PostgreSQL URL (``postgresql://user:pass@host/db``),
-which :func:`open_store` opens as a :class:`~compaction.postgres_store.PostgresSessionStore`.
+which :func:`open_store` opens as a :class:`~compaction.stores.postgres.PostgresSessionStore`.
 Every worker process and every instance behind a load balancer may share one PostgreSQL: a
 session's appends and compactions are serialized by the store (a row lock per session), and two
 compactions of one session, on any workers, are a compare-and-swap where exactly one wins.
@@ -32,49 +32,25 @@ import time
 from types import FrameType
 
 from compaction.store import SessionStore
+from compaction.stores import is_postgres_url
 
 __all__ = ["is_postgres_url", "open_store", "reuse_port_socket", "serve_workers"]
 
 _log = logging.getLogger("compaction.server.workers")
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_url(db: str) -> bool:
-    """True for a PostgreSQL connection URL (``postgresql://`` or ``postgres://``).
-
-    >>> is_postgres_url("postgresql://app@db/compaction"), is_postgres_url("compaction.db")
-    (True, False)
-    """
-    return db.strip().lower().startswith(_POSTGRES_SCHEMES)
-
 
 def open_store(db: str, *, pool_size: int = 10) -> SessionStore | None:
     """The store ``--db`` names when it is not a SQLite file: a PostgreSQL URL opens a
-    :class:`~compaction.postgres_store.PostgresSessionStore` (its schema created on first use).
-    None for a SQLite path, which the app opens itself.
+    :class:`~compaction.stores.postgres.PostgresSessionStore` (:func:`compaction.stores.open_store`,
+    its schema created on first use). None for a SQLite path, which the app opens itself.
 
     Raises ``ValueError`` when the ``postgres`` extra is missing and ``ConnectionError`` (an
     ``OSError``) when the database cannot be reached in 10 s; neither message holds the password."""
     if not is_postgres_url(db):
         return None
-    try:
-        from compaction.postgres_store import PostgresSessionStore, redact_url
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ValueError(
-            f"--db {db.split('://')[0]}:// needs the postgres extra (missing {exc.name}): "
-            "pip install 'compaction-engine[postgres]'"
-        ) from None
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:  # pragma: no cover
-        raise ValueError(f"--db needs the postgres extra (missing {exc.name})") from None
-    try:
-        return PostgresSessionStore(db, pool_size=pool_size, timeout=10.0)
-    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConnectionError(f"cannot open the PostgreSQL store {redact_url(db)}: {detail}") from None
+    from compaction.stores import open_store as open_any_store
+
+    return open_any_store(db, pool_size=pool_size)
 
 
 def _detach_from_terminal_signals() -> None:

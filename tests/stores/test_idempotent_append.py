@@ -64,3 +64,12 @@ def test_concurrent_retries_store_the_batch_once(store: Any) -> None:
     assert errors == []
     assert len(store.messages("s1")) == 5
     assert all(ids == results[0] for ids in results)
+
+
+def test_an_empty_batch_keeps_its_key(store: Any) -> None:
+    """An empty batch is a batch: a retry gets its (no) ids, the same key with messages is refused."""
+    assert store.append("s1", [], idempotency_key="empty") == []
+    assert store.append("s1", [], idempotency_key="empty") == []
+    with pytest.raises(IdempotencyKeyReused, match="'empty'"):
+        store.append("s1", msgs(1), idempotency_key="empty")
+    assert store.messages("s1") == []

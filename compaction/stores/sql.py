@@ -1,0 +1,401 @@
+"""One session store for SQLite and PostgreSQL: :class:`SQLSessionStore` holds every statement and
+rule the two databases share; a :class:`~compaction.stores.dialect.Dialect` says what differs in
+their SQL. Each database's subclass (:mod:`compaction.stores.sqlite`,
+:mod:`compaction.stores.postgres`) adds only its connections, transactions (of the three kinds
+:mod:`compaction.stores.dialect` describes), schema and migrations.
+
+Statements are written once, with ``?`` placeholders. The upserts are the same SQL on both
+(``INSERT ... ON CONFLICT``). Text and JSON columns are escaped alike on both
+(:mod:`compaction._store_text`, through :mod:`compaction.stores.rows`), so a row means the same in
+either database. The tables outside the versioned schema
+(:func:`~compaction.stores.dialect.side_tables`: idempotency keys, the event log, the
+background-prepared summary) are created on every open, so databases of every schema version get
+them without a migration.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compaction import idempotency
+from compaction.recall._store_index import SessionIndexes
+from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
+from compaction.store_usage import Usage, prefix_bounds
+from compaction.stores.events import SQLEventLog
+from compaction.stores.rows import (
+    NO_ARCHIVE,
+    SessionNotFound,
+    archive_rows,
+    check_compaction,
+    check_model,
+    check_owner,
+    check_search,
+    check_session_id,
+    context_after,
+    dumps,
+    dumps_tail,
+    entry_row,
+    history_entries,
+    loads_message,
+    message_rows,
+    prepared_state,
+    session_context,
+    stored_messages,
+    summary_column,
+)
+
+__all__ = ["SQLSessionStore"]
+
+
+class SQLSessionStore(SQLEventLog):
+    """A :class:`~compaction.store.SessionStore` (with :class:`~compaction.store.PreparedStateStore`,
+    :class:`~compaction.event_log.EventLog` and :class:`~compaction.store_usage.UsageMeter`) on a
+    SQL database; a subclass names its ``dialect`` and provides connections and transactions.
+
+    Messages are append-only: no method deletes or rewrites one (and each database's schema
+    refuses it). Errors: an unknown session id raises :class:`SessionNotFound` (a ``KeyError``); a
+    message that cannot be stored as JSON raises ``ValueError`` naming its index in the batch.
+    """
+
+    _recall_indexes: SessionIndexes
+
+    def _insert_messages(self, conn: Any, session_id: str, rows: Sequence[str], now: float) -> list[int]:
+        """Insert a batch of message rows in order; their ids, in order (a subclass may do it in one
+        statement)."""
+        statement = "INSERT INTO messages (session_id, message, created_at) VALUES (?, ?, ?)"
+        return [self._insert_id(conn, statement, (session_id, text, now), "id") for text in rows]
+
+    def _lock_session(self, conn: Any, session_id: str) -> tuple[Any, ...]:
+        """Hold the session's row to the end of this write; its ``summary_through_id``."""
+        row = self._execute(
+            conn, f"SELECT summary_through_id FROM sessions WHERE id = ?{self.dialect.lock_row}", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return tuple(row)
+
+    def _require_session(self, conn: Any, session_id: str) -> None:
+        if self._execute(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise SessionNotFound(session_id)
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, *, system: Any = None, model: str | None = None) -> None:
+        """Create the session if it does not exist (idempotent); update system/model when given
+        (``None`` leaves the stored value as it is)."""
+        check_session_id(session_id)
+        system_json = None if system is None else dumps(system, "system")
+        now = time.time()
+        with self._write() as conn:
+            self._execute(
+                conn,
+                "INSERT INTO sessions (id, system, model, summary, summary_through_id, created_at, updated_at)"
+                " VALUES (?, ?, ?, NULL, NULL, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET"
+                "  system = COALESCE(excluded.system, sessions.system),"
+                "  model = COALESCE(excluded.model, sessions.model),"
+                "  updated_at = CASE WHEN excluded.system IS NULL AND excluded.model IS NULL"
+                "               THEN sessions.updated_at ELSE excluded.updated_at END",
+                (session_id, system_json, model, now, now),
+            )
+
+    def sessions(self) -> list[str]:
+        """Every session id, oldest session first."""
+        with self._read() as conn:
+            return [row[0] for row in self._execute(conn, "SELECT id FROM sessions ORDER BY created_at, id")]
+
+    def set_model(self, session_id: str, model: str) -> None:
+        """Record a model change: :meth:`context` returns the new model from now on, so the caller
+        re-derives the budget from the new model's window. Messages and summary are unchanged."""
+        check_session_id(session_id)
+        check_model(model)
+        with self._write() as conn:
+            cursor = self._execute(
+                conn, "UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?", (model, time.time(), session_id)
+            )
+            if cursor.rowcount == 0:
+                raise SessionNotFound(session_id)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Append ``messages`` in one transaction and return their ids, in order.
+
+        Ids are assigned by the store, unique across the whole database and increasing in commit
+        order within a session. Stored messages are never rewritten or deleted. Raises
+        :class:`SessionNotFound`, ``TypeError`` for an item that is not a mapping, and ``ValueError``
+        naming the index of a message that is not JSON-serializable (nothing of the batch is stored
+        then). With ``idempotency_key``, a batch already appended with that key (an empty one too)
+        is not stored again: its ids are returned (see :mod:`compaction.idempotency`).
+        """
+        check_session_id(session_id)
+        if idempotency_key is not None:
+            idempotency.check_key(idempotency_key)
+        rows = message_rows(messages)
+        now = time.time()
+        with self._write() as conn:
+            self._lock_session(conn, session_id)
+            if idempotency_key is not None:
+                batch_digest = idempotency.digest(rows)
+                stored = self._replayed(conn, session_id, idempotency_key, batch_digest)
+                if stored is not None:
+                    return stored
+            ids = self._insert_messages(conn, session_id, rows, now) if rows else []
+            if ids:
+                self._execute(conn, "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            if idempotency_key is not None:
+                self._remember_key(conn, session_id, idempotency_key, batch_digest, ids)
+        return ids
+
+    def _replayed(self, conn: Any, session_id: str, key: str, batch_digest: str) -> list[int] | None:
+        """The ids a former append with ``key`` got (None when there was none); raises
+        :class:`~compaction.idempotency.IdempotencyKeyReused` when that append stored another batch."""
+        found = self._execute(
+            conn, "SELECT digest, ids FROM appends WHERE session_id = ? AND key = ?", (session_id, key)
+        ).fetchone()
+        if found is None:
+            return None
+        if found[0] != batch_digest:
+            raise idempotency.IdempotencyKeyReused(key)
+        return [int(i) for i in json.loads(found[1])]
+
+    def _remember_key(self, conn: Any, session_id: str, key: str, batch_digest: str, ids: Sequence[int]) -> None:
+        """Remember ``key`` for this append (and forget the session's keys older than the keep time)."""
+        now = time.time()
+        forget = now - idempotency.KEEP_SECONDS
+        self._execute(conn, "DELETE FROM appends WHERE session_id = ? AND at < ?", (session_id, forget))
+        self._execute(
+            conn,
+            "INSERT INTO appends (session_id, key, digest, ids, at) VALUES (?, ?, ?, ?, ?)",
+            (session_id, key, batch_digest, json.dumps(list(ids)), now),
+        )
+
+    def messages(self, session_id: str, *, after_id: int | None = None) -> list[StoredMessage]:
+        """All messages of the session, or only those with an id above ``after_id``, oldest first.
+        Compaction never removes anything from this list."""
+        check_session_id(session_id)
+        with self._read() as conn:
+            rows = self._execute(
+                conn,
+                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (session_id, 0 if after_id is None else after_id),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return stored_messages(rows, self.dialect.data_error)
+
+    def context(self, session_id: str) -> SessionContext:
+        """The session's summary, system, model, the last compaction's tail and the messages after
+        it (or, without a tail, after ``summary_through_id``), in one consistent snapshot; messages
+        at or before that id are not read at all."""
+        check_session_id(session_id)
+        with self._snapshot() as conn:
+            head = self._execute(
+                conn,
+                "SELECT system, model, summary, summary_through_id, tail FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if head is None:
+                raise SessionNotFound(session_id)
+            rows = self._execute(
+                conn,
+                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                (session_id, context_after(head)),
+            ).fetchall()
+        return session_context(session_id, head, rows, self.dialect.data_error)
+
+    # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
+
+    def load_prepared(self, session_id: str) -> tuple[int, dict[str, Any] | None]:
+        """``(version, state)`` of the session's background-prepared summary; ``(0, None)`` when
+        none was ever saved, ``state`` None when it was cleared."""
+        check_session_id(session_id)
+        with self._read() as conn:
+            row = self._execute(conn, "SELECT version, state FROM prepared WHERE session_id = ?", (session_id,))
+            return prepared_state(row.fetchone())
+
+    def save_prepared(self, session_id: str, *, expected_version: int, state: dict[str, Any] | None) -> int | None:
+        """Compare-and-swap the prepared state on its version (``state=None`` clears it; the version
+        still moves on, so a writer that read the old state cannot bring it back). Returns the new
+        version, or None (nothing changed) when another writer changed it first. One statement: the
+        first save inserts (a concurrent first save finds the row there and does nothing), later ones
+        update only the row still at ``expected_version``."""
+        check_session_id(session_id)
+        text = dumps(state, "prepared state")
+        with self._write() as conn:
+            if expected_version == 0:
+                cursor = self._execute(
+                    conn,
+                    "INSERT INTO prepared (session_id, version, state) VALUES (?, 1, ?)"
+                    " ON CONFLICT (session_id) DO NOTHING",
+                    (session_id, text),
+                )
+            else:
+                cursor = self._execute(
+                    conn,
+                    "UPDATE prepared SET version = version + 1, state = ? WHERE session_id = ? AND version = ?",
+                    (text, session_id, expected_version),
+                )
+            return expected_version + 1 if cursor.rowcount == 1 else None
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def save_compaction(
+        self,
+        session_id: str,
+        *,
+        expected_through_id: int | None,
+        new_through_id: int,
+        summary: str | None,
+        entry: CompactionEntry,
+        archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
+        tail: CompactedTail | None = None,
+    ) -> bool:
+        """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
+
+        In one write transaction, with the session's row held: compare ``summary_through_id`` with
+        ``expected_through_id`` (``None`` matches a session never compacted); if they differ,
+        another worker compacted first and the result is ``False`` with nothing changed. Otherwise
+        set the summary, ``summary_through_id = new_through_id`` and the context's ``tail`` (None:
+        the stored messages after ``new_through_id``), add ``entry`` to the history
+        and ``archive`` (archive id -> original message) to the archive, and return ``True``.
+        An archive id that the session already stored keeps its first message: the original, not a
+        later rewrite. Each archived message is stored with its searchable text for
+        :meth:`search_archive` in the same transaction.
+
+        Caller errors raise instead of returning ``False`` (retrying could never succeed):
+        ``ValueError`` when ``new_through_id`` is not above ``expected_through_id``, is not a
+        message of this session, or differs from ``entry.summary_through_id``, when the record
+        or an archived message is not JSON-serializable, or the tail is not one of this compaction
+        (:func:`compaction.stores.rows.dumps_tail`); :class:`SessionNotFound`.
+        """
+        check_session_id(session_id)
+        record_json = check_compaction(expected_through_id, new_through_id, entry)
+        tail_json = dumps_tail(tail, new_through_id)
+        archived = self._archive_rows(session_id, archive)
+        now = time.time()
+        with self._write() as conn:
+            head = self._lock_session(conn, session_id)
+            if head[0] != expected_through_id:
+                return False  # lost the race: another worker compacted first
+            owner = self._execute(conn, "SELECT session_id FROM messages WHERE id = ?", (new_through_id,)).fetchone()
+            check_owner(owner, new_through_id, session_id)
+            if tail is not None and tail.through_id != new_through_id:
+                owner = self._execute(conn, "SELECT session_id FROM messages WHERE id = ?", (tail.through_id,))
+                check_owner(owner.fetchone(), tail.through_id, session_id, "tail.through_id")
+            cursor = self._execute(
+                conn,
+                "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"
+                f" WHERE id = ? AND summary_through_id {self.dialect.same_as} ?",
+                (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
+            )
+            if cursor.rowcount != 1:  # cannot happen with the row held; never write on a lost swap
+                raise self.dialect.data_error(f"compare-and-swap on session {session_id!r} matched no row")
+            self._execute(
+                conn,
+                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
+                ' fallback_level, summary, summary_through_id, "trigger", record)'
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                entry_row(session_id, entry, record_json),
+            )
+            if archived:
+                columns = ("session_id", "archive_id", "message", "role", "text", *self.dialect.archive_columns)
+                values = ", ".join("?" * len(columns))
+                self._execute_many(
+                    conn,
+                    f"INSERT INTO archive ({', '.join(columns)}, created_at) VALUES ({values}, ?)"
+                    " ON CONFLICT (session_id, archive_id) DO NOTHING",
+                    [(*row, now) for row in archived],
+                )
+        return True
+
+    def _archive_rows(self, session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        """The archive's rows (:func:`compaction.stores.rows.archive_rows`) with the dialect's extra
+        columns."""
+        rows = archive_rows(session_id, archive)
+        values = self.dialect.archive_values
+        return [(*row, *values(row[4])) for row in rows] if values is not None else list(rows)
+
+    def history(self, session_id: str) -> list[CompactionEntry]:
+        """The session's compactions, oldest first."""
+        check_session_id(session_id)
+        with self._read() as conn:
+            rows = self._execute(
+                conn,
+                "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
+                ' summary_through_id, "trigger", record FROM compactions WHERE session_id = ? ORDER BY id',
+                (session_id,),
+            ).fetchall()
+            if not rows:
+                self._require_session(conn, session_id)
+        return history_entries(rows)
+
+    def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
+        """The archived original message stored under ``archive_id``, or ``None``.
+
+        Archive ids are per session: pass ``session_id`` to only find an id archived by that
+        session (recommended when sessions belong to different users). Without it, the first
+        message archived under that id by any session.
+        """
+        with self._read() as conn:
+            if session_id is None:
+                found = self._execute(
+                    conn, "SELECT message FROM archive WHERE archive_id = ? ORDER BY id LIMIT 1", (archive_id,)
+                )
+            else:
+                found = self._execute(
+                    conn,
+                    "SELECT message FROM archive WHERE session_id = ? AND archive_id = ?",
+                    (session_id, archive_id),
+                )
+            row = found.fetchone()
+        return None if row is None else loads_message(row[0], self.dialect.data_error)
+
+    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+        """Recall: the messages this session archived that match ``query``, best first, ``limit``
+        of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
+        answers (it is one: built from this session's archive rows alone, kept per session in
+        memory and brought up to date from the rows archived since; see
+        :mod:`compaction.recall._store_index`). Raises ``ValueError`` for a blank query or a
+        negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
+        """
+        check_session_id(session_id)
+        query = check_search(query, limit, offset)
+        with self._read() as conn:  # archive rows are never changed: rows above an id need no snapshot
+            if not self._recall_indexes.known(session_id):
+                self._require_session(conn, session_id)
+
+            def rows_after(after_id: int) -> list[Any]:
+                return list(
+                    self._execute(
+                        conn,
+                        "SELECT id, archive_id, role, text FROM archive WHERE session_id = ? AND id > ? ORDER BY id",
+                        (session_id, after_id),
+                    ).fetchall()
+                )
+
+            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset)
+
+    # -- usage (compaction.store_usage.UsageMeter) ---------------------------------------------
+
+    def usage(self, prefix: str) -> Usage:
+        """Sessions whose id starts with ``prefix`` and the UTF-8 bytes of their stored messages:
+        one range scan on each session-id index (ids from ``prefix`` up to the next prefix)."""
+        bounds = prefix_bounds(prefix)
+        order = self.dialect.byte_order
+        size = self.dialect.byte_length.format("message")
+        with self._snapshot() as conn:
+            sessions = self._execute(
+                conn, f"SELECT count(*) FROM sessions WHERE id{order} >= ? AND id{order} < ?", bounds
+            ).fetchone()
+            stored = self._execute(
+                conn,
+                f"SELECT coalesce(sum({size}), 0) FROM messages WHERE session_id{order} >= ? AND session_id{order} < ?",
+                bounds,
+            ).fetchone()
+        return Usage(int(sessions[0] if sessions else 0), int(stored[0] if stored else 0))
