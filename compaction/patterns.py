@@ -14,6 +14,7 @@ characters, and token starts are pinned by a look-behind so long tokens are scan
 from __future__ import annotations
 
 import re
+import shlex
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from compaction.redact import looks_like_secret, redact_if_needed
 __all__ = [
     "ELLIPSIS",
     "TOKEN_END",
+    "diff_paths",
     "error_start",
     "find_error_lines",
     "find_identifiers",
@@ -32,6 +34,7 @@ __all__ = [
     "important_lines",
     "is_important_line",
     "reference_spans",
+    "shell_written_paths",
     "tail_cut",
     "truncate",
 ]
@@ -423,6 +426,166 @@ def important_and_error_lines(text: str, limit: int) -> tuple[list[str], int, li
             first[line] = start
     chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
     return [line for line, _ in chosen], len(first), error_lines
+
+
+# --------------------------------------------------------------------------------------------
+# Files a command or a patch changes
+# --------------------------------------------------------------------------------------------
+
+# A unified or git diff's headers ("diff --git a/x b/x", "+++ b/x", "--- a/x" of a deleted file) and
+# the file headers of the apply_patch format ("*** Update File: x").
+_DIFF_GIT = re.compile(r"^diff --git (?:\"?a/)?(\S+?)\"? (?:\"?b/)?(\S+?)\"?$", re.MULTILINE)
+_DIFF_PLUS = re.compile(r"^\+\+\+ (?:b/)?([^\t\n]+?)(?:\t.*)?$", re.MULTILINE)
+_DIFF_MINUS = re.compile(r"^--- (?:a/)?([^\t\n]+?)(?:\t.*)?\n\+\+\+ /dev/null$", re.MULTILINE)
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S.*?)\s*$", re.MULTILINE)
+_MOVE_TO = re.compile(r"^\*\*\* Move to: (\S.*?)\s*$", re.MULTILINE)
+_NOT_A_FILE = ("/dev/", "-")
+
+
+def _file_operand(word: str) -> bool:
+    """A command word that names one file: not an option, a variable, a glob or a device."""
+    return bool(word) and not (
+        word.startswith(_NOT_A_FILE) or "$" in word or any(c in word for c in "*?[]{}`\n=") or word in (".", "..")
+    )
+
+
+def diff_paths(text: str) -> list[str]:
+    """The files a diff or patch in ``text`` changes, from its headers, in order, each once.
+
+    >>> diff_paths("diff --git a/src/x.py b/src/x.py\\n--- a/src/x.py\\n+++ b/src/x.py\\n@@ -1 +1 @@")
+    ['src/x.py']
+    >>> diff_paths("--- a/old.txt\\n+++ /dev/null\\n*** Update File: lib/y.ts")
+    ['old.txt', 'lib/y.ts']
+    """
+    if "--- " not in text and "diff --git" not in text and "*** " not in text:
+        return []
+    found: list[tuple[int, str]] = []
+    for m in _DIFF_GIT.finditer(text):
+        found += [(m.start(), m.group(1)), (m.start(), m.group(2))]
+    for pattern in (_DIFF_PLUS, _DIFF_MINUS, _PATCH_FILE, _MOVE_TO):
+        found += [(m.start(), m.group(1).strip()) for m in pattern.finditer(text)]
+    return _dedupe([path for _, path in sorted(found) if _file_operand(path)])
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+_CONTROL = frozenset({";", "&&", "||", "|", "&", "|&", "(", ")", "\n"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+# Programs whose file operands (the ones the lambdas pick) they change.
+_LAST_OPERAND = frozenset({"mv", "cp", "install", "ln", "rsync"})
+_EVERY_OPERAND = frozenset({"tee", "touch", "rm", "truncate", "shred", "unlink"})
+_IN_PLACE = frozenset({"sed", "perl", "gsed"})
+_WRAPPERS = frozenset({"sudo", "command", "exec", "nohup", "time", "env", "xargs"})
+
+
+def _heredocs(command: str) -> tuple[str, list[str]]:
+    """``command`` without its here-document bodies, and the bodies."""
+    bodies: list[str] = []
+    lines = command.split("\n")
+    kept: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        kept.append(line)
+        i += 1
+        for m in _HEREDOC.finditer(line):
+            body: list[str] = []
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the delimiter line
+            bodies.append("\n".join(body))
+    return "\n".join(kept), bodies
+
+
+def _words_of(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace = " \t\r"  # a newline separates commands
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:  # an unbalanced quote: read no targets rather than guess them
+        return []
+
+
+def _written_by(words: list[str]) -> list[str]:
+    """The files one simple command (its words, redirections removed) changes."""
+    while words and (words[0] in _WRAPPERS or "=" in words[0].split("/", 1)[0]):
+        words = words[1:]  # "sudo", "env X=1", "FOO=bar cmd"
+    if not words:
+        return []
+    program = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    operands = [w for w in rest if not w.startswith("-")]
+    if program in _EVERY_OPERAND:
+        return [w for w in operands if _file_operand(w)]
+    if program in _LAST_OPERAND:
+        if "-t" in rest and rest.index("-t") + 1 < len(rest):
+            return [rest[rest.index("-t") + 1]]
+        return operands[-1:] if len(operands) >= 2 and _file_operand(operands[-1]) else []
+    if program in _IN_PLACE and any(w.startswith("-i") or (w.startswith("-") and "i" in w[1:3]) for w in rest):
+        # The script is the first operand unless given with -e/-f (whose arguments are not files).
+        scripted = False
+        files: list[str] = []
+        skip = False
+        for w in rest:
+            if skip:
+                skip = False
+                continue
+            if w in ("-e", "-f", "--expression", "--file"):
+                scripted, skip = True, True
+                continue
+            if w.startswith("-"):
+                continue
+            if not scripted:
+                scripted = True
+                continue
+            files.append(w)
+        return [w for w in files if _file_operand(w)]
+    if program == "git" and operands[:1] in (["rm"], ["mv"], ["restore"], ["checkout"]):
+        paths = rest[rest.index("--") + 1 :] if "--" in rest else operands[1:]
+        if operands[0] == "mv":
+            paths = paths[-1:]
+        elif operands[0] == "checkout" and "--" not in rest:
+            return []  # "git checkout branch": no file named
+        return [w for w in paths if _file_operand(w)]
+    return []
+
+
+def shell_written_paths(command: str) -> list[str]:
+    """The files a shell command changes, in order, each once: redirection targets (``>``,
+    ``>>``), ``tee``, ``touch`` and ``rm`` operands, the destination of ``mv``/``cp``, the files of
+    ``sed -i``/``perl -i`` (not the script), ``git rm``/``mv``/``restore``/``checkout --``, and the
+    files a patch given in a here-document changes (``git apply``, ``patch``). Module names, the
+    arguments of other programs and text inside quotes are never targets.
+
+    >>> shell_written_paths("cd /repo && sed -i 's/134s/x/' src/a.py && python -c 'import django.db' > out.txt 2>&1")
+    ['src/a.py', 'out.txt']
+    >>> shell_written_paths("cat src/b.py | grep x; cp a.cfg backup/a.cfg; echo ok >> log.txt")
+    ['backup/a.cfg', 'log.txt']
+    """
+    head, bodies = _heredocs(command)
+    words = _words_of(head)
+    out: list[str] = []
+    simple: list[str] = []
+    k = 0
+    while k <= len(words):
+        word = words[k] if k < len(words) else "\n"
+        if word in _CONTROL:
+            out += _written_by(simple)
+            simple = []
+        elif word in _REDIRECTS:
+            if k + 1 < len(words) and _file_operand(words[k + 1]):
+                out.append(words[k + 1])
+            k += 1  # the target is no operand of the command
+        elif word in ("<", "<<", "<<<", ">&", "<&", "<<-"):
+            k += 1  # an input, a here-document delimiter, a file descriptor
+        elif not (word.isdigit() and k + 1 < len(words) and words[k + 1] in _REDIRECTS | {">&"}):
+            simple.append(word)  # "2" of "2>err.log" is no operand
+        k += 1
+    if bodies and re.search(r"\b(?:git\s+apply|patch|apply_patch)\b", head):
+        for body in bodies:
+            out += diff_paths(body)
+    return _dedupe(out)
 
 
 # --------------------------------------------------------------------------------------------
