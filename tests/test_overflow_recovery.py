@@ -9,9 +9,8 @@ numbers. Throttles and transient errors pass through untouched.
 
 from __future__ import annotations
 
-import json
-
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
