@@ -84,7 +84,7 @@ _PATH_GATE = r"(?=[^\s/\\.]*+[/\\.])"
 _PATH_RE = re.compile(
     rf"(?<![\w.@+\-~/\\:%$])(?=[\w.@+\-~$/\\])(?:"
     rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}+(?:[/\\]{_SEG}{{0,255}}+)+)"
-    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\])"
+    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\]|\.\w)"
     rf"|{_DOTFILES}(?![\w/\\]))"
     rf"|{_SPECIAL_FILES}(?![\w./\\]))"
     rf")"
@@ -121,11 +121,11 @@ _ID_RE = re.compile(
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
     rf"|\b{_ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
-    rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-])"
-    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-])"
-    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-])"
+    rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-]|[./]\w)"
+    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-]|[./]\w)"
+    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-]|[./]\w)"
     # Reference codes of job boards, orders and bookings: capitals then 5+ digits (JSR997780E).
-    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-])"
+    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-]|[./]\w)"
     r")"
 )
 
@@ -790,18 +790,25 @@ ELLIPSIS = "..."
 TOKEN_END = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
 
 
+# A token holding one of these is identifier-like (a path, URL, id, dotted or snake name, flag):
+# cut, it would read as a reference to something that does not exist, so it is dropped whole.
+_REFERENCE_LIKE = re.compile(r"[/\\._:#@$=-]|\d")
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut ``text`` to at most ``limit`` characters at a token boundary, marking the cut.
 
     Whole tokens are kept where possible so identifiers (paths, URLs, ids) are either kept whole
-    or dropped. When one token fills the room, it is cut with the ellipsis glued to it
-    (``src/app/ma...``): a marked cut, never shown as if it were whole. An open code span is
-    closed after the ellipsis.
+    or dropped. An identifier-like token the limit falls in is always dropped whole (the text is
+    cut before it, however far back); a plain word too long for the room is cut with the ellipsis
+    glued to it. An open code span is closed after the ellipsis.
 
     >>> truncate("edited src/app/main.py and src/app/other.py", 30)
     'edited src/app/main.py and...'
     >>> truncate("ran `pytest tests/test_a.py -x` ok", 24)
     'ran `pytest...`'
+    >>> truncate("see https://cloud.google.com/docs/authentication/production", 40)
+    'see...'
     """
     if len(text) <= limit:
         return text
@@ -812,7 +819,11 @@ def truncate(text: str, limit: int) -> str:
         cut = text[:room]
     else:
         boundary = max((m.start() for m in TOKEN_END.finditer(text, 0, room)), default=-1)
-        cut = text[:boundary] if boundary >= room // 3 else text[:room]
+        straddled = text[boundary + 1 : (m.start() if (m := TOKEN_END.search(text, room)) else len(text))]
+        if boundary >= room // 3 or _REFERENCE_LIKE.search(straddled) is not None:
+            cut = text[: max(boundary, 0)]
+        else:
+            cut = text[:room]
     if len(cut) < room or TOKEN_END.match(text, room):  # cut at a boundary: drop trailing joiners
         cut = cut.rstrip(" ,;:-(")
         if cut.endswith("`") and cut.count("`") % 2 == 1:
