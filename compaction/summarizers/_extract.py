@@ -60,9 +60,10 @@ def code(text: str) -> str:
 # and these scan every tool result (two to three times faster).
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
 UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
+# A hash, a ticket is a whole token: not glued to more of it ("analyzer-d7f3a9b2.md", "PAY-7-draft").
+HASH_RE = re.compile(r"(?<![\w.\-])(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}(?!\w|[-.]\w)")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
-TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
+TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d|[-./]\w)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
 # The same matches as the patterns above, found faster by find_ids. A pattern that starts with a
 # literal or a character class lets the engine skip ahead to the next place a match can start; a
