@@ -33,6 +33,7 @@ __all__ = [
     "head_cut",
     "important_lines",
     "is_important_line",
+    "reference_safe_end",
     "reference_spans",
     "shell_written_paths",
     "tail_cut",
@@ -793,6 +794,22 @@ TOKEN_END = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
 # A token holding one of these is identifier-like (a path, URL, id, dotted or snake name, flag):
 # cut, it would read as a reference to something that does not exist, so it is dropped whole.
 _REFERENCE_LIKE = re.compile(r"[/\\._:#@$=-]|\d")
+
+
+def reference_safe_end(text: str, end: int) -> int:
+    """Where a head of ``text`` cut at ``end`` should stop so that no identifier-like token is cut
+    (see :func:`truncate`): ``end`` itself when it falls at a token boundary or inside a plain
+    word, else the start of the token it falls in.
+
+    >>> text = "see https://x.io/docs/a and more"
+    >>> text[: reference_safe_end(text, 12)], text[: reference_safe_end(text, 2)]
+    ('see ', 'se')
+    """
+    if end <= 0 or end >= len(text) or TOKEN_END.match(text, end) or TOKEN_END.match(text, end - 1):
+        return max(min(end, len(text)), 0)
+    start = max((m.end() for m in TOKEN_END.finditer(text, 0, end)), default=0)
+    stop = m.start() if (m := TOKEN_END.search(text, end)) else len(text)
+    return start if _REFERENCE_LIKE.search(text, start, stop) else end
 
 
 def truncate(text: str, limit: int) -> str:

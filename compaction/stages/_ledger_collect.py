@@ -15,13 +15,12 @@ from typing import Any, NamedTuple
 from compaction._cache import memoize_text
 from compaction.injection import addresses_model, mark
 from compaction.patterns import (
-    ELLIPSIS,
     diff_paths,
     error_start,
     find_error_lines,
     find_references,
+    reference_safe_end,
     shell_written_paths,
-    truncate,
 )
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
@@ -286,13 +285,12 @@ def _prompt_lines(text: str) -> list[str]:
 
 
 def _trim(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, cut at a token boundary with "…" after it (an
-    identifier-like token is dropped whole rather than shown cut: see :func:`truncate`)."""
+    """``text`` within ``limit`` characters, cut with a glued "…", or before an identifier-like
+    token the cut would fall in (never shown cut as if it were a reference)."""
     text = text.strip()
     if len(text) <= limit:
         return text
-    cut = truncate(text, limit + 1)  # its "..." is replaced by the one-character "…"
-    return cut[: -len(ELLIPSIS)] + "…" if cut.endswith(ELLIPSIS) else cut[: -len(ELLIPSIS) - 1] + "…`"
+    return text[: reference_safe_end(text, limit - 1)].rstrip() + "…"
 
 
 def _error_text(line: str) -> str:
