@@ -29,7 +29,14 @@ from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
-from compaction.stages.protect import Partition, cut_task_middle, first_user_index, partition, tail_start_within
+from compaction.stages.protect import (
+    Partition,
+    cut_task_middle,
+    first_user_index,
+    partition,
+    pin_ids,
+    tail_start_within,
+)
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
@@ -443,8 +450,8 @@ def _layout(
         return _protected_layout(run, messages, counts)
     except _ProtectedTooLarge as error:
         first = first_user_index(messages) if run.config.protect_first_user_message else None
-        if first is None:
-            raise
+        if first is None or messages[first].pinned or pin_ids(messages[first]) & set(run.pinned_ids):
+            raise  # a pinned message is kept as it is
         room = int(run.budget.budget / (1 if run.budget.exact else run.budget.margin))
         target = room - error.other_tokens - BLOCK_OVERHEAD_TOKENS - run.budget.budget // 8
         task_tokens = int(counts[first])

@@ -143,6 +143,14 @@ def test_a_task_that_fits_is_not_cut() -> None:
     assert not any("task's middle" in note for note in result.record["layout_rounds"])
 
 
+def test_a_pinned_task_is_never_cut() -> None:
+    messages = _session(_issue(random.Random(7), 205))
+    messages[0] = {**messages[0], "id": "task-1"}
+    compactor = Compactor("gpt-4o", None, CompactionConfig(window=WINDOW))
+    with pytest.raises(CompactionError, match="protected content alone"):
+        compactor.compact(messages, pinned=["task-1"])
+
+
 def test_other_protected_content_too_big_still_raises() -> None:
     messages = _session(_issue(random.Random(7), 30))
     system = "You are a careful agent. " + " ".join(f"rule{k} applies to module{k}." for k in range(2_500))

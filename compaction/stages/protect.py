@@ -92,7 +92,7 @@ def partition(
     if pinned_set or any(m.pinned for m in messages[:tail_start]):
         for unit in units(messages[:tail_start]):
             members = range(unit.start, unit.end)
-            if any(messages[i].pinned or _pin_id(messages[i]) & pinned_set for i in members):
+            if any(messages[i].pinned or pin_ids(messages[i]) & pinned_set for i in members):
                 kept.update(members)
     head_set = set(head)
     kept.update(i for i in range(head_end, tail_start) if messages[i].role == "system")
@@ -109,7 +109,7 @@ def partition(
     )
 
 
-def _pin_id(message: Message) -> set[str]:
+def pin_ids(message: Message) -> set[str]:
     """The ids a pin can name the message by: its canonical id, and its own ``id`` field (several
     messages can carry the same one; the adapters give the later ones distinct canonical ids)."""
     own = message.own_id
