@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_quality import message_strings, summary_block
-from compaction.fidelity import altered_identifiers, source_strings
+from compaction.fidelity import altered_identifiers, fragment_references, source_strings
 from compaction.result import CompactionResult
 from compaction.summarizers._segment import line_form
 
@@ -119,6 +119,13 @@ def altered(result: CompactionResult) -> list[str]:
     return altered_identifiers(shown_block(result), compacted_originals(result), framing=list(result.archive))
 
 
+def fragments(result: CompactionResult) -> list[str]:
+    """References the summary block of ``result`` shows that are not whole: cut with a glued
+    ellipsis, or only a part of a longer token of the compacted originals
+    (:func:`compaction.fidelity.fragment_references`; ``[]`` when nothing was compacted)."""
+    return fragment_references(shown_block(result), compacted_originals(result), framing=list(result.archive))
+
+
 def not_reduced(result: CompactionResult) -> tuple[int, int] | None:
     """``(tokens before, tokens the compacted context would have had)`` when ``result`` was not
     applied because it would not shrink the context; ``None`` otherwise."""
@@ -185,6 +192,7 @@ __all__ = [
     "compacted_originals",
     "content_strings",
     "corpus_source",
+    "fragments",
     "load_corpus",
     "not_reduced",
     "request_indices",

@@ -18,6 +18,14 @@ does occur in ``src/b.py``, a relative tail of the path). Two things are not alt
 Framing text written by the compactor itself (the summary markers, headings) holds no identifier
 tokens; any other text known not to come from the sources can be passed as ``framing``.
 
+:func:`fragment_references` is stricter: a reference must be shown *whole*. It lists the shown
+identifier tokens that are only a part of a longer token of the sources (``self.db`` of
+``self.db.wrap_database_errors``, ``django.db.models.sql`` of ``django.db.models.sql.query``,
+``d7f3a9b2`` of ``analyzer-d7f3a9b2.md``), those that the shown line itself places inside a longer
+token, and those shown cut with a glued ellipsis (``https://cloud.google.com/docs/authenticati...``):
+a reference too long to show is shown whole or not as a reference. A path's relative tail
+(``b.py`` of ``src/b.py``) is whole.
+
 >>> identifier_tokens("fixed super().__init__(**kwargs) in /repo/a__b/x.py, see --dry-run")
 ['super().__init__', '/repo/a__b/x.py', '--dry-run']
 >>> sources = ["edited /pydicom__pydicom/pydicom/dataset.py: super().__init__(**kwargs)"]
@@ -25,6 +33,8 @@ tokens; any other text known not to come from the sources can be passed as ``fra
 ['/pydicompydicom/pydicom/dataset.py', 'super().init']
 >>> altered_identifiers("Edited `/pydicom__pydicom/pydicom/data…` and pydicom/dataset.py", sources)
 []
+>>> fragment_references("Edited `/pydicom__pydicom/pydicom/data…` and pydicom/dataset.py", sources)
+['/pydicom__pydicom/pydicom/data…']
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from typing import Any
 
 from compaction.patterns import reference_spans
 
-__all__ = ["altered_identifiers", "identifier_tokens", "source_strings"]
+__all__ = ["altered_identifiers", "fragment_references", "identifier_tokens", "source_strings"]
 
 # Dotted names (``os.path.join``, ``super().__init__``), names with an underscore (``__init__``,
 # ``a__b``, ``MAX_SIZE``) and command flags (``-x``, ``--dry-run``). The look-behinds pin a start to a
@@ -159,6 +169,67 @@ def altered_identifiers(shown: str, sources: Iterable[str], *, framing: Iterable
         if not _occurs(token, corpus, start=start, end=end):
             altered[token] = None
     return list(altered)
+
+
+def _whole_before(text: str, pos: int) -> bool:
+    """Nothing of the same token before ``pos``: no word character, and no "." or "-" that joins
+    a word to it ("analyzer-" of "analyzer-d7f3a9b2", "self." of "self.db"). A "/" may come
+    before: a relative tail of a path is a path."""
+    if pos == 0 or _WORD.match(text[pos - 1]):
+        return pos == 0
+    return not (text[pos - 1] in ".-" and pos >= 2 and _WORD.match(text[pos - 2]))
+
+
+def _occurs_whole(token: str, corpus: str) -> bool:
+    pos = corpus.find(token)
+    while pos >= 0:
+        if _whole_before(corpus, pos) and _boundary_after(corpus, pos + len(token)):
+            return True
+        pos = corpus.find(token, pos + 1)
+    return False
+
+
+def _placed_inside(token: str, line: str, begin: int) -> bool:
+    """The shown line also holds ``token`` inside a longer token (other than at ``begin``): it
+    shows the place the reference was taken from, and there it is a part."""
+    pos = line.find(token)
+    while pos >= 0:
+        if pos != begin and not (_whole_before(line, pos) and _boundary_after(line, pos + len(token))):
+            return True
+        pos = line.find(token, pos + 1)
+    return False
+
+
+def fragment_references(shown: str, sources: Iterable[str], *, framing: Iterable[str] = ()) -> list[str]:
+    """The identifier tokens of ``shown`` that are not whole references, in order, each once:
+    shown cut with a glued ellipsis, found in the sources only as a strict part of a longer token,
+    or placed by their own line inside a longer token (see the module docstring). Tokens beside a
+    redaction placeholder are not counted (the placeholder is the cut), nor tokens found in no
+    source at all (:func:`altered_identifiers` reports those).
+
+    >>> src = ["File x.py, in run: self.db.wrap_database_errors; wrote analyzer-d7f3a9b2.md; see src/b.py"]
+    >>> fragment_references("files: self.db, src/b.py, b.py; hash d7f3a9b2 in: analyzer-d7f3a9b2.md", src)
+    ['self.db', 'd7f3a9b2']
+    """
+    for text in framing:
+        shown = shown.replace(text, "\n")
+    corpus = "\n\n".join(sources)
+    fragments: dict[str, None] = {}
+    for begin, finish, value in _spans(shown):
+        line_start = shown.rfind("\n", 0, begin) + 1
+        line_end = shown.find("\n", finish)
+        line = shown[line_start : len(shown) if line_end < 0 else line_end]
+        if _REDACTION_RE.search(shown, max(line_start, begin - 12), finish + 12):
+            continue  # beside a placeholder: a secret was cut out, not the reference
+        head = next((e for e in _ELLIPSES if shown.endswith(e, 0, begin)), "")
+        tail = next((e for e in _ELLIPSES if shown.startswith(e, finish)), "")
+        cut = bool(head or tail) or value.startswith(_ELLIPSES) or value.endswith(_ELLIPSES)
+        token = value.rstrip(".")
+        if not cut and (not any(c.isalnum() for c in token) or token not in corpus):
+            continue
+        if cut or not _occurs_whole(token, corpus) or _placed_inside(token, line, begin - line_start):
+            fragments[head + value + tail if cut else token] = None
+    return list(fragments)
 
 
 def source_strings(value: Any) -> Iterator[str]:

@@ -14,6 +14,7 @@ characters, and token starts are pinned by a look-behind so long tokens are scan
 from __future__ import annotations
 
 import re
+import shlex
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from compaction.redact import looks_like_secret, redact_if_needed
 __all__ = [
     "ELLIPSIS",
     "TOKEN_END",
+    "diff_paths",
     "error_start",
     "find_error_lines",
     "find_identifiers",
@@ -31,7 +33,9 @@ __all__ = [
     "head_cut",
     "important_lines",
     "is_important_line",
+    "reference_safe_end",
     "reference_spans",
+    "shell_written_paths",
     "tail_cut",
     "truncate",
 ]
@@ -81,7 +85,7 @@ _PATH_GATE = r"(?=[^\s/\\.]*+[/\\.])"
 _PATH_RE = re.compile(
     rf"(?<![\w.@+\-~/\\:%$])(?=[\w.@+\-~$/\\])(?:"
     rf"{_PATH_GATE}(?P<sep>(?:[A-Za-z]:)?{_SEG}{{0,255}}+(?:[/\\]{_SEG}{{0,255}}+)+)"
-    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\])"
+    rf"|(?P<bare>{_PATH_GATE}(?:[\w@+\-]{_SEG}{{0,255}}\.(?i:{_by_first_letter(_EXTENSIONS)})(?![\w@+\-/\\]|\.\w)"
     rf"|{_DOTFILES}(?![\w/\\]))"
     rf"|{_SPECIAL_FILES}(?![\w./\\]))"
     rf")"
@@ -118,11 +122,11 @@ _ID_RE = re.compile(
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
     rf"|\b{_ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
-    rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-])"
-    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-])"
-    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-])"
+    rf"|(?!{_TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-]|[./]\w)"
+    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-]|[./]\w)"
+    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-]|[./]\w)"
     # Reference codes of job boards, orders and bookings: capitals then 5+ digits (JSR997780E).
-    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-])"
+    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-]|[./]\w)"
     r")"
 )
 
@@ -426,6 +430,166 @@ def important_and_error_lines(text: str, limit: int) -> tuple[list[str], int, li
 
 
 # --------------------------------------------------------------------------------------------
+# Files a command or a patch changes
+# --------------------------------------------------------------------------------------------
+
+# A unified or git diff's headers ("diff --git a/x b/x", "+++ b/x", "--- a/x" of a deleted file) and
+# the file headers of the apply_patch format ("*** Update File: x").
+_DIFF_GIT = re.compile(r"^diff --git (?:\"?a/)?(\S+?)\"? (?:\"?b/)?(\S+?)\"?$", re.MULTILINE)
+_DIFF_PLUS = re.compile(r"^\+\+\+ (?:b/)?([^\t\n]+?)(?:\t.*)?$", re.MULTILINE)
+_DIFF_MINUS = re.compile(r"^--- (?:a/)?([^\t\n]+?)(?:\t.*)?\n\+\+\+ /dev/null$", re.MULTILINE)
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (\S.*?)\s*$", re.MULTILINE)
+_MOVE_TO = re.compile(r"^\*\*\* Move to: (\S.*?)\s*$", re.MULTILINE)
+_NOT_A_FILE = ("/dev/", "-")
+
+
+def _file_operand(word: str) -> bool:
+    """A command word that names one file: not an option, a variable, a glob or a device."""
+    return bool(word) and not (
+        word.startswith(_NOT_A_FILE) or "$" in word or any(c in word for c in "*?[]{}`\n=") or word in (".", "..")
+    )
+
+
+def diff_paths(text: str) -> list[str]:
+    """The files a diff or patch in ``text`` changes, from its headers, in order, each once.
+
+    >>> diff_paths("diff --git a/src/x.py b/src/x.py\\n--- a/src/x.py\\n+++ b/src/x.py\\n@@ -1 +1 @@")
+    ['src/x.py']
+    >>> diff_paths("--- a/old.txt\\n+++ /dev/null\\n*** Update File: lib/y.ts")
+    ['old.txt', 'lib/y.ts']
+    """
+    if "--- " not in text and "diff --git" not in text and "*** " not in text:
+        return []
+    found: list[tuple[int, str]] = []
+    for m in _DIFF_GIT.finditer(text):
+        found += [(m.start(), m.group(1)), (m.start(), m.group(2))]
+    for pattern in (_DIFF_PLUS, _DIFF_MINUS, _PATCH_FILE, _MOVE_TO):
+        found += [(m.start(), m.group(1).strip()) for m in pattern.finditer(text)]
+    return _dedupe([path for _, path in sorted(found) if _file_operand(path)])
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+_CONTROL = frozenset({";", "&&", "||", "|", "&", "|&", "(", ")", "\n"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+# Programs whose file operands (the ones the lambdas pick) they change.
+_LAST_OPERAND = frozenset({"mv", "cp", "install", "ln", "rsync"})
+_EVERY_OPERAND = frozenset({"tee", "touch", "rm", "truncate", "shred", "unlink"})
+_IN_PLACE = frozenset({"sed", "perl", "gsed"})
+_WRAPPERS = frozenset({"sudo", "command", "exec", "nohup", "time", "env", "xargs"})
+
+
+def _heredocs(command: str) -> tuple[str, list[str]]:
+    """``command`` without its here-document bodies, and the bodies."""
+    bodies: list[str] = []
+    lines = command.split("\n")
+    kept: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        kept.append(line)
+        i += 1
+        for m in _HEREDOC.finditer(line):
+            body: list[str] = []
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the delimiter line
+            bodies.append("\n".join(body))
+    return "\n".join(kept), bodies
+
+
+def _words_of(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace = " \t\r"  # a newline separates commands
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:  # an unbalanced quote: read no targets rather than guess them
+        return []
+
+
+def _written_by(words: list[str]) -> list[str]:
+    """The files one simple command (its words, redirections removed) changes."""
+    while words and (words[0] in _WRAPPERS or "=" in words[0].split("/", 1)[0]):
+        words = words[1:]  # "sudo", "env X=1", "FOO=bar cmd"
+    if not words:
+        return []
+    program = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    operands = [w for w in rest if not w.startswith("-")]
+    if program in _EVERY_OPERAND:
+        return [w for w in operands if _file_operand(w)]
+    if program in _LAST_OPERAND:
+        if "-t" in rest and rest.index("-t") + 1 < len(rest):
+            return [rest[rest.index("-t") + 1]]
+        return operands[-1:] if len(operands) >= 2 and _file_operand(operands[-1]) else []
+    if program in _IN_PLACE and any(w.startswith("-i") or (w.startswith("-") and "i" in w[1:3]) for w in rest):
+        # The script is the first operand unless given with -e/-f (whose arguments are not files).
+        scripted = False
+        files: list[str] = []
+        skip = False
+        for w in rest:
+            if skip:
+                skip = False
+                continue
+            if w in ("-e", "-f", "--expression", "--file"):
+                scripted, skip = True, True
+                continue
+            if w.startswith("-"):
+                continue
+            if not scripted:
+                scripted = True
+                continue
+            files.append(w)
+        return [w for w in files if _file_operand(w)]
+    if program == "git" and operands[:1] in (["rm"], ["mv"], ["restore"], ["checkout"]):
+        paths = rest[rest.index("--") + 1 :] if "--" in rest else operands[1:]
+        if operands[0] == "mv":
+            paths = paths[-1:]
+        elif operands[0] == "checkout" and "--" not in rest:
+            return []  # "git checkout branch": no file named
+        return [w for w in paths if _file_operand(w)]
+    return []
+
+
+def shell_written_paths(command: str) -> list[str]:
+    """The files a shell command changes, in order, each once: redirection targets (``>``,
+    ``>>``), ``tee``, ``touch`` and ``rm`` operands, the destination of ``mv``/``cp``, the files of
+    ``sed -i``/``perl -i`` (not the script), ``git rm``/``mv``/``restore``/``checkout --``, and the
+    files a patch given in a here-document changes (``git apply``, ``patch``). Module names, the
+    arguments of other programs and text inside quotes are never targets.
+
+    >>> shell_written_paths("cd /repo && sed -i 's/134s/x/' src/a.py && python -c 'import django.db' > out.txt 2>&1")
+    ['src/a.py', 'out.txt']
+    >>> shell_written_paths("cat src/b.py | grep x; cp a.cfg backup/a.cfg; echo ok >> log.txt")
+    ['backup/a.cfg', 'log.txt']
+    """
+    head, bodies = _heredocs(command)
+    words = _words_of(head)
+    out: list[str] = []
+    simple: list[str] = []
+    k = 0
+    while k <= len(words):
+        word = words[k] if k < len(words) else "\n"
+        if word in _CONTROL:
+            out += _written_by(simple)
+            simple = []
+        elif word in _REDIRECTS:
+            if k + 1 < len(words) and _file_operand(words[k + 1]):
+                out.append(words[k + 1])
+            k += 1  # the target is no operand of the command
+        elif word in ("<", "<<", "<<<", ">&", "<&", "<<-"):
+            k += 1  # an input, a here-document delimiter, a file descriptor
+        elif not (word.isdigit() and k + 1 < len(words) and words[k + 1] in _REDIRECTS | {">&"}):
+            simple.append(word)  # "2" of "2>err.log" is no operand
+        k += 1
+    if bodies and re.search(r"\b(?:git\s+apply|patch|apply_patch)\b", head):
+        for body in bodies:
+            out += diff_paths(body)
+    return _dedupe(out)
+
+
+# --------------------------------------------------------------------------------------------
 # Measurements: lines that report a measured quantity
 # --------------------------------------------------------------------------------------------
 
@@ -627,18 +791,41 @@ ELLIPSIS = "..."
 TOKEN_END = re.compile(r"[\s`'\"()\[\]{}<>,;|]")
 
 
+# A token holding one of these is identifier-like (a path, URL, id, dotted or snake name, flag):
+# cut, it would read as a reference to something that does not exist, so it is dropped whole.
+_REFERENCE_LIKE = re.compile(r"[/\\._:#@$=-]|\d")
+
+
+def reference_safe_end(text: str, end: int) -> int:
+    """Where a head of ``text`` cut at ``end`` should stop so that no identifier-like token is cut
+    (see :func:`truncate`): ``end`` itself when it falls at a token boundary or inside a plain
+    word, else the start of the token it falls in.
+
+    >>> text = "see https://x.io/docs/a and more"
+    >>> text[: reference_safe_end(text, 12)], text[: reference_safe_end(text, 2)]
+    ('see ', 'se')
+    """
+    if end <= 0 or end >= len(text) or TOKEN_END.match(text, end) or TOKEN_END.match(text, end - 1):
+        return max(min(end, len(text)), 0)
+    start = max((m.end() for m in TOKEN_END.finditer(text, 0, end)), default=0)
+    stop = m.start() if (m := TOKEN_END.search(text, end)) else len(text)
+    return start if _REFERENCE_LIKE.search(text, start, stop) else end
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut ``text`` to at most ``limit`` characters at a token boundary, marking the cut.
 
     Whole tokens are kept where possible so identifiers (paths, URLs, ids) are either kept whole
-    or dropped. When one token fills the room, it is cut with the ellipsis glued to it
-    (``src/app/ma...``): a marked cut, never shown as if it were whole. An open code span is
-    closed after the ellipsis.
+    or dropped. An identifier-like token the limit falls in is always dropped whole (the text is
+    cut before it, however far back); a plain word too long for the room is cut with the ellipsis
+    glued to it. An open code span is closed after the ellipsis.
 
     >>> truncate("edited src/app/main.py and src/app/other.py", 30)
     'edited src/app/main.py and...'
     >>> truncate("ran `pytest tests/test_a.py -x` ok", 24)
     'ran `pytest...`'
+    >>> truncate("see https://cloud.google.com/docs/authentication/production", 40)
+    'see...'
     """
     if len(text) <= limit:
         return text
@@ -649,7 +836,11 @@ def truncate(text: str, limit: int) -> str:
         cut = text[:room]
     else:
         boundary = max((m.start() for m in TOKEN_END.finditer(text, 0, room)), default=-1)
-        cut = text[:boundary] if boundary >= room // 3 else text[:room]
+        straddled = text[boundary + 1 : (m.start() if (m := TOKEN_END.search(text, room)) else len(text))]
+        if boundary >= room // 3 or _REFERENCE_LIKE.search(straddled) is not None:
+            cut = text[: max(boundary, 0)]
+        else:
+            cut = text[:room]
     if len(cut) < room or TOKEN_END.match(text, room):  # cut at a boundary: drop trailing joiners
         cut = cut.rstrip(" ,;:-(")
         if cut.endswith("`") and cut.count("`") % 2 == 1:

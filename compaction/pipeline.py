@@ -30,7 +30,14 @@ from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
-from compaction.stages.protect import Partition, partition, tail_start_within
+from compaction.stages.protect import (
+    Partition,
+    cut_task_middle,
+    first_user_index,
+    partition,
+    pin_ids,
+    tail_start_within,
+)
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
@@ -433,7 +440,60 @@ def _strip_previous_summary(
     return tuple(out), previous
 
 
+class _ProtectedTooLarge(CompactionError):
+    """What is kept verbatim does not fit the budget, however small the tail and the summary."""
+
+    def __init__(self, message: str, *, other_tokens: int) -> None:
+        super().__init__(message)
+        self.other_tokens = other_tokens
+        """The protected tokens besides the first user message (as counted then)."""
+
+
+_MIN_CUT_TASK_TOKENS = 256  # a task cut shorter than this says too little to be worth keeping
+
+
 def _layout(
+    run: Run, messages: Sequence[Message], counts: npt.NDArray[np.int64]
+) -> tuple[Partition, CompactionConfig, tuple[Message, ...] | None]:
+    """:func:`_protected_layout`, and the last step of the fallback chain: when the protected
+    content alone cannot fit and the task (the first user message) is what makes it too big, the
+    middle of the task is cut (:func:`cut_task_middle`; the whole message goes to the archive, its
+    id named in the marker) so that it leaves an eighth of the budget to the summary. Raises
+    CompactionError when even that cannot fit."""
+    try:
+        return _protected_layout(run, messages, counts)
+    except _ProtectedTooLarge as error:
+        first = first_user_index(messages) if run.config.protect_first_user_message else None
+        if first is None or messages[first].pinned or pin_ids(messages[first]) & set(run.pinned_ids):
+            raise  # a pinned message is kept as it is
+        room = int(run.budget.budget / (1 if run.budget.exact else run.budget.margin))
+        target = room - error.other_tokens - BLOCK_OVERHEAD_TOKENS - run.budget.budget // 8
+        task_tokens = int(counts[first])
+        if target < _MIN_CUT_TASK_TOKENS or target >= task_tokens:
+            raise
+        updated = list(messages)
+        chars = len(messages[first].text)
+        for _ in range(8):  # the characters to keep, from the tokens, until the count agrees
+            keep = int(chars * target / max(task_tokens, 1))
+            cut = cut_task_middle(messages[first], keep)
+            if cut is None:
+                raise
+            updated[first] = cut
+            task_tokens = run.counter.count_message(cut)
+            if task_tokens <= target:
+                break
+            chars = keep
+        else:
+            raise
+        layout, config, pruned = _protected_layout(run, updated, run.counts(updated))
+        run.record["layout_rounds"] = [
+            *run.record.get("layout_rounds", []),
+            f"the task's middle cut to fit ({counts[first]:,} -> {task_tokens:,} tokens; archived whole)",
+        ]
+        return layout, config, pruned or tuple(updated)
+
+
+def _protected_layout(
     run: Run, messages: Sequence[Message], counts: npt.NDArray[np.int64]
 ) -> tuple[Partition, CompactionConfig, tuple[Message, ...] | None]:
     """Protect, hold the recent tail to its bound (``keep_recent_share`` of the window, see
@@ -504,10 +564,12 @@ def _layout(
     protected = kept_tokens(layout, counts)
     if not run.budget.fits(protected + BLOCK_OVERHEAD_TOKENS + 64):
         what = "estimated " if not run.budget.exact else ""
-        raise CompactionError(
+        first = layout.first_user
+        raise _ProtectedTooLarge(
             f"cannot fit the context window: protected content alone (system messages, the first user message, "
             f"pinned messages and the last unit of the tail) is {run.budget.effective(protected):,} {what}tokens "
-            f"> budget {run.budget.budget:,} (window {run.budget.window:,})"
+            f"> budget {run.budget.budget:,} (window {run.budget.window:,})",
+            other_tokens=protected - (int(counts[first]) if first is not None else 0),
         )
     run.record["layout_rounds"] = rounds
     return layout, config, pruned_messages

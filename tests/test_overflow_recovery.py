@@ -10,6 +10,7 @@ numbers. Throttles and transient errors pass through untouched.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -285,10 +286,12 @@ async def test_no_overflow_no_compaction() -> None:
 
 
 async def test_protected_content_too_large_ends_in_context_overflow_error() -> None:
-    # The task message alone is bigger than the budget: compaction cannot help, truncation has no
-    # tool result to cut, so the caller gets ContextOverflowError (caused by the CompactionError).
+    # The system prompt alone is bigger than the budget: compaction cannot help (a system message is
+    # never cut), truncation has no tool result to cut, so the caller gets ContextOverflowError
+    # (caused by the CompactionError).
     messages = [
-        {"role": "user", "content": " ".join(f"w{i}" for i in range(30_000))},
+        {"role": "system", "content": " ".join(f"w{i}" for i in range(30_000))},
+        {"role": "user", "content": "go"},
         {"role": "assistant", "content": "ok"},
     ]
     model = always(lambda: ContextWindowExceededError(ANTHROPIC_OVERFLOW))
@@ -296,3 +299,18 @@ async def test_protected_content_too_large_ends_in_context_overflow_error() -> N
         await make(window=16_000).complete(messages, call=model)
     assert len(model.calls) == 1
     assert "protected content alone" in str(info.value.__cause__)
+
+
+async def test_a_task_too_large_is_cut_and_retried() -> None:
+    # The task alone is bigger than the budget: its middle is cut (the whole message archived) and
+    # the call is retried with it, instead of giving up at once.
+    task = " ".join(f"w{i}" for i in range(30_000))
+    messages = [{"role": "user", "content": task}, {"role": "assistant", "content": "ok"}]
+    model = always(lambda: ContextWindowExceededError(ANTHROPIC_OVERFLOW))
+    with pytest.raises(ContextOverflowError):
+        await make(window=16_000).complete(messages, call=model)
+    assert len(model.calls) > 1
+    retried = json.dumps(model.calls[1][0])
+    assert "characters of this message cut here to fit the context window" in retried
+    assert "w0 w1 w2" in retried
+    assert "w29999" in retried

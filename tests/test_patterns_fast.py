@@ -24,7 +24,7 @@ from compaction.redact import redact_if_needed
 PLAIN_PATH_RE = re.compile(
     rf"(?<![\w.@+\-~/\\:%$])(?:"
     rf"(?P<sep>(?:[A-Za-z]:)?{p._SEG}{{0,255}}(?:[/\\]{p._SEG}{{0,255}})+)"
-    rf"|(?P<bare>[\w@+\-]{p._SEG}{{0,255}}\.(?i:{p._EXTENSIONS})(?![\w@+\-/\\])|{p._DOTFILES}(?![\w/\\])"
+    rf"|(?P<bare>[\w@+\-]{p._SEG}{{0,255}}\.(?i:{p._EXTENSIONS})(?![\w@+\-/\\]|\.\w)|{p._DOTFILES}(?![\w/\\])"
     rf"|{p._SPECIAL_FILES}(?![\w./\\]))"
     rf")"
 )
@@ -34,10 +34,10 @@ PLAIN_ID_RE = re.compile(
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
     rf"|\b{p._ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
-    rf"|(?!{p._TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-])"
-    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-])"
-    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-])"
-    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-])"
+    rf"|(?!{p._TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-]|[./]\w)"
+    r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-]|[./]\w)"
+    r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-]|[./]\w)"
+    r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-]|[./]\w)"
     r")"
 )
 PLAIN_ERROR_RE = re.compile(

@@ -14,7 +14,14 @@ from typing import Any, NamedTuple
 
 from compaction._cache import memoize_text
 from compaction.injection import addresses_model, mark
-from compaction.patterns import error_start, find_error_lines, find_references
+from compaction.patterns import (
+    diff_paths,
+    error_start,
+    find_error_lines,
+    find_references,
+    reference_safe_end,
+    shell_written_paths,
+)
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -33,6 +40,7 @@ _PATH_KEY_WORDS = (
     " source_path dest_path directory dir"
 )
 _PATH_KEYS = frozenset(_PATH_KEY_WORDS.split())
+_PLACE_KEYS = frozenset({"directory", "dir"})  # where a tool works, never a file it edits
 _COMMAND_KEYS = frozenset({"command", "cmd", "script", "commands"})
 _COMMAND_TOOL_WORD_LIST = "bash shell sh zsh powershell run exec execute terminal command cmd console"
 _COMMAND_TOOL_WORDS = frozenset(_COMMAND_TOOL_WORD_LIST.split())
@@ -276,8 +284,12 @@ def _prompt_lines(text: str) -> list[str]:
 
 
 def _trim(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut with a glued "…", or before an identifier-like
+    token the cut would fall in (never shown cut as if it were a reference)."""
     text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    return text[: reference_safe_end(text, limit - 1)].rstrip() + "…"
 
 
 def _error_text(line: str) -> str:
@@ -369,12 +381,22 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
             c.command_of[call.id] = _one_command(command)
             c.add("commands", [c.command_of[call.id]], index)
             c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index)
+            _add_edited(c, shell_written_paths(command), index)  # its targets, not every path it names
         elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
             c.add("urls" if "://" in value else "files", [value], index)
-            if edit and "://" not in value:
+            if edit and "://" not in value and key not in _PLACE_KEYS:
                 c.edited.add(value.strip())
-        elif isinstance(value, str) and len(value) <= MAX_ARGUMENT_SCAN_CHARS:
-            c.add_text(value, index)  # long strings are file contents: their paths are noise
+        elif isinstance(value, str):
+            if len(value) <= MAX_ARGUMENT_SCAN_CHARS:
+                c.add_text(value, index)  # long strings are file contents: their paths are noise
+            if not command_tool and "\n" in value:
+                _add_edited(c, diff_paths(value), index)  # a patch changes the files its headers name
+
+
+def _add_edited(c: _Collector, paths: Sequence[str], index: int) -> None:
+    """List ``paths`` as files the calls changed."""
+    c.add("files", paths, index)
+    c.edited.update(path.strip() for path in paths)
 
 
 # Where a match of _NONZERO_EXIT can start, relative to a word every match holds: at an "exit",

@@ -8,6 +8,10 @@ tracked so reconstruct can quote it when it falls inside the zone.
 The tail kept verbatim is bounded in tokens (``CompactionConfig.keep_recent_share`` of the window):
 the pipeline trims its largest tool results first, then, if it is still over,
 :func:`tail_start_within` moves its start to the first later safe cut point that fits.
+
+When the task alone is larger than the budget leaves it, the last step of the pipeline's fallback
+chain keeps its head and tail and cuts its middle (:func:`cut_task_middle`), with a marker naming
+the archive id of the whole message.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from compaction.pairs import safe_cut_points, units
-from compaction.transcript import Message
+from compaction.patterns import head_cut, tail_cut
+from compaction.transcript import Message, TextPart
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,7 @@ def partition(
         leading += 1
     # The task is what the user typed: a turn that also carries tool results belongs to the call
     # before it, and keeping it in front without that call would leave orphan results.
-    first_user = next(
-        (i for i in range(leading, n) if messages[i].is_user_turn and not messages[i].has_tool_results), None
-    )
+    first_user = first_user_index(messages)
     head = list(range(leading))
     head_end = leading
     if protect_first_user and first_user is not None:
@@ -89,7 +92,7 @@ def partition(
     if pinned_set or any(m.pinned for m in messages[:tail_start]):
         for unit in units(messages[:tail_start]):
             members = range(unit.start, unit.end)
-            if any(messages[i].pinned or _pin_id(messages[i]) & pinned_set for i in members):
+            if any(messages[i].pinned or pin_ids(messages[i]) & pinned_set for i in members):
                 kept.update(members)
     head_set = set(head)
     kept.update(i for i in range(head_end, tail_start) if messages[i].role == "system")
@@ -106,7 +109,7 @@ def partition(
     )
 
 
-def _pin_id(message: Message) -> set[str]:
+def pin_ids(message: Message) -> set[str]:
     """The ids a pin can name the message by: its canonical id, and its own ``id`` field (several
     messages can carry the same one; the adapters give the later ones distinct canonical ids)."""
     own = message.own_id
@@ -142,3 +145,58 @@ def tail_start_within(
     n = len(messages)
     suffix = np.concatenate((np.cumsum(token_counts[::-1])[::-1], [0]))
     return next((c for c in safe_cut_points(messages) if c >= start and int(suffix[c]) <= max_tokens), n)
+
+
+def first_user_index(messages: Sequence[Message]) -> int | None:
+    """The index of the first user message after the leading system messages (the task): a turn
+    that also carries tool results belongs to the call before it, and keeping it in front without
+    that call would leave orphan results."""
+    leading = 0
+    while leading < len(messages) and messages[leading].role == "system":
+        leading += 1
+    return next(
+        (i for i in range(leading, len(messages)) if messages[i].is_user_turn and not messages[i].has_tool_results),
+        None,
+    )
+
+
+_MIN_TASK_PART = 200  # characters of a text part of the task kept however much has to go
+
+
+def cut_task_middle(message: Message, keep_chars: int) -> Message | None:
+    """``message`` (the task) with the middle of its text cut so that about ``keep_chars``
+    characters of it remain (its head and its tail, cut at whitespace when some is near), and a
+    marker in their place naming how much was cut and the archive id of the whole message (its
+    ``id``). Only the text parts are cut, the longest first; None when no text part is long enough
+    to cut. The message is a new object: the original is left as it is, for the archive.
+
+    >>> task = Message(role="user", id="m0", parts=(TextPart(text="Fix it. " + "detail " * 200 + "Thanks."),))
+    >>> text = cut_task_middle(task, 60).parts[0].text
+    >>> text.startswith("Fix it.") and text.endswith("Thanks.") and "archived as m0" in text
+    True
+    """
+    texts = sorted(
+        ((k, part) for k, part in enumerate(message.parts) if isinstance(part, TextPart)),
+        key=lambda kp: -len(kp[1].text),
+    )
+    excess = sum(len(part.text) for _, part in texts) - max(keep_chars, 0)
+    parts = list(message.parts)
+    for k, part in texts:
+        text = part.text
+        room = max(len(text) - excess, _MIN_TASK_PART)
+        if excess <= 0 or room >= len(text):
+            continue
+        head, head_mark = head_cut(text, room - room // 2)
+        start, tail_mark = tail_cut(text, len(text) - room // 2)
+        if start <= head:
+            continue
+        cut = start - head
+        marker = (
+            f"[... {cut:,} of {len(text):,} characters of this message cut here to fit the context window; "
+            f"the whole message is archived as {message.id} ...]"
+        )
+        parts[k] = part.model_copy(update={"text": f"{text[:head]}{head_mark}\n{marker}\n{tail_mark}{text[start:]}"})
+        excess -= cut - len(marker) - 2 - len(head_mark) - len(tail_mark)
+    if parts == list(message.parts):
+        return None
+    return message.model_copy(update={"parts": tuple(parts)})

@@ -32,15 +32,14 @@ def _activity(events: Sequence[ToolEvent]) -> str:
     for event in events:
         if event.failed:
             failed += 1
-        if event.kind == "write":
-            for path in event.arg_paths:
-                writes.setdefault(path, None)
-        elif event.kind == "read" and event.arg_paths:
+        for path in event.written:  # what the call changed, whatever kind of call it was
+            writes.setdefault(path, None)
+        if event.kind == "read" and event.arg_paths:
             for path in event.arg_paths:
                 reads.setdefault(path, None)
         elif event.kind == "exec":
             commands += 1
-        else:
+        elif event.kind != "write":
             others[event.name] = others.get(event.name, 0) + 1
     parts: list[str] = []
     if reads:

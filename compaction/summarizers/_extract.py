@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from compaction.patterns import ELLIPSIS, TOKEN_END, truncate
+from compaction.patterns import TOKEN_END, truncate
 
 # --------------------------------------------------------------------------------------------
 # Text helpers
@@ -60,9 +60,10 @@ def code(text: str) -> str:
 # and these scan every tool result (two to three times faster).
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
 UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-HASH_RE = re.compile(r"\b(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}\b")
+# A hash, a ticket is a whole token: not glued to more of it ("analyzer-d7f3a9b2.md", "PAY-7-draft").
+HASH_RE = re.compile(r"(?<![\w.\-])(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}(?!\w|[-.]\w)")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
-TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d)")
+TICKET_RE = re.compile(r"(?=[A-Z])(?<![\w.-])[A-Z][A-Z0-9]{1,9}-\d{1,6}\b(?![.,]\d|[-./]\w)")
 ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
 # The same matches as the patterns above, found faster by find_ids. A pattern that starts with a
 # literal or a character class lets the engine skip ahead to the next place a match can start; a
@@ -72,11 +73,12 @@ ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
 _UUID_AT_DASH = re.compile(  # matched from its first dash: the 8 digits before it are a look-behind
     r"-(?<=\b[0-9a-fA-F]{8}-)[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
-_TICKET = re.compile(r"[A-Z](?<![\w.-][A-Z])[A-Z0-9]{1,9}+-\d{1,6}\b(?![.,]\d)")
+_TICKET = re.compile(r"[A-Z](?<![\w.-][A-Z])[A-Z0-9]{1,9}+-\d{1,6}\b(?![.,]\d|[-./]\w)")
 _ISSUE = re.compile(r"#(?<![\w&#/]#)\d{1,6}\b")
 # What HASH_RE matches: a whole run of 7-64 hex digits, kept when it has a letter and a digit
 # (HASH_RE's lookaheads re-scan up to 64 characters at every word start).
-_HEX_RUN = re.compile(r"[0-9a-f](?<!\w[0-9a-f])[0-9a-f]{6,63}+(?!\w)")
+# A run glued to more of a token ("analyzer-d7f3a9b2.md", "x.d7f3a9b2") is part of that token, no hash.
+_HEX_RUN = re.compile(r"[0-9a-f](?<![\w.\-][0-9a-f])[0-9a-f]{6,63}+(?!\w|[-.]\w)")
 _HEX_LETTER = re.compile(r"[a-f]")
 _DIGIT = re.compile(r"[0-9]")
 _TICKET_STOP = _words(
@@ -100,7 +102,8 @@ PATH_RE = re.compile(
     r"|[\w@+-][\w.@+-]*(?:/[\w.@+-]+)+/?"  # rel/with/slashes
     r"|[\w@+-][\w.@+-]*\.(?:" + _EXTENSIONS + r")"  # bare-name.ext
     r")"
-    r"(?![\w/@+-])"
+    # The token ends here: "self.db" of "self.db.wrap_errors" is no file, nor "a.sql" of "a.sql.query".
+    r"(?![\w/@+-]|\.\w)"
 )
 _EXT_TAIL = re.compile(r"\.(?:" + _EXTENSIONS + r")$", re.I)
 _HAS_LETTER = re.compile(r"[A-Za-z]")
@@ -252,21 +255,15 @@ def context_snippet(text: str, start: int, value: str, width: int = 70) -> str:
         line_start = numbered.end()
     left = max(line_start, start - width)
     right = min(line_end, start + len(value) + width)
-    head = tail = ""
     if left > line_start and not TOKEN_END.match(text, left - 1):
-        # The window starts inside a token: start at the next boundary, or mark the cut.
+        # The window starts inside a token: start at the next boundary (at the latest, the value).
         boundary = TOKEN_END.search(text, left, start)
-        if boundary is not None:
-            left = boundary.end()
-        else:
-            head = ELLIPSIS
+        left = boundary.end() if boundary is not None else start
     if right < line_end and not TOKEN_END.match(text, right):
         ends = [m.start() for m in TOKEN_END.finditer(text, start + len(value), right)]
-        if ends:
-            right = ends[-1]
-        else:
-            tail = ELLIPSIS
-    return head + clean(text[left:right]) + tail
+        # A token cut by the window is left out whole, never shown cut as if it were a reference.
+        right = ends[-1] if ends else start + len(value)
+    return clean(text[left:right])
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.injection import addresses_model, guard
-from compaction.patterns import truncate
+from compaction.patterns import diff_paths, shell_written_paths, truncate
 from compaction.summarizers._extract import (
     clean,
     context_snippet,
@@ -23,6 +23,7 @@ from compaction.summarizers._extract import (
 from compaction.summarizers._tools import (
     CONTENT_KEYS,
     PATH_KEYS,
+    PLACE_KEYS,
     URL_KEYS,
     ToolEvent,
     _change_snippet,
@@ -290,9 +291,6 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
     )
 
 
-_WRITING_COMMAND = re.compile(r"sed -i|\s>>?\s*\S|\btee\b|\bmv\b|\bcp\b|\brm\b|\btouch\b|git apply|\bpatch\b")
-
-
 def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: _Collector) -> ToolEvent:
     args = parse_arguments(part.arguments)
     kind = tool_kind(part.name, args)
@@ -314,10 +312,14 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
                 if "://" in item:
                     continue
                 event.arg_paths.append(item.strip())
+                if kind == "write" and key not in PLACE_KEYS:
+                    event.written.append(item.strip())
     if event.command:
         body = normalize_command(event.command)
         url_spans = [(s, s + len(u)) for s, u in find_urls(body)]
         event.arg_paths.extend(p for _, p in find_paths(body, url_spans))
+        # Only what the command writes is changed: not every path or module name it mentions.
+        event.written.extend(shell_written_paths(event.command))
     for key in URL_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.startswith(("http://", "https://")):
@@ -327,16 +329,21 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
         if isinstance(value, str) and value.strip():
             event.snippet, event.snippet_telling = _change_snippet(key, value)
             break
-    writes = kind == "write" or (
-        kind == "exec" and event.command is not None and _WRITING_COMMAND.search(event.command) is not None
-    )
+    if kind != "exec":  # a patch passed as an argument changes the files its headers name
+        for value in args.values():
+            if isinstance(value, str) and "\n" in value:
+                event.written.extend(diff_paths(value))
+    event.written = list(dict.fromkeys(event.written))
+    event.arg_paths.extend(path for path in event.written if path not in event.arg_paths)
+    written = set(event.written)
     for raw in dict.fromkeys(event.arg_paths):
         fact = collector.path(raw, index)
         if fact is None:
             continue
-        counts = fact.writes if writes else fact.uses if kind == "exec" else fact.reads
+        changed = raw in written
+        counts = fact.writes if changed else fact.uses if kind == "exec" else fact.reads
         counts[event.name] = counts.get(event.name, 0) + 1
-        if writes and event.snippet and (event.snippet_telling or not fact.snippet):
+        if changed and event.snippet and (event.snippet_telling or not fact.snippet):
             fact.snippet = event.snippet
     for url in event.arg_urls:
         url_fact = collector.url(url, index)

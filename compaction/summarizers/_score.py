@@ -8,11 +8,19 @@ short the summary keeps a spread of different facts rather than near-copies of o
 >>> order = mmr_order(["cache in a", "cache in a", "queue for b"], [1.0, 0.99, 0.5], lam=0.5)
 >>> order[:2]
 [0, 2]
+
+Every figure here is the same bit for bit on every machine: a summary that changes with the
+processor (its BLAS kernel, its vector unit) passes on one machine and fails on another. Logarithms
+come from :func:`math.log` rounded to a fixed grid (:func:`_fixed_log`), never from numpy's
+vectorised ``log`` (whose last bit depends on the instruction set), and the similarity matrix is
+made of integer weights whose dot products are exact in float64 (:func:`similarity`), so the order
+in which a BLAS kernel adds them cannot change a bit of the result.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -103,9 +111,8 @@ def tfidf_centrality(docs: Sequence[Sequence[str]]) -> np.ndarray:
     keys, counts = np.unique(sent * width + terms, return_counts=True)
     rows = keys // width
     cols = keys % width
-    df = np.bincount(cols, minlength=width).astype(np.float64)
-    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-    weights = (1.0 + np.log(counts.astype(np.float64))) * idf[cols]
+    idf = _idf(n, np.bincount(cols, minlength=width))
+    weights = (1.0 + _fixed_log(counts)) * idf[cols]
     norms = np.sqrt(np.bincount(rows, weights=weights * weights, minlength=n))
     norms[norms == 0.0] = 1.0
     unit = weights / norms[rows]
@@ -127,9 +134,49 @@ def score_units(units: Sequence[Unit], messages: int, terms: Sequence[str] = ())
         unit.score = round(score, 9)
 
 
+# Logarithms are rounded to this grid: a last-bit difference between two libm builds then changes
+# nothing unless it straddles a grid point, and no comparison ever sees it.
+_LOG_GRID = 2.0**32
+# Largest sum of integer products float64 holds exactly (every partial sum of a dot product of
+# non-negative integers is at most this, so any summation order gives the same, exact, result).
+_EXACT_SUM = 2**52
+
+
+def _fixed_log(values: np.ndarray) -> np.ndarray:
+    """``log(values)`` (positive numbers, most of them repeated: counts, ratios of counts) by
+    :func:`math.log` on each distinct value, rounded to a multiple of ``1 / _LOG_GRID``."""
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    distinct, where = np.unique(flat, return_inverse=True)
+    logs = np.fromiter((round(math.log(v) * _LOG_GRID) / _LOG_GRID for v in distinct.tolist()), np.float64)
+    out: np.ndarray = logs[where.reshape(-1)].reshape(np.shape(values))
+    return out
+
+
+def _idf(n: int, df: np.ndarray) -> np.ndarray:
+    """Smoothed inverse document frequency of terms found in ``df`` of ``n`` documents."""
+    out: np.ndarray = _fixed_log((1.0 + n) / (1.0 + df.astype(np.float64))) + 1.0
+    return out
+
+
+def _integer_weights(weights: np.ndarray) -> np.ndarray:
+    """``weights`` (non-negative, one row per document) scaled by a power of two and rounded to
+    integers (held in float64) small enough that every row's sum of squares is below
+    :data:`_EXACT_SUM`. The scale depends only on the largest weight and the most terms in a row."""
+    top = float(weights.max()) if weights.size else 0.0
+    if top <= 0.0:
+        return np.zeros_like(weights)
+    terms = int(np.count_nonzero(weights, axis=1).max())
+    # (terms * top_scaled ** 2 < 2 ** 52) with top_scaled < 2 ** (exponent of top + shift).
+    shift = (52 - terms.bit_length()) // 2 - math.frexp(top)[1]
+    scaled: np.ndarray = np.floor(np.ldexp(weights, shift) + 0.5)
+    return scaled
+
+
 def similarity(texts: Sequence[str]) -> np.ndarray:
     """Cosine similarity of the texts' TF-IDF vectors (an ``n x n`` matrix, 1.0 on the diagonal
-    for any text with a word in it)."""
+    for any text with a word in it), the same bit for bit on every machine: the weights are
+    integers whose dot products float64 holds exactly (whatever order a BLAS kernel adds them
+    in), and the only other operations, a square root and divisions, are correctly rounded."""
     n = len(texts)
     docs = [tokens(text) for text in texts]
     vocab: dict[str, int] = {}
@@ -138,13 +185,18 @@ def similarity(texts: Sequence[str]) -> np.ndarray:
     for row, doc_ids in enumerate(ids):
         for col in doc_ids:
             matrix[row, col] += 1.0
-    df = np.count_nonzero(matrix, axis=0).astype(np.float64)
-    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-    weights = np.where(matrix > 0, 1.0 + np.log(np.maximum(matrix, 1.0)), 0.0) * idf
-    norms = np.linalg.norm(weights, axis=1)
+    idf = _idf(n, np.count_nonzero(matrix, axis=0))
+    present = matrix > 0
+    rows, cols = np.nonzero(present)
+    weights = np.zeros_like(matrix)
+    weights[rows, cols] = (1.0 + _fixed_log(matrix[rows, cols])) * idf[cols]
+    whole = _integer_weights(weights)
+    dots: np.ndarray = whole @ whole.T
+    norms = np.sqrt(np.diagonal(dots).copy())
     norms[norms == 0.0] = 1.0
-    unit = weights / norms[:, None]
-    result: np.ndarray = unit @ unit.T
+    result: np.ndarray = dots / norms[:, None] / norms[None, :]
+    worded = np.flatnonzero(present.any(axis=1))
+    result[worded, worded] = 1.0
     return result
 
 

@@ -55,6 +55,8 @@ PATH_KEYS = (
     "dir",
     "cwd",
 )
+# Keys that say where a tool works, not which file it changes.
+PLACE_KEYS = frozenset({"directory", "dir", "cwd"})
 COMMAND_KEYS = ("command", "cmd", "script", "commands")
 URL_KEYS = ("url", "uri", "link", "href")
 CONTENT_KEYS = ("new_str", "new_string", "content", "text", "replacement", "patch", "diff", "code", "body")
@@ -124,6 +126,8 @@ class ToolEvent:
     args: dict[str, Any]
     command: str | None = None
     arg_paths: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    """The files the call changes (an edit tool's path, a shell command's targets, a patch's files)."""
     arg_urls: list[str] = field(default_factory=list)
     snippet: str | None = None
     snippet_telling: bool = False
