@@ -25,7 +25,7 @@ from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_message, redact_secrets
-from compaction.render import render_for_summarizer
+from compaction.render import NONCE_DIGITS, render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
@@ -244,7 +244,7 @@ def _task(run: Run, messages: Sequence[Message], layout: Partition) -> str | Non
     return truncate_to_tokens(text, TASK_MAX_TOKENS, run.counter.count_text)
 
 
-_MEASURING_NONCE = "0" * 10  # as many tokens as a drawn nonce; drawing one scans the message
+_MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
 
 
 def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
