@@ -1,8 +1,9 @@
 """Render canonical messages as the text a summarizer reads.
 
-Tool output is untrusted: each result is fenced between markers carrying a nonce derived from the
-content, re-drawn until the content does not contain the closing marker, so nothing inside a tool
-result can close its fence and pose as instructions.
+Tool output is untrusted. :func:`render_for_summarizer` (what a model summarizer's prompt holds)
+starts every block at a marker line carrying one nonce that nothing the prompt shows holds, so no
+tool output can end its block and pose as the user or as instructions. :func:`render_messages` is
+the plain rendering, each result fenced between markers whose nonce its content cannot close.
 
 >>> from compaction.transcript import Message, TextPart
 >>> print(render_messages([Message(role="user", parts=(TextPart(text="fix it"),), id="m1")]))
@@ -217,8 +218,11 @@ def render_for_summarizer(
     redact: bool = False,
     labels: Mapping[str, str] | None = None,
     nonce: str | None = None,
+    after_call: str | None = None,
 ) -> RenderedHistory:
     """The messages as a summarizer reads them, with as little framing as safety allows.
+    ``after_call`` (only to measure a message as it renders in a longer history) is the id of the
+    call whose one-line marker comes just before ``messages``.
 
     Every block starts with a marker line ``[<nonce> ...]`` carrying the prompt's one nonce, which
     nothing shown in the prompt holds, so no message (tool output above all) can end a block or
@@ -248,7 +252,7 @@ def render_for_summarizer(
     lines: list[str] = []
     shown: list[str] = []  # what the prompt shows of the messages: the nonce must be in none of it
     marker = f"[{_NONCE_SLOT}"
-    open_call: str | None = None  # the call whose one-line marker is the last line: its output may follow
+    open_call = after_call  # the call whose one-line marker is the last line: its output may follow
     for message in messages:
         opened = False
         for part in message.parts:
@@ -293,6 +297,19 @@ def render_for_summarizer(
     if nonce is None:  # given only to measure a rendering (a stand-in of the same length)
         nonce = prompt_nonce(shown)
     return RenderedHistory("\n".join(lines).replace(_NONCE_SLOT, nonce), nonce, labels)
+
+
+def follows_its_call(previous: Message | None, message: Message) -> str | None:
+    """The id of the call that ends ``previous`` when ``message`` opens with its result and would
+    render right under the call's marker (see :func:`render_for_summarizer`), else None."""
+    if previous is None or not previous.parts or not message.parts:
+        return None
+    call, result = previous.parts[-1], message.parts[0]
+    if not isinstance(call, ToolCallPart) or not isinstance(result, ToolResultPart):
+        return None
+    if result.call_id != call.id or result.is_error or "\n" in format_arguments(call.arguments):
+        return None
+    return call.id
 
 
 def _result_text(text: str) -> str:
