@@ -238,7 +238,8 @@ def test_chunks_are_planned_on_the_rendered_prompt() -> None:
     assert len(planned) == len(history_requests)
     for plan, request in zip(planned, history_requests, strict=True):
         sent = COUNTER.count_text(request.system_prompt) + COUNTER.count_text(request.prompt)
-        assert 0.9 <= sent / plan <= 1.05, (sent, plan)
+        # Measured as sent: a result right under its call counted without a marker of its own.
+        assert 0.985 <= sent / plan <= 1.05, (sent, plan)
 
 
 def test_a_reply_that_echoes_the_prompt_nonce_has_it_stripped() -> None:
