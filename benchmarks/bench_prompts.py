@@ -19,10 +19,14 @@ provider receives is kept and measured with the o200k tokenizer:
   it is *instructions* when it occurs as a word of the prompt templates (``compaction.prompts``,
   the system prompt) or of the earlier summary fed to the merge; every other word (fence markers,
   nonces, provider call ids, call labels, role tags, JSON punctuation glued to a value, notes
-  about cut or cleared output) is *framing*. Framing tokens are the tokens of the framing words
-  joined by spaces; the share is framing tokens over the prompt's tokens. A framing word that
-  happens to equal a content word (``of``, ``result``) counts as content, so both trees' framing is
-  understated alike;
+  about cut or cleared output) is *framing*. Every word of a marker is framing, even one that the
+  templates also write (the system prompt quotes the marker format: ``[<nonce> #3 bash]`` must not
+  make ``bash]`` an instruction word): the words of a block marker (``[123456 #3 out]``,
+  ``[123456 user]``), of a fence line (``<<<TOOL_OUTPUT ...>>>``) and of a call-line prefix
+  (``call #3 bash:``, ``-> called bash (call id) with``). Framing tokens are the tokens of the
+  framing words joined by spaces; the share is framing tokens over the prompt's tokens. Any other
+  framing word that happens to equal a content word (``of``, ``result``) counts as content, so both
+  trees' framing is understated alike;
 * **rendered / planned**: for chunk and single requests, the tokens of the request (system + user
   text) over what the chunk planner counted for it. The planner's own figure is read from the
   record's ``chunks.planned_tokens`` when the tree writes it (one per chunk); a tree without it
@@ -63,6 +67,10 @@ WINDOW = 128_000
 # path (slowest chunk, then the merge) is measured on what each request carries.
 LATENCY = LatencyModel(fixed_s=0.05, per_input_token_s=2e-6)
 _WORD = re.compile(r"\S+")
+# Framing whatever the templates say: block markers, fence lines, call-line prefixes (both trees).
+_MARKER = re.compile(
+    r"^\[\d{6,} [^\]\n]*\]|^<<<[^\n]*>>>$|^call #\d+ \S+:|-> called \S+ \(call \S+\) with", re.MULTILINE
+)
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -164,7 +172,8 @@ def measure(n: int, *, seed: int = 0) -> dict[str, Any]:
     tokens = [counter.count_text(t) for t in texts]
     framing_tokens: list[int] = []
     for text in texts:
-        framing = [w for w in _WORD.findall(text) if w not in content and w not in instructions]
+        markers = {w for marker in _MARKER.findall(text) for w in _WORD.findall(marker)}
+        framing = [w for w in _WORD.findall(text) if w in markers or (w not in content and w not in instructions)]
         framing_tokens.append(counter.count_text(" ".join(framing)) if framing else 0)
     present = [f for f in zone_facts if any(f.value in t for t in texts)]
 

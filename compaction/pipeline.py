@@ -26,7 +26,7 @@ from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_message, redact_secrets
-from compaction.render import render_for_summarizer
+from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
@@ -258,25 +258,31 @@ def _task(run: Run, messages: Sequence[Message], layout: Partition) -> str | Non
     return truncate_to_tokens(text, TASK_MAX_TOKENS, run.counter.count_text)
 
 
-_MEASURING_NONCE = "0" * 10  # as many tokens as a drawn nonce; drawing one scans the message
+_MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
 
 
 def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
-    """Each message's tokens as the summarizer's prompt renders it (its block and the blank line
-    after it): what the chunk planner measures for a model summarizer."""
+    """Each message's tokens as the summarizer's prompt renders it (its lines and the line break
+    after them) after the message before it: what the chunk planner measures for a model summarizer."""
     count = run.counter.count_text
 
-    def tokens(message: Message) -> int:
+    def tokens(message: Message, after: str | None) -> int:
+        # A result right under its one-line call renders without a marker of its own.
         return message.memo(
-            ("render.tokens", run.counter.name),
-            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE).text) + 1,
+            ("render.tokens", run.counter.name, after is not None),
+            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE, after_call=after).text) + 1,
         )
 
-    return np.fromiter((tokens(m) for m in messages), dtype=np.int64, count=len(messages))
+    previous = [None, *messages[:-1]] if messages else []
+    return np.fromiter(
+        (tokens(m, follows_its_call(p, m)) for p, m in zip(previous, messages, strict=True)),
+        dtype=np.int64,
+        count=len(messages),
+    )
 
 
 _VIEW_ROUNDS = 3
-_RESULT_FRAMING_TOKENS = 30  # a result's fence, label and notes, about
+_RESULT_FRAMING_TOKENS = 10  # a result's marker and cut marks, about
 _CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
 _VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
 

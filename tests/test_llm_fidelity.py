@@ -23,7 +23,7 @@ from compaction.summarizers.llm import CUT_NOTE, LLMSummarizer, mark_cut_reply
 from compaction.testing import FakeProvider, Reply, stand_in_summary
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-NONCE = "3f9a2c1b7e"
+NONCE = "481516"
 
 
 def words(text: str) -> int:
@@ -39,11 +39,11 @@ def test_strip_framing_removes_our_markers_and_nonces_only() -> None:
             "## Identifiers",
             "- src/pkg/__init__.py",
             f"- {NONCE}",
-            f"- <<<TOOL_OUTPUT {NONCE} error of bash call c1>>>",
-            f"- <<<END_TOOL_OUTPUT {NONCE}>>>",
-            f"- the output fenced as TOOL_OUTPUT {NONCE} showed KeyError: 'user_id'",
+            f"- [{NONCE} #3 error]",
+            f"- [{NONCE} user]",
+            f"- the output under [{NONCE} #4 bash] showed KeyError: 'user_id'",
             f"ran `make` (output `{NONCE}`): ok, commit 9f3c2ab1de kept",
-            "- <<<TOOL_OUTPUT abcdef0123 result of x call c2>>>",  # not ours: content quoting a marker
+            "- [999999 #2 out]",  # not ours: content quoting a marker
         ]
     )
     out = strip_framing(text, {NONCE})
@@ -51,14 +51,14 @@ def test_strip_framing_removes_our_markers_and_nonces_only() -> None:
     assert out.splitlines() == [
         "## Identifiers",
         "- src/pkg/__init__.py",
-        "- the output fenced as showed KeyError: 'user_id'",
+        "- the output under showed KeyError: 'user_id'",
         "ran `make` (output): ok, commit 9f3c2ab1de kept",
-        "- <<<TOOL_OUTPUT abcdef0123 result of x call c2>>>",
+        "- [999999 #2 out]",
     ]
     assert strip_framing(text, set()) == text
     assert strip_framing("no nonce here", {NONCE}) == "no nonce here"
-    # a longer hex token that contains a nonce is content, not the nonce
-    assert strip_framing(f"sha {NONCE}99aa", {NONCE}) == f"sha {NONCE}99aa"
+    # a longer number or token that contains the nonce is content, not the nonce
+    assert strip_framing(f"sha {NONCE}99aa, id 7{NONCE}", {NONCE}) == f"sha {NONCE}99aa, id 7{NONCE}"
 
 
 def _tool_messages(result_text: str) -> list[Message]:
@@ -69,11 +69,11 @@ def _tool_messages(result_text: str) -> list[Message]:
     ]
 
 
-def test_prompt_nonces_are_the_fences_we_rendered_minus_content() -> None:
+def test_prompt_nonces_are_the_markers_we_rendered_minus_content() -> None:
     messages = _tool_messages("src/app/main.py\nsrc/app/__init__.py")
     history = render_for_summarizer(messages)
     nonce = history.nonce
-    assert f"<<<TOOL_OUTPUT {nonce} " in history.text
+    assert f"[{nonce} #1 bash] cmd: ls" in history.text
     request = SummaryRequest(
         system_prompt="",
         prompt=history.text,
@@ -82,10 +82,10 @@ def test_prompt_nonces_are_the_fences_we_rendered_minus_content() -> None:
         metadata={FENCE_NONCE_KEY: nonce},
     )
     assert prompt_nonces(request) == {nonce}
-    # the same ten characters elsewhere in the prompt (an earlier summary quoting them) are content: kept
+    # the same digits elsewhere in the prompt (an earlier summary quoting them) are content: kept
     quoted = replace(request, prompt=history.text + f"\nuser said {nonce}")
     assert prompt_nonces(quoted) == frozenset()
-    # the single pass sends the agent's own messages: no fences of ours
+    # the single pass sends the agent's own messages: no markers of ours
     single = replace(request, provider_messages=({"role": "user"},))
     assert prompt_nonces(single) == frozenset()
     assert fence("x", label="l").startswith(f"<<<TOOL_OUTPUT {fence_nonce('x')} l>>>")
@@ -234,7 +234,7 @@ async def test_llm_summary_alters_no_identifier(server: FakeProvider, max_summar
     assert result.compacted
     calls = result.record.get("calls", [])
     prompts = "\n".join(c.get("prompt") or "" for c in calls)
-    assert "<<<TOOL_OUTPUT " in prompts  # the model saw our fences ...
+    assert re.search(r"^\[\d{6,} #\d+ ", prompts, re.M)  # the model saw our block markers ...
     nonces = {n for c in calls for n in _prompt_fence_nonces(c.get("prompt") or "")}
     assert nonces
     if max_summary_tokens == 300:  # the stand-in fits its sections to the cap, as the prompt asks
@@ -247,4 +247,4 @@ async def test_llm_summary_alters_no_identifier(server: FakeProvider, max_summar
 
 
 def _prompt_fence_nonces(prompt: str) -> list[str]:
-    return re.findall(r"<<<TOOL_OUTPUT ([0-9a-f]{10}) ", prompt)
+    return re.findall(r"^\[(\d{6,}) ", prompt, re.M)

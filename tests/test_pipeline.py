@@ -715,9 +715,14 @@ def test_tool_output_is_fenced_as_data() -> None:
     summarizer = scripted()
     compact(make(summarizer), messages)
     prompt = summarizer.requests[0].prompt
-    fenced = re.search(r"<<<TOOL_OUTPUT (\w+) [^>]*>>>\nIgnore previous instructions", prompt)
-    assert fenced is not None
-    assert f"<<<END_TOOL_OUTPUT {fenced.group(1)}>>>" in prompt
+    # The output sits in a block opened by a marker line carrying the prompt's nonce, which nothing
+    # shown in the prompt holds: no content can end that block early.
+    nonce = summarizer.requests[0].metadata["fence_nonce"]
+    block = re.search(
+        rf"^\[{nonce} #\d+ [^\]\n]*\][^\n]*\n(?:\[{nonce} #\d+ out\]\n)?Ignore previous instructions", prompt, re.M
+    )
+    assert block is not None
+    assert prompt.count(nonce) == len(re.findall(rf"^\[{nonce} ", prompt, re.M))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from compaction import CompactionConfig, Compactor
@@ -47,8 +48,9 @@ async def test_rendered_mode_fences_tool_output_as_data() -> None:
     assert result.compacted
     assert [m["role"] for m in sent] == ["system", "user"]
     assert "untrusted data" in json.dumps(sent[0])
-    assert "<<<TOOL_OUTPUT " in sent[1]["content"]
-    assert "<<<END_TOOL_OUTPUT " in sent[1]["content"]
+    nonce = re.search(r"^\[(\d{6,}) ", sent[1]["content"], re.M)
+    assert nonce is not None  # blocks under markers carrying the prompt's nonce
+    assert re.search(rf"^\[{nonce.group(1)} #\d+ ", sent[1]["content"], re.M)
 
 
 async def test_conversation_mode_falls_back_when_messages_must_be_cleaned_first() -> None:

@@ -424,10 +424,15 @@ def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSet
 
 # -- the summarizer's view: every result trimmed to a share of the room, none cleared -------------
 
+CUT_MARK = "[…]"
+"""Where :func:`trim_to_chars` left output out (one token; the full output is archived)."""
 MIN_RESULT_CHARS = 120  # the least a trimmed result shows: a line or two, its salient line first
+WHOLE_SLACK = 1.25  # a result this little over its share is shown whole (see result_limit)
 _SALIENT_SHARE = 0.6  # of a trimmed result's room, at most this much goes to its salient lines
 _SALIENT_CANDIDATES = 200
-_WORD = re.compile(r"[^\s'\"`()\[\]{},;]{4,}")
+# A word of a salient line: four characters or more, or a number with thousands separators
+# ("895,044": a comma elsewhere separates words).
+_WORD = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[^\s'\"`()\[\]{},;]{4,}")
 
 
 @memoize_text
@@ -464,9 +469,18 @@ def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSetting
         new = sum(1 for word in words[order] if word not in common)
         return (-min(new, 2), 0 if candidates[order] in errors else 1, order)
 
-    ranked = sorted(range(len(candidates)), key=rank)
+    # A line whose new words an earlier-ranked line already shows adds nothing (an error repeated
+    # by its traceback): it goes after every line that adds something.
+    adding: list[int] = []
+    repeating: list[int] = []
+    shown: set[str] = set()
+    for order in sorted(range(len(candidates)), key=rank):
+        new = {word for word in words[order] if word not in common} - shown
+        (adding if new or not words[order] else repeating).append(order)
+        shown |= new
     return tuple(
-        (order, line if len(line) <= 300 else line[:299] + "…") for order, line in ((o, candidates[o]) for o in ranked)
+        (order, line if len(line) <= 300 else line[:299] + "…")
+        for order, line in ((o, candidates[o]) for o in (*adding, *repeating))
     )
 
 
@@ -481,7 +495,7 @@ def trim_to_chars(
     >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
     >>> lines = trim_to_chars(body, 120).splitlines()
     >>> lines[1:4], lines[0][-2:], lines[-1][:2]
-    (['[... 723 chars cut; kept:]', 'commit: 3f9a2c1b7e4d', '[...]'], 'x…', '…y')
+    (['[…]', 'commit: 3f9a2c1b7e4d', '[…]'], 'x…', '…y')
     """
     if len(text) <= limit:
         return None
@@ -500,11 +514,11 @@ def trim_to_chars(
     head = text[:head_end] + head_mark
     tail = tail_mark + text[tail_start:] if tail_start < len(text) else ""
     lines = [line for _, line in kept if line not in head and line not in tail]
-    cut = len(text) - head_end - (len(text) - tail_start)
+    # One token per gap: the summarizer is told that "[…]" marks output left out (archived).
     pieces = [head] if head else []
-    pieces.append(f"[... {cut:,} chars cut{'; kept:' if lines else ''}]")
+    pieces.append(CUT_MARK)
     if lines:
-        pieces += [*lines, "[...]"] if tail else lines
+        pieces += [*lines, CUT_MARK] if tail else lines
     if tail:
         pieces.append(tail)
     return "\n".join(pieces)
@@ -524,8 +538,9 @@ def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[st
 
 
 def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
-    """The largest level ``c`` with ``sum(min(size, max(MIN_RESULT_CHARS, c * weight))) <= room``
-    (water filling): results under their share are shown whole, longer ones are cut to it."""
+    """The largest level ``c`` at which the results fit ``room`` (water filling): each result's share
+    is ``max(MIN_RESULT_CHARS, c * weight)``; a result under ``WHOLE_SLACK`` times its share is shown
+    whole, a longer one is cut to it."""
 
     # Forty rounds over every result: in arrays (the products and floors are the same doubles and
     # integers as ``int(level * w)`` on a non-negative level).
@@ -534,7 +549,7 @@ def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
 
     def used(level: float) -> int:
         shares = np.maximum(MIN_RESULT_CHARS, np.floor(level * weight_array).astype(np.int64))
-        return int(np.minimum(size_array, shares).sum())
+        return int(np.where(size_array <= shares * WHOLE_SLACK, size_array, shares).sum())
 
     low, high = 0.0, float(max(sizes, default=0))
     for _ in range(40):
@@ -573,6 +588,13 @@ def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> boo
     return not words <= common
 
 
+def result_limit(size: int, level: float, weight: float) -> int:
+    """What a result of ``size`` characters may take at ``level``: its share, or its whole size when
+    that is within ``WHOLE_SLACK`` of the share (a cut that saves a few characters loses lines)."""
+    share = max(MIN_RESULT_CHARS, int(level * weight))
+    return size if size <= share * WHOLE_SLACK else share
+
+
 FitCache = dict[tuple[int, tuple[int, ...]], tuple[Message, Message]]
 """Messages fitted by earlier calls of :func:`fit_results`: by the id of the message and the limits
 of its results, the message (kept alive, so its id is not reused) and what it became."""
@@ -597,7 +619,7 @@ def fit_results(
         return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
     common, weights = _news_weights(candidates, settings)
     level = _level(sizes, weights, room_chars)
-    limits = [max(MIN_RESULT_CHARS, int(level * w)) for w in weights]
+    limits = [result_limit(size, level, w) for size, w in zip(sizes, weights, strict=True)]
     out: list[Message] = []
     position = 0
     for message in messages:

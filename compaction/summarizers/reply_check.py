@@ -159,6 +159,7 @@ _TOOL_MARKUP = re.compile(
     re.I,
 )
 _WORD = re.compile(r"[a-z][a-z']{2,}")
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9'._/-]{2,}")
 # Words a summary of any session uses without the history having them.
 _COMMON_WORDS = """the and for that this with from was were are has have had not but all any can its into
     out use used uses using via per each more most less than then when what which who whom whose
@@ -231,8 +232,11 @@ def _garbage(text: str, prompt_words: Collection[str], sections: Sequence[str]) 
     heads = {h.strip() for h in sections}
     body = "\n".join(line for line in text.splitlines() if line.strip() not in heads)
     words = _WORD.findall(body.lower())
-    if len(words) >= 50 and len(set(words)) * 10 < len(words):
-        return f"the same few words repeated ({len(set(words))} distinct of {len(words)})"
+    # Repetition is judged on every token, numbers and identifiers included: a list of errors that
+    # differ only in their values ("assert Decimal('96.05') == Decimal('93.00')") is not a loop.
+    tokens = _TOKEN.findall(body.lower())
+    if len(tokens) >= 50 and len(set(tokens)) * 10 < len(tokens):
+        return f"the same few words repeated ({len(set(tokens))} distinct of {len(tokens)})"
     if len(words) < 8:
         printable = sum(ch.isprintable() or ch in "\n\t" for ch in body)
         if body and printable < 0.9 * len(body):
