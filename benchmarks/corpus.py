@@ -1,8 +1,9 @@
 """The corpus of real public agent transcripts (``tests/corpus/``) and what tests and benchmarks
 measure on it.
 
-Each ``tests/corpus/*.json`` is ``{"messages": [...], "system": ..., "source": {...}}``: a
-trajectory someone else recorded (SWE-agent, OpenHands; attribution in ``tests/corpus/README.md``)
+Each ``tests/corpus/*.json`` (short runs) and ``*.json.gz`` (long runs, gzip-compressed) is
+``{"messages": [...], "system": ..., "source": {...}}``: a trajectory or chat history someone else
+recorded (SWE-agent, OpenHands, mini-swe-agent, aider; attribution in ``tests/corpus/README.md``)
 converted to the OpenAI or Anthropic format by ``tests/corpus/convert.py``.
 
 >>> names = [name for name, _, _ in load_corpus()]
@@ -12,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,26 +34,39 @@ MIN_SENTENCE_WORDS = 4
 NOT_REDUCED = re.compile(r"compaction would not reduce the context: ([\d,]+) -> ([\d,]+) tokens")
 
 
-def _read(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+def read_corpus_file(path: Path) -> dict[str, Any]:
+    """The JSON object of a corpus file, ``*.json`` or gzip-compressed ``*.json.gz``."""
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    data: dict[str, Any] = json.loads(raw.decode("utf-8"))
     return data
 
 
-def load_corpus(directory: Path = CORPUS_DIR) -> list[tuple[str, list[dict[str, Any]], Any]]:
-    """``(name, messages, system)`` of every transcript in ``directory``, sorted by name (the file
-    name without ``.json``); ``[]`` when the folder is missing."""
+def corpus_files(directory: Path = CORPUS_DIR) -> list[tuple[str, Path]]:
+    """``(name, path)`` of every transcript file in ``directory`` (``*.json`` and ``*.json.gz``),
+    sorted by name: the file name without ``.json`` / ``.json.gz``. ``[]`` when the folder is
+    missing."""
     if not directory.is_dir():
         return []
+    found = [*directory.glob("*.json"), *directory.glob("*.json.gz")]
+    return sorted((path.name.removesuffix(".gz").removesuffix(".json"), path) for path in found)
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[tuple[str, list[dict[str, Any]], Any]]:
+    """``(name, messages, system)`` of every transcript in ``directory`` (see :func:`corpus_files`);
+    ``[]`` when the folder is missing."""
     out = []
-    for path in sorted(directory.glob("*.json")):
-        data = _read(path)
-        out.append((path.stem, data["messages"], data.get("system")))
+    for name, path in corpus_files(directory):
+        data = read_corpus_file(path)
+        out.append((name, data["messages"], data.get("system")))
     return out
 
 
 def corpus_source(name: str, directory: Path = CORPUS_DIR) -> dict[str, Any]:
     """Where transcript ``name`` came from (repo, commit, path, license, converter)."""
-    source: dict[str, Any] = _read(directory / f"{name}.json").get("source", {})
+    path = dict(corpus_files(directory))[name]
+    source: dict[str, Any] = read_corpus_file(path).get("source", {})
     return source
 
 
@@ -184,9 +199,11 @@ __all__ = [
     "archived_indices",
     "compacted_originals",
     "content_strings",
+    "corpus_files",
     "corpus_source",
     "load_corpus",
     "not_reduced",
+    "read_corpus_file",
     "request_indices",
     "request_sentences",
     "sentences",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_quality import message_strings
-from benchmarks.corpus import load_corpus, request_indices
+from benchmarks.corpus import corpus_files, load_corpus, read_corpus_file, request_indices
 from compaction.adapters import to_canonical
 from compaction.summarizers._classify import classify
 from compaction.summarizers._segment import line_form, relays_terminal, segment
@@ -31,10 +31,9 @@ def _read_corpus() -> tuple[list[tuple[str, Transcript]], list[str]]:
     read (with why): a file the adapters break on is a failure below, not a file left out."""
     read: list[tuple[str, Transcript]] = []
     unreadable: list[str] = []
-    for path in sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []:
-        name = str(path.relative_to(CORPUS))
+    for name, path in corpus_files(CORPUS):
         try:
-            data: Any = json.loads(path.read_text(encoding="utf-8"))
+            data: Any = read_corpus_file(path)
             transcript = to_canonical(data["messages"], data.get("system"))
         except Exception as exc:
             unreadable.append(f"{name}: {type(exc).__name__}: {exc}")
