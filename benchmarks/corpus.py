@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_quality import message_strings, summary_block
+from compaction.adapters import to_canonical
 from compaction.fidelity import altered_identifiers, source_strings
 from compaction.result import CompactionResult
-from compaction.summarizers._segment import line_form
+from compaction.summarizers._segment import line_form, relays_terminal
+from compaction.transcript import Message
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 # A sentence ends at ., ! or ? followed by white space (not inside "e.g. x" or "3.11").
@@ -72,15 +74,19 @@ def corpus_source(name: str, directory: Path = CORPUS_DIR) -> dict[str, Any]:
 
 def request_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """The messages the user wrote: the user turns before the agent's first answer (SWE-agent's task
-    and demonstration; later SWE-agent user turns are tool observations), and in a transcript whose
-    tool output comes back as tool results, every user turn that is not only tool results."""
-    has_tool_messages = any(_is_tool_result(m) for m in messages)
+    and demonstration), and every later user turn that is neither tool results nor a command's
+    output relayed as a user turn (SWE-agent's observations: the turn answers an assistant turn that
+    ended with a command, see :func:`compaction.summarizers._segment.relays_terminal`)."""
     out: list[int] = []
+    previous: Message | None = None
     for i, m in enumerate(messages):
-        if m.get("role") != "user" or _is_tool_result(m):
-            continue
-        if has_tool_messages or not any(x.get("role") == "assistant" for x in messages[:i]):
-            out.append(i)
+        message = to_canonical([dict(m)]).messages[0] if m.get("role") in ("user", "assistant") else None
+        if m.get("role") == "user" and not _is_tool_result(m):
+            answered = any(x.get("role") == "assistant" for x in messages[:i])
+            if not answered or (message is not None and not relays_terminal(message, previous)):
+                out.append(i)
+        if message is not None:
+            previous = message
     return out
 
 

@@ -2,10 +2,11 @@
 
 Every row is a line someone else's agent or user wrote in a transcript of ``tests/corpus/``, with
 what it is: the agent narrating its next move or a tool's progress meter (never a decision, a
-constraint or pending work), a decision with its reason, a user's constraint, pending work, or a
-report of work already done (not pending). The rows were picked from the transcripts by their
-shape, then read and labelled by hand; a row whose line is not in its transcript fails, so the
-table stays made of real lines.
+constraint or pending work), the agent announcing the edit it is making ("I'll add a `/read`
+command ...": a plan, neither a decision nor pending work), a decision with its reason, a
+user's constraint, pending work, or a report of work already done (not pending). The rows were
+picked from the transcripts by their shape, then read and labelled by hand; a row whose line is
+not in its transcript fails, so the table stays made of real lines.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from compaction.summarizers._segment import Unit, line_form
 
 TABLE = Path(__file__).resolve().parent / "corpus" / "line_classes.tsv"
 ROWS: list[dict[str, str]] = list(csv.DictReader(TABLE.open(encoding="utf-8"), delimiter="\t"))
-REJECTED = {"narration", "meter"}
+REJECTED = {"narration", "meter", "plan"}
 # What a narrated move or a meter must never be labelled: a choice, a rule, pending work, a plan,
 # a measured value worth keeping.
 CLAIMS = frozenset({"decision", "constraint", "next_step", "intent", "number"})
@@ -61,6 +62,8 @@ def test_line_is_real_and_classified_as_labelled(row: dict[str, str]) -> None:
     if expect == "narration":
         assert is_narration(row["line"])
         assert not labels & CLAIMS, labels
+    elif expect == "plan":
+        assert not labels & {"decision", "constraint", "next_step"}, labels
     elif expect == "meter":
         assert is_meter(row["line"])
         assert labels == {"other"}, labels

@@ -119,8 +119,11 @@ _DEFERRED = _rx(
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
 _TODO = _rx(
-    r"\bnext steps?:|\b(?:todo|to-do|still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
+    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
+    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\s+(?:list|app|item))"
 )
+# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
+_TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
 _IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|start(?:ing)? (?:by|with)|right now|now)\b")
 _PROGRESS = _rx(
@@ -128,13 +131,17 @@ _PROGRESS = _rx(
     r"removed|wrote|written|implemented|confirmed|verified|identified|reproduced|resolved|merged|committed)\b"
 )
 _PLEASANTRY = _rx(r"^(?:ok(?:ay)?|thanks?(?: you)?|great|nice|good|cool|perfect|awesome|yes|sure|fine|done|finished)\b")
-# Narration of what the speaker is about to do ("Let's run the tests again:", "Now I'll check the
-# logs", "Next, let me look at ..."): it says what was said, not what was chosen or what is left.
+# Narration of what the speaker is about to do right now ("Let's run the tests again:", "Now I'll
+# check the logs", "First, let me look at ...", "I'll start by exploring"): it says what was said,
+# not what was chosen or what is left. A plan put off ("Next, I will open a PR") is a next step,
+# and a bare "I'll X with Y" may state a method (a decision): neither is narration.
 _NARRATION = _rx(
     r"^(?:(?:now|next|then|first|finally|so|ok(?:ay)?|great|good|perfect|alright|all right|and|also|again|"
     r"actually|first of all|to (?:start|begin|confirm|verify)|in (?:the )?meantime)[,!.:]?\s+)*"
-    r"(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|"
-    r"we need to|i want to|i'd like to|time to)\b"
+    r"(?:let me|let's|lets|let us|time to)\b"
+    r"|^(?:(?:now|first|so|ok(?:ay)?|great|good|perfect|alright|all right|again|actually|first of all)[,!.:]?\s+)+"
+    r"(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|we need to)\b"
+    r"|^(?:i'll|i will|we'll|we will)\s+(?:start|begin)\s+(?:by|with)\b"
 )
 # A reason that makes a move a choice: "as the issue says" or "since `v2`" (a comparison, a point
 # in time) is not one.
@@ -328,7 +335,10 @@ def labels_of(unit: Unit) -> frozenset[str]:
     narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
     done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
     step = not (narrated or done) and bool(
-        label_kind == "next_step" or _TODO.search(body) or (deferred and (intent or "request" in found or commits))
+        label_kind == "next_step"
+        or _TODO.search(body)
+        or _TODO_MARK.search(body)
+        or (deferred and (intent or "request" in found or commits))
     )
     # A commitment that only says how a deferred step will be done is that step, not a decision.
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step

@@ -105,14 +105,15 @@ MINI_SWE_AGENT_FILES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 # Long runs: aider's own chat history (Paul Gauthier working on aider with aider), which aider keeps
-# as a test fixture. Each window is a run of consecutive whole sessions of one working day:
+# as a test fixture. Each window is a run of consecutive whole sessions (named by its first day),
+# chosen so that it quotes no API key (sessions 608-610 paste a project key: left out):
 # (output name, index of the first "# aider chat started at" session, number of sessions).
 AIDER_REPO = "Aider-AI/aider"
 AIDER_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"
 AIDER_PATH = "tests/fixtures/chat-history.md"
 AIDER_WINDOWS: tuple[tuple[str, int, int], ...] = (
-    ("aider_history_2024_08_09", 286, 57),
-    ("aider_history_2024_08_13", 608, 18),
+    ("aider_history_2024_08_09", 286, 112),
+    ("aider_history_2024_08_13", 611, 140),
 )
 
 
@@ -294,7 +295,7 @@ def aider_sessions(history: str) -> list[str]:
     """The sessions of an aider chat history file: the text after each ``# aider chat started at``
     heading, up to the next one."""
     starts = [m.end() for m in _AIDER_SESSION.finditer(history)]
-    ends = [m.start() for m in _AIDER_SESSION.finditer(history)][1:] + [len(history)]
+    ends = [*(m.start() for m in _AIDER_SESSION.finditer(history)), len(history)][1:]
     return [history[start:end] for start, end in zip(starts, ends, strict=True)]
 
 
@@ -306,38 +307,40 @@ def _aider_line(line: str, marker: str) -> str:
 
 
 def aider_openai(sessions: list[str]) -> tuple[list[dict[str, Any]], None]:
-    """Consecutive aider sessions as OpenAI chat messages, in the file's order.
+    """Consecutive aider sessions as OpenAI chat messages, in the file's order: what the user
+    typed and what the model replied.
 
-    aider writes what the user typed as ``####`` lines, its own terminal output (edits applied,
-    commits, lint and test output, its questions and the answers typed to them) as ``>`` lines, and
-    the model's replies as plain markdown. A run of ``####`` lines becomes a user turn, a run of
-    ``>`` lines (``>`` then a space or nothing) a user turn too (it is what the terminal showed between two model replies; aider
-    sends lint and test output to the model as user turns), and the plain text between them an
-    assistant turn. The markers and the markdown line-end spaces are removed; blank lines at the
-    start and end of a turn are dropped; the text is otherwise verbatim. The session headings
+    aider writes what the user typed as ``####`` lines, the model's replies as plain markdown, and
+    its own terminal output as ``>`` lines (``>`` then a space or nothing): edits applied, commits,
+    token and cost reports, its prompts. A run of ``####`` lines becomes a user turn and the plain
+    text between them an assistant turn. The terminal output is not a message: aider does not send
+    it to the model (lint and test output that it does send comes back as typed ``####`` lines).
+    The ``#### `` marker and the markdown line-end spaces are removed, blank lines at the start
+    and end of a turn are dropped; the text is otherwise verbatim. The session headings
     (``# aider chat started at ...``) are not messages."""
     out: list[dict[str, Any]] = []
     for session in sessions:
-        kind: str | None = None
-        lines: list[str] = []
-
-        def flush() -> None:
+        for kind, lines in _aider_blocks(session):
             text = "\n".join(lines).strip("\n")
-            if kind is not None and text.strip():
+            if kind in ("typed", "model") and text.strip():
                 out.append({"role": "assistant" if kind == "model" else "user", "content": text})
-
-        for raw in session.splitlines():
-            line_kind = "typed" if raw.startswith("####") else "terminal" if _AIDER_TERMINAL.match(raw) else "model"
-            if not raw.strip():
-                lines.append("")
-                continue
-            if line_kind != kind:
-                flush()
-                kind, lines = line_kind, []
-            marker = {"typed": "#### ", "terminal": "> ", "model": ""}[line_kind]
-            lines.append(_aider_line(raw, marker) if marker else raw)
-        flush()
     return out, None
+
+
+def _aider_blocks(session: str) -> list[tuple[str, list[str]]]:
+    """The runs of lines of one kind ("typed", "terminal", "model") of an aider session, in order;
+    a blank line belongs to the run it is in, the ``#### `` marker is removed from typed lines."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in session.splitlines():
+        if not raw.strip():
+            if blocks:
+                blocks[-1][1].append("")
+            continue
+        kind = "typed" if raw.startswith("####") else "terminal" if _AIDER_TERMINAL.match(raw) else "model"
+        if not blocks or blocks[-1][0] != kind:
+            blocks.append((kind, []))
+        blocks[-1][1].append(_aider_line(raw, "#### ") if kind == "typed" else raw)
+    return blocks
 
 
 def write_corpus_file(target: Path, data: dict[str, Any]) -> None:
