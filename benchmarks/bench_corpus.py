@@ -145,7 +145,8 @@ def markdown(figures: Mapping[str, Any], command: str) -> str:
     lines = [
         f"Command: `{command}`",
         "",
-        f"{figures['transcripts']} real public agent trajectories (`tests/corpus/`: SWE-agent and OpenHands, MIT; "
+        f"{figures['transcripts']} real public agent sessions (`tests/corpus/`: "
+        "SWE-agent, OpenHands and mini-swe-agent, MIT; aider, Apache-2.0; "
         "attribution in `tests/corpus/README.md`), each compacted once by the default offline Compactor "
         f"({figures['model']}, exact o200k counts) at windows of "
         + " and ".join(f"{w:,}" for w in figures["windows"])

@@ -1,8 +1,9 @@
 """The corpus of real public agent transcripts (``tests/corpus/``) and what tests and benchmarks
 measure on it.
 
-Each ``tests/corpus/*.json`` is ``{"messages": [...], "system": ..., "source": {...}}``: a
-trajectory someone else recorded (SWE-agent, OpenHands; attribution in ``tests/corpus/README.md``)
+Each ``tests/corpus/*.json`` (short runs) and ``*.json.gz`` (long runs, gzip-compressed) is
+``{"messages": [...], "system": ..., "source": {...}}``: a trajectory or chat history someone else
+recorded (SWE-agent, OpenHands, mini-swe-agent, aider; attribution in ``tests/corpus/README.md``)
 converted to the OpenAI or Anthropic format by ``tests/corpus/convert.py``.
 
 >>> names = [name for name, _, _ in load_corpus()]
@@ -12,6 +13,7 @@ True
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_quality import message_strings, summary_block
+from compaction.adapters import to_canonical
 from compaction.fidelity import altered_identifiers, fragment_references, source_strings
 from compaction.result import CompactionResult
-from compaction.summarizers._segment import line_form
+from compaction.summarizers._segment import line_form, relays_terminal
+from compaction.transcript import Message
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 # A sentence ends at ., ! or ? followed by white space (not inside "e.g. x" or "3.11").
@@ -32,40 +36,57 @@ MIN_SENTENCE_WORDS = 4
 NOT_REDUCED = re.compile(r"compaction would not reduce the context: ([\d,]+) -> ([\d,]+) tokens")
 
 
-def _read(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+def read_corpus_file(path: Path) -> dict[str, Any]:
+    """The JSON object of a corpus file, ``*.json`` or gzip-compressed ``*.json.gz``."""
+    raw = path.read_bytes()
+    if path.name.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    data: dict[str, Any] = json.loads(raw.decode("utf-8"))
     return data
 
 
-def load_corpus(directory: Path = CORPUS_DIR) -> list[tuple[str, list[dict[str, Any]], Any]]:
-    """``(name, messages, system)`` of every transcript in ``directory``, sorted by name (the file
-    name without ``.json``); ``[]`` when the folder is missing."""
+def corpus_files(directory: Path = CORPUS_DIR) -> list[tuple[str, Path]]:
+    """``(name, path)`` of every transcript file in ``directory`` (``*.json`` and ``*.json.gz``),
+    sorted by name: the file name without ``.json`` / ``.json.gz``. ``[]`` when the folder is
+    missing."""
     if not directory.is_dir():
         return []
+    found = [*directory.glob("*.json"), *directory.glob("*.json.gz")]
+    return sorted((path.name.removesuffix(".gz").removesuffix(".json"), path) for path in found)
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[tuple[str, list[dict[str, Any]], Any]]:
+    """``(name, messages, system)`` of every transcript in ``directory`` (see :func:`corpus_files`);
+    ``[]`` when the folder is missing."""
     out = []
-    for path in sorted(directory.glob("*.json")):
-        data = _read(path)
-        out.append((path.stem, data["messages"], data.get("system")))
+    for name, path in corpus_files(directory):
+        data = read_corpus_file(path)
+        out.append((name, data["messages"], data.get("system")))
     return out
 
 
 def corpus_source(name: str, directory: Path = CORPUS_DIR) -> dict[str, Any]:
     """Where transcript ``name`` came from (repo, commit, path, license, converter)."""
-    source: dict[str, Any] = _read(directory / f"{name}.json").get("source", {})
+    path = dict(corpus_files(directory))[name]
+    source: dict[str, Any] = read_corpus_file(path).get("source", {})
     return source
 
 
 def request_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """The messages the user wrote: the user turns before the agent's first answer (SWE-agent's task
-    and demonstration; later SWE-agent user turns are tool observations), and in a transcript whose
-    tool output comes back as tool results, every user turn that is not only tool results."""
-    has_tool_messages = any(_is_tool_result(m) for m in messages)
+    and demonstration), and every later user turn that is neither tool results nor a command's
+    output relayed as a user turn (SWE-agent's observations: the turn answers an assistant turn that
+    ended with a command, see :func:`compaction.summarizers._segment.relays_terminal`)."""
     out: list[int] = []
+    previous: Message | None = None
     for i, m in enumerate(messages):
-        if m.get("role") != "user" or _is_tool_result(m):
-            continue
-        if has_tool_messages or not any(x.get("role") == "assistant" for x in messages[:i]):
-            out.append(i)
+        message = to_canonical([dict(m)]).messages[0] if m.get("role") in ("user", "assistant") else None
+        if m.get("role") == "user" and not _is_tool_result(m):
+            answered = any(x.get("role") == "assistant" for x in messages[:i])
+            if not answered or (message is not None and not relays_terminal(message, previous)):
+                out.append(i)
+        if message is not None:
+            previous = message
     return out
 
 
@@ -191,10 +212,12 @@ __all__ = [
     "archived_indices",
     "compacted_originals",
     "content_strings",
+    "corpus_files",
     "corpus_source",
     "fragments",
     "load_corpus",
     "not_reduced",
+    "read_corpus_file",
     "request_indices",
     "request_sentences",
     "sentences",

@@ -7,7 +7,6 @@ back as a constraint or a request: those lines must be prose the user wrote.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_quality import message_strings
-from benchmarks.corpus import load_corpus, request_indices
+from benchmarks.corpus import corpus_files, load_corpus, read_corpus_file, request_indices
 from compaction.adapters import to_canonical
 from compaction.summarizers._classify import classify
 from compaction.summarizers._segment import line_form, relays_terminal, segment
@@ -31,10 +30,9 @@ def _read_corpus() -> tuple[list[tuple[str, Transcript]], list[str]]:
     read (with why): a file the adapters break on is a failure below, not a file left out."""
     read: list[tuple[str, Transcript]] = []
     unreadable: list[str] = []
-    for path in sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []:
-        name = str(path.relative_to(CORPUS))
+    for name, path in corpus_files(CORPUS):
         try:
-            data: Any = json.loads(path.read_text(encoding="utf-8"))
+            data: Any = read_corpus_file(path)
             transcript = to_canonical(data["messages"], data.get("system"))
         except Exception as exc:
             unreadable.append(f"{name}: {type(exc).__name__}: {exc}")
@@ -52,8 +50,16 @@ def test_every_corpus_file_is_read() -> None:
     assert all(len(transcript.messages) >= 4 for _, transcript in TRANSCRIPTS)
 
 
+# A markdown heading's marks ("# Question: ...") are not words the summary quotes.
+_HEADING_MARKS = re.compile(r"(?:^|(?<=\s))#{1,6}\s+")
+
+
+def _words(text: str) -> str:
+    return " ".join(_HEADING_MARKS.sub("", text).split())
+
+
 def _said_by_user(transcript: Transcript) -> str:
-    return " ".join(" ".join(m.text.split()) for m in transcript.messages if m.is_user_turn)
+    return " ".join(_words(m.text) for m in transcript.messages if m.is_user_turn)
 
 
 @pytest.mark.parametrize(("name", "transcript"), TRANSCRIPTS, ids=[name for name, _ in TRANSCRIPTS])
@@ -76,8 +82,8 @@ def test_summary_constraints_and_requests_are_the_users_prose(name: str, transcr
                 statement = line.removeprefix(prefix).removesuffix("...")
                 assert line_form(statement) == "prose", (name, line)
                 assert not _CODE_LIKE.search(statement), (name, line)
-                first = statement.split(". ")[0][:60]
-                assert " ".join(first.split()) in said, (name, line)
+                first = " ".join(statement.split()[:5])  # its opening words (non-prose lines are left out)
+                assert _words(first) in said, (name, line)
 
 
 _REQUEST_LINES = ("- Primary request: ", "- Later request: ", "- Last user request: ", "- User asked: ")
@@ -88,13 +94,13 @@ RAW = load_corpus()
 def test_requests_in_the_summary_are_what_the_user_wrote(name: str, messages: list[Any], system: Any) -> None:
     """SWE-agent sends each command's terminal output back as a user turn: none of it may be listed
     as a request (real cases: ``file`` output and a pip install log became "Primary request")."""
-    own = " ".join(" ".join(s.split()) for i in request_indices(messages) for s in message_strings(messages[i]))
+    own = " ".join(_words(s) for i in request_indices(messages) for s in message_strings(messages[i]))
     transcript = to_canonical(messages, system)
     text = ExtractiveSummarizer().summarize_messages(transcript.messages, max_tokens=4096)
     for line in text.splitlines():
         if line.startswith(_REQUEST_LINES):
             statement = line.split(": ", 1)[1].split(" -> ")[0]  # "User asked: X -> what was done"
-            first = " ".join(statement.split()[:6])  # the summary may join and shorten the sentences
+            first = " ".join(_words(statement).split()[:6])  # the summary may join and shorten the sentences
             assert first in own, (name, line)
 
 

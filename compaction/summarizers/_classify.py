@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from compaction.summarizers._segment import QUANTITY, Unit
 
-__all__ = ["KINDS", "classify", "primary"]
+__all__ = ["KINDS", "classify", "is_code_shaped", "is_meter", "is_narration", "primary"]
 
 KINDS: tuple[str, ...] = (
     "constraint",
@@ -119,8 +119,11 @@ _DEFERRED = _rx(
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
 _TODO = _rx(
-    r"\bnext steps?:|\b(?:todo|to-do|still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
+    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
+    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\s+(?:list|app|item))"
 )
+# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
+_TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
 _IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|start(?:ing)? (?:by|with)|right now|now)\b")
 _PROGRESS = _rx(
@@ -128,6 +131,98 @@ _PROGRESS = _rx(
     r"removed|wrote|written|implemented|confirmed|verified|identified|reproduced|resolved|merged|committed)\b"
 )
 _PLEASANTRY = _rx(r"^(?:ok(?:ay)?|thanks?(?: you)?|great|nice|good|cool|perfect|awesome|yes|sure|fine|done|finished)\b")
+# Narration of what the speaker is about to do right now ("Let's run the tests again:", "Now I'll
+# check the logs", "First, let me look at ...", "I'll start by exploring"): it says what was said,
+# not what was chosen or what is left. A plan put off ("Next, I will open a PR") is a next step,
+# and a bare "I'll X with Y" may state a method (a decision): neither is narration.
+_NARRATION = _rx(
+    r"^(?:(?:now|next|then|first|finally|so|ok(?:ay)?|great|good|perfect|alright|all right|and|also|again|"
+    r"actually|first of all|to (?:start|begin|confirm|verify)|in (?:the )?meantime)[,!.:]?\s+)*"
+    r"(?:let me|let's|lets|let us|time to)\b"
+    r"|^(?:(?:now|first|so|ok(?:ay)?|great|good|perfect|alright|all right|again|actually|first of all)[,!.:]?\s+)+"
+    r"(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|we need to)\b"
+    r"|^(?:i'll|i will|we'll|we will)\s+(?:start|begin)\s+(?:by|with)\b"
+)
+# A reason that makes a move a choice: "as the issue says" or "since `v2`" (a comparison, a point
+# in time) is not one.
+_STRONG_REASON = _rx(
+    r"\b(?:because|so that|given that|due to|the reason is|which means|otherwise|in order to|"
+    r"to (?:avoid|prevent|ensure|make sure|keep|preserve|guarantee)|as (?:it|they|we|this|that) (?!is\b|are\b)\w+|"
+    r"since (?!`|\d|the (?:start|beginning|last|first|previous)\b|then\b|last\b|yesterday\b|before\b))"
+)
+# A line that announces what follows ("... the results:", "Here's the fix:") is narration too.
+_ANNOUNCES = re.compile(r"[:\u2026]\s*$|\.\.\.\s*$")
+# A progress meter or transfer statistics of a tool: "Counting objects: 100% (11/11), done.",
+# "12.3 MiB | 4.56 MiB/s", "45%|#####     | 9/20 [00:03<00:04", "Tokens: 2,028 sent, 300 received".
+_METER = _rx(
+    r"\b\d{1,3}(?:\.\d+)?\s?%\s*\(\d+/\d+\)"
+    r"|\d(?:[\d.,]*\d)?\s?(?:[kmgt]i?b|bytes?|b)/s\b"
+    r"|\d+(?:\.\d+)?\s?%\s*\|"
+    r"|\|[#=\u2588\u2589\u258a\u258b\u258c\u258d\u258e\u258f >-]{4,}\|"
+    r"|\[\d{1,2}:\d{2}(?::\d{2})?<\d{1,2}:\d{2}"
+    r"|\b[\d,.]+[kmg]?\s+(?:sent|received|transferred|uploaded|downloaded)\b.{0,40}\b[\d,.]+[kmg]?\s+"
+    r"(?:sent|received|transferred|uploaded|downloaded)\b"
+    r"|^\s*(?:downloading|uploading|receiving|fetching|pulling|pushing|extracting)\s+\S+\s+\(\d[\d.,]*\s?(?:[kmgt]i?b|bytes?)\)"
+)
+# A statement of work already done ("It seems the TODO has already been addressed."): not pending.
+_DONE = _rx(
+    r"\b(?:already|successfully|now (?:works|passes|handled)|has been|have been|was|were)\s+(?:\w+\s+){0,2}?"
+    r"(?:addressed|done|fixed|implemented|resolved|handled|completed|added|removed|updated|applied|in place)\b"
+    r"|\baddress(?:es|ed)\s+the\s+todo\b|\bthe todo (?:is|was|has been)\b|\balready\b"
+    r"|\b(?:these|this|the) (?:changes?|fix|edits?|updates?) (?:should|will) (?:now )?(?:resolve|fix|address)\b"
+    r"|\bshould (?:now )?(?:resolve|fix|address) (?:the|this|these|all)\b"
+)
+# A code line that reads as words (``remaining = limit - total``, ``self.io.tool_output(f"...")``,
+# ``f"{pad} tokens left"``): an assignment, a call or a string literal, not a sentence.
+_CODE_SHAPED = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.\[\]'\"]*\s*(?:[-+*/%|&]|//)?=(?!=)\s*\S"
+    r"|(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*\(.*\)[,;]?\s*$"
+    r"|[rfb]?[\"'][^\"']*[\"'][,)]*\s*$"
+    r"|(?:return|raise|yield|assert|await|import|from \S+ import|def|class|if|elif|for|while|with)\b.*:?\s*$(?<![.!?]))"
+)
+
+
+def is_narration(text: str) -> bool:
+    """Is ``text`` narration of the speaker's own next move ("Let's run the tests again:", "Now
+    I'll check the logs") with no reason given: neither a decision nor pending work?
+
+    >>> is_narration("Let's run the tests again with the debug logs:")
+    True
+    >>> is_narration("I'll use a token bucket, because the queue drops events.")
+    False
+    """
+    body = _CODE_SPAN.sub("`code`", text.strip())
+    if _STRONG_REASON.search(body) and not _ANNOUNCES.search(body):
+        return False  # a move with its reason is a decision
+    return bool(_NARRATION.match(body)) or bool(_ANNOUNCES.search(body))
+
+
+def is_meter(text: str) -> bool:
+    """Is ``text`` a progress meter or transfer statistics (percent done with counts, a speed, a
+    progress bar, bytes or tokens sent and received)?
+
+    >>> is_meter("Counting objects: 100% (11/11), done.")
+    True
+    >>> is_meter("Writing objects: 100% (6/6), 1.02 KiB | 1.02 MiB/s, done.")
+    True
+    >>> is_meter("Downloading wrapt-1.13.3.tar.gz (48 kB)")
+    True
+    >>> is_meter("Coverage is 71.9% now.")
+    False
+    """
+    return _METER.search(text) is not None
+
+
+def is_code_shaped(text: str) -> bool:
+    """Is ``text`` a line of code that reads as words (an assignment, a dotted call, a string
+    literal, a statement keyword)?
+
+    >>> is_code_shaped("remaining = limit - total")
+    True
+    >>> is_code_shaped("The limit was raised to 40 because the queue overflowed.")
+    False
+    """
+    return _CODE_SHAPED.match(text) is not None
 
 
 _CODE_SPAN = re.compile(r"`[^`]*`")
@@ -204,10 +299,12 @@ def _measured(text: str) -> bool:
 
 def labels_of(unit: Unit) -> frozenset[str]:
     """The labels of one unit (see :data:`KINDS`)."""
+    if is_meter(unit.text):
+        return frozenset({"other"})  # a progress meter measures nothing anyone needs later
     if unit.form == "output":
         return frozenset({"number"})
-    if unit.form != "prose":
-        return frozenset({"other"})
+    if unit.form != "prose" or is_code_shaped(unit.text):
+        return frozenset({"other"})  # a meter or a code line is not a statement of anyone's
     text = _CODE_SPAN.sub("`code`", unit.text)  # quoted code is not the speaker's wording
     found: set[str] = set()
     lead = _LEAD_LABEL.match(text)
@@ -234,20 +331,34 @@ def labels_of(unit: Unit) -> frozenset[str]:
         found.add("question")
     deferred = _DEFERRED.search(body) is not None
     intent = _INTENT.search(body) is not None
-    step = label_kind == "next_step" or _TODO.search(body) or (deferred and (intent or "request" in found or commits))
+    # The assistant narrating its next move, or reporting work done, states no pending work.
+    narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
+    done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
+    step = not (narrated or done) and bool(
+        label_kind == "next_step"
+        or _TODO.search(body)
+        or _TODO_MARK.search(body)
+        or (deferred and (intent or "request" in found or commits))
+    )
     # A commitment that only says how a deferred step will be done is that step, not a decision.
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
     if not question and (
         label_kind == "decision"
-        or (_EXPLICIT_CHOICE.search(body) and (commits or unit.role == "user" or "reason" in found))
-        or (commits and ("reason" in found or method))
+        or (
+            not narrated
+            and not _ANNOUNCES.search(body)
+            and (
+                (_EXPLICIT_CHOICE.search(body) and (commits or unit.role == "user" or "reason" in found))
+                or (commits and ("reason" in found or method))
+            )
+        )
     ):
         found.add("decision")
     if step:
         found.add("next_step")
-    elif intent and not _IMMEDIATE.search(body):
+    elif intent and not _IMMEDIATE.search(body) and not narrated:
         found.add("intent")
-    if _measured(text):
+    if _measured(text) and not narrated:
         found.add("number")
     if unit.role == "assistant" and _PROGRESS.search(body):
         found.add("progress")

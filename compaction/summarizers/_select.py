@@ -286,7 +286,26 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int]) -> None:
+def interactive(turns: Sequence[UserTurn], facts: SpanFacts) -> bool:
+    """Can a user turn answer the agent here? Yes when the user spoke again after the agent had
+    answered (a conversation, not one task handed to a run), or when the span ends on the agent's
+    own message with no tool call (it stopped and waits for the user)."""
+    first_reply = _first_assistant(facts, turns)
+    if any(turn.msg > first_reply for turn in turns):
+        return True
+    last = facts.last_assistant_msg
+    return last >= 0 and last == facts.messages - 1 and not any(event.index == last for event in facts.events)
+
+
+def _first_assistant(facts: SpanFacts, turns: Sequence[UserTurn]) -> int:
+    """The index of the first message after the first user turn that is not a user turn: the
+    agent's first answer (``facts.messages`` when there is none)."""
+    said = {turn.msg for turn in facts.user_turns}
+    start = turns[0].msg if turns else 0
+    return next((i for i in range(start + 1, facts.messages) if i not in said), facts.messages)
+
+
+def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int], *, asks: bool = True) -> None:
     plans = [
         u
         for u in units
@@ -301,7 +320,13 @@ def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: s
         used.add(unit.uid)
         sections[6].append(Line(STATED_PREFIX + unit.text, 1.5 + unit.score, (1, unit.msg, unit.uid), essential=True))
     for unit in units:
-        if unit.uid not in used and unit.role == "assistant" and unit.msg > final_turn and "question" in unit.labels:
+        if (
+            asks
+            and unit.uid not in used
+            and unit.role == "assistant"
+            and unit.msg > final_turn
+            and "question" in unit.labels
+        ):
             used.add(unit.uid)
             sections[5].append(Line(QUESTION_PREFIX + unit.text, 1.2 + unit.score, (2, unit.msg, unit.uid)))
     # Tasks are not superseded by other tasks (two reviews of two roles are two tasks): only
@@ -382,7 +407,7 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     turns = user_turns(units, facts)
     next_step_lines(turns, sections[6], replied=replied)
     _goals(units, turns, sections[0], used)
-    _pending(units, turns[-1].msg if turns else -1, sections, used)
+    _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts))
     _decisions(units, sections[2], used)
     _numbers(units, sections[2], used)
     _latest_message(units, facts, sections[4], used)

@@ -57,7 +57,7 @@ from compaction.summarizers._sections import (
     rank,
 )
 from compaction.summarizers._segment import segment
-from compaction.summarizers._select import first_requests, select_units, user_turns
+from compaction.summarizers._select import REQUEST_PREFIX, first_requests, request_text, select_units, user_turns
 from compaction.summarizers.base import (
     EmptySummaryError,
     SummarizerError,
@@ -65,7 +65,7 @@ from compaction.summarizers.base import (
     SummaryResponse,
     SummaryUsage,
 )
-from compaction.transcript import Message
+from compaction.transcript import Message, TextPart
 
 __all__ = [
     "SECTION_TITLES",
@@ -118,6 +118,7 @@ class ExtractiveSummarizer:
                 max_tokens=request.max_tokens,
                 previous_summary=request.previous_summary,
                 instructions=request.instructions,
+                task=task_of_prompt(request.prompt),
             )
 
         text = await asyncio.to_thread(work) if input_chars > _THREAD_THRESHOLD else work()
@@ -133,21 +134,26 @@ class ExtractiveSummarizer:
         max_tokens: int,
         previous_summary: str | None = None,
         instructions: str | None = None,
+        task: str | None = None,
     ) -> str:
         """Summarize a span of canonical messages, extending ``previous_summary`` when given.
 
         An extension is the span's own summary (what a chunk call would return) merged with the
-        earlier summary, see :func:`_extend`.
+        earlier summary, see :func:`_extend`. ``task`` is the session's first user message when it
+        lies outside the span (kept verbatim in the context): the goals section names it when
+        neither the span nor the earlier summary does.
         """
         if not messages:
             raise EmptySummaryError("nothing to summarize: the span has no messages")
         terms = instruction_terms(instructions)
         facts = extract(messages)
         sections = build_sections(messages, facts, terms, last_actions=self.last_actions)
+        _add_task(sections, task)
         _add_focus(sections, instructions)
         if previous_summary and previous_summary.strip():
             span_summary = _fit_or_raise(sections, max_tokens)
             sections = _extend(previous_summary, span_summary, facts, terms)
+            _add_task(sections, task)
             _add_focus(sections, instructions)
         return _fit_or_raise(sections, max_tokens)
 
@@ -235,6 +241,40 @@ def _extend(previous_summary: str, span_summary: str, facts: SpanFacts, terms: S
     sources = parsed_lines([previous_summary, span_summary], terms, age_scores=False)
     move_resolved(sources, facts)
     return merge_sources(sources)
+
+
+_TASK_BLOCK = re.compile(r"\A<task>\n(.*?)\n</task>(?:\n|\Z)", re.S)
+
+
+def task_of_prompt(prompt: str) -> str | None:
+    """The session's task as the summary prompt shows it (a ``<task>`` block opening the prompt,
+    see :mod:`compaction.stages.summarize`); ``None`` when the prompt has none."""
+    match = _TASK_BLOCK.match(prompt)
+    return match.group(1) if match and match.group(1).strip() else None
+
+
+def task_goal(task: str) -> str | None:
+    r"""One or two sentences taken from ``task`` that say what is wanted (its first prose sentences
+    that are not list headers or pleasantries), or ``None`` when it has no prose.
+
+    >>> task_goal("<issue>\nThe parser drops trailing commas. Steps to reproduce:\n$ parse 'a,'\n</issue>")
+    'The parser drops trailing commas.'
+    """
+    message = Message(role="user", parts=(TextPart(text=task),), id="task")
+    units = classify(segment([message]))
+    said = request_text([u for u in units if u.role == "user"], constraints=True)
+    if not said:
+        return None
+    return truncate(" ".join(said[:2]), 400)
+
+
+def _add_task(sections: Sections, task: str | None) -> None:
+    """Name the task in section 1 when nothing there does (the task lies outside the span)."""
+    if not task or any(line.text.startswith(REQUEST_PREFIX) for line in sections[0]):
+        return
+    goal = task_goal(task)
+    if goal:
+        sections[0].insert(0, Line(REQUEST_PREFIX + goal, 2.0, (-1e9, 0.0, 0.0), pinned=True))
 
 
 def _add_focus(sections: Sections, instructions: str | None) -> None:

@@ -2,11 +2,17 @@
 
 Not needed at test time: the converted files are committed. Run it to check or redo a conversion:
 
-    python tests/corpus/convert.py --swe-agent GIT_DIR --openhands GIT_DIR [--out tests/corpus]
+    python tests/corpus/convert.py [--swe-agent GIT_DIR] [--openhands GIT_DIR] \
+        [--mini-swe-agent GIT_DIR] [--aider GIT_DIR] [--out tests/corpus]
 
-``GIT_DIR`` is a (bare) clone of https://github.com/SWE-agent/SWE-agent and of
-https://github.com/All-Hands-AI/OpenHands; files are read with ``git show COMMIT:PATH`` at the
-commits pinned below, so the output is the same whatever the clones' HEAD is.
+(each source is converted when its clone is given).
+
+``GIT_DIR`` is a (bare) clone of https://github.com/SWE-agent/SWE-agent, of
+https://github.com/All-Hands-AI/OpenHands, of https://github.com/SWE-agent/mini-swe-agent (its fork
+network holds the pinned commit of the long runs) and of https://github.com/Aider-AI/aider; files are
+read with ``git show COMMIT:PATH`` at the commits pinned below, so the output is the same whatever
+the clones' HEAD is. The short transcripts are written as ``NAME.json``, the long ones (hundreds of
+messages) as ``NAME.json.gz`` (gzip with no time stamp, so a rerun is byte-identical).
 
 Every output file is ``{"messages": [...], "system": ..., "source": {...}}``: the messages in the
 OpenAI Chat Completions format (system prompt as the first message, ``system`` null) or in the
@@ -17,7 +23,9 @@ text is changed, cut or dropped; what the conversion does is listed in ``tests/c
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -74,12 +82,50 @@ OPENHANDS_FILES: tuple[tuple[str, str], ...] = (
     ("openhands_rename_file", "tests/runtime/trajs/wrong_initial_state.json"),
 )
 
+# Long runs: mini-swe-agent 1.x trajectories (DeepSeek-chat on SWE-bench tasks) that
+# XieZhiliang-code committed to a fork of mini-swe-agent (MIT); GitHub serves the commit from the
+# upstream repository's fork network.
+MINI_SWE_AGENT_REPO = "SWE-agent/mini-swe-agent"
+MINI_SWE_AGENT_COMMIT = "3c7d1d7f8fb8630b187744215f67470b6755f60c"
+MINI_SWE_AGENT_FILES: tuple[tuple[str, str, str], ...] = (
+    (
+        "mini_swe_agent_astroid_1333",
+        "output/deepseek_bench_dev/pylint-dev__astroid-1333/pylint-dev__astroid-1333.traj.json",
+        "openai",
+    ),
+    (
+        "mini_swe_agent_django_13964",
+        "output/deepseek_bench1/django__django-13964/django__django-13964.traj.json",
+        "openai",
+    ),
+    (
+        "mini_swe_agent_django_11910_anthropic",
+        "output/deepseek_bench1/django__django-11910/django__django-11910.traj.json",
+        "anthropic",
+    ),
+)
+# Long runs: aider's own chat history (Paul Gauthier working on aider with aider), which aider keeps
+# as a test fixture. Each window is a run of consecutive whole sessions (named by its first day),
+# chosen so that it quotes no API key (sessions 608-610 paste a project key: left out):
+# (output name, index of the first "# aider chat started at" session, number of sessions).
+AIDER_REPO = "Aider-AI/aider"
+AIDER_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"
+AIDER_PATH = "tests/fixtures/chat-history.md"
+AIDER_WINDOWS: tuple[tuple[str, int, int], ...] = (
+    ("aider_history_2024_08_09", 286, 112),
+    ("aider_history_2024_08_13", 611, 140),
+)
 
-def git_show(git_dir: Path, commit: str, path: str) -> Any:
+
+def git_show_text(git_dir: Path, commit: str, path: str) -> str:
     out = subprocess.run(
         ["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], check=True, capture_output=True
     ).stdout
-    return json.loads(out)
+    return out.decode("utf-8")
+
+
+def git_show(git_dir: Path, commit: str, path: str) -> Any:
+    return json.loads(git_show_text(git_dir, commit, path))
 
 
 def _swe_tool_call_id(message: dict[str, Any]) -> str:
@@ -177,26 +223,173 @@ def openhands_openai(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return out, None
 
 
+def mini_swe_agent_openai(traj: dict[str, Any]) -> tuple[list[dict[str, Any]], None]:
+    """A mini-swe-agent 1.x trajectory's ``messages`` as OpenAI chat messages.
+
+    Kept: role, content (verbatim), tool_calls (id, type, function name and arguments) and a tool
+    message's ``tool_call_id``. Dropped: the per-message ``extra`` bookkeeping (the raw model
+    response, which repeats the message, and the parsed actions), ``function_call``,
+    ``provider_specific_fields`` and the tool call's ``index``, and the final ``exit`` entry (the
+    run's exit status and submitted patch: not a chat message)."""
+    out: list[dict[str, Any]] = []
+    for m in traj["messages"]:
+        if m["role"] == "exit":
+            continue
+        message: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+        if m.get("tool_calls"):
+            message["tool_calls"] = [
+                {"id": c["id"], "type": c.get("type") or "function", "function": {
+                    "name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
+                for c in m["tool_calls"]
+            ]  # fmt: skip
+        if m["role"] == "tool":
+            message["tool_call_id"] = m["tool_call_id"]
+        out.append(message)
+    return out, None
+
+
+def openai_to_anthropic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """OpenAI chat messages as Anthropic messages: system messages become the top-level prompt, an
+    assistant turn a ``text`` block (its content, when any) plus one ``tool_use`` block per call
+    (``input`` the parsed JSON arguments), and each run of consecutive tool messages one user turn
+    of ``tool_result`` blocks (Anthropic answers every call of a turn in the next user turn)."""
+    system = ""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "system":
+            system += _text(m["content"])
+        elif m["role"] == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if _text(m.get("content") or ""):
+                blocks.append({"type": "text", "text": _text(m["content"])})
+            for c in m.get("tool_calls") or []:
+                arguments = json.loads(c["function"]["arguments"])
+                blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": arguments})
+            out.append({"role": "assistant", "content": blocks})
+        elif m["role"] == "tool":
+            result = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": _text(m["content"])}
+            previous = out[-1] if out else None
+            if previous and previous["role"] == "user" and isinstance(previous["content"], list):
+                previous["content"].append(result)
+            else:
+                out.append({"role": "user", "content": [result]})
+        else:
+            out.append({"role": "user", "content": _text(m["content"])})
+    return out, system
+
+
+def mini_swe_agent_anthropic(traj: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """A mini-swe-agent trajectory as Anthropic messages (:func:`mini_swe_agent_openai`, then
+    :func:`openai_to_anthropic`)."""
+    messages, _ = mini_swe_agent_openai(traj)
+    return openai_to_anthropic(messages)
+
+
+_AIDER_SESSION = re.compile(r"(?m)^# aider chat started at .*$")
+# aider's terminal output: ">" then a space or the end of the line (an edit block's
+# ">>>>>>> REPLACE" line is the model's text).
+_AIDER_TERMINAL = re.compile(r">(?: |$)")
+
+
+def aider_sessions(history: str) -> list[str]:
+    """The sessions of an aider chat history file: the text after each ``# aider chat started at``
+    heading, up to the next one."""
+    starts = [m.end() for m in _AIDER_SESSION.finditer(history)]
+    ends = [*(m.start() for m in _AIDER_SESSION.finditer(history)), len(history)][1:]
+    return [history[start:end] for start, end in zip(starts, ends, strict=True)]
+
+
+def _aider_line(line: str, marker: str) -> str:
+    """A history line without aider's markdown: the ``#### `` / ``> `` marker and the two spaces
+    that end a markdown line."""
+    line = line[len(marker) :] if line.startswith(marker) else line.removeprefix(marker.rstrip())
+    return line.removesuffix("  ")
+
+
+def aider_openai(sessions: list[str]) -> tuple[list[dict[str, Any]], None]:
+    """Consecutive aider sessions as OpenAI chat messages, in the file's order: what the user
+    typed and what the model replied.
+
+    aider writes what the user typed as ``####`` lines, the model's replies as plain markdown, and
+    its own terminal output as ``>`` lines (``>`` then a space or nothing): edits applied, commits,
+    token and cost reports, its prompts. A run of ``####`` lines becomes a user turn and the plain
+    text between them an assistant turn. The terminal output is not a message: aider does not send
+    it to the model (lint and test output that it does send comes back as typed ``####`` lines).
+    The ``#### `` marker and the markdown line-end spaces are removed, blank lines at the start
+    and end of a turn are dropped; the text is otherwise verbatim. The session headings
+    (``# aider chat started at ...``) are not messages."""
+    out: list[dict[str, Any]] = []
+    for session in sessions:
+        for kind, lines in _aider_blocks(session):
+            text = "\n".join(lines).strip("\n")
+            if kind in ("typed", "model") and text.strip():
+                out.append({"role": "assistant" if kind == "model" else "user", "content": text})
+    return out, None
+
+
+def _aider_blocks(session: str) -> list[tuple[str, list[str]]]:
+    """The runs of lines of one kind ("typed", "terminal", "model") of an aider session, in order;
+    a blank line belongs to the run it is in, the ``#### `` marker is removed from typed lines."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in session.splitlines():
+        if not raw.strip():
+            if blocks:
+                blocks[-1][1].append("")
+            continue
+        kind = "typed" if raw.startswith("####") else "terminal" if _AIDER_TERMINAL.match(raw) else "model"
+        if not blocks or blocks[-1][0] != kind:
+            blocks.append((kind, []))
+        blocks[-1][1].append(_aider_line(raw, "#### ") if kind == "typed" else raw)
+    return blocks
+
+
+def write_corpus_file(target: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON at ``target``; gzip-compressed (``mtime`` 0: the same bytes on every run)
+    when the name ends in ``.gz``."""
+    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    if target.suffix == ".gz":
+        target.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    else:
+        target.write_text(text, encoding="utf-8")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--swe-agent", type=Path, required=True, help="git dir of SWE-agent/SWE-agent")
-    parser.add_argument("--openhands", type=Path, required=True, help="git dir of All-Hands-AI/OpenHands")
+    parser.add_argument("--swe-agent", type=Path, help="git dir of SWE-agent/SWE-agent")
+    parser.add_argument("--openhands", type=Path, help="git dir of All-Hands-AI/OpenHands")
+    parser.add_argument("--mini-swe-agent", type=Path, help="git dir of SWE-agent/mini-swe-agent (long runs)")
+    parser.add_argument("--aider", type=Path, help="git dir of Aider-AI/aider (long chat histories)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     args = parser.parse_args()
-    jobs: list[tuple[str, str, str, str, Callable[[Any], tuple[list[dict[str, Any]], Any]], Any]] = []
-    for name, path, fmt in SWE_AGENT_FILES:
+    Job = tuple[str, str, str, str, Callable[[Any], tuple[list[dict[str, Any]], Any]], Any, str]
+    jobs: list[Job] = []
+    for name, path, fmt in SWE_AGENT_FILES if args.swe_agent else ():
         convert = swe_agent_openai if fmt == "openai" else swe_agent_anthropic
         traj = git_show(args.swe_agent, SWE_AGENT_COMMIT, path)
-        jobs.append((name, SWE_AGENT_REPO, SWE_AGENT_COMMIT, path, convert, traj["history"]))
-    for name, path in OPENHANDS_FILES:
+        jobs.append((name, SWE_AGENT_REPO, SWE_AGENT_COMMIT, path, convert, traj["history"], "MIT"))
+    for name, path in OPENHANDS_FILES if args.openhands else ():
         events = git_show(args.openhands, OPENHANDS_COMMIT, path)
-        jobs.append((name, OPENHANDS_REPO, OPENHANDS_COMMIT, path, openhands_openai, events))
-    for name, repo, commit, path, convert, raw in jobs:
+        jobs.append((name, OPENHANDS_REPO, OPENHANDS_COMMIT, path, openhands_openai, events, "MIT"))
+    long_runs: set[str] = set()
+    if args.mini_swe_agent:
+        for name, path, fmt in MINI_SWE_AGENT_FILES:
+            mini = mini_swe_agent_openai if fmt == "openai" else mini_swe_agent_anthropic
+            traj = git_show(args.mini_swe_agent, MINI_SWE_AGENT_COMMIT, path)
+            jobs.append((name, MINI_SWE_AGENT_REPO, MINI_SWE_AGENT_COMMIT, path, mini, traj, "MIT"))
+            long_runs.add(name)
+    if args.aider:
+        sessions = aider_sessions(git_show_text(args.aider, AIDER_COMMIT, AIDER_PATH))
+        for name, first, count in AIDER_WINDOWS:
+            window = sessions[first : first + count]
+            path = f"{AIDER_PATH} (sessions {first}-{first + count - 1})"
+            jobs.append((name, AIDER_REPO, AIDER_COMMIT, path, aider_openai, window, "Apache-2.0"))
+            long_runs.add(name)
+    for name, repo, commit, path, convert, raw, license_name in jobs:
         messages, system = convert(raw)
-        source = {"repo": repo, "commit": commit, "path": path, "license": "MIT", "converter": convert.__name__}
+        source = {"repo": repo, "commit": commit, "path": path, "license": license_name, "converter": convert.__name__}
         data = {"messages": messages, "system": system, "source": source}
-        target = args.out / f"{name}.json"
-        target.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        target = args.out / (f"{name}.json.gz" if name in long_runs else f"{name}.json")
+        write_corpus_file(target, data)
         print(f"{target.name}: {len(messages)} messages, {target.stat().st_size:,} bytes")
     return 0
 

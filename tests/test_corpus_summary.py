@@ -1,0 +1,96 @@
+"""What the offline summary says on every real transcript of ``tests/corpus/`` (short and long),
+after one compaction and after a turn-by-turn replay through a ContextManager, at 32k and 128k:
+no narration or progress meter among its decisions, constraints and pending work; the goal named
+where the first user message is a task; questions for the user only where a user can answer;
+every compaction fits and keeps its tool pairs; nothing crashes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from benchmarks.corpus import load_corpus
+from benchmarks.corpus_summary import (
+    WINDOWS,
+    Check,
+    check_once,
+    check_replay,
+    first_message_is_task,
+    goal_stated,
+    interactive,
+    noise,
+    questions,
+)
+from compaction.adapters import to_canonical
+from compaction.summarizers.extractive import ExtractiveSummarizer, task_goal, task_of_prompt
+
+CORPUS = {name: (messages, system) for name, messages, system in load_corpus()}
+MODES = {"once": check_once, "replay": check_replay}
+CASES = [(name, window, mode) for name in CORPUS for window in WINDOWS for mode in MODES]
+IDS = [f"{name}-{window // 1000}k-{mode}" for name, window, mode in CASES]
+LONG = [name for name, (messages, _) in CORPUS.items() if len(messages) >= 200]
+
+
+@functools.cache
+def _check(name: str, window: int, mode: str) -> Check:
+    messages, system = CORPUS[name]
+    return MODES[mode](name, messages, system, window)
+
+
+def test_the_corpus_holds_long_sessions_of_several_agents() -> None:
+    assert len(LONG) >= 5
+    converters = {name.split("_")[0] for name in LONG}
+    assert len(converters) >= 2, converters
+    assert any(name.endswith("_anthropic") for name in LONG)
+
+
+@pytest.mark.parametrize(("name", "window", "mode"), CASES, ids=IDS)
+def test_summary_states_what_happened(name: str, window: int, mode: str) -> None:
+    check = _check(name, window, mode)
+    assert not check.crash, check.crash
+    assert check.unfit == 0
+    assert check.pair_violations == 0
+    assert check.noise == [], check.noise
+    assert check.goal_missing == 0, "the goal is not named though the first user message is a task"
+    if not interactive(name, CORPUS[name][0]):
+        assert check.questions == 0, [q for s in check.summaries for q in questions(s)]
+
+
+@pytest.mark.parametrize("name", LONG)
+def test_long_sessions_compact_in_a_replay_at_32k(name: str) -> None:
+    assert _check(name, 32_000, "replay").compactions >= 2
+
+
+def test_the_checks_catch_what_they_look_for() -> None:
+    block = (
+        "## 1. Goals and constraints\n- (none recorded)\n\n"
+        "## 3. Technical context and decisions\n"
+        "- Counting objects: 100% (11/11), done. (in run_terminal_cmd output)\n"
+        "- Let's run the tests again with the debug logs:\n"
+        "- I'll keep the cache in Redis, because it must survive restarts.\n\n"
+        "## 6. Open issues and pending tasks\n"
+        "- Pending: Let me fix the remaining linting issues:\n"
+        "- Question for the user: Would you like me to focus on fixing these remaining issues?\n"
+    )
+    assert len(noise(block)) == 3
+    assert not goal_stated(block)
+    assert len(questions(block)) == 1
+
+
+def test_the_goal_is_taken_from_a_task_outside_the_span() -> None:
+    messages, system = CORPUS["mini_swe_agent_django_13964"]
+    assert first_message_is_task(messages, system)
+    task = next(m["content"] for m in messages if m["role"] == "user")
+    goal = task_goal(task)
+    assert goal is not None
+    assert goal.split(".")[0] in " ".join(task.split())
+    prompt = f"<task>\n{task}\n</task>\n\nConversation history:\n<history>\n...\n</history>"
+    assert task_of_prompt(prompt) == task
+    assert task_of_prompt("Conversation history:\n<history>\n<task>\nx\n</task>\n</history>") is None
+    span = to_canonical(messages, system).messages[40:80]
+    without = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000)
+    with_task = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000, task=task)
+    assert not goal_stated(without)
+    assert goal_stated(with_task)
