@@ -15,6 +15,7 @@ from compaction.server.auth import ApiKey, RateLimiter, presented_key
 from compaction.server.errors import REQUEST_ID, error_response
 from compaction.server.schemas import ErrorBody
 from compaction.server.settings import ServerSettings
+from compaction.tokens import count_cache_partition
 
 logger = logging.getLogger("compaction.server")
 
@@ -73,7 +74,11 @@ class GuardMiddleware:
                 if buffered is None:
                     return
                 receive = buffered
-            await self.app(scope, receive, send_with_id)
+            # Token counts cached by content stay within the key's namespace: a text another
+            # tenant sent must not count (and so compact) faster for this one.
+            key = api_key_of(scope)
+            with count_cache_partition(key.namespace if key is not None else None):
+                await self.app(scope, receive, send_with_id)
         except Exception:
             logger.exception(
                 "unhandled error in %s %s (request id %s)", scope.get("method"), scope.get("path"), request_id

@@ -25,6 +25,7 @@ from compaction.errors import CompactionError, TranscriptError
 from compaction.server.answer import result_dict
 from compaction.server.errors import ApiError, one_line, transcript_api_error
 from compaction.summarizers.base import SummarizerError
+from compaction.tokens import active_count_cache_partition, count_cache_partition
 
 __all__ = ["CompactionPool", "compact_job"]
 
@@ -45,9 +46,17 @@ def _compactor(model: str, config_json: str) -> Compactor:
     return compactor
 
 
-def compact_job(model: str, config_json: str, request: bytes, fields: tuple[str, ...]) -> tuple[str, Any]:
+def compact_job(
+    model: str, config_json: str, request: bytes, fields: tuple[str, ...], partition: str | None = None
+) -> tuple[str, Any]:
     """In a worker process: ``("ok", json bytes)`` of the result restricted to ``fields``, or
-    ``(error kind, details)`` (library exceptions are not sent across: they may not unpickle)."""
+    ``(error kind, details)`` (library exceptions are not sent across: they may not unpickle).
+    ``partition``: the caller's token-count cache partition (its tenant), as in the server process."""
+    with count_cache_partition(partition):
+        return _compact(model, config_json, request, fields)
+
+
+def _compact(model: str, config_json: str, request: bytes, fields: tuple[str, ...]) -> tuple[str, Any]:
     body = orjson.loads(request)
     try:
         result = _compactor(model, config_json).compact(
@@ -93,7 +102,13 @@ class CompactionPool:
     async def compact(self, model: str, config: CompactionConfig, request: bytes, fields: tuple[str, ...]) -> bytes:
         loop = asyncio.get_running_loop()
         kind, value = await loop.run_in_executor(
-            self._executor, compact_job, model, config.model_dump_json(), request, fields
+            self._executor,
+            compact_job,
+            model,
+            config.model_dump_json(),
+            request,
+            fields,
+            active_count_cache_partition(),
         )
         if kind == "ok":
             answer: bytes = value

@@ -43,6 +43,8 @@ from compaction.tokens._base import (
     BaseTokenCounter,
     CacheInfo,
     TokenCounter,
+    active_count_cache_partition,
+    count_cache_partition,
 )
 from compaction.tokens._calibrated import CalibratedCounter
 from compaction.tokens._counters import EstimateCounter, HFTokenizerCounter, TiktokenCounter, TiktokenEncodingName
@@ -75,8 +77,10 @@ __all__ = [
     "TiktokenEncodingName",
     "TokenCounter",
     "TokenizerUnavailableError",
+    "active_count_cache_partition",
     "anthropic_image_tokens",
     "anthropic_tokenizer_path",
+    "count_cache_partition",
     "counter_for_model",
     "litellm_tokenizer_dir",
     "model_family",

@@ -11,7 +11,9 @@ import json
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +41,8 @@ __all__ = [
     "BaseTokenCounter",
     "CacheInfo",
     "TokenCounter",
+    "active_count_cache_partition",
+    "count_cache_partition",
 ]
 
 # OpenAI's documented chat formula: every message costs 3 tokens of framing, plus 1 when it has
@@ -55,6 +59,40 @@ TOOL_SCHEMA_OVERHEAD = 8
 DEFAULT_CACHE_SIZE = 100_000
 # The content cache holds the strings of its keys; this bounds what it can keep alive.
 DEFAULT_CACHE_CHARS = 32_000_000
+
+_PARTITION: ContextVar[str | None] = ContextVar("compaction_count_cache_partition", default=None)
+
+
+@contextmanager
+def count_cache_partition(name: str | None) -> Iterator[None]:
+    """Counts cached by content inside this block are found only inside blocks of the same name.
+
+    Counters are shared by model family in a process, so their content cache would otherwise let
+    one tenant's text count faster after another tenant sent it: a timing side channel. A service
+    opens one partition per tenant (the HTTP service: per API key namespace) around each request;
+    ``None`` is the default, shared partition. The partition travels with the context (tasks and
+    ``asyncio.to_thread`` copy it).
+
+    >>> from compaction.tokens import EstimateCounter
+    >>> from compaction.transcript import Message, TextPart
+    >>> counter = EstimateCounter()
+    >>> with count_cache_partition("tenant-a"):
+    ...     _ = counter.count_message(Message(role="user", parts=(TextPart(text="same text"),), id="a"))
+    >>> with count_cache_partition("tenant-b"):
+    ...     _ = counter.count_message(Message(role="user", parts=(TextPart(text="same text"),), id="b"))
+    >>> counter.cache_info().misses  # tenant b's identical text was not found in a's partition
+    2
+    """
+    token = _PARTITION.set(name)
+    try:
+        yield
+    finally:
+        _PARTITION.reset(token)
+
+
+def active_count_cache_partition() -> str | None:
+    """The partition :func:`count_cache_partition` opened in this context (None: the shared one)."""
+    return _PARTITION.get()
 
 
 @runtime_checkable
@@ -316,7 +354,8 @@ class BaseTokenCounter(ABC):
         total = 0
         for tool in tools:
             text = dump_json(tool)
-            key = ("tool-schema", text)
+            partition = _PARTITION.get()
+            key: Hashable = ("tool-schema", text) if partition is None else (partition, "tool-schema", text)
             count = self._content.get(key)
             if count is None:
                 count = self.count_text(text)
@@ -338,6 +377,9 @@ class BaseTokenCounter(ABC):
     def _count_new(self, messages: list[Message]) -> list[int]:
         """Counts of messages not found by identity: from the content cache, else tokenized in one batch."""
         keys = [_message_key(message) for message in messages]
+        partition = _PARTITION.get()
+        if partition is not None:
+            keys = [(partition, key) for key in keys]
         counts: list[int | None] = [self._content.get(key) for key in keys]
         todo = [i for i, count in enumerate(counts) if count is None]
         if todo:

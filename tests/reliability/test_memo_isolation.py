@@ -146,3 +146,51 @@ def test_a_scope_is_bounded() -> None:
         assert len(scope) == 1
         upper("abcdefghij")
         assert scope.hits == 1
+
+
+def test_token_counts_cached_by_one_tenant_are_not_found_by_another() -> None:
+    """Counters are shared by model family in a process; their content cache is partitioned per API
+    key namespace, so tenant B's first request tokenizes exactly as much whether or not tenant A sent
+    the same transcript before (a shared cache made B's count a cache hit)."""
+    from fastapi.testclient import TestClient
+
+    from compaction.server import create_app
+    from compaction.server.auth import KeyRing
+    from compaction.tokens import counter_for_model
+
+    key_a, key_b, key_c = "tenant-a-" + "a" * 32, "tenant-b-" + "b" * 32, "tenant-c-" + "c" * 32
+    app = create_app(store_path=":memory:", api_keys=KeyRing.parse(f"{key_a},{key_b},{key_c}"))
+    counter = counter_for_model("gpt-4o")
+    body = {"messages": transcript(), "options": {"window": 32_000}}
+
+    def misses_of(key: str) -> int:
+        before = counter.cache_info().misses
+        answer = client.post("/v1/compact", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert answer.status_code == 200, answer.text
+        return counter.cache_info().misses - before
+
+    with TestClient(app) as client:
+        first = misses_of(key_a)  # A sends the transcript: every message is new to the process
+        again = misses_of(key_a)  # A again: its own partition answers
+        other = misses_of(key_b)  # B sends the same transcript after A
+    assert first > 0
+    assert again < first
+    assert other == first
+
+
+def test_the_shared_partition_is_the_default_for_library_use() -> None:
+    from compaction.tokens import EstimateCounter, count_cache_partition
+    from compaction.transcript import Message, TextPart
+
+    counter = EstimateCounter()
+
+    def count(id_: str) -> None:
+        counter.count_message(Message(role="user", parts=(TextPart(text="the same words"),), id=id_))
+
+    count("m1")
+    count("m2")  # same content, no partition: a hit
+    assert counter.cache_info().misses == 1
+    with count_cache_partition("t1"):
+        count("m3")
+        count("m4")
+    assert counter.cache_info().misses == 2
