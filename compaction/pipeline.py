@@ -28,6 +28,7 @@ from compaction.redact import redact_message, redact_secrets
 from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
+from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import Partition, partition, tail_start_within
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
@@ -124,6 +125,11 @@ class Prepared:
     plan: ChunkPlan | None = None
     carried_ledger: str = ""
     """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
+    carried_topics: str = ""
+    """The topic index of an earlier compaction, whose lines come first in this one's."""
+    index_view: list[Message] = field(default_factory=list)
+    """The whole zone as the summarizer view shows it (before any of it is set aside for a separate
+    offline pass): what the topic index reads."""
     planned_tokens: list[int] = field(default_factory=list)
     """Per chunk, the prompt tokens the planner counted (model summarizers: the rendered prompt)."""
     readable_zone: list[Message] = field(default_factory=list)
@@ -154,8 +160,10 @@ async def prepare(run: Run) -> Prepared:
     previous_summary = "\n\n".join(x for x in (run.previous_summary, previous) if x) or None
     # An earlier ledger is carried forward deterministically, not left to the summarizer to copy.
     carried = ""
+    topics = ""
     if previous_summary:
         previous_summary, carried = split_artifacts(previous_summary)
+        previous_summary, topics = split_topic_index(previous_summary)
         previous_summary = previous_summary or None
 
     layout, config, kept_pruned = _layout(run, messages, run.counts(messages))
@@ -169,7 +177,9 @@ async def prepare(run: Run) -> Prepared:
         }
     )
     zone = [messages[i] for i in layout.zone]
-    prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before, carried_ledger=carried)
+    prepared = Prepared(
+        repaired, tuple(messages), layout, config, zone, tokens_before, carried_ledger=carried, carried_topics=topics
+    )
     # Fewer than two messages is "not enough to compact" (seeds 003, 004), unless the context does
     # not fit: then even a single huge message is summarized rather than left over budget.
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
@@ -208,6 +218,7 @@ async def prepare(run: Run) -> Prepared:
             prepared.job.kept_messages = len(messages) - layout.tail_start
         else:
             run.record["summary_mode"] = f"rendered: {blocker}"
+    prepared.index_view = visible
     prepared.summarizer_input, prepared.plan, prepared.planned_tokens = await _plan(
         run, prepared.job, visible, settings, config
     )
@@ -388,6 +399,7 @@ async def run_pipeline(run: Run) -> CompactionResult:
             outcome,
             ledger,
             carried_tokens=run.counter.count_text(p.carried_ledger) if p.carried_ledger else 0,
+            topics=(p.carried_topics, p.index_view),
         )
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
 
@@ -644,6 +656,7 @@ def _summary_block(
     ledger: ArtifactLedger | None,
     *,
     carried_tokens: int = 0,
+    topics: tuple[str, Sequence[Message]] = ("", ()),
 ) -> SummaryBlock:
     config = run.config
     if outcome.text is not None:
@@ -666,16 +679,31 @@ def _summary_block(
                 last_request, quote_tokens(config, run.budget.window), run.counter.count_text
             )
     body = summary
+    room = _ledger_tokens(run, messages, layout, summary, last_request, carried_tokens)
+    # The topic index (what the summary could not hold, by stretch of the archive) takes its room
+    # from the ledger's: every reference the ledger drops for it stays one recall call away.
+    carried_topics, view = topics
+    index = build_topic_index(
+        zone,
+        summary,
+        max_tokens=min(int(config.block_cap(run.budget.window) * TOPIC_SHARE), room // 2),
+        count=run.counter.count_text,
+        carried=carried_topics,
+        view=view or None,
+    )
+    if index:
+        body = summary.rstrip() + "\n\n" + index
+        room = max(0, room - run.counter.count_text(index) - 1)
     if ledger is not None:
         ledger_text = render_ledger(
             ledger,
             summary_text=summary,
-            max_tokens=_ledger_tokens(run, messages, layout, summary, last_request, carried_tokens),
+            max_tokens=room,
             redact=config.redact_secrets,
             count=run.counter.count_text,
         )
         if ledger_text:
-            body = summary.rstrip() + "\n\n" + ledger_text
+            body = body.rstrip() + "\n\n" + ledger_text
     archived = [m.id for m in zone]
     span = (archived[0], archived[-1]) if archived else None
     return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request, archive_span=span)
