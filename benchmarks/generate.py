@@ -892,7 +892,10 @@ class _PlainFacts:
         a, b = r.sample(terms, 2)
         return r.choice(
             (
-                (f"compare {a} and {b} on the {r.randint(2019, 2025)} benchmarks alone", "older runs used other hardware"),
+                (
+                    f"compare {a} and {b} on the {r.randint(2019, 2025)} benchmarks alone",
+                    "older runs used other hardware",
+                ),
                 (f"exclude the vendor's {a} numbers", "they were measured without warm-up"),
                 (f"report {a} as the primary metric for {topic}", f"{b} is not reported consistently"),
             )

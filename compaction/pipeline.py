@@ -28,12 +28,12 @@ from compaction.redact import redact_message, redact_secrets
 from compaction.render import render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
 from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
-from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import Partition, partition, tail_start_within
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
+from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart, Transcript

@@ -43,7 +43,9 @@ _MORE_UNITS = re.compile(
 )
 _HAS_UNIT = re.compile(r"[A-Za-z%\u00a3$\u20ac\u00a5\u00b0\u00b5/]")
 _CALENDAR = re.compile(r"\b(?:days?|weeks?|months?|years?)\b", re.I)
-_SCHEDULE_BEFORE = re.compile(r"\b(?:in|for|within|every|each|next|per|after|over the next|another)\s+(?:about\s+)?$", re.I)
+_SCHEDULE_BEFORE = re.compile(
+    r"\b(?:in|for|within|every|each|next|per|after|over the next|another)\s+(?:about\s+)?$", re.I
+)
 _NOT_STATEMENT = re.compile(
     r"^(?:let me|let'?s|let us|i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|please|"
     r"wait|sleep|retry|try|run|set|use|make|give|allow|add|keep|limit|cap)\b",
@@ -66,7 +68,9 @@ def stated_quantity(text: str) -> bool:
     if len(_WORDS.findall(stripped)) < 3:
         return False
     for match in _quantities(stripped):
-        if _CALENDAR.search(match.group()) and _SCHEDULE_BEFORE.search(stripped[max(0, match.start() - 30) : match.start()]):
+        if _CALENDAR.search(match.group()) and _SCHEDULE_BEFORE.search(
+            stripped[max(0, match.start() - 30) : match.start()]
+        ):
             continue
         return True
     return False

@@ -60,14 +60,17 @@ _LINE = re.compile(r"^- (?P<words>[a-z]+(?: [a-z]+)*): (?P<first>\S+) to (?P<las
 # Words that say nothing about a topic: function words, the speech-act cues every statement shares
 # and the transcript's own scaffolding.
 _PLAIN = frozenset(
-    """about above after again against also because been before being below between both cannot could
-    does doing down during each even ever every from further have having here into itself just more
-    most much must need needs never next once only other ought ours over same should some still such
-    than that their theirs them then there these they this those through under until very want were
-    what when where which while whom with within without would your yours will shall might make made
-    like well really already instead rather because since then please sure okay thanks decision
-    decided important step steps reason note rule done tool tools result results call calls message
-    messages user assistant output line lines file files error errors value values number numbers""".split()
+    re.findall(
+        r"\w+",
+        """about above after again against also because been before being below between both cannot could does
+    doing down during each even ever every from further have having here into itself just more most much
+    must need needs never next once only other ought ours over same should some still such than that
+    their theirs them then there these they this those through under until very want were what when
+    where which while whom with within without would your yours will shall might make made like well
+    really already instead rather because since then please sure okay thanks decision decided important
+    step steps reason note rule done tool tools result results call calls message messages user
+    assistant output line lines file files error errors value values number numbers""",
+    )
 )
 
 
