@@ -10,11 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-import pytest
-
 from compaction import CompactionConfig, Compactor
 from compaction.recall import MemoryRecallIndex
-from compaction.summarizers._measures import stated_quantity
 from compaction.summarizers._topics import (
     TOPIC_HEADING,
     TopicLine,
@@ -144,25 +141,3 @@ def test_a_long_session_ends_its_summary_with_a_valid_index() -> None:
     assert sum(line.count for line in lines) <= len(result.archive)
     counter = Compactor("gpt-4o", None, config).counter
     assert counter.count_text(section) <= config.block_cap(32_000) // 10
-
-
-@pytest.mark.parametrize(
-    ("text", "stated"),
-    [
-        ("We're seeing roughly 340 ms at p95 since the deploy.", True),
-        ("The build takes about 4.2 minutes now.", True),
-        ("Traffic peaked at 12k req/s overnight.", True),
-        ("The invoice total came to 1,204.50 EUR.", True),
-        ("Let me wait 30 s for the pod.", False),
-        ("I'll check again in 2 days.", False),
-        ("Is it still 340 ms?", False),
-        ("Bumped the client to v2.3.1 today.", False),
-    ],
-)
-def test_quantities_stated_in_plain_words(text: str, stated: bool) -> None:
-    from compaction.summarizers._classify import classify, primary
-    from compaction.summarizers._segment import Unit
-
-    assert stated_quantity(text) is stated
-    (unit,) = classify([Unit(0, 0, "assistant", 1, text, "prose")])
-    assert (primary(unit) == "number") is stated

@@ -33,7 +33,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compaction.summarizers._measures import stated_quantity
 from compaction.summarizers._segment import QUANTITY, Unit
 
 __all__ = ["KINDS", "classify", "primary"]
@@ -248,7 +247,7 @@ def labels_of(unit: Unit) -> frozenset[str]:
         found.add("next_step")
     elif intent and not _IMMEDIATE.search(body):
         found.add("intent")
-    if _measured(text) or (unit.role != "tool" and stated_quantity(text)):
+    if _measured(text):
         found.add("number")
     if unit.role == "assistant" and _PROGRESS.search(body):
         found.add("progress")
