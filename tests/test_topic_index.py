@@ -122,7 +122,7 @@ def test_a_long_session_ends_its_summary_with_a_valid_index() -> None:
     from benchmarks.generate import generate
 
     g = generate("coding", 1400, seed=2, format="openai")
-    config = CompactionConfig(window=32_000)
+    config = CompactionConfig(window=16_000)
     result = Compactor("gpt-4o", None, config).compact(g.messages)
     summary = result.summary or ""
     _, section = split_topic_index(summary)
@@ -140,4 +140,4 @@ def test_a_long_session_ends_its_summary_with_a_valid_index() -> None:
         assert where[after.first] > where[before.last]
     assert sum(line.count for line in lines) <= len(result.archive)
     counter = Compactor("gpt-4o", None, config).counter
-    assert counter.count_text(section) <= config.block_cap(32_000) // 10
+    assert counter.count_text(section) <= config.block_cap(16_000) // 10
