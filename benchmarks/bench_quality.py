@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import statistics
@@ -89,6 +90,7 @@ from compaction.fidelity import altered_identifiers, source_strings  # noqa: E40
 from compaction.pairs import validate  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
+from compaction.summarizers._topics import parse_topic_index, split_topic_index  # noqa: E402
 from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
 from compaction.testing.fake_provider import estimate_tokens  # noqa: E402
 from guards import lookup_litellm_model_info  # noqa: E402
@@ -108,6 +110,13 @@ TARGET_CONTEXT_SHARE = 0.20
 """The compacted context, as a share of the window, after every compaction."""
 TARGET_CONTINUE: dict[str, float] = {"decision": 0.85, "constraint": 0.85, "next_step": 0.85, "number": 0.70}
 """What an agent needs to continue, kept after one compaction by the offline summarizer."""
+TARGET_NEWEST: dict[str, float] = {"decision": 0.85, "next_step": 0.85, "number": 0.70}
+"""When a span's facts do not fit the summary's cap: those of the newest quarter of the span kept in
+the summary (offline, after one compaction)."""
+TARGET_FROM_INDEX = 1.0
+"""...and every older one the summary does not hold found by one recall call whose query is the words
+of the topic index line whose archive-id range covers it."""
+NEWEST_SHARE = 0.25
 TARGET_UNITS = 3.0
 LATENCY = LatencyModel(fixed_s=0.5, per_input_token_s=0.02e-3, per_output_token_s=10e-3)
 LATENCY_SCALE_QUICK = 0.1
@@ -277,9 +286,31 @@ class RecallProbe:
         from compaction.recall import MemoryRecallIndex
 
         self.index = MemoryRecallIndex()
+        self.order: dict[str, int] = {}
+        self.ids: dict[str, str] = {}
 
     def add(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
         self.index.add_archive(archive)
+        for archive_id, message in archive.items():
+            self.order.setdefault(archive_id, len(self.order))
+            self.ids.setdefault(_message_key(message), archive_id)
+
+    def archive_id(self, message: Mapping[str, Any]) -> str | None:
+        """The archive id of an original message (None when it was never archived)."""
+        return self.ids.get(_message_key(message))
+
+    def from_index(self, fact: PlantedFact, archive_id: str | None, block: str) -> bool:
+        """Is ``fact`` found by one recall call made from the summary's words: the words of the topic
+        index line (of ``block``) whose archive-id range covers the fact's message, as the query,
+        the fact's exact text in a hit of the first page. Never the fact's own words."""
+        position = self.order.get(archive_id) if archive_id is not None else None
+        if position is None:
+            return False
+        for line in parse_topic_index(split_topic_index(block)[1]):
+            first, last = self.order.get(line.first), self.order.get(line.last)
+            if first is not None and last is not None and first <= position <= last:
+                return any(fact.value in hit.text for hit in self.index.search(line.query))
+        return False
 
     def recallable(
         self, facts: Sequence[PlantedFact], zone: Collection[int], categories: Iterable[str]
@@ -295,6 +326,39 @@ class RecallProbe:
             pair[1] += 1
             pair[0] += any(fact.value in hit.text for hit in self.index.search(fact.value))
         return {c: (v[0], v[1]) for c, v in out.items()}
+
+
+def _message_key(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def beyond_cap(
+    g: GeneratedTranscript, zone: Collection[int], text: str, block: str, probe: RecallProbe
+) -> dict[str, Any]:
+    """The targets for a span whose facts do not fit the summary's cap, per category of
+    :data:`TARGET_NEWEST`: ``newest`` (kept, total) for the facts of the newest quarter of the zone
+    (by message position), ``older`` (kept, total) for the rest, and ``from_index`` (found, total)
+    for the older ones not kept, each looked up with one recall call from the topic index
+    (:meth:`RecallProbe.from_index`); plus the index's lines."""
+    out: dict[str, Any] = {c: {"newest": [0, 0], "older": [0, 0], "from_index": [0, 0]} for c in TARGET_NEWEST}
+    held = sorted(f.message_index for f in g.facts if f.message_index in zone)
+    if not held:
+        return out
+    cut = held[0] + (1 - NEWEST_SHARE) * (held[-1] + 1 - held[0])
+    for fact in g.facts:
+        if fact.category not in TARGET_NEWEST or fact.message_index not in zone:
+            continue
+        kept = fact.value in text
+        row = out[fact.category]
+        pair = row["newest"] if fact.message_index >= cut else row["older"]
+        pair[0] += kept
+        pair[1] += 1
+        if fact.message_index < cut and not kept:
+            found = probe.from_index(fact, probe.archive_id(g.messages[fact.message_index]), block)
+            row["from_index"][0] += found
+            row["from_index"][1] += 1
+    out["index_lines"] = len(parse_topic_index(split_topic_index(block)[1]))
+    return out
 
 
 def _place(fact: PlantedFact, result: CompactionResult) -> str:
@@ -364,6 +428,7 @@ async def drift(
         previous_block = summary_block(result) or previous_block
         archive.add(result.archive)
         recalled = archive.recallable(g.facts, zone, IDENTIFIER_CATEGORIES)
+        cap_figures = beyond_cap(g, zone, text, summary_block(result), archive) if step == 1 else None
         exact = recount(result)
         violations = len(validate(to_canonical(result.messages, result.system)))
         record_calls = result.record.get("calls", [])
@@ -396,6 +461,10 @@ async def drift(
                 "level": result.fallback_level,
                 "wall_s": wall,
                 "zone_facts": len([f for f in g.facts if f.message_index in zone]),
+                "beyond_cap": cap_figures,
+                "index_tokens": (count or estimate_tokens)(split_topic_index(summary_block(result))[1])
+                if step == 1
+                else None,
                 "retention": {c: list(v) for c, v in kept_by_cat.items()},
             }
         )
@@ -521,12 +590,13 @@ def bench_session(
     compactions: int = COMPACTIONS,
     latency_scale: float | None = LATENCY_SCALE_QUICK,
     summarizers: Sequence[str] = SUMMARIZERS,
+    phrasing: str = "templated",
 ) -> dict[str, Any]:
     """Quality (both summarizers), cost and time of one scenario and size."""
     fmt = SCENARIO_FORMATS.get(scenario, "openai")
     grow = growth(n)
     total = n + (compactions - 1) * grow + 40
-    g = generate(scenario, total, seed=seed, format=fmt)
+    g = generate(scenario, total, seed=seed, format=fmt, phrasing=phrasing)
     out: dict[str, Any] = {"scenario": scenario, "format": fmt, "messages": n, "growth": grow, "session": total}
     quality: dict[str, Any] = {}
     for kind in summarizers:
@@ -545,6 +615,8 @@ def bench_session(
             "after10": steps[-1]["retention"],
             "recalled1": steps[0]["recalled"],
             "recalled10": steps[-1]["recalled"],
+            "beyond_cap": steps[0]["beyond_cap"],
+            "index_tokens": steps[0]["index_tokens"],
             "altered_identifiers": sum(st["altered_identifiers"] for st in steps),
             "compactions": sum(1 for s in steps if s["compacted"]),
             "first_wall_s": first["wall_s"],
@@ -636,6 +708,8 @@ def run(
     compactions: int = COMPACTIONS,
     latency_scale: float | None = None,
     time_rows: bool = True,
+    summarizers: Sequence[str] = SUMMARIZERS,
+    phrasing: str = "templated",
 ) -> dict[str, Any]:
     """Every scenario and size: the figures as a dict (``markdown`` renders them)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -660,6 +734,7 @@ def run(
             "per_output_token_s": LATENCY.per_output_token_s,
         },
         "latency_scale": scale if time_rows else None,
+        "phrasing": phrasing,
         "sessions": [],
     }
     with FakeProvider() as server:
@@ -673,6 +748,8 @@ def run(
                         seed=seed,
                         compactions=compactions,
                         latency_scale=scale if time_rows else None,
+                        summarizers=summarizers,
+                        phrasing=phrasing,
                     )
                 )
         figures["server_errors"] = len(server.errors)
@@ -756,6 +833,29 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
                         "met": _target_met(pair, TARGET_RECALL),
                     }
                 )
+            if kind == "extractive" and q.get("beyond_cap"):
+                cap = q["beyond_cap"]
+                for category, target in TARGET_NEWEST.items():
+                    for what, key, goal in (
+                        (f"newest-quarter {category.replace('_', ' ')}s after 1 (offline)", "newest", target),
+                        (
+                            f"older {category.replace('_', ' ')}s not in the summary found from the topic index",
+                            "from_index",
+                            TARGET_FROM_INDEX,
+                        ),
+                    ):
+                        pair = cap[category][key]
+                        if pair[1]:
+                            out.append(
+                                {
+                                    "what": what,
+                                    "where": where,
+                                    "value": _ratio(pair),
+                                    "pair": list(pair),
+                                    "target": goal,
+                                    "met": _target_met(pair, goal),
+                                }
+                            )
             if kind == "extractive":
                 for category, target in TARGET_CONTINUE.items():
                     pair = q["after1"].get(category)
@@ -862,6 +962,50 @@ def _drift_table(f: Mapping[str, Any], kind: str) -> list[str]:
     return out
 
 
+def _beyond_cap_table(f: Mapping[str, Any]) -> list[str]:
+    """Newest quarter in the summary, older facts in it or one recall call away from the topic index."""
+    rows = [(s, kind, q) for s in f["sessions"] for kind, q in s["quality"].items() if q.get("beyond_cap")]
+    if not rows:
+        return []
+    cats = list(TARGET_NEWEST)
+    targets_text = " / ".join(f"{t:.0%}" for t in TARGET_NEWEST.values())
+    out = [
+        "#### Facts beyond the cap: the newest quarter in the summary, the rest one recall call away",
+        "",
+        "After one compaction. Newest quarter: the planted decisions, next steps and numbers of the newest quarter "
+        f"of the compacted zone (by message position) in the compacted context (offline target {targets_text}); "
+        "older: those of the rest, in the context, and of the older ones not in it, how many one recall call "
+        "finds whose query is the words of the topic index line whose archive-id range covers the fact's message "
+        f"(a hit of the first page holds the fact's exact text; target {TARGET_FROM_INDEX:.0%}). Constraints in "
+        "force: the retention table above. Index: lines and o200k tokens of the summary's topic index.",
+        "",
+        "| scenario | messages | summarizer | newest: "
+        + " | ".join(_SHORT.get(c, c) for c in cats)
+        + " | older in summary: "
+        + " | ".join(_SHORT.get(c, c) for c in cats)
+        + " | **older found from index**: "
+        + " | ".join(_SHORT.get(c, c) for c in cats)
+        + " | all older: in summary or found | index |",
+        "|" + "---|" * (3 + 3 * len(cats) + 2),
+    ]
+    for s, kind, q in rows:
+        cap = q["beyond_cap"]
+        older_total = sum(cap[c]["older"][1] for c in cats)
+        reached = sum(cap[c]["older"][0] + cap[c]["from_index"][0] for c in cats)
+        out.append(
+            f"| {s['scenario']} | {s['messages']:,} | {kind} | "
+            + " | ".join(_kt(cap[c], "newest") if cap[c]["newest"][1] else "–" for c in cats)
+            + " | "
+            + " | ".join(_kt(cap[c], "older") if cap[c]["older"][1] else "–" for c in cats)
+            + " | "
+            + " | ".join(f"**{_kt(cap[c], 'from_index')}**" if cap[c]["from_index"][1] else "–" for c in cats)
+            + f" | {reached}/{older_total} ({_pct((reached, older_total))}) "
+            f"| {cap.get('index_lines', 0)} lines, {q.get('index_tokens') or 0:,} tok |"
+        )
+    out.append("")
+    return out
+
+
 def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
     """The figures of :func:`run` as Markdown tables (``charts``: image paths to link)."""
     lat = f["latency"]
@@ -921,6 +1065,8 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
                     + " |"
                 )
         out.append("")
+        if key == "after1":
+            out += _beyond_cap_table(f)
     out += [
         "#### Summary growth: o200k tokens of the summary block (summary, ledger, quoted request, markers) after "
         "each compaction",
@@ -1078,11 +1224,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="RESULTS",
         help="run 5,000 and 20,000 messages and write them as a section of RESULTS.md",
     )
+    parser.add_argument("--summarizers", nargs="*", choices=SUMMARIZERS, default=list(SUMMARIZERS))
+    parser.add_argument(
+        "--phrasing",
+        choices=("templated", "paraphrased"),
+        default="templated",
+        help="paraphrased: the generator's held-out wording of decisions, constraints and next steps",
+    )
+    parser.add_argument("--no-time", action="store_true", help="skip the timed (latency model) rows")
     args = parser.parse_args(argv)
     if args.long is not None:
         write_long_sessions(args.long, list(argv if argv is not None else sys.argv[1:]))
         return 0
-    figures = run(quick=not args.full, sizes=args.sizes)
+    figures = run(
+        quick=not args.full,
+        sizes=args.sizes,
+        summarizers=args.summarizers,
+        phrasing=args.phrasing,
+        time_rows=not args.no_time,
+    )
     charts: list[str] = []
     if args.charts is not None:
         from benchmarks import charts as charts_module

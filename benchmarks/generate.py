@@ -50,9 +50,11 @@ from typing import Any, Literal
 
 Scenario = Literal["coding", "job_search", "research", "mixed"]
 Format = Literal["openai", "anthropic"]
+Phrasing = Literal["templated", "paraphrased"]
 
 SCENARIOS: tuple[str, ...] = ("coding", "job_search", "research", "mixed")
 FORMATS: tuple[str, ...] = ("openai", "anthropic")
+PHRASINGS: tuple[str, ...] = ("templated", "paraphrased")
 CATEGORIES: tuple[str, ...] = (
     "path",
     "url",
@@ -111,6 +113,7 @@ class GeneratedTranscript:
     scenario: str = "coding"
     seed: int = 0
     tool_heavy: bool = False
+    phrasing: str = "templated"
 
     def payload(self) -> list[dict[str, Any]] | dict[str, Any]:
         """What the CLI writes: the message list (OpenAI) or ``{system, messages}`` (Anthropic)."""
@@ -383,14 +386,18 @@ _P_ORGS = ("acme-platform", "ledgerworks", "northwind-eng", "kestrel-io")
 class _FactMaker:
     """Makes the value of a planted fact for a category and a scenario flavour (unique per session)."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, phrasing: str = "templated") -> None:
         self.rng = rng
         self.used: set[str] = set()
+        self.phrasing = phrasing
 
     def make(self, category: str, flavor: str) -> tuple[str, str]:
-        maker: Callable[[], tuple[str, str]] = getattr(self, f"_{flavor}_{category}", None) or getattr(
-            self, f"_coding_{category}"
-        )
+        maker: Callable[[], tuple[str, str]] | None = None
+        if self.phrasing == "paraphrased":
+            maker = getattr(_PlainFacts, f"_{flavor}_{category}", None)
+            maker = None if maker is None else maker.__get__(self)
+        if maker is None:
+            maker = getattr(self, f"_{flavor}_{category}", None) or getattr(self, f"_coding_{category}")
         for _ in range(60):
             value, detail = maker()
             if value not in self.used:
@@ -761,6 +768,167 @@ class _FactMaker:
 
 
 # ------------------------------------------------------------------------------------------------
+# Paraphrased facts: the same kinds of fact, worded without the classifier's cue words
+# ------------------------------------------------------------------------------------------------
+#
+# Held out: these phrasings are for measuring only. They must never be used to tune the offline
+# summarizer's classifier (its cue lists, patterns or tests), or the measure they give is void.
+# The templated forms above speak the classifier's language ("Decision: I'll ..., because ...",
+# "Important: ...", "Next step: ..."); these say the same with none of :data:`CUE_WORDS`: a choice
+# with its reason, a rule stated as a fact about the world, a pending task as an item on a list.
+
+CUE_WORDS: tuple[str, ...] = (
+    "decision",
+    "decided",
+    "decide",
+    "because",
+    "since",
+    "the reason",
+    "i'll",
+    "i will",
+    "i'm going to",
+    "we'll",
+    "let's",
+    "next step",
+    "next,",
+    "then",
+    "after this",
+    "after that",
+    "afterwards",
+    "important",
+    "rule",
+    "must",
+    "never",
+    "always",
+    "only",
+    "don't",
+    "do not",
+    "should",
+    "todo",
+    "pending",
+    "remaining",
+    "instead of",
+    "rather than",
+    "please",
+    "from now on",
+    "going forward",
+    "not allowed",
+    "required",
+)
+"""Words and phrases the templated facts and the classifier's cues use: no paraphrased sentence
+that plants a decision, constraint or next step holds one (as a whole word, any case)."""
+
+
+class _PlainFacts:
+    """Paraphrased values (bound to a :class:`_FactMaker`), where the templated value itself holds a
+    cue word: constraints (a rule as a statement of fact) and the decisions worded with one."""
+
+    rng: random.Random
+
+    def _coding_constraint(self) -> tuple[str, str]:
+        r = self.rng
+        area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
+        return r.choice(
+            (
+                f"release/2025.{r.randint(1, 12):02d} takes no direct pushes",
+                f"{r.choice(_P_ROOTS)}/{area}/migrations/ is off limits for edits",
+                f"the public signature of {area}.{leaf}() stays exactly as it is",
+                f"{r.choice(_P_ROOTS)}/{area}/pyproject.toml gets zero new dependencies",
+                f"the {r.choice(_P_ENVS)} database is off limits for migrations",
+                f"the {r.choice(('mypy', 'bandit', 'license', 'coverage'))} check for {area} stays switched on",
+                f"{area}/{leaf.replace('_', '-')} is off limits for force-pushes",
+            )
+        ), ""
+
+    def _job_search_constraint(self) -> tuple[str, str]:
+        r = self.rng
+        return r.choice(
+            (
+                f"{r.choice(_COMPANIES)}'s recruiters hear from me directly, not from you",
+                f"over {r.randint(1, 4)} office days a month rules a role out",
+                f"{r.choice(_INDUSTRIES)} companies stay out of the results",
+                f"roles posted over {r.randint(3, 14)} days ago are out of scope",
+                f"{r.choice(_COMPANIES)} is off my list for good",
+            )
+        ), ""
+
+    def _research_constraint(self) -> tuple[str, str]:
+        r = self.rng
+        return r.choice(
+            (
+                f"sources published before {r.randint(2015, 2023)} are out of scope",
+                f"{r.choice(_SITES)} is not a usable source here",
+                f"the final report is capped at {r.randint(8, 30) * 100} words",
+                f"numbers about {r.choice(_TOPICS)[1][0]} come with a primary source citation",
+            )
+        ), ""
+
+    def _job_search_decision(self) -> tuple[str, str]:
+        r = self.rng
+        a, b = r.sample(_COMPANIES, 2)
+        title = r.choice(_JOB_TITLES)
+        return r.choice(
+            (
+                (f"rank the {a} {title} role above {b}", f"{a} pays more and is fully remote"),
+                (
+                    f"drop the {a} {title} role from the shortlist",
+                    r.choice(
+                        (
+                            "it needs SC clearance",
+                            "it is a crypto exchange",
+                            "it wants four office days a week",
+                            f"the posting is {r.randint(9, 40)} days old",
+                        )
+                    ),
+                ),
+                (f"treat the {a} contract as inside IR35", "the contract names a line manager and fixed hours"),
+                (f"score {a}'s stack 6/10, down from 8/10", "the advert lists .NET Framework 4.8, not .NET 8"),
+            )
+        )
+
+    def _research_decision(self) -> tuple[str, str]:
+        r = self.rng
+        topic, terms = r.choice(_TOPICS)
+        a, b = r.sample(terms, 2)
+        return r.choice(
+            (
+                (
+                    f"compare {a} and {b} on the {r.randint(2019, 2025)} benchmarks alone",
+                    "older runs used other hardware",
+                ),
+                (f"exclude the vendor's {a} numbers", "they were measured without warm-up"),
+                (f"report {a} as the primary metric for {topic}", f"{b} is not reported consistently"),
+            )
+        )
+
+    def _coding_next_step(self) -> tuple[str, str]:
+        r = self.rng
+        area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
+        return r.choice(
+            (
+                f"re-run the {area} integration suite against {r.choice(_P_ENVS)} when the fixture fix lands",
+                f"open a PR from fix/{area}-{leaf.replace('_', '-')} and ask {r.choice(_P_PEOPLE)} for review",
+                f"backfill the {area}_{leaf} table for 2025-{r.randint(1, 12):02d}",
+                f"profile {area}.{leaf}() with {r.randint(10, 900) * 1000:,} events",
+            )
+        ), ""
+
+
+_USER_TPL_PLAIN: dict[str, tuple[str, ...]] = {
+    "decision": ("My call: {v}, seeing that {d}.", "Better to {v}; {d}."),
+    "constraint": ("For the record, {v}.", "Heads-up: {v}.", "Worth knowing: {v}."),
+    "next_step": ("Queued for you behind this: {v}.", "On the list for when this lands: {v}."),
+}
+_ASSISTANT_TPL_PLAIN: dict[str, tuple[str, ...]] = {
+    "decision": (
+        "Weighing it up, the better option is to {v}: {d}.",
+        "Having compared the options, the way forward is to {v}. What tipped it: {d}.",
+    ),
+    "next_step": ("Still open on my list: {v}.", "Queued up behind this fix: {v}."),
+}
+
+
+# ------------------------------------------------------------------------------------------------
 # Planting: a schedule of facts spread over the whole session, injected where a message can hold them
 # ------------------------------------------------------------------------------------------------
 
@@ -807,6 +975,7 @@ class _Planter:
     def __init__(self, rng: random.Random, n: int, maker: _FactMaker) -> None:
         self.rng = rng
         self.maker = maker
+        self.plain = maker.phrasing == "paraphrased"
         self.flavor = "coding"
         self.facts: list[PlantedFact] = []
         self.queues: dict[str, deque[int]] = {}
@@ -833,9 +1002,11 @@ class _Planter:
     def text(self, host: str, text: str, index: int) -> str:
         """``text`` with the facts due at ``index`` woven in as sentences (user or assistant)."""
         templates = _USER_TPL if host == "user" else _ASSISTANT_TPL
+        plain = _USER_TPL_PLAIN if host == "user" else _ASSISTANT_TPL_PLAIN
         for category in self._due(host, index, 2):
             value, detail = self._new(category, index)
-            sentence = self.rng.choice(templates[category]).format(v=value, d=detail)
+            forms = plain[category] if self.plain and category in plain else templates[category]
+            sentence = self.rng.choice(forms).format(v=value, d=detail)
             if not text:
                 text = sentence
             elif self.rng.random() < (0.75 if host == "user" else 0.5):
@@ -1934,18 +2105,27 @@ def generate(
     seed: int = 0,
     format: Format | str = "openai",
     tool_heavy: bool = False,
+    phrasing: Phrasing | str = "templated",
 ) -> GeneratedTranscript:
     """A deterministic synthetic session of exactly ``n_messages`` messages (for OpenAI, the
-    system message is ``messages[0]`` and counts; for Anthropic it is ``.system``)."""
+    system message is ``messages[0]`` and counts; for Anthropic it is ``.system``).
+
+    ``phrasing="paraphrased"`` plants decisions, constraints and next steps in the held-out
+    paraphrased wording (no :data:`CUE_WORDS`); ``"templated"`` (the default) in the cue-phrase
+    templates."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     if not MIN_MESSAGES <= n_messages <= MAX_MESSAGES:
         raise ValueError(f"n_messages must be within {MIN_MESSAGES}..{MAX_MESSAGES}, got {n_messages}")
+    if phrasing not in PHRASINGS:
+        raise ValueError(f"phrasing must be one of {', '.join(PHRASINGS)}, not {phrasing!r}")
     key = f"{scenario}:{n_messages}:{seed}:{format}:{int(tool_heavy)}"
+    if phrasing != "templated":
+        key += f":{phrasing}"
     rng = random.Random(zlib.crc32(key.encode()) ^ (seed * 0x9E3779B1))
-    planter = _Planter(rng, n_messages, _FactMaker(rng))
+    planter = _Planter(rng, n_messages, _FactMaker(rng, phrasing))
     system = _SYSTEM_PROMPTS[scenario]
     writer = _Writer(format, n_messages, rng, planter, system)  # type: ignore[arg-type]
     ctx = _Ctx(rng=rng, heavy=tool_heavy, planter=planter, cb=_Codebase(rng, tool_heavy))
@@ -1967,6 +2147,7 @@ def generate(
         scenario=scenario,
         seed=seed,
         tool_heavy=tool_heavy,
+        phrasing=phrasing,
     )
 
 
@@ -2047,13 +2228,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--format", choices=FORMATS, default="openai")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tool-heavy", action="store_true")
+    parser.add_argument(
+        "--phrasing", choices=PHRASINGS, default="templated", help="paraphrased: facts without the classifier's cues"
+    )
     parser.add_argument("--out", type=Path, help="write the transcript here (default: stdout)")
     parser.add_argument("--facts", type=Path, help="write the planted facts here as JSON")
     parser.add_argument("--indent", type=int, default=None)
     args = parser.parse_args(argv)
     try:
         transcript = generate(
-            args.scenario, args.messages, seed=args.seed, format=args.format, tool_heavy=args.tool_heavy
+            args.scenario,
+            args.messages,
+            seed=args.seed,
+            format=args.format,
+            tool_heavy=args.tool_heavy,
+            phrasing=args.phrasing,
         )
     except ValueError as exc:
         parser.error(str(exc))

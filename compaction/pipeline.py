@@ -41,6 +41,7 @@ from compaction.stages.protect import (
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
+from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart, Transcript
@@ -132,6 +133,11 @@ class Prepared:
     plan: ChunkPlan | None = None
     carried_ledger: str = ""
     """The "## Artifacts" section of an earlier compaction, merged into this one's ledger."""
+    carried_topics: str = ""
+    """The topic index of an earlier compaction, whose lines come first in this one's."""
+    index_view: list[Message] = field(default_factory=list)
+    """The whole zone as the summarizer view shows it (before any of it is set aside for a separate
+    offline pass): what the topic index reads."""
     planned_tokens: list[int] = field(default_factory=list)
     """Per chunk, the prompt tokens the planner counted (model summarizers: the rendered prompt)."""
     readable_zone: list[Message] = field(default_factory=list)
@@ -168,8 +174,10 @@ async def _prepare(run: Run) -> Prepared:
     previous_summary = "\n\n".join(x for x in (run.previous_summary, previous) if x) or None
     # An earlier ledger is carried forward deterministically, not left to the summarizer to copy.
     carried = ""
+    topics = ""
     if previous_summary:
         previous_summary, carried = split_artifacts(previous_summary)
+        previous_summary, topics = split_topic_index(previous_summary)
         previous_summary = previous_summary or None
 
     layout, config, kept_pruned = _layout(run, messages, run.counts(messages))
@@ -183,7 +191,9 @@ async def _prepare(run: Run) -> Prepared:
         }
     )
     zone = [messages[i] for i in layout.zone]
-    prepared = Prepared(repaired, tuple(messages), layout, config, zone, tokens_before, carried_ledger=carried)
+    prepared = Prepared(
+        repaired, tuple(messages), layout, config, zone, tokens_before, carried_ledger=carried, carried_topics=topics
+    )
     # Fewer than two messages is "not enough to compact" (seeds 003, 004), unless the context does
     # not fit: then even a single huge message is summarized rather than left over budget.
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
@@ -222,6 +232,7 @@ async def _prepare(run: Run) -> Prepared:
             prepared.job.kept_messages = len(messages) - layout.tail_start
         else:
             run.record["summary_mode"] = f"rendered: {blocker}"
+    prepared.index_view = visible
     prepared.summarizer_input, prepared.plan, prepared.planned_tokens = await _plan(
         run, prepared.job, visible, settings, config
     )
@@ -415,6 +426,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
             outcome,
             ledger,
             carried_tokens=run.counter.count_text(p.carried_ledger) if p.carried_ledger else 0,
+            topics=(p.carried_topics, p.index_view),
         )
     return _finish(run, repaired, messages, layout, block, level, tokens_before, job, outcome)
 
@@ -726,6 +738,7 @@ def _summary_block(
     ledger: ArtifactLedger | None,
     *,
     carried_tokens: int = 0,
+    topics: tuple[str, Sequence[Message]] = ("", ()),
 ) -> SummaryBlock:
     config = run.config
     if outcome.text is not None:
@@ -748,16 +761,31 @@ def _summary_block(
                 last_request, quote_tokens(config, run.budget.window), run.counter.count_text
             )
     body = summary
+    room = _ledger_tokens(run, messages, layout, summary, last_request, carried_tokens)
+    # The topic index (what the summary could not hold, by stretch of the archive) takes its room
+    # from the ledger's: every reference the ledger drops for it stays one recall call away.
+    carried_topics, view = topics
+    index = build_topic_index(
+        zone,
+        summary,
+        max_tokens=min(int(config.block_cap(run.budget.window) * TOPIC_SHARE), room // 2),
+        count=run.counter.count_text,
+        carried=carried_topics,
+        view=view or None,
+    )
+    if index:
+        body = summary.rstrip() + "\n\n" + index
+        room = max(0, room - run.counter.count_text(index) - 1)
     if ledger is not None:
         ledger_text = render_ledger(
             ledger,
             summary_text=summary,
-            max_tokens=_ledger_tokens(run, messages, layout, summary, last_request, carried_tokens),
+            max_tokens=room,
             redact=config.redact_secrets,
             count=run.counter.count_text,
         )
         if ledger_text:
-            body = summary.rstrip() + "\n\n" + ledger_text
+            body = body.rstrip() + "\n\n" + ledger_text
     archived = [m.id for m in zone]
     span = (archived[0], archived[-1]) if archived else None
     return SummaryBlock(body=body, compacted_messages=len(zone), last_request=last_request, archive_span=span)

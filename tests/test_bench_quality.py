@@ -274,3 +274,44 @@ def test_a_section_written_outside_run_all_names_its_source_and_the_machine(tmp_
     assert f"{CORPUS} (`benchmarks/bench_corpus.py`)\n\n- Machine: " in text
     assert "| c | d |" in text
     assert "| a | b |" not in text
+
+
+def test_beyond_cap_splits_newest_quarter_and_looks_older_facts_up_in_the_index(session: GeneratedTranscript) -> None:
+    from compaction.summarizers._topics import TopicLine, render_topic_index
+
+    g = session
+    continuing = [f for f in g.facts if f.category in bq.TARGET_NEWEST]
+    zone = {f.message_index for f in continuing}
+    held = sorted(zone)
+    cut = held[0] + 0.75 * (held[-1] + 1 - held[0])
+    older = [f for f in continuing if f.message_index < cut]
+    assert older
+    assert len(older) < len(continuing)
+    # Everything dropped: nothing kept, nothing archived, so no index call can find anything.
+    probe = bq.RecallProbe()
+    figures = bq.beyond_cap(g, zone, "", "", probe)
+    for category in bq.TARGET_NEWEST:
+        mine = [f for f in continuing if f.category == category]
+        newest = sum(1 for f in mine if f.message_index >= cut)
+        assert figures[category]["newest"] == [0, newest]
+        assert figures[category]["older"] == [0, len(mine) - newest]
+        assert figures[category]["from_index"] == [0, len(mine) - newest]
+    # The originals archived (in order) and one index line per older fact's message, whose words
+    # are the message's own rarest words: each is found, with the line's words as the only query.
+    archive = {f"m_{k:05d}": dict(m) for k, m in enumerate(g.messages)}
+    probe.add(archive)
+    first_older = older[0]
+    line = TopicLine(("zzqx",), "m_00000", f"m_{len(g.messages) - 1:05d}", len(g.messages))
+    assert not probe.from_index(first_older, probe.archive_id(g.messages[first_older.message_index]), "")
+    block = render_topic_index([line])
+    assert probe.archive_id(g.messages[first_older.message_index]) == f"m_{first_older.message_index:05d}"
+    assert not probe.from_index(first_older, f"m_{first_older.message_index:05d}", block)  # no hit for "zzqx"
+    # A query that does find the message: the line's words are the fact's message's own words.
+    holder = next(t for t in bq.message_strings(g.messages[first_older.message_index]) if first_older.value in t)
+    words = tuple(dict.fromkeys(w for w in holder.lower().split() if w.isalpha() and len(w) > 3))
+    block = render_topic_index([TopicLine(words[:12], "m_00000", f"m_{len(g.messages) - 1:05d}", len(g.messages))])
+    assert probe.from_index(first_older, f"m_{first_older.message_index:05d}", block)
+    # A line whose range does not cover the message is never used.
+    elsewhere = render_topic_index([TopicLine(words[:12], "m_00000", "m_00000", 1)])
+    assert first_older.message_index > 0
+    assert not probe.from_index(first_older, f"m_{first_older.message_index:05d}", elsewhere)

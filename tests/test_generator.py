@@ -13,6 +13,8 @@ from benchmarks.generate import (
     CATEGORIES,
     FORMATS,
     SCENARIOS,
+    GeneratedTranscript,
+    PlantedFact,
     generate,
     main,
     message_text,
@@ -171,3 +173,57 @@ def test_cli(tmp_path: Path) -> None:
     assert planted
     assert set(planted[0]) == {"category", "value", "message_index", "detail"}
     assert data == generate("job_search", 150, seed=1, format="anthropic").payload()
+
+
+# --------------------------------------------------------------------------------------------
+# Paraphrased facts: the held-out wording without the classifier's cue words
+# --------------------------------------------------------------------------------------------
+
+_SPOKEN = ("decision", "constraint", "next_step")
+
+
+def _has_cue(text: str) -> list[str]:
+    import re
+
+    from benchmarks.generate import CUE_WORDS
+
+    return [c for c in CUE_WORDS if re.search(r"(?<![\w'])" + re.escape(c) + r"(?![\w'])", text, re.I)]
+
+
+def _planted_sentence(g: GeneratedTranscript, fact: PlantedFact) -> str:
+    """The sentence of the fact's message that holds the fact (up to its reason, for a decision)."""
+    text = message_text(g.messages[fact.message_index])
+    at = text.index(fact.value)
+    start = max(text.rfind(". ", 0, at) + 2, text.rfind("\n", 0, at) + 1, 0)
+    end = at + len(fact.value)
+    if fact.detail and fact.category == "decision":
+        end = text.index(fact.detail, end) + len(fact.detail)
+    stop = text.find(".", end)
+    return text[start : stop + 1 if stop >= 0 else len(text)]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_paraphrased_facts_carry_no_cue_words(scenario: str) -> None:
+    g = generate(scenario, 3000, seed=5, phrasing="paraphrased")
+    spoken = [f for f in g.facts if f.category in _SPOKEN]
+    assert {f.category for f in spoken} == set(_SPOKEN)
+    for fact in spoken:
+        sentence = _planted_sentence(g, fact)
+        assert fact.value in sentence
+        assert _has_cue(sentence) == [], (fact, sentence)
+
+
+def test_templated_facts_speak_the_cues_and_stay_the_default() -> None:
+    # The default is the templated wording, unchanged: a paraphrased session is another session.
+    templated = generate("coding", 3000, seed=5)
+    assert templated.phrasing == "templated"
+    assert templated.to_json() == generate("coding", 3000, seed=5, phrasing="templated").to_json()
+    cued = [f for f in templated.facts if f.category in _SPOKEN and _has_cue(_planted_sentence(templated, f))]
+    assert len(cued) > len([f for f in templated.facts if f.category in _SPOKEN]) // 2
+    paraphrased = generate("coding", 3000, seed=5, phrasing="paraphrased")
+    assert paraphrased.phrasing == "paraphrased"
+    assert paraphrased.to_json() != templated.to_json()
+    # The other kinds of fact are planted as before, at as many positions.
+    assert [f.category for f in paraphrased.facts].count("path") == [f.category for f in templated.facts].count("path")
+    with pytest.raises(ValueError, match="phrasing"):
+        generate("coding", 300, phrasing="plain")

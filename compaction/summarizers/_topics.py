@@ -1,0 +1,307 @@
+"""The topic index: the summary block's last section, pointing at what the summary could not hold.
+
+When a span holds more constraints, decisions, next steps and measured numbers than the summary's
+cap can show, the summary keeps the latest and most relevant ones and ends with this index: one
+line per stretch of the archived span, with a few of that stretch's own words and the archive-id
+range it covers, so the agent knows what to ask ``recall`` for::
+
+    ## Topic index
+    - Not shown above: recall a line's words to read them (archive ids, oldest first).
+    - refund webhooks bucket sandbox: m_0f3a… to m_9b21… (212 messages)
+
+How it is built, for any span:
+
+1. the span's statements (:func:`~compaction.summarizers._segment.segment`,
+   :func:`~compaction.summarizers._classify.classify`) that are essential (a constraint, decision,
+   next step or measured number) and whose text the summary does not show;
+2. the messages holding them, split into contiguous stretches with about as many statements each;
+   the stretches tile the span, so every archived message is in exactly one line's range;
+3. each stretch's words: for each of its statements, its rarest plain words in the span (the words
+   recall's word search ranks highest, see :mod:`compaction.recall`), a few per line.
+
+Words are plain lower-case words of the span (letters only): never an identifier, a number or a
+fragment of either. Lines an earlier compaction wrote are carried forward (oldest first) and,
+when the index would outgrow its budget, neighbouring lines are joined (their words interleaved,
+their ranges spanned) rather than dropped, so every archived range stays indexed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from compaction.recall._text import WORD as _RECALL_WORD
+from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._extract import clean
+from compaction.summarizers._segment import Unit, segment
+from compaction.transcript import Message
+
+__all__ = [
+    "TOPIC_HEADING",
+    "TopicLine",
+    "build_topic_index",
+    "parse_topic_index",
+    "render_topic_index",
+    "split_topic_index",
+]
+
+TOPIC_HEADING = "## Topic index"
+INTRO = "- Not shown above: recall a line's words to read them (archive ids, oldest first)."
+ESSENTIAL_KINDS = frozenset({"constraint", "decision", "next_step", "number"})
+WORDS_PER_LINE = 8
+WORDS_PER_STATEMENT = 2
+MAX_LINES = 60
+TOPIC_SHARE = 0.1
+"""The most of the summary block's cap the index may take."""
+_SHOWN_PREFIX = 80  # characters of a statement that, found in the summary, mean it is shown
+_WORD = re.compile(r"[a-z]{4,24}")
+_LINE = re.compile(r"^- (?P<words>[a-z]+(?: [a-z]+)*): (?P<first>\S+) to (?P<last>\S+) \((?P<count>\d+) messages?\)$")
+# Words that say nothing about a topic: function words, the speech-act cues every statement shares
+# and the transcript's own scaffolding.
+_PLAIN = frozenset(
+    re.findall(
+        r"\w+",
+        """about above after again against also because been before being below between both cannot could does
+    doing down during each even ever every from further have having here into itself just more most much
+    must need needs never next once only other ought ours over same should some still such than that
+    their theirs them then there these they this those through under until very want were what when
+    where which while whom with within without would your yours will shall might make made like well
+    really already instead rather because since then please sure okay thanks decision decided important
+    step steps reason note rule done tool tools result results call calls message messages user
+    assistant output line lines file files error errors value values number numbers""",
+    )
+)
+
+
+@dataclass(frozen=True)
+class TopicLine:
+    """One line of the index: ``words`` of a stretch of the archived span, the archive ids of its
+    first and last message and how many messages it holds."""
+
+    words: tuple[str, ...]
+    first: str
+    last: str
+    count: int
+
+    def render(self) -> str:
+        noun = "message" if self.count == 1 else "messages"
+        return f"- {' '.join(self.words)}: {self.first} to {self.last} ({self.count} {noun})"
+
+    @property
+    def query(self) -> str:
+        """The recall query the line stands for: its words."""
+        return " ".join(self.words)
+
+
+# --------------------------------------------------------------------------------------------
+# The section as text
+# --------------------------------------------------------------------------------------------
+
+
+def split_topic_index(text: str) -> tuple[str, str]:
+    """``text`` without its topic index section, and that section ("" when there is none).
+
+    The section ends at the next ``## `` heading (an artifact ledger after it stays in ``text``).
+
+    >>> split_topic_index("## 7. Next step\\n- x\\n\\n## Topic index\\n- a: m_1 to m_2 (2 messages)")
+    ('## 7. Next step\\n- x', '## Topic index\\n- a: m_1 to m_2 (2 messages)')
+    """
+    if text.startswith(TOPIC_HEADING):
+        at = 0
+    else:
+        at = text.find("\n" + TOPIC_HEADING)
+        if at < 0:
+            return text, ""
+        at += 1
+    end = text.find("\n## ", at + len(TOPIC_HEADING))
+    section = text[at:] if end < 0 else text[at:end]
+    rest = text[:at].rstrip() + ("" if end < 0 else "\n\n" + text[end + 1 :])
+    return rest.strip("\n"), section.strip("\n")
+
+
+def parse_topic_index(section: str) -> list[TopicLine]:
+    """The lines of a topic index section (or of a whole summary holding one), oldest first."""
+    _, found = split_topic_index(section)
+    out = []
+    for raw in (found or section).splitlines():
+        match = _LINE.match(raw.strip())
+        if match:
+            words = tuple(match.group("words").split())
+            out.append(TopicLine(words, match.group("first"), match.group("last"), int(match.group("count"))))
+    return out
+
+
+def render_topic_index(lines: Sequence[TopicLine]) -> str:
+    """The section for ``lines`` ("" when there are none)."""
+    if not lines:
+        return ""
+    return "\n".join([TOPIC_HEADING, INTRO, *(line.render() for line in lines)])
+
+
+# --------------------------------------------------------------------------------------------
+# Building it from a span
+# --------------------------------------------------------------------------------------------
+
+
+def _words(text: str) -> list[str]:
+    """The plain words of ``text`` that can name a topic, in order, once each: words as recall's
+    index cuts them (letters, digits and underscores), letters only (a name with digits or
+    underscores is an identifier, not a topic word), lower case."""
+    seen: dict[str, None] = {}
+    for raw in _RECALL_WORD.findall(text):
+        word = raw.lower()
+        if _WORD.fullmatch(word) and word not in _PLAIN:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def _shown(unit: Unit, summary: str) -> bool:
+    text = clean(unit.text)
+    return text[:_SHOWN_PREFIX] in summary
+
+
+def _dropped(units: Sequence[Unit], summary: str) -> list[Unit]:
+    """The essential statements of the span whose text the summary does not show."""
+    out = []
+    seen: set[str] = set()
+    for unit in units:
+        if primary(unit) not in ESSENTIAL_KINDS or _shown(unit, summary):
+            continue
+        key = clean(unit.text).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(unit)
+    return out
+
+
+def _document_frequency(units: Sequence[Unit], wanted: Iterable[str]) -> dict[str, int]:
+    """In how many messages of the span each word of ``wanted`` occurs (as a whole word, any case),
+    counted over the span's statements and output lines (what the summarizer reads of it)."""
+    wanted_set = set(wanted)
+    holders: dict[str, set[int]] = {w: set() for w in wanted_set}
+    for unit in units:
+        for word in {w.lower() for w in _RECALL_WORD.findall(unit.text)} & wanted_set:
+            holders[word].add(unit.msg)
+    return {w: len(msgs) for w, msgs in holders.items()}
+
+
+def _stretches(held: Sequence[int], groups: int) -> list[list[int]]:
+    """``held`` (sorted message indices) cut into ``groups`` contiguous runs of about equal size."""
+    groups = max(1, min(groups, len(held)))
+    out: list[list[int]] = []
+    for g in range(groups):
+        start, end = len(held) * g // groups, len(held) * (g + 1) // groups
+        if end > start:
+            out.append(list(held[start:end]))
+    return out
+
+
+def _line_words(statements: Sequence[Sequence[str]], limit: int = WORDS_PER_LINE) -> tuple[str, ...]:
+    """Up to ``limit`` words for a stretch: each statement's rarest word first, then each one's
+    next, round by round (``statements``: each statement's words, rarest first)."""
+    chosen: dict[str, None] = {}
+    for depth in range(WORDS_PER_STATEMENT):
+        for words in statements:
+            if len(chosen) >= limit:
+                return tuple(chosen)
+            fresh = [w for w in words if w not in chosen]
+            if len(fresh) > 0 and depth < len(words):
+                chosen.setdefault(fresh[0], None)
+    return tuple(chosen)
+
+
+def _join(a: TopicLine, b: TopicLine) -> TopicLine:
+    """Two neighbouring lines as one: their words interleaved, their ranges spanned."""
+    words: dict[str, None] = {}
+    for pair in zip(a.words, b.words, strict=False):
+        for w in pair:
+            words.setdefault(w, None)
+    longer = a.words if len(a.words) > len(b.words) else b.words
+    for w in longer[min(len(a.words), len(b.words)) :]:
+        words.setdefault(w, None)
+    return TopicLine(tuple(list(words)[:WORDS_PER_LINE]), a.first, b.last, a.count + b.count)
+
+
+def _shrink(lines: list[TopicLine], fits: Callable[[Sequence[TopicLine]], bool]) -> list[TopicLine]:
+    """``lines`` with neighbours joined (the smallest pair first) until they fit."""
+    while len(lines) > 1 and not fits(lines):
+        k = min(range(len(lines) - 1), key=lambda i: (lines[i].count + lines[i + 1].count, i))
+        lines = [*lines[:k], _join(lines[k], lines[k + 1]), *lines[k + 2 :]]
+    return lines if fits(lines) else []
+
+
+def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
+    """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
+    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``."""
+    if view is None:
+        return classify(segment(span))
+    where = {m.id: k for k, m in enumerate(span)}
+    units = classify(segment(view))
+    return [replace(u, msg=where[view[u.msg].id]) for u in units if view[u.msg].id in where]
+
+
+def topic_lines(span: Sequence[Message], summary: str, *, groups: int, units: Sequence[Unit]) -> list[TopicLine]:
+    """The index lines for ``span`` (at most ``groups``; ``units``: its statements, see
+    :func:`span_units`): empty when the summary shows every essential statement of the span."""
+    if not span:
+        return []
+    dropped = _dropped(units, summary)
+    if not dropped:
+        return []
+    words_of = {u.uid: _words(u.text) for u in dropped}
+    df = _document_frequency(units, {w for ws in words_of.values() for w in ws})
+    for uid, ws in words_of.items():
+        # Rarest first (the words recall's ranking weighs most); ties keep the statement's order.
+        words_of[uid] = sorted(ws, key=lambda w: (df.get(w, 0) or len(span), ws.index(w)))
+    by_msg: dict[int, list[Unit]] = {}
+    for unit in dropped:
+        by_msg.setdefault(unit.msg, []).append(unit)
+    held = sorted(by_msg)
+    out: list[TopicLine] = []
+    start = 0
+    runs = _stretches(held, groups)
+    for n, run in enumerate(runs):
+        end = len(span) - 1 if n == len(runs) - 1 else run[-1]
+        statements = [words_of[u.uid] for m in run for u in by_msg[m] if words_of[u.uid]]
+        words = _line_words(statements)
+        if words:
+            out.append(TopicLine(words, span[start].id, span[end].id, end - start + 1))
+        elif out:  # no plain word to show: the stretch joins the line before it
+            out[-1] = TopicLine(out[-1].words, out[-1].first, span[end].id, out[-1].count + end - start + 1)
+        else:
+            continue  # the next line starts where this one would have
+        start = end + 1
+    return out
+
+
+def build_topic_index(
+    span: Sequence[Message],
+    summary: str,
+    *,
+    max_tokens: int,
+    count: Callable[[str], int],
+    carried: str = "",
+    view: Sequence[Message] | None = None,
+) -> str:
+    """The topic index section for ``span`` (the archived messages, oldest first) after ``summary``,
+    within ``max_tokens`` by ``count``; ``view`` is what the summarizer read of the span (see
+    :func:`span_units`); ``carried`` an earlier compaction's section, whose lines (older ranges)
+    come first. "" when there is nothing to index or no room for one line."""
+    earlier = parse_topic_index(carried) if carried else []
+    if max_tokens <= 0 or (not span and not earlier):
+        return ""
+
+    def fits(lines: Sequence[TopicLine]) -> bool:
+        return count(render_topic_index(lines)) <= max_tokens
+
+    sample = span[0].id if span else earlier[0].first
+    per_line = max(1, count(TopicLine(("word",) * WORDS_PER_LINE, sample, sample, 100).render()))
+    room = max(1, (max_tokens - count(TOPIC_HEADING + "\n" + INTRO)) // per_line)
+    groups = min(MAX_LINES, max(1, room - min(len(earlier), room // 3)))
+    new = topic_lines(span, summary, groups=groups, units=span_units(span, view)) if span else []
+    lines = [*earlier, *new]
+    if not lines:
+        return ""
+    return render_topic_index(_shrink(lines, fits))
