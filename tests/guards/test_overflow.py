@@ -600,6 +600,13 @@ def test_parse_retry_after(value: str, seconds: float | None) -> None:
     assert parse_retry_after(value, now=1445412470.0) == seconds
 
 
+def test_parse_retry_after_date_without_now_uses_the_clock() -> None:
+    # a date far in the future, counted from the real clock (not from an absent "now")
+    seconds = parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT")
+    assert seconds is not None
+    assert 2_000_000_000 < seconds < 4_102_444_800
+
+
 def test_invalid_retry_after_header_falls_back_to_text() -> None:
     response = FakeResponse(429, {"retry-after": "soon"})
     error = RateLimitError("Please try again in 2s", response=response)
@@ -640,8 +647,23 @@ def test_detect_silent_overflow(sent: int, reported: int, window: int, ratio: fl
 )
 def test_detect_silent_overflow_validation(kwargs: dict[str, Any], argument: str) -> None:
     arguments: dict[str, Any] = {"sent_tokens": 10, "reported_prompt_tokens": 10, "window": 100, **kwargs}
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(ValueError, match=rf"^{argument} must be"):
         detect_silent_overflow(**arguments)
+
+
+def test_detect_silent_overflow_edges() -> None:
+    def silent(sent: int, reported: int, window: int = 8_192, **ratio: float) -> bool:
+        return detect_silent_overflow(sent_tokens=sent, reported_prompt_tokens=reported, window=window, **ratio)
+
+    assert silent(12_000, 5_999)  # the default ratio is one half: just under half was kept
+    assert not silent(12_000, 6_000)  # exactly half is not "below" it
+    assert not silent(12_000, 7_000)  # a ratio above one half would call this cut
+    assert not silent(7_000, 8_192)  # a report of exactly the window still fits
+    assert silent(8_193, 0, ratio=1)  # a ratio of 1 is allowed
+    assert silent(2, 0, window=1)  # a window of one token is a positive int
+    for bad in ({"window": True}, {"window": 100.0}, {"ratio": True}, {"ratio": "0.5"}):
+        with pytest.raises(ValueError, match=rf"^{next(iter(bad))} must be"):
+            detect_silent_overflow(sent_tokens=10, reported_prompt_tokens=10, **{"window": 100, **bad})  # type: ignore[arg-type]
 
 
 class _LitellmInternalServerError(Exception):
@@ -671,3 +693,111 @@ def test_a_plain_500_is_still_transient() -> None:
     error = _LitellmInternalServerError("InternalServerError: The server had an error processing your request")
     c = classify_error(error)
     assert c.kind is ErrorKind.TRANSIENT
+
+
+# --------------------------------------------------------------------------- where the evidence is read
+
+
+class _Bare(Exception):
+    """An error with nothing but the attributes a test gives it."""
+
+    def __init__(self, message: str = "failed", **attributes: Any) -> None:
+        super().__init__(message)
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "kind", "status", "code"),
+    [
+        ({"http_status": 429}, RATE, 429, None),
+        ({"status": 429}, RATE, 429, None),
+        ({"status": "429"}, RATE, 429, None),  # a numeric string is a status
+        ({"status": "RESOURCE_EXHAUSTED"}, RATE, None, "RESOURCE_EXHAUSTED"),  # Gemini: a word is a code
+        ({"type": "rate_limit_error"}, RATE, None, "rate_limit_error"),
+        ({"error_code": "context_length_exceeded"}, OVERFLOW, None, "context_length_exceeded"),
+        ({"code": 429}, RATE, 429, None),  # a numeric code holds the HTTP status
+        ({"code": True}, OTHER, None, None),  # a bool is neither
+        ({"error": {"code": "context_length_exceeded"}}, OVERFLOW, None, "context_length_exceeded"),
+        ({"json_body": {"error": {"type": "rate_limit_error"}}}, RATE, None, "rate_limit_error"),
+        ({"status_code": 99}, OTHER, None, None),  # out of the HTTP range
+        ({"status_code": 600}, OTHER, None, None),
+        ({"status_code": 100}, OTHER, 100, None),
+        ({"status_code": 599}, TRANSIENT, 599, None),
+        ({"status_code": True}, OTHER, None, None),
+        ({"status_code": " 503 "}, TRANSIENT, 503, None),
+    ],
+)
+def test_exception_attributes_are_read(
+    attributes: dict[str, Any], kind: ErrorKind, status: int | None, code: str | None
+) -> None:
+    result = classify_error(_Bare(**attributes))
+    assert (result.kind, result.status_code, result.code) == (kind, status, code)
+
+
+def test_an_attribute_that_raises_is_skipped() -> None:
+    class Unread(Exception):
+        status_code = 429
+
+        @property
+        def body(self) -> Any:
+            raise RuntimeError("response not read")
+
+    assert classify_error(Unread("x")).kind is RATE
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "status", "code"),
+    [
+        ({"status_code": 429}, RATE, 429, None),
+        ({"http_status": 413}, OVERFLOW, 413, None),
+        ({"statusCode": 503}, TRANSIENT, 503, None),
+        ({"http_code": 429}, RATE, 429, None),
+        ({"__type": "ThrottlingException"}, RATE, None, "ThrottlingException"),
+        ({"status": "RESOURCE_EXHAUSTED"}, RATE, None, "RESOURCE_EXHAUSTED"),
+        ({"type": "error", "error": {"type": "rate_limit_error"}}, RATE, None, "rate_limit_error"),
+        ({"detail": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"msg": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"error_message": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"errorMessage": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"details": {"code": "context_length_exceeded"}}, OVERFLOW, None, "context_length_exceeded"),
+        ({"response": {"status_code": 429}}, RATE, 429, None),
+        ({"body": '{"error": {"code": "rate_limit_exceeded"}}'}, RATE, None, "rate_limit_exceeded"),
+        ([{"code": "context_length_exceeded"}], OVERFLOW, None, "context_length_exceeded"),
+        ({"message": "[1, 2"}, OTHER, None, None),  # not JSON: kept as text only
+    ],
+)
+def test_body_fields_are_read(body: Any, kind: ErrorKind, status: int | None, code: str | None) -> None:
+    result = classify_error(_Bare(body=body))
+    assert (result.kind, result.status_code, result.code) == (kind, status, code)
+
+
+def test_body_numbers_and_headers() -> None:
+    body = {"error": {"message": "too long", "n_prompt_tokens": 9_000, "n_ctx": 8_192, "code": 400}}
+    result = classify_error({**body, "type": "exceed_context_size_error"})
+    assert (result.kind, result.requested_tokens, result.allowed_tokens, result.excess_tokens) == (
+        OVERFLOW,
+        9_000,
+        8_192,
+        808,
+    )
+    throttled = classify_error({"error": {"code": "rate_limit_exceeded"}, "headers": {"Retry-After": "7"}})
+    assert (throttled.kind, throttled.retry_after) == (RATE, 7.0)
+    assert classify_error({"error": {"code": "rate_limit_exceeded", "retryDelay": "3s"}}).retry_after == 3.0
+
+
+def test_body_nesting_is_bounded() -> None:
+    deep: Any = {"code": "context_length_exceeded"}
+    for _ in range(4):
+        deep = {"error": deep}
+    assert classify_error(deep).kind is OVERFLOW  # depth 4 is read
+    assert classify_error({"error": deep}).kind is OTHER  # depth 5 is not
+    listed = [{"code": "x"}] * 10 + [{"code": "context_length_exceeded"}]
+    assert classify_error({"error": listed}).kind is OTHER  # only the first ten items of a list
+
+
+def test_requested_is_input_plus_output_and_excess_only_when_over() -> None:
+    result = classify_error("input length and max_tokens exceed context limit: 0 + 5 > 4")
+    assert (result.requested_tokens, result.allowed_tokens, result.excess_tokens) == (5, 4, 1)
+    equal = classify_error("prompt is too long: 4 tokens > 4 maximum")
+    assert (equal.requested_tokens, equal.allowed_tokens, equal.excess_tokens) == (4, 4, None)
