@@ -801,3 +801,102 @@ def test_requested_is_input_plus_output_and_excess_only_when_over() -> None:
     assert (result.requested_tokens, result.allowed_tokens, result.excess_tokens) == (5, 4, 1)
     equal = classify_error("prompt is too long: 4 tokens > 4 maximum")
     assert (equal.requested_tokens, equal.allowed_tokens, equal.excess_tokens) == (4, 4, None)
+
+
+# --------------------------------------------------------------------------- which rule decides, by status
+
+
+def _named(class_name: str, message: str, status: int | None = None, **attributes: Any) -> Exception:
+    """An exception of class ``class_name`` (the classifier reads class names along the MRO)."""
+    error_type = type(class_name, (Exception,), {})
+    error = error_type(message)
+    if status is not None:
+        error.status_code = status  # type: ignore[attr-defined]
+    for name, value in attributes.items():
+        setattr(error, name, value)
+    return error
+
+
+OVERFLOW_CODE_TEXT = "{'error': {'code': 'context_length_exceeded'}}"
+THROTTLE_CODE_TEXT = "{'error': {'code': 'rate_limit_exceeded'}}"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "matched", "code"),
+    [
+        # a code quoted in the text counts for an overflow with no status, a 400, a 413 or a 5xx only
+        (_named("E", OVERFLOW_CODE_TEXT), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 400), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 502), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 401), OTHER, None, "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 422), OTHER, None, "context_length_exceeded"),
+        # a throttle code quoted in the text counts with no status, a 413 or a 5xx; not for a 400
+        (_named("E", THROTTLE_CODE_TEXT), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (_named("E", THROTTLE_CODE_TEXT, 503), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (_named("E", THROTTLE_CODE_TEXT, 400), OTHER, None, "rate_limit_exceeded"),
+        # a structured code counts whatever the status
+        (_named("E", "x", 401, code="rate_limit_exceeded"), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (
+            _named("E", "x", 401, code="Context_Length_Exceeded"),
+            OVERFLOW,
+            "code:Context_Length_Exceeded",
+            "Context_Length_Exceeded",
+        ),
+        (_named("E", "x", 429), RATE, "status:429", None),
+        (_named("RateLimitError", "x", 400), RATE, "class:RateLimitError", None),
+        # a class named in the text: a throttle only where throttle texts count
+        (_named("E", "litellm.RateLimitError: x"), RATE, "class:RateLimitError", None),
+        (_named("E", "litellm.RateLimitError: x", 400), OTHER, None, None),
+        (_named("E", "request too large", 413), OVERFLOW, "status:413", None),
+        (
+            _named("E", "Limit 6000, Requested 9000 on tokens per minute (TPM)", 413),
+            RATE,
+            "status:413+text:tokens per interval",
+            None,
+        ),
+        # the overflow wordings that share words with throttles, by status
+        (_named("E", "Prompt has too many tokens", 422), OVERFLOW, "text:ai21 prompt has too many tokens", None),
+        (_named("E", "too many tokens: size limit exceeded by 5 tokens", 422), OTHER, None, None),
+        (
+            _named("E", "too many tokens: size limit exceeded by 5 tokens", 400),
+            OVERFLOW,
+            "text:cohere size limit",
+            None,
+        ),
+        (_named("E", "too many tokens: size limit exceeded by 5 tokens", 401), OTHER, None, None),
+        (_named("E", "Too many tokens, please wait", 400), OTHER, None, None),
+        (_named("E", "Too many tokens, please wait", 500), RATE, "text:too many tokens", None),
+        # overflow classes and texts, by status
+        (_named("PromptTooLongError", "x", 401), OVERFLOW, "class:PromptTooLongError", None),
+        (_named("E", "litellm.PromptTooLongError: x", 400), OVERFLOW, "class:PromptTooLongError", None),
+        (_named("E", "litellm.PromptTooLongError: x", 401), OTHER, None, None),
+        (
+            _named("E", "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096", 422),
+            OVERFLOW,
+            "text:tgi inputs + max_new_tokens",
+            None,
+        ),
+        (_named("E", "context length exceeded", 422), OTHER, None, None),
+        (_named("E", "context length exceeded", 401), OTHER, None, None),
+        (_named("E", "context length exceeded", 500), OVERFLOW, "text:context length exceeded", None),
+        # transient: statuses, codes (a text code only without a client-error status), classes, texts
+        (_named("E", "x", 501), OTHER, None, None),
+        (_named("E", "x", 599), TRANSIENT, "status:599", None),
+        (_named("E", "x", 408), TRANSIENT, "status:408", None),
+        (_named("E", "x", 400, code="overloaded_error"), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}"), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}", 400), OTHER, None, "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}", 302), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("ReadTimeout", "x"), TRANSIENT, "class:ReadTimeout", None),
+        (_named("E", "litellm.OverloadedError: x"), TRANSIENT, "class:OverloadedError", None),  # before the text
+        (_named("E", "litellm.APIConnectionError: x"), TRANSIENT, "class:APIConnectionError", None),
+        (_named("E", "litellm.APIConnectionError: x", 400), OTHER, None, None),
+        (_named("E", "the read timed out"), TRANSIENT, "text:timed out", None),
+        (_named("E", "the read timed out", 302), TRANSIENT, "text:timed out", None),
+        (_named("E", "the read timed out", 404), OTHER, None, None),
+        (_named("E", "Missing credentials", 500), OTHER, "text:missing credentials", None),
+    ],
+)
+def test_the_deciding_rule_by_status(error: Exception, kind: ErrorKind, matched: str | None, code: str | None) -> None:
+    result = classify_error(error)
+    assert (result.kind, result.matched, result.code) == (kind, matched, code)
