@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -900,3 +901,33 @@ THROTTLE_CODE_TEXT = "{'error': {'code': 'rate_limit_exceeded'}}"
 def test_the_deciding_rule_by_status(error: Exception, kind: ErrorKind, matched: str | None, code: str | None) -> None:
     result = classify_error(error)
     assert (result.kind, result.matched, result.code) == (kind, matched, code)
+
+
+def test_json_in_a_string_is_parsed_to_a_bounded_depth() -> None:
+    # A status exists only as a JSON field here: the text alone has none.
+    assert classify_error({"body": '{"status_code": 429}'}).status_code == 429
+    assert classify_error({"body": ' [{"status_code": 429}]'}).status_code == 429
+    assert classify_error({"body": "{not json"}).status_code is None
+
+    def nested_json(levels: int) -> Any:
+        body: Any = {"status_code": 429}
+        for _ in range(levels):
+            body = {"error": json.dumps(body)}
+        return body
+
+    assert classify_error(nested_json(1)).status_code == 429  # innermost at depth 2
+    assert classify_error(nested_json(2)).status_code == 429  # depth 4
+    assert classify_error(nested_json(3)).status_code is None  # depth 6: past the bound
+
+    def nested_lists(levels: int) -> Any:
+        body: Any = {"status_code": 429}
+        for _ in range(levels):
+            body = [body]
+        return body
+
+    assert classify_error({"error": nested_lists(3)}).status_code == 429  # depth 4
+    assert classify_error({"error": nested_lists(4)}).status_code is None  # depth 5
+    deep_text: Any = {"status_code": 429}
+    for _ in range(5):
+        deep_text = {"message": deep_text}
+    assert classify_error(deep_text).status_code is None  # text keys count towards the depth too
