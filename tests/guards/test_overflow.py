@@ -931,3 +931,9 @@ def test_json_in_a_string_is_parsed_to_a_bounded_depth() -> None:
     for _ in range(5):
         deep_text = {"message": deep_text}
     assert classify_error(deep_text).status_code is None  # text keys count towards the depth too
+
+
+def test_body_token_numbers_must_be_ints() -> None:
+    body = {"error": {"code": "exceed_context_size_error", "n_prompt_tokens": "9000", "n_ctx": True}}
+    result = classify_error(body)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, None, None)
