@@ -70,12 +70,15 @@ TARGETS: dict[str, Target] = {
         _functions("compaction/recall/_memory.py", "xǁMemoryRecallIndexǁsearch"),
     ),
     "window": Target("guards/window.py", ("tests/guards/test_window.py",)),
-    "overflow": Target("guards/overflow.py", ("tests/guards/test_overflow.py",)),
+    # The error classifier: its rules, and the providers' error texts word for word.
+    "overflow": Target(
+        "guards/overflow.py", ("tests/guards/test_overflow.py", "tests/reliability/test_classifier_strings.py")
+    ),
     "redact": Target("compaction/redact.py", ("tests/test_redact.py",)),
     # The stores' compare-and-set: a compaction saved only over the context it was computed from.
     "sqlite-cas": Target(
         "compaction/sqlite_store.py",
-        ("tests/stores/test_store_contract.py", "tests/test_sqlite_store.py"),
+        ("tests/stores/test_store_contract.py", "tests/stores/test_store_tail.py", "tests/test_sqlite_store.py"),
         _functions("compaction/sqlite_store.py", "xǁSQLiteSessionStoreǁsave_compaction"),
     ),
 }

@@ -327,3 +327,21 @@ def test_the_projects_own_code_is_not_redacted() -> None:
                 if old != new and not demo:
                     changed.append(f"{path.relative_to(root)}: {old.strip()}")
     assert not changed, changed
+
+
+def test_a_long_text_is_redacted_from_its_first_character_and_on_line_boundaries() -> None:
+    filler = "".join(f"plain log line {i}\n" for i in range(400))  # long: redacted in windows
+    first = "token=abcd1234efgh5678\n" + filler
+    assert redact_if_needed(first) == "token=[REDACTED:token]\n" + filler
+    # cues on consecutive lines each open a window; every window is whole lines
+    text = filler + "token=abcd1234efgh5678\npassword=hunter2hunter2\napi_key=zyxw9876vuts5432\n" + filler
+    assert redact_if_needed(text) == redact_secrets(text)[0]
+    assert "hunter2" not in redact_if_needed(text)
+    from compaction.redact import _cue_windows
+
+    windows = _cue_windows(text, text.lower())
+    assert windows
+    for start, end in windows:
+        assert start == 0 or text[start - 1] == "\n"
+        assert end == len(text) or text[end] == "\n"
+    assert _cue_windows(first, first.lower())[0][0] == 0

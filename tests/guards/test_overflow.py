@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -600,6 +601,13 @@ def test_parse_retry_after(value: str, seconds: float | None) -> None:
     assert parse_retry_after(value, now=1445412470.0) == seconds
 
 
+def test_parse_retry_after_date_without_now_uses_the_clock() -> None:
+    # a date far in the future, counted from the real clock (not from an absent "now")
+    seconds = parse_retry_after("Fri, 01 Jan 2100 00:00:00 GMT")
+    assert seconds is not None
+    assert 2_000_000_000 < seconds < 4_102_444_800
+
+
 def test_invalid_retry_after_header_falls_back_to_text() -> None:
     response = FakeResponse(429, {"retry-after": "soon"})
     error = RateLimitError("Please try again in 2s", response=response)
@@ -640,8 +648,23 @@ def test_detect_silent_overflow(sent: int, reported: int, window: int, ratio: fl
 )
 def test_detect_silent_overflow_validation(kwargs: dict[str, Any], argument: str) -> None:
     arguments: dict[str, Any] = {"sent_tokens": 10, "reported_prompt_tokens": 10, "window": 100, **kwargs}
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(ValueError, match=rf"^{argument} must be"):
         detect_silent_overflow(**arguments)
+
+
+def test_detect_silent_overflow_edges() -> None:
+    def silent(sent: int, reported: int, window: int = 8_192, **ratio: float) -> bool:
+        return detect_silent_overflow(sent_tokens=sent, reported_prompt_tokens=reported, window=window, **ratio)
+
+    assert silent(12_000, 5_999)  # the default ratio is one half: just under half was kept
+    assert not silent(12_000, 6_000)  # exactly half is not "below" it
+    assert not silent(12_000, 7_000)  # a ratio above one half would call this cut
+    assert not silent(7_000, 8_192)  # a report of exactly the window still fits
+    assert silent(8_193, 0, ratio=1)  # a ratio of 1 is allowed
+    assert silent(2, 0, window=1)  # a window of one token is a positive int
+    for bad in ({"window": True}, {"window": 100.0}, {"ratio": True}, {"ratio": "0.5"}):
+        with pytest.raises(ValueError, match=rf"^{next(iter(bad))} must be"):
+            detect_silent_overflow(sent_tokens=10, reported_prompt_tokens=10, **{"window": 100, **bad})  # type: ignore[arg-type]
 
 
 class _LitellmInternalServerError(Exception):
@@ -671,3 +694,246 @@ def test_a_plain_500_is_still_transient() -> None:
     error = _LitellmInternalServerError("InternalServerError: The server had an error processing your request")
     c = classify_error(error)
     assert c.kind is ErrorKind.TRANSIENT
+
+
+# --------------------------------------------------------------------------- where the evidence is read
+
+
+class _Bare(Exception):
+    """An error with nothing but the attributes a test gives it."""
+
+    def __init__(self, message: str = "failed", **attributes: Any) -> None:
+        super().__init__(message)
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "kind", "status", "code"),
+    [
+        ({"http_status": 429}, RATE, 429, None),
+        ({"status": 429}, RATE, 429, None),
+        ({"status": "429"}, RATE, 429, None),  # a numeric string is a status
+        ({"status": "RESOURCE_EXHAUSTED"}, RATE, None, "RESOURCE_EXHAUSTED"),  # Gemini: a word is a code
+        ({"type": "rate_limit_error"}, RATE, None, "rate_limit_error"),
+        ({"error_code": "context_length_exceeded"}, OVERFLOW, None, "context_length_exceeded"),
+        ({"code": 429}, RATE, 429, None),  # a numeric code holds the HTTP status
+        ({"code": True}, OTHER, None, None),  # a bool is neither
+        ({"error": {"code": "context_length_exceeded"}}, OVERFLOW, None, "context_length_exceeded"),
+        ({"json_body": {"error": {"type": "rate_limit_error"}}}, RATE, None, "rate_limit_error"),
+        ({"status_code": 99}, OTHER, None, None),  # out of the HTTP range
+        ({"status_code": 600}, OTHER, None, None),
+        ({"status_code": 100}, OTHER, 100, None),
+        ({"status_code": 599}, TRANSIENT, 599, None),
+        ({"status_code": True}, OTHER, None, None),
+        ({"status_code": " 503 "}, TRANSIENT, 503, None),
+    ],
+)
+def test_exception_attributes_are_read(
+    attributes: dict[str, Any], kind: ErrorKind, status: int | None, code: str | None
+) -> None:
+    result = classify_error(_Bare(**attributes))
+    assert (result.kind, result.status_code, result.code) == (kind, status, code)
+
+
+def test_an_attribute_that_raises_is_skipped() -> None:
+    class Unread(Exception):
+        status_code = 429
+
+        @property
+        def body(self) -> Any:
+            raise RuntimeError("response not read")
+
+    assert classify_error(Unread("x")).kind is RATE
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "status", "code"),
+    [
+        ({"status_code": 429}, RATE, 429, None),
+        ({"http_status": 413}, OVERFLOW, 413, None),
+        ({"statusCode": 503}, TRANSIENT, 503, None),
+        ({"http_code": 429}, RATE, 429, None),
+        ({"__type": "ThrottlingException"}, RATE, None, "ThrottlingException"),
+        ({"status": "RESOURCE_EXHAUSTED"}, RATE, None, "RESOURCE_EXHAUSTED"),
+        ({"type": "error", "error": {"type": "rate_limit_error"}}, RATE, None, "rate_limit_error"),
+        ({"detail": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"msg": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"error_message": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"errorMessage": "prompt is too long: 5 tokens > 4 maximum"}, OVERFLOW, None, None),
+        ({"details": {"code": "context_length_exceeded"}}, OVERFLOW, None, "context_length_exceeded"),
+        ({"response": {"status_code": 429}}, RATE, 429, None),
+        ({"body": '{"error": {"code": "rate_limit_exceeded"}}'}, RATE, None, "rate_limit_exceeded"),
+        ([{"code": "context_length_exceeded"}], OVERFLOW, None, "context_length_exceeded"),
+        ({"message": "[1, 2"}, OTHER, None, None),  # not JSON: kept as text only
+    ],
+)
+def test_body_fields_are_read(body: Any, kind: ErrorKind, status: int | None, code: str | None) -> None:
+    result = classify_error(_Bare(body=body))
+    assert (result.kind, result.status_code, result.code) == (kind, status, code)
+
+
+def test_body_numbers_and_headers() -> None:
+    body = {"error": {"message": "too long", "n_prompt_tokens": 9_000, "n_ctx": 8_192, "code": 400}}
+    result = classify_error({**body, "type": "exceed_context_size_error"})
+    assert (result.kind, result.requested_tokens, result.allowed_tokens, result.excess_tokens) == (
+        OVERFLOW,
+        9_000,
+        8_192,
+        808,
+    )
+    throttled = classify_error({"error": {"code": "rate_limit_exceeded"}, "headers": {"Retry-After": "7"}})
+    assert (throttled.kind, throttled.retry_after) == (RATE, 7.0)
+    assert classify_error({"error": {"code": "rate_limit_exceeded", "retryDelay": "3s"}}).retry_after == 3.0
+
+
+def test_body_nesting_is_bounded() -> None:
+    deep: Any = {"code": "context_length_exceeded"}
+    for _ in range(4):
+        deep = {"error": deep}
+    assert classify_error(deep).kind is OVERFLOW  # depth 4 is read
+    assert classify_error({"error": deep}).kind is OTHER  # depth 5 is not
+    listed = [{"code": "x"}] * 10 + [{"code": "context_length_exceeded"}]
+    assert classify_error({"error": listed}).kind is OTHER  # only the first ten items of a list
+
+
+def test_requested_is_input_plus_output_and_excess_only_when_over() -> None:
+    result = classify_error("input length and max_tokens exceed context limit: 0 + 5 > 4")
+    assert (result.requested_tokens, result.allowed_tokens, result.excess_tokens) == (5, 4, 1)
+    equal = classify_error("prompt is too long: 4 tokens > 4 maximum")
+    assert (equal.requested_tokens, equal.allowed_tokens, equal.excess_tokens) == (4, 4, None)
+
+
+# --------------------------------------------------------------------------- which rule decides, by status
+
+
+def _named(class_name: str, message: str, status: int | None = None, **attributes: Any) -> Exception:
+    """An exception of class ``class_name`` (the classifier reads class names along the MRO)."""
+    error_type = type(class_name, (Exception,), {})
+    error = error_type(message)
+    if status is not None:
+        error.status_code = status  # type: ignore[attr-defined]
+    for name, value in attributes.items():
+        setattr(error, name, value)
+    return error
+
+
+OVERFLOW_CODE_TEXT = "{'error': {'code': 'context_length_exceeded'}}"
+THROTTLE_CODE_TEXT = "{'error': {'code': 'rate_limit_exceeded'}}"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "matched", "code"),
+    [
+        # a code quoted in the text counts for an overflow with no status, a 400, a 413 or a 5xx only
+        (_named("E", OVERFLOW_CODE_TEXT), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 400), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 502), OVERFLOW, "code:context_length_exceeded", "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 401), OTHER, None, "context_length_exceeded"),
+        (_named("E", OVERFLOW_CODE_TEXT, 422), OTHER, None, "context_length_exceeded"),
+        # a throttle code quoted in the text counts with no status, a 413 or a 5xx; not for a 400
+        (_named("E", THROTTLE_CODE_TEXT), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (_named("E", THROTTLE_CODE_TEXT, 503), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (_named("E", THROTTLE_CODE_TEXT, 400), OTHER, None, "rate_limit_exceeded"),
+        # a structured code counts whatever the status
+        (_named("E", "x", 401, code="rate_limit_exceeded"), RATE, "code:rate_limit_exceeded", "rate_limit_exceeded"),
+        (
+            _named("E", "x", 401, code="Context_Length_Exceeded"),
+            OVERFLOW,
+            "code:Context_Length_Exceeded",
+            "Context_Length_Exceeded",
+        ),
+        (_named("E", "x", 429), RATE, "status:429", None),
+        (_named("RateLimitError", "x", 400), RATE, "class:RateLimitError", None),
+        # a class named in the text: a throttle only where throttle texts count
+        (_named("E", "litellm.RateLimitError: x"), RATE, "class:RateLimitError", None),
+        (_named("E", "litellm.RateLimitError: x", 400), OTHER, None, None),
+        (_named("E", "request too large", 413), OVERFLOW, "status:413", None),
+        (
+            _named("E", "Limit 6000, Requested 9000 on tokens per minute (TPM)", 413),
+            RATE,
+            "status:413+text:tokens per interval",
+            None,
+        ),
+        # the overflow wordings that share words with throttles, by status
+        (_named("E", "Prompt has too many tokens", 422), OVERFLOW, "text:ai21 prompt has too many tokens", None),
+        (_named("E", "too many tokens: size limit exceeded by 5 tokens", 422), OTHER, None, None),
+        (
+            _named("E", "too many tokens: size limit exceeded by 5 tokens", 400),
+            OVERFLOW,
+            "text:cohere size limit",
+            None,
+        ),
+        (_named("E", "too many tokens: size limit exceeded by 5 tokens", 401), OTHER, None, None),
+        (_named("E", "Too many tokens, please wait", 400), OTHER, None, None),
+        (_named("E", "Too many tokens, please wait", 500), RATE, "text:too many tokens", None),
+        # overflow classes and texts, by status
+        (_named("PromptTooLongError", "x", 401), OVERFLOW, "class:PromptTooLongError", None),
+        (_named("E", "litellm.PromptTooLongError: x", 400), OVERFLOW, "class:PromptTooLongError", None),
+        (_named("E", "litellm.PromptTooLongError: x", 401), OTHER, None, None),
+        (
+            _named("E", "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096", 422),
+            OVERFLOW,
+            "text:tgi inputs + max_new_tokens",
+            None,
+        ),
+        (_named("E", "context length exceeded", 422), OTHER, None, None),
+        (_named("E", "context length exceeded", 401), OTHER, None, None),
+        (_named("E", "context length exceeded", 500), OVERFLOW, "text:context length exceeded", None),
+        # transient: statuses, codes (a text code only without a client-error status), classes, texts
+        (_named("E", "x", 501), OTHER, None, None),
+        (_named("E", "x", 599), TRANSIENT, "status:599", None),
+        (_named("E", "x", 408), TRANSIENT, "status:408", None),
+        (_named("E", "x", 400, code="overloaded_error"), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}"), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}", 400), OTHER, None, "overloaded_error"),
+        (_named("E", "{'type': 'overloaded_error'}", 302), TRANSIENT, "code:overloaded_error", "overloaded_error"),
+        (_named("ReadTimeout", "x"), TRANSIENT, "class:ReadTimeout", None),
+        (_named("E", "litellm.OverloadedError: x"), TRANSIENT, "class:OverloadedError", None),  # before the text
+        (_named("E", "litellm.APIConnectionError: x"), TRANSIENT, "class:APIConnectionError", None),
+        (_named("E", "litellm.APIConnectionError: x", 400), OTHER, None, None),
+        (_named("E", "the read timed out"), TRANSIENT, "text:timed out", None),
+        (_named("E", "the read timed out", 302), TRANSIENT, "text:timed out", None),
+        (_named("E", "the read timed out", 404), OTHER, None, None),
+        (_named("E", "Missing credentials", 500), OTHER, "text:missing credentials", None),
+    ],
+)
+def test_the_deciding_rule_by_status(error: Exception, kind: ErrorKind, matched: str | None, code: str | None) -> None:
+    result = classify_error(error)
+    assert (result.kind, result.matched, result.code) == (kind, matched, code)
+
+
+def test_json_in_a_string_is_parsed_to_a_bounded_depth() -> None:
+    # A status exists only as a JSON field here: the text alone has none.
+    assert classify_error({"body": '{"status_code": 429}'}).status_code == 429
+    assert classify_error({"body": ' [{"status_code": 429}]'}).status_code == 429
+    assert classify_error({"body": "{not json"}).status_code is None
+
+    def nested_json(levels: int) -> Any:
+        body: Any = {"status_code": 429}
+        for _ in range(levels):
+            body = {"error": json.dumps(body)}
+        return body
+
+    assert classify_error(nested_json(1)).status_code == 429  # innermost at depth 2
+    assert classify_error(nested_json(2)).status_code == 429  # depth 4
+    assert classify_error(nested_json(3)).status_code is None  # depth 6: past the bound
+
+    def nested_lists(levels: int) -> Any:
+        body: Any = {"status_code": 429}
+        for _ in range(levels):
+            body = [body]
+        return body
+
+    assert classify_error({"error": nested_lists(3)}).status_code == 429  # depth 4
+    assert classify_error({"error": nested_lists(4)}).status_code is None  # depth 5
+    deep_text: Any = {"status_code": 429}
+    for _ in range(5):
+        deep_text = {"message": deep_text}
+    assert classify_error(deep_text).status_code is None  # text keys count towards the depth too
+
+
+def test_body_token_numbers_must_be_ints() -> None:
+    body = {"error": {"code": "exceed_context_size_error", "n_prompt_tokens": "9000", "n_ctx": True}}
+    result = classify_error(body)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, None, None)

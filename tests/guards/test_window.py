@@ -344,12 +344,15 @@ def test_decision_is_frozen() -> None:
         ({"threshold": 100_001}, "threshold"),
         ({"safety_margin": 0.9}, "safety_margin"),
         ({"safety_margin": float("inf")}, "safety_margin"),
+        ({"safety_margin": True}, "safety_margin"),
+        ({"safety_margin": "1.2"}, "safety_margin"),
         ({"registry": {"m": 100_000}}, "registry"),
     ],
 )
 def test_guard_argument_validation(kwargs: dict[str, object], argument: str) -> None:
     kwargs.setdefault("window", 100_000)
-    with pytest.raises(ValueError, match=argument):
+    # The message starts with the argument's name (searched, a mangled name would still match).
+    with pytest.raises(ValueError, match=rf"^{argument}\b"):
         ContextWindowGuard("m", **kwargs)  # type: ignore[arg-type]
 
 
@@ -362,7 +365,7 @@ def test_model_validation(model: object) -> None:
 
 
 def test_resolve_window_validates_explicit() -> None:
-    with pytest.raises(ValueError, match="explicit"):
+    with pytest.raises(ValueError, match=r"^explicit must be a positive int, got 0$"):
         resolve_window("m", explicit=0)
 
 
@@ -372,8 +375,82 @@ def test_resolve_window_validates_explicit() -> None:
 )
 def test_check_validation(tokens: object, exact: object, argument: str) -> None:
     guard = ContextWindowGuard("m", window=100_000)
-    with pytest.raises(ValueError, match=argument):
+    with pytest.raises(ValueError, match=rf"^{argument} must be"):
         guard.check(tokens, exact=exact)  # type: ignore[arg-type]
+
+
+def test_validation_messages_name_the_wrong_type_and_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"^registry must be a ModelRegistry or None, got dict$"):
+        ContextWindowGuard("m", window=100_000, registry={"m": 100_000})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"; use 1\.0 for the whole window$"):
+        ContextWindowGuard("m", window=100_000, threshold=1)
+    with pytest.raises(ValueError, match=r"; pass an int for an absolute token count$"):
+        ContextWindowGuard("m", window=100_000, threshold=1.5)
+    with pytest.raises(ValueError, match=r"^window must be a positive int, got 0$"):
+        ContextWindowGuard("m", window=0)
+
+
+def test_smallest_values_at_the_edges_are_accepted() -> None:
+    # A window of 1 token is a positive int (refused by the minimum, not by the type check).
+    assert resolve_window("m", explicit=1, enforce_minimum=False).tokens == 1
+    # An absolute threshold equal to the window is allowed; one token more is not.
+    assert ContextWindowGuard("m", window=100_000, threshold=100_000).threshold_tokens == 100_000
+    with pytest.raises(ValueError, match=r"^threshold \(100,001 tokens\) exceeds the context window"):
+        ContextWindowGuard("m", window=100_000, threshold=100_001)
+    # A tiny fraction still gives a threshold of one token, not zero (and not two).
+    assert ContextWindowGuard("m", window=100_000, threshold=1e-9).threshold_tokens == 1
+
+
+def test_odd_window_gives_an_int_budget_and_the_scaling_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="guards"):
+        guard = ContextWindowGuard("m", window=16_001)
+    # half of 16,001 rounds down: the reserve is 8,000 and the budget keeps 8,001
+    assert (guard.reserve_tokens, guard.budget) == (8_000, 8_001)
+    assert isinstance(guard.budget, int)
+    assert isinstance(guard.reserve_tokens, int)
+    message = (
+        "reserve_tokens scaled down from 20,000 to 8,000 so the budget keeps at least half of the 16,001-token window"
+    )
+    assert message in guard.warnings
+    assert message in [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+
+
+def test_warn_reason_names_the_threshold_when_it_equals_the_budget() -> None:
+    guard = ContextWindowGuard("m", window=100_000, threshold=80_000)  # budget 80,000 too
+    assert guard.budget == 80_000
+    decision = guard.check(75_000, exact=True)
+    assert decision.reason == "75,000 exact tokens >= 72,000 (90% of threshold 80,000)"
+
+
+def test_explicit_window_has_no_output_limit() -> None:
+    assert resolve_window("gpt-4o", explicit=64_000).max_output_tokens is None
+    assert resolve_window("m", registry=ModelRegistry({"m": 64_000})).max_output_tokens is None
+
+
+def test_registry_hit_does_not_consult_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
+    import guards.window
+
+    def no_lookup(model: str) -> None:
+        raise AssertionError(f"litellm's map consulted for {model!r}")
+
+    monkeypatch.setattr(guards.window, "lookup_litellm_window", no_lookup)
+    monkeypatch.setattr(guards.window, "lookup_litellm_model_info", no_lookup)
+    resolution = resolve_window("gpt-4o", registry=ModelRegistry({"gpt-4o": 64_000}))
+    assert (resolution.tokens, resolution.source) == (64_000, "registry")
+
+
+@pytest.mark.parametrize(
+    ("output", "kept"), [(16_384, 16_384), (1, 1), (0, None), (-5, None), (True, None), ("4096", None), (None, None)]
+)
+def test_litellm_output_limit_kept_only_when_a_positive_int(
+    monkeypatch: pytest.MonkeyPatch, output: object, kept: int | None
+) -> None:
+    import guards.window
+
+    monkeypatch.setattr(guards.window, "lookup_litellm_window", lambda model: 128_000)
+    monkeypatch.setattr(guards.window, "lookup_litellm_model_info", lambda model: {"max_output_tokens": output})
+    resolution = resolve_window("some-model")
+    assert (resolution.tokens, resolution.source, resolution.max_output_tokens) == (128_000, "litellm", kept)
 
 
 # --------------------------------------------------------------------------- import hygiene

@@ -5,6 +5,7 @@ databases get the column on open."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,38 @@ def test_a_tail_is_checked_before_anything_is_written(store: Any) -> None:
     context = store.context("s1")
     assert (context.summary, context.tail_through_id, len(context.messages)) == (None, None, 4)
     assert store.history("s1") == []
+
+
+def test_an_id_of_another_session_or_of_no_message_is_named_in_the_error(store: Any) -> None:
+    ids = store.append("s1", msgs(3))
+    store.create_session("s2")
+    theirs = store.append("s2", msgs(1))[0]
+    missing = theirs + 1_000
+    cases = [
+        (theirs, None, f"new_through_id {theirs} is a message of session 's2', not a message of session 's1'"),
+        (
+            ids[0],
+            CompactedTail(messages=(), through_id=theirs),
+            f"tail.through_id {theirs} is a message of session 's2', not a message of session 's1'",
+        ),
+        (
+            ids[0],
+            CompactedTail(messages=(), through_id=missing),
+            f"tail.through_id {missing} is no message, not a message of session 's1'",
+        ),
+    ]
+    for through, tail, error in cases:
+        with pytest.raises(ValueError, match=f"^{re.escape(error)}$"):
+            save(store, through, tail)
+    context = store.context("s1")
+    assert (context.summary, context.summary_through_id, context.tail_through_id) == (None, None, None)
+    assert store.history("s1") == []
+    # A tail reaching past the summary to a message of this session is saved as it is.
+    kept = StoredMessage(ids[2], {"role": "user", "content": "kept"})
+    assert save(store, ids[0], CompactedTail(messages=(kept,), through_id=ids[2]))
+    context = store.context("s1")
+    assert (context.summary_through_id, context.tail_through_id) == (ids[0], ids[2])
+    assert [m.message for m in context.messages] == [kept.message]
 
 
 def test_a_version_3_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
