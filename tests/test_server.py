@@ -760,6 +760,26 @@ def test_graceful_shutdown_finishes_in_flight_compactions(launch: Callable[..., 
         httpx.get(f"{srv.base_url}/health", timeout=2)
 
 
+def test_shutdown_after_stored_events_closes_the_service(launch: Callable[..., Running]) -> None:
+    """Events of a session compaction go to the store's event log. A graceful shutdown then drains
+    once (the drain the shutdown starts and the lifespan's end are the same) and closes the
+    service: its worker loop stops and the event bus is closed. A second drain flushing the closed
+    bus used to fail the lifespan ("Application shutdown failed"), so the worker loop, its tasks and
+    the store were left open."""
+    from compaction.server.runner import _find_service
+
+    srv = launch()
+    service = _find_service(srv.server.config.loaded_app)
+    assert service is not None
+    session_id = new_session(srv, coding_session())
+    assert srv.client.post(f"/v1/sessions/{session_id}/compact").json()["compacted"] is True
+    assert service.worker.running
+    srv.stop()
+    assert not srv.thread.is_alive(), "the server did not shut down"
+    assert service.bus.closed
+    assert not service.worker.running
+
+
 def test_draining_server_refuses_new_compactions(srv: Running) -> None:
     service = srv.server.config.loaded_app  # uvicorn wraps the app; find the service behind it
     from compaction.server.runner import _find_service
@@ -903,11 +923,6 @@ def test_compactions_in_worker_processes_answer_as_in_process(launch: Callable[.
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression of this session's merges: litellm's LoggingWorker task on the worker loop "
-    "outlives _wind_down (reported on the next test's loop); see the closing note",
-)
 def test_worker_loop_ends_without_pending_litellm_tasks() -> None:
     """The server's worker loop is long-lived: when it stops, litellm's HTTP sessions and its
     logging worker task on it are wound down (no "Task was destroyed but it is pending" or "Event
