@@ -92,15 +92,19 @@ def _base_id(name: str) -> str:
     return f"{head}[{'-'.join(kept)}]" if kept else head
 
 
-def _outcomes(junit: Path) -> Counter[tuple[str, bool]]:
-    """(test id, passed) -> count, from a junit XML report."""
+def _outcomes(junit: Path, reasons: dict[str, str]) -> Counter[tuple[str, bool]]:
+    """(test id, passed) -> count, from a junit XML report; the first failure's message per test
+    goes into ``reasons``."""
     counts: Counter[tuple[str, bool]] = Counter()
     for case in ET.parse(junit).getroot().iter("testcase"):
         if case.find("skipped") is not None:
             continue
         name = f"{case.get('classname', '')}::{_base_id(case.get('name', ''))}"
-        passed = case.find("failure") is None and case.find("error") is None
-        counts[name, passed] += 1
+        problem = case.find("failure")
+        problem = problem if problem is not None else case.find("error")
+        if problem is not None:
+            reasons.setdefault(name, (problem.get("message") or "")[:300])
+        counts[name, problem is None] += 1
     return counts
 
 
@@ -110,8 +114,11 @@ def _pytest(target: str, env: dict[str, str], junit: Path, extra: Sequence[str])
     return subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
 
 
-def run(targets: Sequence[str], rounds: int, *, fresh: bool, keyword: str | None) -> dict[str, tuple[int, int]]:
-    """Test id -> (passed, runs)."""
+def run(
+    targets: Sequence[str], rounds: int, *, fresh: bool, keyword: str | None, reasons: dict[str, str] | None = None
+) -> dict[str, tuple[int, int]]:
+    """Test id -> (passed, runs); the first failure's message of each failing test goes into ``reasons``."""
+    reasons = {} if reasons is None else reasons
     totals: Counter[tuple[str, bool]] = Counter()
     extra = ["-k", keyword] if keyword else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +134,7 @@ def run(targets: Sequence[str], rounds: int, *, fresh: bool, keyword: str | None
                 junit = Path(tmp) / f"run{k}.xml"
                 _pytest(target, env, junit, extra)
                 if junit.exists():
-                    totals.update(_outcomes(junit))
+                    totals.update(_outcomes(junit, reasons))
                     junit.unlink()
             print(f"# {target}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     names = sorted({name for name, _ in totals})
@@ -141,11 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="a new pytest process for every run")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to select among the tests")
     args = parser.parse_args(argv)
-    results = run(args.tests or FLAKY, args.runs, fresh=args.fresh, keyword=args.keyword)
+    reasons: dict[str, str] = {}
+    results = run(args.tests or FLAKY, args.runs, fresh=args.fresh, keyword=args.keyword, reasons=reasons)
     failed = False
     for name, (passed, runs) in results.items():
         failed |= passed != runs or runs < args.runs
         print(f"{passed:>3}/{runs:<3} {name}")
+        if name in reasons:
+            print(f"        first failure: {reasons[name]}")
     if not results:
         print("no test ran (check the test ids and the environment)")
         return 1
