@@ -133,7 +133,11 @@ def _batch(session: int, batch: int) -> list[dict[str, str]]:
 
 async def _drive(fleet: Fleet, sessions: int) -> dict[str, Any]:
     a, b = (instance.base_url for instance in fleet.instances)
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    # No keep-alive: a pooled connection idle for the server's keep-alive timeout (uvicorn's 5 s,
+    # httpx's default expiry is also 5 s) can be closed by the server just as the client sends on
+    # it, an httpx.ReadError that only a loaded machine shows. A fresh connection per request
+    # cannot race that way; what this test checks is the store, not connection reuse.
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
     timeout = httpx.Timeout(120.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
 

@@ -466,11 +466,31 @@ def _scripted_litellm(content: str, finish_reason: str = "stop") -> Any:
     """Stands in for litellm: every call answers ``content`` (no HTTP: only our processing is timed)."""
     from types import SimpleNamespace
 
+    caps: list[int] = []
+
     async def acompletion(**kwargs: Any) -> Any:
+        caps.append(kwargs.get("max_tokens") or kwargs["max_completion_tokens"])
         choice = SimpleNamespace(message=SimpleNamespace(content=content, tool_calls=None), finish_reason=finish_reason)
         return SimpleNamespace(choices=[choice], usage=None, _hidden_params={"response_cost": 0.0})
 
-    return SimpleNamespace(acompletion=acompletion)
+    return SimpleNamespace(acompletion=acompletion, caps=caps)
+
+
+def record_processed_lengths(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """The lengths of the reply texts the summarizer's steps after the model call were given:
+    marking a cut reply and checking a reply (name -> lengths, in call order)."""
+    from compaction.summarizers import llm as llm_module
+
+    seen: dict[str, list[int]] = {"mark_cut_reply": [], "check_reply": []}
+    for name in seen:
+        real = getattr(llm_module, name)
+
+        def recording(text: str, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            seen[_name].append(len(text))
+            return _real(text, *args, **kwargs)
+
+        monkeypatch.setattr(llm_module, name, recording)
+    return seen
 
 
 HUGE_REPLY = "- ran `make build` in src/app/ and it printed one more line of output\n" * 450_000  # ~32 MB
@@ -480,24 +500,26 @@ async def test_a_huge_reply_is_cut_to_its_output_cap_before_processing(monkeypat
     from compaction.summarizers import llm as llm_module
 
     monkeypatch.setattr(llm_module, "load_litellm", lambda: _scripted_litellm(HUGE_REPLY))
+    seen = record_processed_lengths(monkeypatch)
     # The reply check would call this reply (one line repeated) word salad; the cut is tested here.
     summarizer = LLMSummarizer("openai/x", api_key="sk-fake", max_tokens=2_000, check_replies=False)
-    started = time.perf_counter()
     response = await summarizer.summarize(request(max_tokens=1_000))
-    elapsed = time.perf_counter() - started
     # At most 16 characters per token of the cap (1,000 here), and the cut is marked as a cut.
     assert len(response.text) <= 16 * 1_000 + 100
     assert response.text.endswith(llm_module.CUT_NOTE)
     assert response.text.startswith("- ran `make build` in src/app/")
     assert "`make build`" in response.text.splitlines()[-2]  # whole lines kept, the partial one dropped
-    assert elapsed < 1.0, elapsed
+    # Cut before processing: the step after the cut saw the capped text, never the 32 MB (what a
+    # wall-clock bound stood for, without the machine's load in it).
+    assert seen["mark_cut_reply"] == [16 * 1_000]
 
 
 async def test_a_huge_reply_does_not_stall_a_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     from compaction import CompactionConfig, Compactor
     from compaction.summarizers import llm as llm_module
 
-    monkeypatch.setattr(llm_module, "load_litellm", lambda: _scripted_litellm(HUGE_REPLY))
+    huge = _scripted_litellm(HUGE_REPLY)
+    monkeypatch.setattr(llm_module, "load_litellm", lambda: huge)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix the build."}]
     for k in range(40):
         messages.append({"role": "assistant", "content": f"Step {k}: running make in src/app/ again."})
@@ -507,13 +529,18 @@ async def test_a_huge_reply_does_not_stall_a_compaction(monkeypatch: pytest.Monk
     with monkeypatch.context() as warm:  # one-time loads (tokenizer, redaction patterns) are not timed
         warm.setattr(llm_module, "load_litellm", lambda: _scripted_litellm("## 1. Goals and constraints\n- fix"))
         await compactor.acompact(messages)
-    started = time.perf_counter()
+    seen = record_processed_lengths(monkeypatch)
     result = await compactor.acompact(messages)
-    elapsed = time.perf_counter() - started
     assert result.compacted
     assert result.summary is not None
     assert len(result.summary) < 20_000
-    assert elapsed < 2.0, elapsed
+    # Every reply was cut at its cap before the reply check read it: no step after the model call
+    # worked through the 32 MB (the check of a second, corrective reply included).
+    assert seen["mark_cut_reply"]
+    assert seen["check_reply"]
+    assert huge.caps
+    bound = 16 * max(huge.caps) + len("\n" + llm_module.CUT_NOTE)  # the cut text and its note
+    assert max(seen["mark_cut_reply"] + seen["check_reply"]) <= bound, (seen, huge.caps)
 
 
 async def test_a_missing_api_key_fails_at_once_without_retries(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -118,8 +118,10 @@ def create_app(
         yield
         # uvicorn runs this after the connections are done; compactions detached from a
         # disconnected client may still be running: they finish (bounded) before the store closes.
-        await service.drain()
-        service.close()
+        try:
+            await service.drain()
+        finally:  # a failed drain must still stop the worker loop and close the store
+            service.close()
 
     app = FastAPI(
         title="compaction",

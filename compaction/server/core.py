@@ -89,6 +89,7 @@ class ServiceCore:
                 store, max_bytes=settings.max_storage_bytes_per_key, max_sessions=settings.max_sessions_per_key
             )
         self.draining = False
+        self._drain: asyncio.Task[None] | None = None
         self._compactors: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
         self._compactors_lock = threading.Lock()
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -157,8 +158,16 @@ class ServiceCore:
         return await asyncio.shield(task)
 
     async def drain(self) -> None:
-        """Stop accepting compactions, wait for the in-flight ones (bounded), close the event streams."""
+        """Stop accepting compactions, wait for the in-flight ones (bounded), close the event streams.
+
+        Runs once: the shutdown's first step starts it (:meth:`begin_shutdown`) and the app's
+        lifespan end awaits that same drain (a second one would flush a bus already closed)."""
         self.draining = True
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().create_task(self._drain_once())
+        await self._drain
+
+    async def _drain_once(self) -> None:
         if self._inflight:
             logger.info("waiting for %d in-flight compaction(s) to finish", len(self._inflight))
             try:
@@ -170,9 +179,9 @@ class ServiceCore:
 
     def begin_shutdown(self) -> None:
         """Called by the server as soon as shutdown starts (before it waits for connections)."""
-        if not self.draining:
-            self.draining = True
-            asyncio.get_running_loop().create_task(self.drain())
+        self.draining = True
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().create_task(self._drain_once())
 
     def close(self) -> None:
         if self._closed:

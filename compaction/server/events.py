@@ -228,7 +228,7 @@ class EventBus:
         """Wait until every event published so far is stored and handed to this process's streams
         (a graceful shutdown calls it before :meth:`close`, so the last events reach them)."""
         writer = self._writer
-        if writer is None:
+        if writer is None or self._closed:  # closing waited for every write already
             return
         await asyncio.to_thread(writer.submit(lambda: None).result)  # after every earlier write
         await self._poll_once()

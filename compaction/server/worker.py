@@ -34,6 +34,11 @@ class WorkerLoop:
                 self._loop = loop
             return self._loop
 
+    @property
+    def running(self) -> bool:
+        """Whether the loop's thread is up (it starts with the first job and ends at :meth:`stop`)."""
+        return self._loop is not None
+
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         future = asyncio.run_coroutine_threadsafe(coro, self._start())
         return await asyncio.wrap_future(future)
