@@ -21,10 +21,13 @@ tokens; any other text known not to come from the sources can be passed as ``fra
 :func:`fragment_references` is stricter: a reference must be shown *whole*. It lists the shown
 identifier tokens that are only a part of a longer token of the sources (``self.db`` of
 ``self.db.wrap_database_errors``, ``django.db.models.sql`` of ``django.db.models.sql.query``,
-``d7f3a9b2`` of ``analyzer-d7f3a9b2.md``), those that the shown line itself places inside a longer
-token, and those shown cut with a glued ellipsis (``https://cloud.google.com/docs/authenticati...``):
-a reference too long to show is shown whole or not as a reference. A path's relative tail
-(``b.py`` of ``src/b.py``) is whole.
+``d7f3a9b2`` of ``analyzer-d7f3a9b2.md``), those labelled as seen in a text that holds them only
+inside a longer token (``Hash `d7f3a9b2` in: analyzer-d7f3a9b2.md``), and those shown cut with a
+glued ellipsis (``https://cloud.google.com/docs/authenticati...``): a reference too long to show
+is shown whole or not as a reference. A path's relative tail (``b.py`` of ``src/b.py``) is whole;
+so is a name the sources hold whole somewhere, even where a line also holds it inside a longer
+name (``model_tuple`` beside ``remote_model_tuple``), and an abbreviation the sources themselves
+wrote with an ellipsis (``.../__init__.py``).
 
 >>> identifier_tokens("fixed super().__init__(**kwargs) in /repo/a__b/x.py, see --dry-run")
 ['super().__init__', '/repo/a__b/x.py', '--dry-run']
@@ -189,21 +192,36 @@ def _occurs_whole(token: str, corpus: str) -> bool:
     return False
 
 
+# The summarizer shows where it saw a reference: "Hash `d7f3a9b2` in: <the text around it>".
+_SEEN_IN = re.compile(r"`([^`\n]+)` in: ")
+
+
 def _placed_inside(token: str, line: str, begin: int) -> bool:
-    """The shown line also holds ``token`` inside a longer token (other than at ``begin``): it
-    shows the place the reference was taken from, and there it is a part."""
-    pos = line.find(token)
+    """The line shows the place the reference at ``begin`` was taken from (a labelled
+    "`token` in: <text>"), and there the token is only a part of a longer token. Elsewhere a
+    token that occurs whole in the sources is whole, even when the same line also holds it inside
+    a longer name (``model_tuple`` beside ``remote_model_tuple``, ``a.py`` beside ``a.py.bak``)."""
+    label = _SEEN_IN.search(line)
+    if label is None or label.start(1) != begin or label.group(1) != token:
+        return False
+    place = line[label.end() :]
+    found = list(_find_all(place, token))
+    return bool(found) and not any(_whole_before(place, p) and _boundary_after(place, p + len(token)) for p in found)
+
+
+def _find_all(text: str, token: str) -> Iterator[int]:
+    pos = text.find(token)
     while pos >= 0:
-        if pos != begin and not (_whole_before(line, pos) and _boundary_after(line, pos + len(token))):
-            return True
-        pos = line.find(token, pos + 1)
-    return False
+        yield pos
+        pos = text.find(token, pos + 1)
 
 
 def fragment_references(shown: str, sources: Iterable[str], *, framing: Iterable[str] = ()) -> list[str]:
     """The identifier tokens of ``shown`` that are not whole references, in order, each once:
     shown cut with a glued ellipsis, found in the sources only as a strict part of a longer token,
-    or placed by their own line inside a longer token (see the module docstring). Tokens beside a
+    or labelled as seen in a text that holds them only inside a longer token (see the module
+    docstring). A token that occurs whole somewhere in the sources is whole, and so is one written
+    with an ellipsis when the sources hold it so (an abbreviation of their own). Tokens beside a
     redaction placeholder are not counted (the placeholder is the cut), nor tokens found in no
     source at all (:func:`altered_identifiers` reports those).
 
@@ -224,6 +242,8 @@ def fragment_references(shown: str, sources: Iterable[str], *, framing: Iterable
         head = next((e for e in _ELLIPSES if shown.endswith(e, 0, begin)), "")
         tail = next((e for e in _ELLIPSES if shown.startswith(e, finish)), "")
         cut = bool(head or tail) or value.startswith(_ELLIPSES) or value.endswith(_ELLIPSES)
+        if cut and _occurs_whole(head + value + tail, corpus):
+            continue  # the source's own abbreviation (".../__init__.py" in a message), shown as written
         token = value.rstrip(".")
         if not cut and (not any(c.isalnum() for c in token) or token not in corpus):
             continue

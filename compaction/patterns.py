@@ -24,6 +24,7 @@ __all__ = [
     "ELLIPSIS",
     "TOKEN_END",
     "diff_paths",
+    "ends_in_reference",
     "error_start",
     "find_error_lines",
     "find_identifiers",
@@ -224,8 +225,28 @@ def _path_value(m: re.Match[str]) -> str | None:
     return name
 
 
+# A dotted name in an import statement is a module ("from django.db import models", "import
+# django.conf"), not a file whose extension happens to be ".db" or ".conf".
+_FROM_BEFORE = re.compile(r"(?:^|[\s;\"'(])from\s+$")
+_IMPORT_AFTER = re.compile(r"\s+import\b")
+_IMPORT_BEFORE = re.compile(r"(?:^|[;\"'])[ \t]*import[ \t]+$", re.MULTILINE)
+
+
+def _imported_module(text: str, m: re.Match[str]) -> bool:
+    if m.group("bare") is None:
+        return False
+    start = m.start()
+    if _FROM_BEFORE.search(text, max(start - 12, 0), start):
+        return _IMPORT_AFTER.match(text, m.end()) is not None
+    return _IMPORT_BEFORE.search(text, max(start - 40, 0), start) is not None
+
+
 def _path_matches(text: str) -> list[tuple[int, str]]:
-    return [(m.start(), path) for m in _PATH_RE.finditer(text) if (path := _path_value(m)) is not None]
+    return [
+        (m.start(), path)
+        for m in _PATH_RE.finditer(text)
+        if (path := _path_value(m)) is not None and not _imported_module(text, m)
+    ]
 
 
 def find_paths(text: str) -> list[str]:
@@ -845,7 +866,26 @@ def truncate(text: str, limit: int) -> str:
         cut = cut.rstrip(" ,;:-(")
         if cut.endswith("`") and cut.count("`") % 2 == 1:
             cut = cut[:-1].rstrip(" ,;:-(")
+        # A whole reference is kept whole: the mark goes after a space, never glued to it as if it
+        # were cut ("settings.configured ..." of "settings.configured: settings..."); when that
+        # space leaves no room, the reference goes.
+        while ends_in_reference(cut):
+            marked = cut + " " + ELLIPSIS + ("`" if cut.count("`") % 2 == 1 else "")
+            if len(marked) <= limit:
+                return marked
+            cut = cut[: max((m.start() for m in TOKEN_END.finditer(cut)), default=0)].rstrip(" ,;:-(")
     return cut + ELLIPSIS + ("`" if cut.count("`") % 2 == 1 else "")
+
+
+def ends_in_reference(text: str) -> bool:
+    """The last token of ``text`` is identifier-like (a path, URL, id, dotted or snake name, flag):
+    a cut mark glued to it would read as a cut of that reference.
+
+    >>> ends_in_reference("from django.conf"), ends_in_reference("if not")
+    (True, False)
+    """
+    start = max((m.end() for m in TOKEN_END.finditer(text)), default=0)
+    return start < len(text) and _REFERENCE_LIKE.search(text, start) is not None
 
 
 def head_cut(text: str, end: int) -> tuple[int, str]:

@@ -19,10 +19,12 @@ import pytest
 
 from benchmarks.corpus import altered, fragments, load_corpus
 from compaction import CompactionConfig, Compactor
+from compaction.adapters import to_canonical
 from compaction.fidelity import fragment_references, identifier_tokens
-from compaction.patterns import find_references, truncate
-from compaction.stages._ledger_collect import _trim
-from compaction.summarizers._extract import context_snippet, find_ids, find_paths
+from compaction.patterns import find_paths, find_references, truncate
+from compaction.stages._ledger_collect import MAX_ARGUMENT_SCAN_CHARS, _trim, collect_artifacts
+from compaction.summarizers._extract import context_snippet, find_ids
+from compaction.summarizers._extract import find_paths as summary_paths
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/django/db/backends/utils.py", line 84, in _execute
@@ -47,7 +49,7 @@ LONG_URL = "https://cloud.google.com/docs/authentication/provide-credentials-adc
     ],
 )
 def test_extraction_never_returns_part_of_a_token(text: str, not_shown: str) -> None:
-    summarizer_refs = [v for _, v in find_paths(text)] + [v for _, _, v in find_ids(text)]
+    summarizer_refs = [v for _, v in summary_paths(text)] + [v for _, _, v in find_ids(text)]
     paths, urls, ids = find_references(text)
     for found in (summarizer_refs, paths + urls + ids):
         assert not_shown not in found
@@ -56,7 +58,7 @@ def test_extraction_never_returns_part_of_a_token(text: str, not_shown: str) -> 
 
 def test_whole_references_are_still_found() -> None:
     text = "fixed d7f3a9b2 in src/app/query.py; see config.yaml and PAY-1432, commit 3f9a2c1."
-    assert [v for _, v in find_paths(text)] == ["src/app/query.py", "config.yaml"]
+    assert [v for _, v in summary_paths(text)] == ["src/app/query.py", "config.yaml"]
     assert [v for _, _, v in find_ids(text)] == ["d7f3a9b2", "PAY-1432", "3f9a2c1"]
     assert find_references(text) == (["src/app/query.py", "config.yaml"], [], ["d7f3a9b2", "PAY-1432", "3f9a2c1"])
 
@@ -92,6 +94,89 @@ def test_the_checker_catches_each_kind_of_fragment() -> None:
     )
     assert fragment_references(whole, source) == []
     assert fragment_references("token=[REDACTED:token] at https://x.io/a_b/[REDACTED]", ["https://x.io/a_b/sk-1"]) == []
+
+
+def test_a_name_whole_in_the_source_is_not_a_fragment_beside_a_longer_one() -> None:
+    # Whole somewhere in the source, so whole: a line that also holds it inside a longer name (a
+    # prefixed name, a backup file, a longer path) quotes both, it does not cut one out of the other.
+    source = [
+        "if remote_model_tuple == model_tuple: pass",
+        "cp django/db/fields.py django/db/fields.py.bak",
+        "AssertionError: '/var/t/tmp1' not found in {'/private/var/t/tmp1'}",
+        "sed -i 's/a/b/' x.py; grep -r x --include='*.py'",
+    ]
+    shown = "\n".join(
+        [
+            "- we check `remote_model_tuple == model_tuple`",
+            "- Command `cp django/db/fields.py django/db/fields.py.bak` run 1x",
+            "- AssertionError: '/var/t/tmp1' not found in {'/private/var/t/tmp1'}",
+            "- grep -r x --include='*.py' after sed -i",
+        ]
+    )
+    assert fragment_references(shown, source) == []
+    # A name only ever seen inside a longer one is still a fragment, wherever it is shown.
+    assert fragment_references("- we check `remote_model`", source) == ["remote_model"]
+
+
+def test_a_labelled_place_that_holds_the_reference_only_as_a_part_is_a_fragment() -> None:
+    source = ["git log: d7f3a9b2 fix", "wrote analyzer-d7f3a9b2.md"]
+    assert fragment_references("Hash `d7f3a9b2` in: wrote analyzer-d7f3a9b2.md", source) == ["d7f3a9b2"]
+    assert fragment_references("Hash `d7f3a9b2` in: git log: d7f3a9b2 fix", source) == []
+    # The place holds it whole beside a longer token: whole.
+    both = ["'commit_hash': 'f4b1797-dirty, f4b1797'"]
+    assert fragment_references("Hash `f4b1797` in: 'commit_hash': 'f4b1797-dirty, f4b1797'", both) == []
+
+
+def test_an_abbreviation_the_source_wrote_with_an_ellipsis_is_not_a_cut() -> None:
+    source = ['The error says "Unable to load file /tmp/x/src", not ".../__init__.py".']
+    assert fragment_references("- .../__init__.py", source) == []
+    assert fragment_references("- .../x/src", source) == [".../x/src"]
+
+
+def test_a_cut_after_a_whole_reference_does_not_glue_the_mark_to_it() -> None:
+    command = 'python -c "from django.conf import settings; if not settings.configured: settings.configure(DEBUG=True)"'
+    for limit in range(20, len(command)):
+        for cut in (truncate(command, limit), _trim(command, limit)):
+            assert len(cut) <= limit, (limit, cut)
+            assert fragment_references(cut, [command]) == [], (limit, cut)
+    assert (
+        truncate("cd /testbed && python test_rename_pk.py --verbose now", 44)
+        == "cd /testbed && python test_rename_pk.py ..."
+    )
+
+
+def test_a_long_argument_is_scanned_without_cutting_a_reference() -> None:
+    padding = "x = 1\n" * (MAX_ARGUMENT_SCAN_CHARS // 6)
+    for shift in range(30):
+        # The scanned head ends somewhere inside "schema_editor.create_model".
+        script = padding[: MAX_ARGUMENT_SCAN_CHARS - shift - 1] + "\nschema_editor.create_model(Product)\n"
+        ledger = collect_artifacts(
+            to_canonical(
+                [
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "bash", "arguments": json.dumps({"command": script})},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                ]
+            ).messages
+        )
+        files = [item.value for item in ledger.files]
+        assert not any("schema_editor" in f for f in files), (shift, files)
+
+
+def test_a_module_in_an_import_statement_is_not_a_file() -> None:
+    text = "from django.db import models\nimport django.conf\npython -c 'import os; import app.conf'"
+    assert find_paths(text) == []
+    # A file after "from" in prose, or a data file opened by the code, is still a file.
+    assert find_paths("copied from config.yaml; open('data.db')") == ["config.yaml", "data.db"]
 
 
 def _call(k: int, name: str, args: dict[str, Any], result: str) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 from compaction._cache import memoize_text
 from compaction.injection import addresses_model, mark
 from compaction.patterns import (
+    TOKEN_END,
     diff_paths,
+    ends_in_reference,
     error_start,
     find_error_lines,
     find_references,
@@ -289,7 +291,19 @@ def _trim(text: str, limit: int) -> str:
     text = text.strip()
     if len(text) <= limit:
         return text
-    return text[: reference_safe_end(text, limit - 1)].rstrip() + "…"
+    cut = text[: reference_safe_end(text, limit - 1)].rstrip()
+    # A whole reference the cut stops after is kept whole: the mark goes after a space, never glued
+    # to it as if it were cut; when that space leaves no room, the reference goes.
+    while ends_in_reference(cut) and len(cut) + 2 > limit:
+        cut = cut[: max((m.start() for m in TOKEN_END.finditer(cut)), default=0)].rstrip()
+    return cut + (" …" if ends_in_reference(cut) else "…")
+
+
+def _scan_head(text: str) -> str:
+    """The head of a long argument scanned for references, cut where no reference is cut."""
+    if len(text) <= MAX_ARGUMENT_SCAN_CHARS:
+        return text
+    return text[: reference_safe_end(text, MAX_ARGUMENT_SCAN_CHARS)]
 
 
 def _error_text(line: str) -> str:
@@ -372,7 +386,7 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
     try:
         args: Any = json.loads(call.arguments)
     except ValueError:
-        c.add_text(call.arguments[:MAX_ARGUMENT_SCAN_CHARS], index)
+        c.add_text(_scan_head(call.arguments), index)
         return
     command_tool = _is_command_tool(call.name)
     edit = _is_edit(call.name, args)
@@ -380,7 +394,7 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
         if key in _COMMAND_KEYS and command_tool and (command := _command_text(value)) is not None:
             c.command_of[call.id] = _one_command(command)
             c.add("commands", [c.command_of[call.id]], index)
-            c.add_text(command[:MAX_ARGUMENT_SCAN_CHARS], index)
+            c.add_text(_scan_head(command), index)
             _add_edited(c, shell_written_paths(command), index)  # its targets, not every path it names
         elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
             c.add("urls" if "://" in value else "files", [value], index)
