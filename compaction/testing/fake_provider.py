@@ -98,6 +98,12 @@ _OPENAI_REASONING = re.compile(r"^(?:o\d+(?:-mini|-pro|-preview)?|gpt-5(?!-chat)
 _GEMINI_THINKING = re.compile(r"^gemini-(?:2\.5|3)")
 
 
+# The stand-in fits its answer at 3 characters per token, not the fake's chars/4 count: its answers
+# are paths, UUIDs and identifiers, which real tokenizers cut at about 3 characters per token, so a
+# chars/4 fit wrote up to 1.4x the cap as the client counts it (a real model stops at its cap).
+_STAND_IN_CHARS_PER_TOKEN = 3
+
+
 def estimate_tokens(text: str) -> int:
     """The fake's token count: chars/4, rounded up (0 for empty text)."""
     return (len(text) + 3) // 4
@@ -510,7 +516,7 @@ def stand_in_summary(text: str, max_tokens: int | None = DEFAULT_MAX_TOKENS) -> 
         lines += ["", "## Errors", *(f"- {line}" for line in errors)]
     if max_tokens is None:
         return "\n".join(lines)
-    budget = max(1, max_tokens) * 4
+    budget = max(1, max_tokens) * _STAND_IN_CHARS_PER_TOKEN
     out: list[str] = []
     used = 0
     for line in lines:
@@ -533,7 +539,7 @@ def _sectioned(text: str, headings: tuple[str, ...], max_tokens: int | None) -> 
     lists[files] += [f"- {token}" for token in _identifiers(text)]
     lists[issues] += [f"- {line}" for line in _error_lines(text)]
     lists[-1].append("- Continue with the most recent request.")
-    budget = None if max_tokens is None else max(1, max_tokens) * 4
+    budget = None if max_tokens is None else max(1, max_tokens) * _STAND_IN_CHARS_PER_TOKEN
     fixed = sum(len(h) + 1 for h in headings) + sum(len(b[0]) + 1 for b in lists if b)
     room = None if budget is None else budget - fixed
     out: list[str] = []
