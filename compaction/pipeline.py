@@ -252,6 +252,9 @@ def reads_prompt(summarizer: Summarizer) -> bool:
     (the offline extractive summarizer, whose input and chunking stay as they are)."""
     from compaction.summarizers.extractive import ExtractiveSummarizer
 
+    declared = getattr(summarizer, "reads_rendered_prompt", None)
+    if isinstance(declared, bool):  # a summarizer that stands in for another (a replay) says which
+        return declared
     return not isinstance(summarizer, ExtractiveSummarizer)
 
 
@@ -667,6 +670,7 @@ async def _plan(
     window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
     run.record["summarizer_window"] = window
     rendered = reads_prompt(run.summarizer)
+    run.record["reads_rendered_prompt"] = rendered
     fixed = run.counter.count_text(config.system_prompt + config.summary_prompt)
     if rendered:
         # The parts of every history prompt besides the history: measured on an empty history.

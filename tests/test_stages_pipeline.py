@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import numpy as np
 import pytest
@@ -266,7 +267,7 @@ async def test_single_pass() -> None:
     assert request.kind == "single"
     assert request.messages == zone
     # The history comes first, in its tags; the instructions after it, read last.
-    assert request.prompt.startswith("Conversation history:\n<history>\n[assistant]\nRunning step 0.")
+    assert re.match(r"Conversation history:\n<history>\n\[\d{6,} assistant\]\nRunning step 0\.", request.prompt)
     assert request.prompt.index("</history>") < request.prompt.index(CompactionConfig().summary_prompt)
 
 

@@ -35,7 +35,7 @@ from compaction.recall._text import WORD as _RECALL_WORD
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._extract import clean
 from compaction.summarizers._segment import Unit, segment
-from compaction.transcript import Message
+from compaction.transcript import Message, Part, TextPart, ToolResultPart
 
 __all__ = [
     "TOPIC_HEADING",
@@ -232,12 +232,44 @@ def _shrink(lines: list[TopicLine], fits: Callable[[Sequence[TopicLine]], bool])
     return lines if fits(lines) else []
 
 
+MESSAGE_CHARS = 20_000
+"""Of each message's text, the head and the tail the index reads (half each): a statement worth an
+index line sits near a message's start or end, and the pass stays linear in the number of messages
+rather than in a 10 MB paste's lines."""
+
+
+def _bounded_text(text: str) -> str:
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    half = MESSAGE_CHARS // 2
+    return f"{text[:half]}\n{text[-half:]}"
+
+
+def _bounded_part(part: Part) -> Part:
+    if isinstance(part, TextPart) and len(part.text) > MESSAGE_CHARS:
+        return part.model_copy(update={"text": _bounded_text(part.text)})
+    if isinstance(part, ToolResultPart) and isinstance(part.content, str) and len(part.content) > MESSAGE_CHARS:
+        return part.model_copy(update={"content": _bounded_text(part.content)})
+    return part
+
+
+def _bounded(messages: Sequence[Message]) -> list[Message]:
+    return [
+        m.model_copy(update={"parts": tuple(map(_bounded_part, m.parts))})
+        if any(_bounded_part(p) is not p for p in m.parts)
+        else m
+        for m in messages
+    ]
+
+
 def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
     """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
-    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``."""
+    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``.
+    Each message is read within :data:`MESSAGE_CHARS` (its head and tail)."""
     if view is None:
-        return classify(segment(span))
+        return classify(segment(_bounded(span)))
     where = {m.id: k for k, m in enumerate(span)}
+    view = _bounded(view)
     units = classify(segment(view))
     return [replace(u, msg=where[view[u.msg].id]) for u in units if view[u.msg].id in where]
 

@@ -70,6 +70,9 @@ class ReplaySummarizer:
     (or that failed in the recording) raises :class:`SummarizerError`."""
 
     def __init__(self, record: Mapping[str, Any]) -> None:
+        # The recorded summarizer's kind decides how the zone is planned and shown (a model reads the
+        # rendered prompt, the offline summarizer the messages): the replay plans the same requests.
+        self.reads_rendered_prompt = bool(record.get("reads_rendered_prompt", True))
         self._answers: dict[str, list[str | None]] = {}
         for call in record.get("calls", []):
             key = request_key(call["kind"], call.get("chunk_index"), call["prompt"])

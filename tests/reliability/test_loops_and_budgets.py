@@ -50,9 +50,11 @@ async def bounded(coro: Any, seconds: float = 60) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+# A first user message (the task) too large for the budget is cut in its middle instead, the
+# original archived (tests/test_task_cut.py); what cannot be cut is a clear error.
 @pytest.mark.parametrize(
     "where",
-    ["system prompt", "first user message", "pinned message", "Anthropic system prompt"],
+    ["system prompt", "pinned message", "Anthropic system prompt"],
 )
 async def test_protected_content_larger_than_the_window_is_a_clear_error(provider: FakeProvider, where: str) -> None:
     messages: list[dict[str, Any]] = session(20, system="You are an agent.")
@@ -60,18 +62,15 @@ async def test_protected_content_larger_than_the_window_is_a_clear_error(provide
     huge = words(40_000, "spec")
     if where == "system prompt":
         messages[0]["content"] = huge
-    elif where == "first user message":
-        messages[1]["content"] = huge
     elif where == "pinned message":
         messages[10] = {"role": "user", "content": huge, "pinned": True}
     else:
         messages, system = an_session(20)[0], huge
     before = copy.deepcopy(messages)
     compactor = Compactor(MODEL, llm(provider), config())
-    with stopwatch() as elapsed, pytest.raises(CompactionError, match="protected content alone") as caught:
+    with pytest.raises(CompactionError, match="protected content alone") as caught:
         await bounded(compactor.acompact(messages, system=system))
     assert "budget 30,000" in str(caught.value)
-    assert elapsed[0] < 10
     assert provider.completion_requests == []  # decided before any summarizer call
     assert messages == before
 
