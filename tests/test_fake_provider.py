@@ -243,10 +243,11 @@ def test_stand_in_summary_keeps_identifiers_and_error_lines() -> None:
 def test_stand_in_summary_is_never_empty_and_respects_cap() -> None:
     assert stand_in_summary("") == "## Summary\n(nothing to summarize)"
     many = "\n".join(f"file{i}.py" for i in range(1000))
+    # The answer fits the cap at 3 characters per token (identifiers and paths tokenize at about 3).
     out = stand_in_summary(many, max_tokens=25)
-    assert 0 < len(out) <= 100
+    assert 0 < len(out) <= 25 * 3
     assert all(not line.startswith("- ") or line.endswith(".py") for line in out.splitlines())
-    assert stand_in_summary("abc", max_tokens=1) == "## S"
+    assert stand_in_summary("abc", max_tokens=1) == "## "
 
 
 def test_default_answer_summarizes_only_the_last_user_message(server: FakeProvider) -> None:
