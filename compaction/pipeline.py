@@ -26,9 +26,8 @@ from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair, safe_cut_points, units
 from compaction.redact import redact_message, redact_secrets
-from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.result import CompactionResult, FallbackLevel, Trigger
-from compaction.stages.chunk import ChunkPlan, adaptive_chunk_ratio, fit_message, plan_chunks
+from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
 from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_artifacts, render_ledger, split_artifacts
 from compaction.stages.protect import (
     Partition,
@@ -38,9 +37,10 @@ from compaction.stages.protect import (
     pin_ids,
     tail_start_within,
 )
-from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer, prune_tool_results
+from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune_tool_results
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
+from compaction.stages.view import rendered_counts, summarizer_view, task_text, view_room
 from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.summarizers.base import Summarizer
 from compaction.tokens import TokenCounter
@@ -212,8 +212,10 @@ async def _prepare(run: Run) -> Prepared:
         # The room the prune stage leaves the zone (what the offline summarizer reads), rounded up
         # to fill the chunks it needs, spent on every result's head, tail and salient lines instead
         # of on whole recent results and cleared old ones: as many chunks, more history in them.
-        room = _view_room(run, config, run.counts(visible))
-        visible = _summarizer_view(run, prepared.readable_zone, room, settings)  # redacted before any line is kept
+        window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
+        room = view_room(config, run.counts(visible), window)
+        # redacted before any line is kept
+        visible, run.record["summarizer_view"] = summarizer_view(run.counter, prepared.readable_zone, room, settings)
     prepared.job = SummarizeJob(
         summarizer=run.summarizer,
         # failure_mode="trim" replaces the extractive fallback: a failed summarizer trims instead.
@@ -222,7 +224,7 @@ async def _prepare(run: Run) -> Prepared:
         count_message=run.counter.count_message,
         previous_summary=previous_summary,
         instructions=run.instructions,
-        task=_task(run, messages, layout),
+        task=task_text(run.counter, messages, layout),
     )
     if config.summary_mode == "conversation" and run.transcript.format == "openai":
         blocker = _conversation_blocker(run.transcript, redact=config.redact_secrets)
@@ -256,105 +258,6 @@ def reads_prompt(summarizer: Summarizer) -> bool:
     if isinstance(declared, bool):  # a summarizer that stands in for another (a replay) says which
         return declared
     return not isinstance(summarizer, ExtractiveSummarizer)
-
-
-TASK_MAX_TOKENS = 1_000
-
-
-def _task(run: Run, messages: Sequence[Message], layout: Partition) -> str | None:
-    """The session's first user message, as the read-only task shown in every history prompt (cut
-    from the middle when very long: its start and end say what is asked)."""
-    if layout.first_user is None:
-        return None
-    text = "\n".join(p.text for p in messages[layout.first_user].parts if isinstance(p, TextPart)).strip()
-    if not text:
-        return None
-    return truncate_to_tokens(text, TASK_MAX_TOKENS, run.counter.count_text)
-
-
-_MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
-
-
-def rendered_counts(run: Run, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
-    """Each message's tokens as the summarizer's prompt renders it (its lines and the line break
-    after them) after the message before it: what the chunk planner measures for a model summarizer."""
-    count = run.counter.count_text
-
-    def tokens(message: Message, after: str | None) -> int:
-        # A result right under its one-line call renders without a marker of its own.
-        return message.memo(
-            ("render.tokens", run.counter.name, after is not None),
-            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE, after_call=after).text) + 1,
-        )
-
-    previous = [None, *messages[:-1]] if messages else []
-    return np.fromiter(
-        (tokens(m, follows_its_call(p, m)) for p, m in zip(previous, messages, strict=True)),
-        dtype=np.int64,
-        count=len(messages),
-    )
-
-
-_VIEW_ROUNDS = 3
-_RESULT_FRAMING_TOKENS = 10  # a result's marker and cut marks, about
-_CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
-_VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
-
-
-def _view_room(run: Run, config: CompactionConfig, counts: npt.NDArray[np.int64]) -> int:
-    """The rendered tokens a model summarizer's view of the zone may take: the chunks the pruned
-    zone needs (planned on its message tokens, as the offline summarizer's zone is), filled."""
-    window = config.summarizer_window or getattr(run.summarizer, "window", None) or run.budget.window
-    total = int(counts.sum())
-    capacity = max(256, window - config.max_summary_tokens)
-    ratio = adaptive_chunk_ratio(
-        total,
-        len(counts),
-        window,
-        base=config.base_chunk_ratio,
-        minimum=config.min_chunk_ratio,
-        margin=config.safety_margin,
-    )
-    effective = max(128, math.floor(max(256, min(int(window * ratio), capacity)) / config.safety_margin))
-    chunks = max(1, math.ceil(total / effective))
-    return max(total, int(chunks * effective * _VIEW_FILL_CHUNKS))
-
-
-_VIEW_AIM = 0.97  # of the room, what each round aims at (characters per token vary between results)
-_VIEW_FILL = 0.96  # a view this full is close enough: another round costs a re-render
-_VIEW_OVER = 1.01  # nor is one this little over worth a round (the chunks are filled to 97 %)
-
-
-def _summarizer_view(run: Run, zone: Sequence[Message], room: int, settings: PruneSettings) -> list[Message]:
-    """The zone as a model summarizer reads it, within ``room`` rendered tokens: tool results share
-    what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
-    per token the first guess assumed."""
-    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
-    # result's usual characters per token; each round then corrects it on the rendered view.
-    other = int(rendered_counts(run, [m for m in zone if not m.has_tool_results]).sum())
-    results = sum(len(m.tool_results) for m in zone)
-    room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
-    # Rounds share the fitted messages: a message cut to the same limits again is the same object,
-    # so it is neither cut, prepared nor rendered and counted again.
-    fitted: FitCache = {}
-    view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
-    shown = list(prepare_for_summarizer(view, settings=settings))
-    counts = rendered_counts(run, shown)
-    for _ in range(_VIEW_ROUNDS):
-        total = int(counts.sum())
-        if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
-            break
-        carrying = [i for i, m in enumerate(shown) if m.has_tool_results]
-        result_tokens = int(counts[carrying].sum()) if carrying else 0
-        other = total - result_tokens
-        if result_tokens <= 0 or room <= other:
-            break
-        room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
-        view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
-        shown = list(prepare_for_summarizer(view, settings=settings))
-        counts = rendered_counts(run, shown)
-    run.record["summarizer_view"] = {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
-    return shown
 
 
 _PROVIDER_MESSAGE_FIELDS = frozenset({"name", "refusal", "audio", "function_call"})
@@ -682,7 +585,7 @@ async def _plan(
     )
 
     def counts_of(msgs: list[Message]) -> npt.NDArray[np.int64]:
-        return rendered_counts(run, msgs) if rendered else run.counts(msgs)
+        return rendered_counts(run.counter, msgs) if rendered else run.counts(msgs)
 
     def make(msgs: list[Message]) -> ChunkPlan:
         cuts = np.array(safe_cut_points(msgs), dtype=np.int64)

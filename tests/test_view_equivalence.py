@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-import compaction.pipeline as pipeline
 import compaction.stages.prune as prune
+import compaction.stages.view as view
 from benchmarks.generate import generate
 from compaction import CompactionConfig, Compactor
 from compaction.patterns import find_error_lines, head_cut, important_lines, tail_cut
@@ -172,7 +172,7 @@ def test_model_prompts_equal_the_reference_view(size: int, monkeypatch: pytest.M
     snapshot = json.dumps(messages, sort_keys=True)
     fast = _requests(messages)
     with monkeypatch.context() as patch:
-        patch.setattr(pipeline, "fit_results", ref_fit)
+        patch.setattr(view, "fit_results", ref_fit)
         slow = _requests(messages)
     assert len(fast) >= 2
     assert any("[\\u2026]" in body for body in fast), "the view must have cut results to be a check"

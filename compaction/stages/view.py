@@ -1,0 +1,123 @@
+"""The zone as a model summarizer reads it: the task shown beside the history, each message measured
+as the prompt renders it, and tool results cut to share the room the chunks leave.
+
+The offline extractive summarizer reads the canonical messages instead; none of this applies to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from compaction.config import CompactionConfig
+from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
+from compaction.stages.chunk import adaptive_chunk_ratio
+from compaction.stages.protect import Partition
+from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer
+from compaction.stages.summarize import truncate_to_tokens
+from compaction.tokens import TokenCounter
+from compaction.transcript import Message, TextPart
+
+TASK_MAX_TOKENS = 1_000
+
+
+def task_text(counter: TokenCounter, messages: Sequence[Message], layout: Partition) -> str | None:
+    """The session's first user message, as the read-only task shown in every history prompt (cut
+    from the middle when very long: its start and end say what is asked)."""
+    if layout.first_user is None:
+        return None
+    text = "\n".join(p.text for p in messages[layout.first_user].parts if isinstance(p, TextPart)).strip()
+    if not text:
+        return None
+    return truncate_to_tokens(text, TASK_MAX_TOKENS, counter.count_text)
+
+
+_MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
+
+
+def rendered_counts(counter: TokenCounter, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
+    """Each message's tokens as the summarizer's prompt renders it (its lines and the line break
+    after them) after the message before it: what the chunk planner measures for a model summarizer."""
+    count = counter.count_text
+
+    def tokens(message: Message, after: str | None) -> int:
+        # A result right under its one-line call renders without a marker of its own.
+        return message.memo(
+            ("render.tokens", counter.name, after is not None),
+            lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE, after_call=after).text) + 1,
+        )
+
+    previous = [None, *messages[:-1]] if messages else []
+    return np.fromiter(
+        (tokens(m, follows_its_call(p, m)) for p, m in zip(previous, messages, strict=True)),
+        dtype=np.int64,
+        count=len(messages),
+    )
+
+
+_VIEW_ROUNDS = 3
+_RESULT_FRAMING_TOKENS = 10  # a result's marker and cut marks, about
+_CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
+_VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
+
+
+def view_room(config: CompactionConfig, counts: npt.NDArray[np.int64], window: int) -> int:
+    """The rendered tokens a model summarizer's view of the zone may take: the chunks the pruned
+    zone needs (planned on its message tokens, as the offline summarizer's zone is), filled.
+    ``window`` is the summarizer's window."""
+    total = int(counts.sum())
+    capacity = max(256, window - config.max_summary_tokens)
+    ratio = adaptive_chunk_ratio(
+        total,
+        len(counts),
+        window,
+        base=config.base_chunk_ratio,
+        minimum=config.min_chunk_ratio,
+        margin=config.safety_margin,
+    )
+    effective = max(128, math.floor(max(256, min(int(window * ratio), capacity)) / config.safety_margin))
+    chunks = max(1, math.ceil(total / effective))
+    return max(total, int(chunks * effective * _VIEW_FILL_CHUNKS))
+
+
+_VIEW_AIM = 0.97  # of the room, what each round aims at (characters per token vary between results)
+_VIEW_FILL = 0.96  # a view this full is close enough: another round costs a re-render
+_VIEW_OVER = 1.01  # nor is one this little over worth a round (the chunks are filled to 97 %)
+
+
+def summarizer_view(
+    counter: TokenCounter, zone: Sequence[Message], room: int, settings: PruneSettings
+) -> tuple[list[Message], dict[str, Any]]:
+    """The zone as a model summarizer reads it, within ``room`` rendered tokens: tool results share
+    what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
+    per token the first guess assumed. Returns the messages shown and what the view took (for the
+    record)."""
+    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
+    # result's usual characters per token; each round then corrects it on the rendered view.
+    other = int(rendered_counts(counter, [m for m in zone if not m.has_tool_results]).sum())
+    results = sum(len(m.tool_results) for m in zone)
+    room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
+    # Rounds share the fitted messages: a message cut to the same limits again is the same object,
+    # so it is neither cut, prepared nor rendered and counted again.
+    fitted: FitCache = {}
+    view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
+    shown = list(prepare_for_summarizer(view, settings=settings))
+    counts = rendered_counts(counter, shown)
+    for _ in range(_VIEW_ROUNDS):
+        total = int(counts.sum())
+        if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
+            break
+        carrying = [i for i, m in enumerate(shown) if m.has_tool_results]
+        result_tokens = int(counts[carrying].sum()) if carrying else 0
+        other = total - result_tokens
+        if result_tokens <= 0 or room <= other:
+            break
+        room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
+        view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
+        shown = list(prepare_for_summarizer(view, settings=settings))
+        counts = rendered_counts(counter, shown)
+    return shown, {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
