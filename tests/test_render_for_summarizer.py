@@ -179,6 +179,33 @@ def test_trim_to_chars_keeps_a_line_seen_nowhere_else_over_common_ones() -> None
     assert trim_to_chars("short", 200) is None
 
 
+def test_trim_to_chars_keeps_a_new_path_over_frames_and_lines_that_repeat_the_error() -> None:
+    # A failing run: the error, its frames in one file (only the line number differs), a summary
+    # line that repeats the error with a long test id, and one short line naming an artifact.
+    # Within ~140 characters of salient lines the cut keeps the error and the artifact: each
+    # frame after the first adds no new file, the summary line one word for its 95 characters.
+    filler = [f"collected item {k} ok" for k in range(30)]
+    frames = [f"src/billing/ledger_sync.py:{n}: in reconcile_batch" for n in (88, 120, 143, 171)]
+    text = "\n".join(
+        [
+            *filler[:10],
+            "wrote build/artifacts/report-7731.json",
+            *filler[10:20],
+            *frames,
+            "E   KeyError: 'settlement_window_id'",
+            "FAILED tests/billing/test_ledger_sync_integration.py::test_reconcile_batch_twice - KeyError",
+            *filler[20:],
+        ]
+    )
+    common = frozenset(w for line in filler for w in line.split()) | {"KeyError", "KeyError:"}
+    cut = trim_to_chars(text, 240, common=common)
+    assert cut is not None
+    assert "wrote build/artifacts/report-7731.json" in cut
+    assert "E   KeyError: 'settlement_window_id'" in cut
+    assert sum(frame in cut for frame in frames) == 1
+    assert "test_reconcile_batch_twice" not in cut
+
+
 def test_fit_results_cuts_every_long_result_to_one_cap_and_clears_none() -> None:
     messages = [
         Message(role="tool", id=f"t{i}", parts=(ToolResultPart(call_id=f"c{i}", content="x\n" * (1000 * (i + 1))),))

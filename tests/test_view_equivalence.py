@@ -9,6 +9,7 @@ requests the model receives, and the fitted results for many rooms, must be the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,24 +40,42 @@ def ref_candidates(text: str, settings: PruneSettings) -> tuple[list[str], froze
     return [*important, *(m for m in measured if m not in set(important))], errors
 
 
+_REF_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
+
+
+def ref_news(line: str, common: frozenset[str]) -> set[str]:
+    """The line's words no other result has; a file's place ("a/b.py:12:") counts as the file."""
+    news: set[str] = set()
+    for word in prune._WORD.findall(line):
+        if word in common:
+            continue
+        if "://" in word or not _REF_LOCATION.search(word):
+            news.add(word)
+        else:
+            news |= {piece for piece in _REF_LOCATION.split(word) if len(piece) >= 4 and piece not in common}
+    return news
+
+
 def ref_trim(text: str, limit: int, *, common: frozenset[str], settings: PruneSettings) -> str | None:
     if len(text) <= limit:
         return None
     candidates, errors = ref_candidates(text, settings)
 
-    def rank(item: tuple[int, str]) -> tuple[int, int, int]:
-        order, line = item
-        new = sum(1 for word in prune._WORD.findall(line) if word not in common)
-        return (-min(new, 2), 0 if line in errors else 1, order)
-
-    ranked = sorted(enumerate(candidates), key=rank)
+    # Each next line: the most words not yet shown per character (errors first, then in order).
+    news = [ref_news(line, common) for line in candidates]
+    costs = [len(line if len(line) <= 300 else line[:299] + "…") + 1 for line in candidates]
     shown_words: set[str] = set()
-    adding, repeating = [], []
-    for order, line in ranked:
-        line_words = prune._WORD.findall(line)
-        new_words = {w for w in line_words if w not in common} - shown_words
-        (adding if new_words or not line_words else repeating).append((order, line))
-        shown_words |= new_words
+    adding: list[tuple[int, str]] = []
+    left = list(range(len(candidates)))
+    while True:
+        keys = [(-len(news[i] - shown_words) / costs[i], candidates[i] not in errors, i) for i in left]
+        best = min((k for k in keys if k[0] < 0), default=None)
+        if best is None:
+            break
+        adding.append((best[2], candidates[best[2]]))
+        shown_words |= news[best[2]]
+        left.remove(best[2])
+    repeating = [(i, candidates[i]) for i in sorted(left, key=lambda i: (candidates[i] not in errors, i))]
     room = max(0, int(limit * prune._SALIENT_SHARE))
     kept: list[tuple[int, str]] = []
     for order, line in adding + repeating:
@@ -215,7 +234,7 @@ def test_rounds_with_the_same_limits_share_fitted_messages() -> None:
 
 
 # Lines of tool output that exercise the ranking: paths, ids, errors, measurements, words repeated
-# within a line (counted with their repeats) and across results (common words).
+# within a line and across results (common words), places in a file (path:line) and URLs with ports.
 _LINES = [
     "src/app/main.py src/app/main.py",
     "see src/lib/util.py and src/lib/util.py again",
@@ -230,6 +249,10 @@ _LINES = [
     "plain words only here",
     "x" * 350 + " src/very/long/line.py",
     "deploy id dep-4451 to https://deploy.example.com/r/4451",
+    "src/app/main.py:88: KeyError",
+    "src/app/main.py:120: in handler",
+    "lib/y.py:7:def handler_name(request):",
+    "health at http://localhost:8080/health",
 ]
 
 

@@ -24,6 +24,7 @@ metadata, no reasoning scratchpad, optionally only a preview of each result.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -456,6 +457,32 @@ def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str,
     return per_line, frozenset(word for words in per_line for word in words)
 
 
+# A place in a file ("app/db.py:88:", "src/x.ts:12:5", grep's "lib/y.py:7:def"): the file is the
+# news, not which line of it, so a traceback's frames in one file show one new word, not one each.
+_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
+
+
+def _news_of(words: Sequence[str], common: frozenset[str]) -> frozenset[str]:
+    """The words of a salient line that say something no other result says: those not in
+    ``common``, a file's location read as the file (and any text glued after it)."""
+    news: set[str] = set()
+    for word in words:
+        if word in common:
+            continue
+        if "://" in word or not _LOCATION.search(word):  # a URL's port is no line number
+            news.add(word)
+            continue
+        news.update(p for p in _LOCATION.split(word) if len(p) >= 4 and p not in common)
+    return frozenset(news)
+
+
+_SHOWN_LINE_CHARS = 300  # a salient line longer than this is shown cut
+
+
+def _shown_line(line: str) -> str:
+    return line if len(line) <= _SHOWN_LINE_CHARS else line[: _SHOWN_LINE_CHARS - 1] + "…"
+
+
 @memoize_text
 def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSettings) -> tuple[tuple[int, str], ...]:
     """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
@@ -463,25 +490,48 @@ def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSetting
     limit, so the rounds that cut the same result to other limits rank it once."""
     candidates, errors = _salient_candidates(text, settings)
     words, _ = _salient_words(text, settings)
-
-    def rank(order: int) -> tuple[int, int, int]:
-        # News first (a value seen in no other result), errors first among equals, then in order.
-        new = sum(1 for word in words[order] if word not in common)
-        return (-min(new, 2), 0 if candidates[order] in errors else 1, order)
-
-    # A line whose new words an earlier-ranked line already shows adds nothing (an error repeated
-    # by its traceback): it goes after every line that adds something.
-    adding: list[int] = []
-    repeating: list[int] = []
-    shown: set[str] = set()
-    for order in sorted(range(len(candidates)), key=rank):
-        new = {word for word in words[order] if word not in common} - shown
-        (adding if new or not words[order] else repeating).append(order)
-        shown |= new
-    return tuple(
-        (order, line if len(line) <= 300 else line[:299] + "…")
-        for order, line in ((o, candidates[o]) for o in (*adding, *repeating))
+    shown = [_shown_line(line) for line in candidates]
+    order = rank_by_new_words(
+        [_news_of(line_words, common) for line_words in words],
+        [len(line) + 1 for line in shown],
+        [line in errors for line in candidates],
     )
+    return tuple((i, shown[i]) for i in order)
+
+
+def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int], errors: Sequence[bool]) -> list[int]:
+    """The order in which a cut keeps salient lines: each next line is the one that shows the most
+    words not yet shown per character it costs (``new_words``: each line's words found in no other
+    result), so a short line naming a new path, id or number goes before a long one that repeats
+    what a kept line already shows (a traceback frame, a summary line quoting the error); errors
+    go first among equals. Lines that show nothing new follow, errors first, in their order.
+
+    >>> lines = [frozenset({"a", "b"}), frozenset({"a", "b", "c"}), frozenset({"d"})]
+    >>> rank_by_new_words(lines, [50, 90, 20], [True, False, False])
+    [2, 0, 1]
+    """
+    # Lazy greedy: a line's gain only falls as lines are kept, so a popped line whose gain, counted
+    # again, still beats the next one's bound is the best; others go back with their new gain.
+    heap = [
+        (-len(w) / max(1, c), not e, i) for i, (w, c, e) in enumerate(zip(new_words, costs, errors, strict=True)) if w
+    ]
+    heapq.heapify(heap)
+    shown: set[str] = set()
+    ranked: list[int] = []
+    while heap:
+        _, not_error, i = heapq.heappop(heap)
+        gain = len(new_words[i] - shown)
+        if gain == 0:
+            continue
+        key = (-gain / max(1, costs[i]), not_error, i)
+        if heap and key > heap[0]:
+            heapq.heappush(heap, key)
+            continue
+        ranked.append(i)
+        shown |= new_words[i]
+    kept = set(ranked)
+    rest = sorted((i for i in range(len(costs)) if i not in kept), key=lambda i: (not errors[i], i))
+    return ranked + rest
 
 
 def trim_to_chars(
