@@ -537,10 +537,11 @@ def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int],
 def trim_to_chars(
     text: str, limit: int, *, common: frozenset[str] = frozenset(), settings: PruneSettings | None = None
 ) -> str | None:
-    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors first,
-    then lines whose words are new, that is not in ``common``, the words found in several results;
-    then paths, URLs, ids and measurements in order) up to a share of the room, then its head and
-    tail, with one note saying how much was cut. None when ``text`` already fits.
+    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors,
+    paths, URLs, ids and measurements), those showing the most words not yet shown per character
+    first (new: not in ``common``, the words found in several results; see
+    :func:`rank_by_new_words`), up to a share of the room, then its head and tail, with a ``[…]``
+    mark where output was left out. None when ``text`` already fits.
 
     >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
     >>> lines = trim_to_chars(body, 120).splitlines()
