@@ -23,6 +23,7 @@ from compaction.event_log import EventLog
 from compaction.middleware._store import summary_message
 from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
+from compaction.server.compaction_loop import CompactionLoop
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -38,7 +39,6 @@ from compaction.server.schemas import (
 )
 from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
 from compaction.server.telemetry import annotate_request
-from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.store_usage import UsageMeter
 from compaction.summarizers.base import SummarizerError
@@ -98,7 +98,7 @@ class ServiceCore:
         self._session_locks: dict[str, list[Any]] = {}
         self._warming: set[asyncio.Future[None]] = set()  # recall indexes brought up to date after compactions
         self._closed = False
-        self.worker = WorkerLoop()
+        self.compaction_loop = CompactionLoop()
         self.pool: CompactionPool | None = None
         if settings.compact_processes and summarizer_name(settings.summarizer) == "extractive":
             from compaction.server.pool import CompactionPool
@@ -188,7 +188,7 @@ class ServiceCore:
             return
         self._closed = True
         self.bus.close()
-        self.worker.stop()
+        self.compaction_loop.stop()
         if self.pool is not None:
             self.pool.close()
         close = getattr(self.store, "close", None)
@@ -208,7 +208,7 @@ class ServiceCore:
             answer = await self.tracked(self.pool.compact(model, compactor.config, job_body, _RESULT_FIELDS))
             return Response(answer, media_type="application/json")
 
-        async def job() -> CompactResult:  # on the worker loop, response model included
+        async def job() -> CompactResult:  # on the compaction loop, response model included
             result = await compactor.acompact(
                 request.messages,
                 request.instructions,
@@ -222,7 +222,7 @@ class ServiceCore:
             return CompactResult.model_validate(data)
 
         try:
-            return await self.tracked(self.worker.run(job()))
+            return await self.tracked(self.compaction_loop.run(job()))
         except TranscriptError as exc:
             raise transcript_error(exc) from None
         except CompactionError as exc:

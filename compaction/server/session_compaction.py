@@ -148,7 +148,7 @@ class SessionCompaction(ServiceCore):
         loop = asyncio.get_running_loop()
         request_id = REQUEST_ID.get()
 
-        def on_event(event: CompactionEvent) -> None:  # called on the worker loop
+        def on_event(event: CompactionEvent) -> None:  # called on the compaction loop
             started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
             seen.append(event)
             loop.call_soon_threadsafe(self._publish, session_id, event, instructions, request_id, started)
@@ -157,7 +157,7 @@ class SessionCompaction(ServiceCore):
             ctx = await self.context(session_id)
             compactor = self.compactor(ctx.model or self.settings.model, session=True)
 
-            async def job() -> CompactionResult | None:  # on the worker loop
+            async def job() -> CompactionResult | None:  # on the compaction loop
                 try:
                     manager = ContextManager(
                         compactor, session_id=session_id, store=self.store, on_event=on_event, recall=False
@@ -172,7 +172,7 @@ class SessionCompaction(ServiceCore):
                     raise transcript_error(exc, index_offset=self.session_input(ctx).offset) from None
 
             try:
-                result = await self.worker.run(job())
+                result = await self.compaction_loop.run(job())
             except CompactionError as exc:
                 raise ApiError(422, "compaction_failed", one_line(exc)) from None
             except SummarizerError as exc:
