@@ -105,8 +105,9 @@ def test_a_package_without_cycles_has_none(tmp_path: Path) -> None:
 
 
 def _private_imports_across_packages(root: Path, top: str) -> list[str]:
-    """``file: module`` for each import of a private module (a name starting with ``_``, not a
-    dunder) from outside the package that holds it."""
+    """``file: module`` for each import of a private module (a module whose name starts with ``_``,
+    not a dunder) from outside the package that holds it. Private names of public modules are not
+    modules: they are not counted."""
     found = []
     for path in sorted(root.rglob("*.py")):
         importer = ".".join((top, *path.relative_to(root).with_suffix("").parts))
@@ -123,8 +124,12 @@ def _private_imports_across_packages(root: Path, top: str) -> list[str]:
             for target in targets:
                 parts = target.split(".")
                 private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
-                if parts[0] == top and private:
-                    private_modules.add(".".join(parts[: private[0] + 1]))
+                if parts[0] != top or not private:
+                    continue
+                module = ".".join(parts[: private[0] + 1])
+                relative = Path(*module.split(".")[1:])
+                if (root / relative).with_suffix(".py").is_file() or (root / relative / "__init__.py").is_file():
+                    private_modules.add(module)  # a module, not a private name of a module
             for module in sorted(private_modules):
                 owner = module.rsplit(".", 1)[0]
                 if package != owner and not package.startswith(owner + "."):
@@ -144,7 +149,10 @@ def test_the_private_import_check_sees_a_private_module_used_across_packages(tmp
             "a/_inner.py": "x = 1\n",
             "a/user.py": "from pkg.a._inner import x\n",
             "b/__init__.py": "",
-            "b/user.py": "from pkg.a._inner import x\nfrom pkg.a import _inner\nfrom pkg.a.user import x as y\n",
+            "b/user.py": (
+                "from pkg.a._inner import x\nfrom pkg.a import _inner\nfrom pkg.a.user import x as y\n"
+                "from pkg.a.user import _helper\n"
+            ),
         },
     )
     assert _private_imports_across_packages(root, "pkg") == [

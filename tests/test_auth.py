@@ -59,7 +59,7 @@ def app_routes() -> set[tuple[str, str]]:
         if path not in PUBLIC_PATHS
         for method in operations
     }
-    app.state.service.close()
+    app.state.service.state.close()
     return found
 
 

@@ -23,8 +23,8 @@ closes the event streams and the store.
 
 The modules: ``routes`` / ``routes_recall`` (the endpoints, module-level handlers on two routers),
 ``dependencies`` (what a handler takes from the request: the service, the caller's session id),
-``service`` → ``session_compaction`` → ``core`` (the operations, layered on the state and
-plumbing), ``errors`` (error bodies and handlers), ``admission`` (request ids, keys and rate
+``service`` (the operations) with ``session_compaction`` (compacting a stored session), both on
+``core``'s ``ServiceState`` (the store, compactors, the event bus, in-flight work), ``errors`` (error bodies and handlers), ``admission`` (request ids, keys and rate
 limits, body limit, catch-all 500), ``settings``, ``compaction_loop`` (the event loop compactions
 run on), ``events`` (the SSE bus), ``schemas`` (request and response models); ``runner`` starts
 one server and ``processes`` many (``--workers N``).
@@ -122,9 +122,9 @@ def create_app(
         # uvicorn runs this after the connections are done; compactions detached from a
         # disconnected client may still be running: they finish (bounded) before the store closes.
         try:
-            await service.drain()
+            await service.state.drain()
         finally:  # a failed drain must still stop the compaction loop and close the store
-            service.close()
+            service.state.close()
 
     app = FastAPI(
         title="compaction",

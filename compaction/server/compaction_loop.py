@@ -61,7 +61,7 @@ async def _wind_down() -> None:
     sessions litellm opened here, then cancel the tasks still pending (litellm's logging worker
     waits on its queue forever) and let them finish, so none is destroyed with the loop ("Task was
     destroyed but it is pending", "Event loop is closed" at exit)."""
-    from compaction.summarizers._litellm import close_loop_sessions
+    from compaction.litellm_loader import close_loop_sessions
 
     await close_loop_sessions()
     current = asyncio.current_task()

@@ -42,5 +42,5 @@ def namespace_of(request: Request) -> str:
 def permissions_of(request: Request, service: CompactionService) -> frozenset[str]:
     """The options the caller may use: the server's grant, plus its key's."""
     key = api_key_of(request.scope)
-    granted = service.settings.client_permissions
+    granted = service.state.settings.client_permissions
     return granted if key is None else granted | key.permissions

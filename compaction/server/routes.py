@@ -39,16 +39,16 @@ async def health(request: Request, service: Service) -> JSONResponse:
     """Liveness and the server's configuration; 503 while shutting down. It needs no key (load
     balancers probe it); when the server has API keys, the store and the activity counts are
     only shown to a caller that sends a valid one."""
-    settings = service.settings
-    status = "draining" if service.draining else "ok"
+    settings = service.state.settings
+    status = "draining" if service.state.draining else "ok"
     body = Health(
         status=status, version=__version__, model=settings.model, summarizer=summarizer_name(settings.summarizer)
     )
     keys = settings.api_keys
     if keys is None or keys.authenticate(presented_key(request.scope.get("headers", []))) is not None:
-        body.store = getattr(service.store, "path", type(service.store).__name__)
-        body.in_flight_compactions = service.in_flight
-        body.event_subscribers = service.bus.subscriber_count()
+        body.store = getattr(service.state.store, "path", type(service.state.store).__name__)
+        body.in_flight_compactions = service.state.in_flight
+        body.event_subscribers = service.state.bus.subscriber_count()
     return JSONResponse(
         body.model_dump(mode="json", exclude_none=True), status_code=503 if status == "draining" else 200
     )
@@ -130,7 +130,7 @@ async def compact_session(
     """Compact the session now (a `/compact` command), optionally focused by `instructions`.
     Not enough messages is a 200 with `compacted: false`."""
     body = body or SessionCompactRequest()
-    result = await service.compact_session(
+    result = await service.compactions.compact_session(
         session_id, body.instructions, include_removed=body.include_removed, include_record=body.include_record
     )
     assert result is not None  # manual compactions always answer

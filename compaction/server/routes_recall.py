@@ -82,14 +82,14 @@ async def events(
     """Compaction events of one session, as they happen. The stream may be opened before the
     session exists (before any other call): it waits for the session's first events. Open
     streams are capped per API key and per server (429 with the limit named)."""
-    service.check_accepting()
+    service.state.check_accepting()
     after = parse_event_id(last_event_id)
     key = api_key_of(request.scope)
     try:
-        slot = service.stream_slots.acquire(None if key is None else key.namespace)
+        slot = service.state.stream_slots.acquire(None if key is None else key.namespace)
     except StreamLimitReached as exc:
         raise ApiError(429, "too_many_streams", str(exc), headers={"Retry-After": "5"}) from None
-    stream = service.bus.stream(session_id, last_event_id=after, heartbeat=service.settings.heartbeat_s)
+    stream = service.state.bus.stream(session_id, last_event_id=after, heartbeat=service.state.settings.heartbeat_s)
     return _HeldStreamingResponse(
         slot,
         stream,

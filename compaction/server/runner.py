@@ -39,7 +39,7 @@ class Server(uvicorn.Server):
         app = self.config.loaded_app if self.config.loaded else None
         service = _find_service(app)
         if service is not None:
-            service.begin_shutdown()
+            service.state.begin_shutdown()
         await super().shutdown(sockets)
 
 
@@ -84,7 +84,7 @@ def server_for(
 
 def _header_timeout(app: Any) -> float:
     service = _find_service(app)
-    return service.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
+    return service.state.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +99,7 @@ def _check_summarizer(name: str) -> str | None:
     """An error message when a litellm summarizer's API key is missing from the environment."""
     if name == "extractive":
         return None
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
 
     litellm: Any = load_litellm()
     try:
