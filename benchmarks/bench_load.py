@@ -362,7 +362,7 @@ async def drive(
 async def _drive(
     sessions: int, turns: int, *, fault_rate: float, seed: int, trace_memory: bool, max_retries: int
 ) -> LoadReport:
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
 
     load_litellm()  # the one-time import (5-10 s) is not part of the load
     faults: Counter[str] = Counter()

@@ -90,7 +90,7 @@ from compaction.fidelity import altered_identifiers, source_strings  # noqa: E40
 from compaction.pairs import validate  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
-from compaction.summarizers._topics import parse_topic_index, split_topic_index  # noqa: E402
+from compaction.summarizers.topics import parse_topic_index, split_topic_index  # noqa: E402
 from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
 from compaction.testing.fake_provider import estimate_tokens  # noqa: E402
 from guards import lookup_litellm_model_info  # noqa: E402
@@ -713,7 +713,7 @@ def run(
 ) -> dict[str, Any]:
     """Every scenario and size: the figures as a dict (``markdown`` renders them)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
 
     # litellm warns when its logging worker moves to a new event loop (one asyncio.run per session).
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)

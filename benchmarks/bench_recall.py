@@ -458,7 +458,7 @@ def compare_builds(tree: Path, *, quick: bool = False, rounds: int = 2) -> list[
     both answer a few queries alike."""
     import importlib.util
 
-    from compaction.recall._text import searchable_archive
+    from compaction.recall.text import searchable_archive
 
     spec = importlib.util.spec_from_file_location("other_memory", tree / "compaction" / "recall" / "_memory.py")
     assert spec is not None

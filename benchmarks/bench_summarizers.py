@@ -154,7 +154,7 @@ def bench_llm_overhead(*, calls: int = 200, warmup: int = 10, seed: int = 0) -> 
             "anthropic": LLMSummarizer("anthropic/x", api_base=server.anthropic_api_base, api_key="k", attempts=1),
         }
         import_start = time.perf_counter()
-        from compaction.summarizers._litellm import load_litellm
+        from compaction.litellm_loader import load_litellm
 
         load_litellm()
         figures["litellm_import_s"] = time.perf_counter() - import_start

@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 import compaction.pipeline as pipeline  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from compaction import CompactionConfig, Compactor  # noqa: E402
-from compaction.summarizers._litellm import load_litellm  # noqa: E402
+from compaction.litellm_loader import load_litellm  # noqa: E402
 from compaction.summarizers.llm import LLMSummarizer  # noqa: E402
 from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
 from compaction.tokens import TiktokenCounter  # noqa: E402

@@ -330,7 +330,7 @@ class Compactor:
 
     def _litellm_call(self, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> AgentCall:
         async def call(messages: list[dict[str, Any]], system: Any) -> Any:
-            from compaction.summarizers._litellm import load_litellm
+            from compaction.litellm_loader import load_litellm
 
             litellm = load_litellm()
             payload = list(messages)
@@ -373,7 +373,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         finally:
             # This loop ends here: close the HTTP sessions litellm opened on it, or each sync call
             # leaks a connection (no-op when litellm was never imported).
-            from compaction.summarizers._litellm import close_loop_sessions
+            from compaction.litellm_loader import close_loop_sessions
 
             await close_loop_sessions()
 

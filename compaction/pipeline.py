@@ -41,8 +41,8 @@ from compaction.stages.prune import PruneSettings, prepare_for_summarizer, prune
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone, truncate_to_tokens
 from compaction.stages.view import rendered_counts, summarizer_view, task_text, view_room
-from compaction.summarizers._topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.summarizers.base import Summarizer
+from compaction.summarizers.topics import TOPIC_SHARE, build_topic_index, split_topic_index
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart, Transcript
 

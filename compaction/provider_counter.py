@@ -200,8 +200,8 @@ class ProviderTokenCounter:
         return tokens
 
     def _ask_probe(self, payload: dict[str, Any]) -> int:
+        from compaction.litellm_loader import load_litellm
         from compaction.middleware.usage import parse_usage
-        from compaction.summarizers._litellm import load_litellm
 
         litellm: Any = load_litellm()
         kwargs = dict(self.extra_kwargs)

@@ -4,6 +4,7 @@ to the ones listed here (each to be broken, none to be joined)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The groups of modules that import each other today (counting imports inside functions and under
 # TYPE_CHECKING): the context manager and its run / background / recovery helpers, the
-# orchestrator and its outcome, the server's runner and its worker supervisor.
+# orchestrator and its outcome.
 KNOWN_CYCLE_GROUPS = [
     {
         "compaction.middleware.background",
@@ -24,13 +25,14 @@ KNOWN_CYCLE_GROUPS = [
         "compaction.middleware.run",
     },
     {"compaction.outcome", "compaction.pipeline"},
-    {"compaction.server.runner", "compaction.server.workers"},
 ]
 
 
 def _contract_layers() -> list[list[str]]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    (layers,) = [
+        c["layers"] for c in config["contracts"] if c["type"] == "layers" and c["containers"] == ["compaction"]
+    ]
     return [re.split(r"\s*([|:])\s*", " ".join(layer.split())) for layer in layers]
 
 
@@ -100,3 +102,60 @@ def test_the_graph_counts_every_import(tmp_path: Path, b_source: str) -> None:
 def test_a_package_without_cycles_has_none(tmp_path: Path) -> None:
     root = _package(tmp_path, {"a.py": "from pkg.b import y\n", "b.py": "import json\ny = 1\n"})
     assert strongly_connected(import_graph(root)) == []
+
+
+def _private_imports_across_packages(root: Path, top: str) -> list[str]:
+    """``file: module`` for each import of a private module (a module whose name starts with ``_``,
+    not a dunder) from outside the package that holds it. Private names of public modules are not
+    modules: they are not counted."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        importer = ".".join((top, *path.relative_to(root).with_suffix("").parts))
+        package = importer if path.name == "__init__.py" else importer.rsplit(".", 1)[0]
+        package = package.removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            private_modules = set()
+            for target in targets:
+                parts = target.split(".")
+                private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+                if parts[0] != top or not private:
+                    continue
+                module = ".".join(parts[: private[0] + 1])
+                relative = Path(*module.split(".")[1:])
+                if (root / relative).with_suffix(".py").is_file() or (root / relative / "__init__.py").is_file():
+                    private_modules.add(module)  # a module, not a private name of a module
+            for module in sorted(private_modules):
+                owner = module.rsplit(".", 1)[0]
+                if package != owner and not package.startswith(owner + "."):
+                    found.append(f"{path.relative_to(root.parent)}: {module}")
+    return found
+
+
+def test_no_private_module_is_imported_from_outside_its_package() -> None:
+    assert _private_imports_across_packages(ROOT / "compaction", "compaction") == []
+
+
+def test_the_private_import_check_sees_a_private_module_used_across_packages(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "a/__init__.py": "",
+            "a/_inner.py": "x = 1\n",
+            "a/user.py": "from pkg.a._inner import x\n",
+            "b/__init__.py": "",
+            "b/user.py": (
+                "from pkg.a._inner import x\nfrom pkg.a import _inner\nfrom pkg.a.user import x as y\n"
+                "from pkg.a.user import _helper\n"
+            ),
+        },
+    )
+    assert _private_imports_across_packages(root, "pkg") == [
+        "pkg/b/user.py: pkg.a._inner",
+        "pkg/b/user.py: pkg.a._inner",
+    ]

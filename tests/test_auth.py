@@ -19,11 +19,10 @@ require("fastapi")
 require("uvicorn")
 httpx = require("httpx")
 
-from fastapi.routing import APIRoute
 
 from compaction.server import create_app
+from compaction.server.admission import PUBLIC_PATHS
 from compaction.server.auth import KeyRing, RateLimiter, load_keys, public_session_id
-from compaction.server.guard import PUBLIC_PATHS
 from compaction.server.runner import build_parser
 from tests.test_server import Running, SSEReader, chat, coding_session, error_of, start
 
@@ -52,13 +51,15 @@ STREAMING = {("GET", "/v1/sessions/{session_id}/events")}
 
 def app_routes() -> set[tuple[str, str]]:
     app = create_app(store_path=":memory:", api_keys=KEYS)
+    # What the app serves, as its OpenAPI document lists it (the routers are included lazily:
+    # ``app.routes`` holds them, not their routes).
     found = {
-        (method, route.path)
-        for route in app.routes
-        if isinstance(route, APIRoute) and route.path not in PUBLIC_PATHS
-        for method in route.methods
+        (method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        if path not in PUBLIC_PATHS
+        for method in operations
     }
-    app.state.service.close()
+    app.state.service.state.close()
     return found
 
 

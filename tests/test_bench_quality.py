@@ -277,7 +277,7 @@ def test_a_section_written_outside_run_all_names_its_source_and_the_machine(tmp_
 
 
 def test_beyond_cap_splits_newest_quarter_and_looks_older_facts_up_in_the_index(session: GeneratedTranscript) -> None:
-    from compaction.summarizers._topics import TopicLine, render_topic_index
+    from compaction.summarizers.topics import TopicLine, render_topic_index
 
     g = session
     continuing = [f for f in g.facts if f.category in bq.TARGET_NEWEST]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from compaction.summarizers._litellm import load_litellm
+from compaction.litellm_loader import load_litellm
 from compaction.testing import (
     FakeProvider,
     Fault,

@@ -251,7 +251,7 @@ def test_two_instances_200_sessions(fleet: Fleet) -> None:
 
 def test_store_selection_and_errors_name_no_password(postgres: Any) -> None:
     from compaction.postgres_store import PostgresSessionStore
-    from compaction.server.workers import is_postgres_url, open_store
+    from compaction.server.processes import is_postgres_url, open_store
 
     assert open_store("sessions.db") is None  # the app opens SQLite files itself
     assert is_postgres_url("postgres://x@y/z")

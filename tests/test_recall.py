@@ -62,7 +62,7 @@ def identifier_archive() -> Archive:
         "m_cmd": tool_call("c4", "bash", command=COMMAND),
         "m_cmd_result": {"role": "tool", "tool_call_id": "c4", "content": "1 failed, 12 passed"},
         "m_ticket": {"role": "user", "content": "Billing reports PAY-1437: KRW refunds show two decimals."},
-        "m_dotted": {"role": "assistant", "content": "compaction.recall._text.Phrase does the matching"},
+        "m_dotted": {"role": "assistant", "content": "compaction.recall.text.Phrase does the matching"},
     }
 
 
@@ -111,7 +111,7 @@ def make_source(request: pytest.FixtureRequest) -> Callable[[Archive], RecallSou
         (HASH[:7], "m_hash"),  # a short hash finds the full one
         (COMMAND, "m_cmd"),
         ("PAY-1437", "m_ticket"),
-        ("compaction.recall._text.Phrase", "m_dotted"),
+        ("compaction.recall.text.Phrase", "m_dotted"),
     ],
 )
 def test_an_exact_identifier_is_found_by_one_query(
@@ -498,7 +498,7 @@ def test_an_old_database_gets_the_index_on_open(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["compaction.recall", "compaction.recall._text", "compaction.recall._memory", "compaction.recall._tool"]
+    "module", ["compaction.recall", "compaction.recall.text", "compaction.recall._memory", "compaction.recall._tool"]
 )
 def test_documented_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
@@ -758,7 +758,7 @@ async def test_without_recall_a_recall_call_is_returned_untouched() -> None:
 async def test_manager_against_litellm_and_the_fake_provider_gets_the_original_text_back() -> None:
     """Round 1: litellm's mock returns a real ModelResponse with a recall call; round 2 goes over
     HTTP to the fake provider, whose recorded request holds the archived original."""
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
     from compaction.testing import FakeProvider
 
     litellm = load_litellm()
@@ -861,7 +861,7 @@ def test_one_word_answers_equal_checking_every_text_with_phrase() -> None:
     message with Phrase: same hits, order and scores, case and partial words included."""
     import random
 
-    from compaction.recall._text import Phrase, rank_verbatim
+    from compaction.recall.text import Phrase, rank_verbatim
 
     rng = random.Random(7)
     syllables = ["ab", "Ab", "x", "X", "12", "re", "fund", "KRW", "krw", "tes", "t_", "é", "日本"]
@@ -901,7 +901,7 @@ def _reference_postings(
     """Word-by-word indexing with the word pattern itself (what the index must equal)."""
     from collections import Counter
 
-    from compaction.recall._text import WORD
+    from compaction.recall.text import WORD
 
     postings: dict[str, list[int]] = {}
     freqs: dict[str, list[int]] = {}

@@ -772,11 +772,11 @@ def test_shutdown_after_stored_events_closes_the_service(launch: Callable[..., R
     assert service is not None
     session_id = new_session(srv, coding_session())
     assert srv.client.post(f"/v1/sessions/{session_id}/compact").json()["compacted"] is True
-    assert service.worker.running
+    assert service.state.compaction_loop.running
     srv.stop()
     assert not srv.thread.is_alive(), "the server did not shut down"
-    assert service.bus.closed
-    assert not service.worker.running
+    assert service.state.bus.closed
+    assert not service.state.compaction_loop.running
 
 
 def test_draining_server_refuses_new_compactions(srv: Running) -> None:

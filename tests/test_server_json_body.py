@@ -1,4 +1,4 @@
-"""Request bodies are parsed by pydantic-core's JSON parser (compaction.server.routes.JSONBodyRoute),
+"""Request bodies are parsed by pydantic-core's JSON parser (compaction.server.json_body.JSONBodyRoute),
 falling back to json.loads: what a route sees, and every error answer, is what json.loads gives."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from starlette.types import Message
 
 from compaction.server.app import create_app
-from compaction.server.routes import _JSONBodyRequest
+from compaction.server.json_body import _JSONBodyRequest
 
 BODIES = [
     b'{"a": 1, "b": [true, null, "x\\u00e9\\ud83d\\ude00"]}',
@@ -93,8 +93,12 @@ def test_bodies_only_json_loads_reads_still_reach_the_route(client: TestClient) 
 def test_every_api_route_parses_with_it(client: TestClient) -> None:
     from fastapi.routing import APIRoute
 
-    from compaction.server.routes import JSONBodyRoute
+    from compaction.server import routes, routes_recall
+    from compaction.server.json_body import JSONBodyRoute
 
-    api_routes = [r for r in client.app.routes if isinstance(r, APIRoute)]  # type: ignore[attr-defined]
-    assert {r.path for r in api_routes} >= {"/v1/compact", "/v1/sessions/{session_id}/messages"}
+    api_routes = [r for router in (routes.router, routes_recall.router) for r in router.routes]
+    assert all(isinstance(r, APIRoute) for r in api_routes)
+    served = set(client.app.openapi()["paths"])  # type: ignore[attr-defined]
+    assert {r.path for r in api_routes} == served  # the app serves these routers' routes, and only them
+    assert {"/v1/compact", "/v1/sessions/{session_id}/messages"} <= served
     assert all(isinstance(r, JSONBodyRoute) for r in api_routes)

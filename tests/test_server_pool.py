@@ -51,8 +51,8 @@ def inline() -> Iterator[TestClient]:
 def test_pool_answers_exactly_what_the_server_process_answers(
     pooled: TestClient, inline: TestClient, full: bool
 ) -> None:
-    assert pooled.app.state.service.pool is not None  # type: ignore[attr-defined]
-    assert inline.app.state.service.pool is None  # type: ignore[attr-defined]
+    assert pooled.app.state.service.state.pool is not None  # type: ignore[attr-defined]
+    assert inline.app.state.service.state.pool is None  # type: ignore[attr-defined]
     body = {"messages": coding_session(), "instructions": "focus on file paths", "options": {"keep_recent_messages": 4}}
     if full:
         body |= {"include_removed": True, "include_record": True}

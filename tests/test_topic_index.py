@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from compaction import CompactionConfig, Compactor
 from compaction.recall import MemoryRecallIndex
-from compaction.summarizers._topics import (
+from compaction.summarizers.topics import (
     TOPIC_HEADING,
     TopicLine,
     build_topic_index,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from serve_ports import listening_port
 
-from compaction.server.workers import reuse_port_socket
+from compaction.server.processes import reuse_port_socket
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT balancing and /proc: Linux")
 

@@ -24,7 +24,7 @@ def describe() -> str:
 
 def warm_up() -> None:
     """Import litellm once, outside the timed runs (it takes seconds and is paid once per process)."""
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
 
     load_litellm()
 

@@ -27,7 +27,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
-from compaction.adapters._lenient import escape_message, lenient_openai
+from compaction.adapters.lenient import escape_message, lenient_openai
 from compaction.adapters.openai import from_openai
 from compaction.errors import TranscriptError
 from compaction.transcript import Message

@@ -55,7 +55,7 @@ from typing import Any, Literal, TypeVar
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError
 
-from compaction.adapters._lenient import LenientMessages, escape_message, escape_surrogates, lenient_openai
+from compaction.adapters.lenient import LenientMessages, escape_message, escape_surrogates, lenient_openai
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.integrations._workers import DEFAULT_MAX_COMPACTORS, Spec, Workers

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
-from compaction.middleware import _store
+from compaction.middleware import store_mode
 from compaction.result import CompactionResult
 from compaction.sqlite_store import SQLiteSessionStore
 from compaction.store import CompactionEntry, SessionStore
@@ -236,7 +236,7 @@ class CompactingSession:
         base = compactor or Compactor("gpt-4o")
         self.session_id = session_id
         self.session_settings = session_settings
-        self.compactor = _store_mode(base)
+        self.compactor = _in_store_mode(base)
         self.store: SessionStore = store if store is not None else SQLiteSessionStore(path)
         self._owns_store = store is None
         self.system = system
@@ -313,17 +313,17 @@ class CompactingSession:
         config = self.compactor.config
         view = items_to_chat(rest)
         system = [{"role": "system", "content": instructions}] if instructions else []
-        head = [_store.summary_message(earlier, config)] if earlier else []
+        head = [store_mode.summary_message(earlier, config)] if earlier else []
         unchanged = None if earlier is None else [self._summary_item(earlier), *rest]
         if not self.compactor.should_compact([*system, *head, *view.messages]).should_compact:
             return unchanged
         request = [*system, *view.messages]
-        previous = _store.previous_summary_body(earlier, config) if earlier else None
+        previous = store_mode.previous_summary_body(earlier, config) if earlier else None
         result = await self.compactor.acompact(request, previous_summary=previous, trigger="threshold")
-        through = _store.through_from_archive(request, None, [cover[-1] for cover in view.covers], result)
+        through = store_mode.through_from_archive(request, None, [cover[-1] for cover in view.covers], result)
         if not result.compacted or through is None:
             return unchanged
-        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
+        inner = store_mode.summary_block_text(result.messages, config) or (result.summary or "")
         consumed = len(items) - len(rest) + through + 1
         self._run_summary = _RunSummary(prefix=list(items[:consumed]), summary=inner)
         self.run_compactions.append(result)
@@ -360,7 +360,7 @@ class CompactingSession:
         view = items_to_chat(visible.items)
         request = ([{"role": "system", "content": self.system}] if self.system else []) + view.messages
         config = self.compactor.config
-        previous = _store.previous_summary_body(visible.summary, config) if visible.summary else None
+        previous = store_mode.previous_summary_body(visible.summary, config) if visible.summary else None
         trigger: Literal["manual", "threshold"] = "manual" if force else "threshold"
         result = await self.compactor.acompact(request, instructions, previous_summary=previous, trigger=trigger)
         result = replace(result, tokens_before=tokens)
@@ -370,10 +370,10 @@ class CompactingSession:
         # One store id per chat message: the last item it covers (the through id when it is the
         # last summarized message).
         last_ids = [visible.ids[cover[-1]] for cover in view.covers]
-        through = _store.through_from_archive(request, None, last_ids, result)
+        through = store_mode.through_from_archive(request, None, last_ids, result)
         if through is None:
             return self._set(replace(result, compacted=False, reason="the compaction summarized no stored item"))
-        inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
+        inner = store_mode.summary_block_text(result.messages, config) or (result.summary or "")
         archive = dict(result.archive)
         entry = CompactionEntry(
             at=_now(),
@@ -441,17 +441,17 @@ class CompactingSession:
         if self.system:
             head.append({"role": "system", "content": self.system})
         if visible.summary:
-            head.append(_store.summary_message(visible.summary, self.compactor.config))
+            head.append(store_mode.summary_message(visible.summary, self.compactor.config))
         return ChatView([*head, *view.messages], [[] for _ in head] + view.covers)
 
     def _summary_item(self, inner: str) -> dict[str, Any]:
-        return dict(_store.summary_message(inner, self.compactor.config))
+        return dict(store_mode.summary_message(inner, self.compactor.config))
 
     def __repr__(self) -> str:
         return f"CompactingSession(session_id={self.session_id!r}, model={self.compactor.model!r})"
 
 
-def _store_mode(base: Compactor) -> Compactor:
+def _in_store_mode(base: Compactor) -> Compactor:
     """``base`` with the settings a prefix-summarizing store needs (as ``ContextManager`` sets them)."""
     updates: dict[str, Any] = {"protect_first_user_message": False, "summary_placement": "message"}
     config: CompactionConfig = base.config

@@ -44,7 +44,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from compaction.compactor import Compactor
-from compaction.middleware import _store
+from compaction.middleware import store_mode
 from compaction.middleware.failures import failure_reason
 from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
 from compaction.result import CompactionResult, Trigger
@@ -246,7 +246,7 @@ class Preparer:
         self.state = PreparedState(
             key=str(data.get("key")),
             covered=covered,
-            head=[_store.summary_message(data["summary"], cm._work.config)],
+            head=[store_mode.summary_message(data["summary"], cm._work.config)],
             system=None,
             result=result,
             archive={str(k): dict(v) for k, v in (archive or {}).items()},
@@ -363,7 +363,7 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     after = state.through_id if state is not None else None
     rest = [(m, i) for m, i in zip(snapshot, ids, strict=True) if i is not None and (after is None or i > after)]
     inner = state.summary if state is not None else cm._summary
-    previous = _store.previous_summary_body(inner, config) if inner else None
+    previous = store_mode.previous_summary_body(inner, config) if inner else None
     request, system, _ = cm._request([m for m, _ in rest])
     model, window = cm._work.model, cm._work.guard.window
     result = await cm._work.acompact(
@@ -372,8 +372,8 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     preparer.usage.add(result)
     if not result.compacted:
         return None
-    through = _store.through_from_archive(request, system, [i for _, i in rest], result)
-    summary = _store.summary_block_text(result.messages, config) or (result.summary or "")
+    through = store_mode.through_from_archive(request, system, [i for _, i in rest], result)
+    summary = store_mode.summary_block_text(result.messages, config) or (result.summary or "")
     if through is None or not summary:
         return None
     covered = max(k + 1 for k, i in enumerate(ids) if i == through)  # with the messages added after it
@@ -381,7 +381,7 @@ async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedSta
     return PreparedState(
         key=prefix_key(snapshot[:covered], system_now, model, window),
         covered=covered,
-        head=[_store.summary_message(summary, config)],
+        head=[store_mode.summary_message(summary, config)],
         system=None,
         result=result,
         archive=archive,
@@ -582,7 +582,7 @@ async def _swap_stored(
     result = replace(base, record=_record(state, preparer.usage, 0, "prepared"))
     if not _fits(cm, tokens, accept) and rest:
         rest_request, rest_system, _ = cm._request([m for m, _ in rest])
-        previous = _store.previous_summary_body(state.summary, config)
+        previous = store_mode.previous_summary_body(state.summary, config)
         extra = await preparer.one_call(cm).acompact(
             rest_request,
             system=rest_system,
@@ -591,13 +591,13 @@ async def _swap_stored(
             trigger=trigger,
         )
         later = (
-            _store.through_from_archive(rest_request, rest_system, [i for _, i in rest], extra)
+            store_mode.through_from_archive(rest_request, rest_system, [i for _, i in rest], extra)
             if extra.compacted
             else None
         )
         if later is not None:
             through = later
-            summary = _store.summary_block_text(extra.messages, config) or (extra.summary or summary)
+            summary = store_mode.summary_block_text(extra.messages, config) or (extra.summary or summary)
             archive.update(extra.archive)
             result = replace(
                 extra,
@@ -607,7 +607,7 @@ async def _swap_stored(
                 record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
             )
     result = replace(result, archive=archive, removed=list(archive.values()))
-    tail = _store.compacted_tail(result.messages, rest, through, config, tail_through=cm._tail_through)
+    tail = store_mode.compacted_tail(result.messages, rest, through, config, tail_through=cm._tail_through)
     from compaction.middleware.run import save_compaction  # run imports this module
 
     return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive, tail)

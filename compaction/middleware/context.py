@@ -72,7 +72,7 @@ def derive_compactor(base: Compactor, *, keep_recent_iterations: int | None, sto
     if keep_recent_iterations is not None:
         updates["keep_recent_messages"] = 2 * keep_recent_iterations
     if store_mode:
-        # The zone must be a prefix of the stored messages (see compaction.middleware._store).
+        # The zone must be a prefix of the stored messages (see compaction.middleware.store_mode).
         updates["protect_first_user_message"] = False
         updates["summary_placement"] = "message"
     if all(getattr(base.config, key) == value for key, value in updates.items()):

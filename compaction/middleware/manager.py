@@ -26,7 +26,7 @@ failed in a row, and :attr:`ContextManager.compaction_status` keeps that run unt
 The class holds the state and sequences the parts, each in its own module: :mod:`.measure` (the
 size), :mod:`.guard` (the decision before a turn), :mod:`.run` (a compaction and its events),
 :mod:`.overflow` (recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall``
-tool's answers), :mod:`.background` (preparation off the critical path), :mod:`._store` (store
+tool's answers), :mod:`.background` (preparation off the critical path), :mod:`.store_mode` (store
 mode), :mod:`.context` and :mod:`.reporting` (message lists; log lines and history entries).
 """
 
@@ -40,7 +40,7 @@ from typing import Any
 from compaction.adapters import from_canonical, message_format, to_canonical
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
-from compaction.middleware import _store
+from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer
 from compaction.middleware.context import (
     adopted,
@@ -75,9 +75,8 @@ from compaction.middleware.recall import (
 from compaction.middleware.run import run_compaction
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.pairs import pending_calls, repair, validate
-from compaction.recall._calls import assistant_message, parse_response, tool_result_messages
-from compaction.recall._memory import MemoryRecallIndex
-from compaction.recall._tool import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource, StoreRecall
+from compaction.recall import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, MemoryRecallIndex, RecallSource, StoreRecall
+from compaction.recall.calls import assistant_message, parse_response, tool_result_messages
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
@@ -87,7 +86,7 @@ __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
 LOGGER = logging.getLogger("compaction.middleware")
 
-LOST_RACE = _store.LOST_RACE
+LOST_RACE = store_mode.LOST_RACE
 
 
 class ContextManager:
@@ -238,7 +237,7 @@ class ContextManager:
         if store is not None:
             # Leading system messages of a new stored session become its system prompt: stored, they
             # would sit in front of every summarized run and the summary could never move past them.
-            if system is None and not _store.has_stored_messages(store, session_id):
+            if system is None and not store_mode.has_stored_messages(store, session_id):
                 system, messages = split_leading_system(messages)
                 self.system = system
                 self._refresh_fixed()
@@ -762,7 +761,7 @@ class ContextManager:
         self._summary = context.summary
         self._through_id = context.summary_through_id
         self._tail_through = context.tail_through_id
-        self._replace(*_store.context_messages(context, self._work.config, self._format))
+        self._replace(*store_mode.context_messages(context, self._work.config, self._format))
         self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from compaction.compactor import CompletionOutcome
-from compaction.middleware import _store
+from compaction.middleware import store_mode
 from compaction.middleware.events import CompactionStarted, emit
 from compaction.middleware.measure import ContextMeasure
 from compaction.middleware.reporting import history_entry
@@ -29,7 +29,7 @@ def litellm_call(model: str, kwargs: dict[str, Any], tools: Sequence[Mapping[str
     async def call(messages: list[dict[str, Any]], system: Any) -> Any:
         import importlib.util
 
-        from compaction.summarizers._litellm import load_litellm
+        from compaction.litellm_loader import load_litellm
 
         litellm = load_litellm()
         payload = list(messages) if system is None else [{"role": "system", "content": system}, *messages]
@@ -116,16 +116,16 @@ async def apply_recovery(
         if outcome.compactions:
             config = cm._work.config
             stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
-            through = _store.overflow_through(final, stored, config)
-            inner = _store.summary_block_text(final, config)
+            through = store_mode.overflow_through(final, stored, config)
+            inner = store_mode.summary_block_text(final, config)
             if through is not None and cm._through_id is not None and through <= cm._through_id:
                 through = None  # only the stored summary was compacted again: nothing to move past
             if through is not None and inner is not None:
                 merged, archive = merged_recovery(outcome)
-                tail = _store.compacted_tail(final, stored, through, config, tail_through=cm._tail_through)
+                tail = store_mode.compacted_tail(final, stored, through, config, tail_through=cm._tail_through)
                 saved = save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive, tail)
                 if not saved.compacted:
-                    cm.logger.warning("Compaction not applied: %s", _store.LOST_RACE)
+                    cm.logger.warning("Compaction not applied: %s", store_mode.LOST_RACE)
         else:
             cm.logger.warning(
                 "Overflow recovery truncated tool results for this call only; the store keeps the originals"

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from compaction.adapters import message_format
 from compaction.errors import TranscriptError
 from compaction.middleware.context import canonical
-from compaction.recall._calls import tool_result_messages
-from compaction.recall._tool import RECALL_TOOL_NAME, RecallSource, answer_recall, recall_tool
+from compaction.recall import RECALL_TOOL_NAME, RecallSource, answer_recall, recall_tool
+from compaction.recall.calls import tool_result_messages
 from compaction.tokens import TokenCounter
 
 __all__ = ["PendingRecall", "answer_safely", "call_ids", "offered_tools", "reply_format", "tool_name", "weave_answers"]

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from compaction.compactor import CompactionDecision, Compactor
-from compaction.middleware import _store
+from compaction.middleware import store_mode
 from compaction.middleware.background import compact_prepared
 from compaction.middleware.events import CompactionFailed, CompactionFinished, CompactionStarted, emit
 from compaction.middleware.guard import EventTrigger, growth_point
@@ -43,7 +43,7 @@ __all__ = [
     "wait_for_growth",
 ]
 
-LOST_RACE = _store.LOST_RACE
+LOST_RACE = store_mode.LOST_RACE
 
 
 async def run_compaction(
@@ -173,7 +173,7 @@ async def compact_stored(
     ids = [i for _, i in stored]
     request, system, _ = cm._request([m for m, _ in stored])
     config = cm._work.config
-    previous = _store.previous_summary_body(cm._summary, config) if cm._summary else None
+    previous = store_mode.previous_summary_body(cm._summary, config) if cm._summary else None
     # The compactor sees the stored messages and the summary's text apart; the context is both.
     context, context_system, _ = cm._request(cm._messages)
     tools = cm._tools_after_compaction()
@@ -181,14 +181,14 @@ async def compact_stored(
     result = await (work or cm._work).acompact(
         request, instructions, system=system, previous_summary=previous, tools=tools, trigger=trigger
     )
-    result = _store.whole_context(result, whole)
+    result = store_mode.whole_context(result, whole)
     if not result.compacted:
         return result
-    through = _store.through_from_archive(request, system, ids, result)
+    through = store_mode.through_from_archive(request, system, ids, result)
     if through is None or (cm._through_id is not None and through <= cm._through_id):
         return replace(result, compacted=False, reason="the compaction summarized no stored message")
-    inner = _store.summary_block_text(result.messages, config) or (result.summary or "")
-    tail = _store.compacted_tail(result.messages, stored, through, config, tail_through=cm._tail_through)
+    inner = store_mode.summary_block_text(result.messages, config) or (result.summary or "")
+    tail = store_mode.compacted_tail(result.messages, stored, through, config, tail_through=cm._tail_through)
     return save_compaction(cm, result, through, inner, event_trigger, measure.tokens, result.archive, tail)
 
 

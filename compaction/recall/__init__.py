@@ -28,7 +28,6 @@ FAILED tests/test_money.py::t
 from __future__ import annotations
 
 from compaction.recall._memory import MemoryRecallIndex
-from compaction.recall._text import archive_text
 from compaction.recall._tool import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_PAGE_SIZE,
@@ -40,6 +39,7 @@ from compaction.recall._tool import (
     recall,
     recall_tool,
 )
+from compaction.recall.text import archive_text
 from compaction.store import ArchiveHit, ArchiveSearch
 
 __all__ = [

@@ -6,17 +6,17 @@ How a query is answered, with a bounded cost on a 20,000-message archive:
 
 1. A query of one word (the common case: an id, a hash, a name) is answered from the word index
    alone: the vocabulary words holding it (a whole word when it is shorter than
-   :data:`~compaction.recall._text.MIN_SUBSTRING` characters), their postings and counts give every hit and
+   :data:`~compaction.recall.text.MIN_SUBSTRING` characters), their postings and counts give every hit and
    its score at once (numpy), and a case-sensitive word index tells which hold it in its own case.
 2. Any other query: verbatim candidates from the word index. A query word between two non-word
    characters of the query must be a whole word of the text; the first word may end a longer word
    and the last may start one (``3f9a2c1`` finds the full commit hash), so those are looked up in
    a string of the whole vocabulary. Each candidate, newest first, is checked with
-   :class:`~compaction.recall._text.Phrase` until :data:`SCAN_BUDGET_CHARS` characters have
+   :class:`~compaction.recall.text.Phrase` until :data:`SCAN_BUDGET_CHARS` characters have
    been read; a search cut there says so (``ArchiveSearch.complete``).
-3. The verbatim hits are the answer, ranked by :func:`~compaction.recall._text.rank_verbatim`.
+3. The verbatim hits are the answer, ranked by :func:`~compaction.recall.text.rank_verbatim`.
    Only when no message holds the query verbatim, the messages sharing its content words
-   (:func:`~compaction.recall._text.content_words`: no stopwords, no tiny words) are, ranked by
+   (:func:`~compaction.recall.text.content_words`: no stopwords, no tiny words) are, ranked by
    BM25 (numpy) over this index's messages alone.
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from compaction.recall._text import (
+from compaction.recall.text import (
     MIN_SUBSTRING,
     PHRASE_B,
     PHRASE_K1,
@@ -59,7 +59,7 @@ messages may hold (``the error``, ``->``) is checked on the most recent ones fir
 _Docs = npt.NDArray[np.int64]
 
 _ASCII_WORDS: Final = str.maketrans({chr(c): " " for c in range(128) if not WORD.fullmatch(chr(c))})
-"""For ASCII text: word characters (those of :data:`~compaction.recall._text.WORD`) kept, every
+"""For ASCII text: word characters (those of :data:`~compaction.recall.text.WORD`) kept, every
 other character a space, so that ``split()`` gives the words ``WORD.findall`` would."""
 
 
@@ -130,7 +130,7 @@ class MemoryRecallIndex:
     def add_archive(self, archive: Mapping[str, Mapping[str, Any]]) -> int:
         """Index ``archive`` (archive id -> original message, as in ``CompactionResult.archive``);
         returns how many messages were new. The agent's own ``recall`` calls and their answers are
-        kept (readable by id) but not searchable (:func:`~compaction.recall._text.searchable_archive`)."""
+        kept (readable by id) but not searchable (:func:`~compaction.recall.text.searchable_archive`)."""
         return self.add(searchable_archive(archive))
 
     def add(self, entries: Iterable[tuple[str, str, str]]) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from compaction.injection import UNTRUSTED, addresses_model
-from compaction.recall._text import WORD, Phrase, archive_text, query_words
+from compaction.recall.text import WORD, Phrase, archive_text, query_words
 from compaction.store import ArchiveHit, ArchiveSearch, SessionStore
 from compaction.tokens import TokenCounter
 

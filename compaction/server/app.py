@@ -21,10 +21,13 @@ finishes and is saved. A graceful shutdown (SIGTERM / SIGINT under ``python -m c
 stops accepting compactions (503), lets the in-flight ones finish, delivers their events, then
 closes the event streams and the store.
 
-The modules: ``routes`` / ``routes_recall`` (the endpoints), ``service`` → ``session_compaction`` →
-``core`` (the operations, layered on the state and plumbing), ``errors`` (error bodies and
-handlers), ``guard`` (request ids, body limit, catch-all 500), ``settings``, ``worker`` (the
-compaction event loop), ``events`` (the SSE bus), ``schemas`` (request and response models).
+The modules: ``routes`` / ``routes_recall`` (the endpoints, module-level handlers on two routers),
+``dependencies`` (what a handler takes from the request: the service, the caller's session id),
+``service`` (the operations) with ``session_compaction`` (compacting a stored session), both on
+``core``'s ``ServiceState`` (the store, compactors, the event bus, in-flight work), ``errors`` (error bodies and handlers), ``admission`` (request ids, keys and rate
+limits, body limit, catch-all 500), ``settings``, ``compaction_loop`` (the event loop compactions
+run on), ``events`` (the SSE bus), ``schemas`` (request and response models); ``runner`` starts
+one server and ``processes`` many (``--workers N``).
 """
 
 from __future__ import annotations
@@ -37,12 +40,12 @@ from fastapi import FastAPI
 
 from compaction import __version__
 from compaction.config import CompactionConfig
+from compaction.server import routes, routes_recall
+from compaction.server.admission import AdmissionMiddleware
 from compaction.server.auth import KeyRing
 from compaction.server.errors import error_responses, install_error_handlers
-from compaction.server.guard import GuardMiddleware
+from compaction.server.json_body import JSONBodyRoute
 from compaction.server.options import DEFAULT_MAX_BODY_BYTES
-from compaction.server.routes import JSONBodyRoute, add_routes
-from compaction.server.routes_recall import add_recall_routes
 from compaction.server.schemas import CompactionFailedEvent, CompactionFinishedEvent, CompactionStartedEvent
 from compaction.server.service import CompactionService
 from compaction.server.settings import ServerSettings
@@ -119,9 +122,9 @@ def create_app(
         # uvicorn runs this after the connections are done; compactions detached from a
         # disconnected client may still be running: they finish (bounded) before the store closes.
         try:
-            await service.drain()
-        finally:  # a failed drain must still stop the worker loop and close the store
-            service.close()
+            await service.state.drain()
+        finally:  # a failed drain must still stop the compaction loop and close the store
+            service.state.close()
 
     app = FastAPI(
         title="compaction",
@@ -138,12 +141,12 @@ def create_app(
         responses=error_responses(401, 429, 500),
     )
     app.state.service = service
-    app.add_middleware(GuardMiddleware, settings=settings)
+    app.add_middleware(AdmissionMiddleware, settings=settings)
 
     install_error_handlers(app)
     app.router.route_class = JSONBodyRoute  # before any route is added
-    add_routes(app, service)
-    add_recall_routes(app, service)
+    app.include_router(routes.router)
+    app.include_router(routes_recall.router)
     _install_openapi(app)
     return app
 

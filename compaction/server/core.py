@@ -13,35 +13,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio.to_thread
-from starlette.responses import Response
 
 from compaction.adapters import detect_format
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
-from compaction.errors import CompactionError, TranscriptError
+from compaction.errors import TranscriptError
 from compaction.event_log import EventLog
-from compaction.middleware._store import summary_message
-from compaction.server.answer import result_dict
+from compaction.middleware.store_mode import summary_message
 from compaction.server.auth import public_session_id
+from compaction.server.compaction_loop import CompactionLoop
 from compaction.server.errors import (
     ApiError,
     not_found,
     one_line,
-    transcript_error,
 )
 from compaction.server.events import EventBus, StreamSlots
 from compaction.server.quota import StorageQuota
 from compaction.server.schemas import (
     CompactOptions,
-    CompactRequest,
-    CompactResult,
 )
 from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
-from compaction.server.telemetry import annotate_request
-from compaction.server.worker import WorkerLoop
 from compaction.store import SessionContext, SessionStore
 from compaction.store_usage import UsageMeter
-from compaction.summarizers.base import SummarizerError
 
 if TYPE_CHECKING:
     from compaction.server.pool import CompactionPool
@@ -63,10 +56,11 @@ class SessionInput:
     ids: list[int]
 
 
-class ServiceCore:
-    """The state behind the routes: the store, the compactors, the event bus, in-flight work.
-
-    :class:`~compaction.server.service.CompactionService` adds the session operations on top."""
+class ServiceState:
+    """The state behind the routes: the store, the compactors, the event bus, in-flight work, and how
+    a stored session reads as a transcript. The operations that use it are
+    :class:`~compaction.server.service.CompactionService` and
+    :class:`~compaction.server.session_compaction.SessionCompaction`."""
 
     def __init__(self, settings: ServerSettings, store: SessionStore | None = None) -> None:
         self.settings = settings
@@ -95,10 +89,8 @@ class ServiceCore:
         self._inflight: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._session_locks: dict[str, list[Any]] = {}
-        self._warming: set[asyncio.Future[None]] = set()  # recall indexes brought up to date after compactions
         self._closed = False
-        self.worker = WorkerLoop()
+        self.compaction_loop = CompactionLoop()
         self.pool: CompactionPool | None = None
         if settings.compact_processes and summarizer_name(settings.summarizer) == "extractive":
             from compaction.server.pool import CompactionPool
@@ -188,47 +180,12 @@ class ServiceCore:
             return
         self._closed = True
         self.bus.close()
-        self.worker.stop()
+        self.compaction_loop.stop()
         if self.pool is not None:
             self.pool.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
-
-    # -- stateless compaction -----------------------------------------------------------------
-
-    async def compact(self, request: CompactRequest) -> CompactResult | Response:
-        self.check_accepting()
-        model = request.model or self.settings.model
-        compactor = self.compactor(model, request.options)
-        if self.pool is not None:  # JSON bytes from a worker process, as the response model shapes them
-            import orjson
-
-            job_body = orjson.dumps(request.model_dump(mode="json"))
-            answer = await self.tracked(self.pool.compact(model, compactor.config, job_body, _RESULT_FIELDS))
-            return Response(answer, media_type="application/json")
-
-        async def job() -> CompactResult:  # on the worker loop, response model included
-            result = await compactor.acompact(
-                request.messages,
-                request.instructions,
-                system=request.system,
-                previous_summary=request.previous_summary,
-                pinned=request.pinned,
-                budget=request.budget,
-            )
-            annotate_request(result)  # this task runs in a copy of the request's context: its span
-            data = result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
-            return CompactResult.model_validate(data)
-
-        try:
-            return await self.tracked(self.worker.run(job()))
-        except TranscriptError as exc:
-            raise transcript_error(exc) from None
-        except CompactionError as exc:
-            raise ApiError(422, "compaction_failed", one_line(exc)) from None
-        except SummarizerError as exc:
-            raise ApiError(502, "summarizer_failed", one_line(exc)) from None
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -279,6 +236,3 @@ class ServiceCore:
         except TranscriptError:  # stored before validation existed; report it, do not fail reads
             return 0, False
         return tokens, compactor.decide(tokens).should_compact
-
-
-_RESULT_FIELDS = tuple(CompactResult.model_fields)

@@ -1,7 +1,7 @@
 """Stateless compactions (``POST /v1/compact``) in worker processes.
 
 The extractive summarizer, token counting and the pipeline are CPU work under the GIL: on the
-server's worker loop (:mod:`compaction.server.worker`) they share one core with the event loop.
+server's compaction loop (:mod:`compaction.server.compaction_loop`) they share one core with the event loop.
 With ``compact_processes=N`` they run in N spawned processes instead, each keeping its own cached
 compactors; the result comes back as JSON bytes (orjson), so the server's loop neither builds nor
 validates the large response model. Only the offline extractive summarizer runs there (a custom

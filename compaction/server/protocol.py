@@ -2,10 +2,10 @@
 
 uvicorn has no header-read timeout: a client that opens a connection and sends a header line every
 few seconds keeps it (and a file descriptor) forever, and its keep-alive timer only runs between
-requests. :func:`guarded_h11` returns an :class:`~uvicorn.protocols.http.h11_impl.H11Protocol`
+requests. :func:`header_timeout_h11` returns an :class:`~uvicorn.protocols.http.h11_impl.H11Protocol`
 subclass that closes a connection whose request line and headers are not complete
 ``header_timeout_s`` after the connection opened, or after its previous response. The body has its
-own deadline in :class:`~compaction.server.guard.GuardMiddleware` (a 408 answer).
+own deadline in :class:`~compaction.server.admission.AdmissionMiddleware` (a 408 answer).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HeaderTimeoutProtocol", "guarded_h11"]
+__all__ = ["HeaderTimeoutProtocol", "header_timeout_h11"]
 
 logger = logging.getLogger("compaction.server")
 
@@ -71,7 +71,7 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def guarded_h11(header_timeout_s: float) -> type[HeaderTimeoutProtocol]:
+def header_timeout_h11(header_timeout_s: float) -> type[HeaderTimeoutProtocol]:
     """The protocol class for ``uvicorn.Config(http=...)`` with this header deadline."""
     if header_timeout_s <= 0:
         raise ValueError(f"header_timeout_s must be positive, got {header_timeout_s}")

@@ -4,7 +4,7 @@ Without a quota one key could fill the disk (and slow every other key's appends)
 limit. The meter reads a key's usage from the store (:class:`~compaction.store_usage.UsageMeter`)
 at most every ``refresh_s`` seconds and adds what this process appended in between, so with several
 workers a key can overshoot by what the others stored since their last refresh: the quota is a
-guard against runaway use, not an exact bill.
+bound on runaway use, not an exact bill.
 """
 
 from __future__ import annotations

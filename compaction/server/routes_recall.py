@@ -5,21 +5,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from compaction.server.admission import api_key_of
 from compaction.server.auth import scoped_session_id
+from compaction.server.dependencies import Service, StoredId
 from compaction.server.errors import ApiError, error_responses
 from compaction.server.events import StreamLimitReached, StreamSlot
-from compaction.server.guard import api_key_of
-from compaction.server.routes import StoredId
+from compaction.server.json_body import JSONBodyRoute
 from compaction.server.schemas import (
     SESSION_ID_PATTERN,
     ArchivedMessage,
     RecallResponse,
 )
-from compaction.server.service import CompactionService
+
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 class _HeldStreamingResponse(StreamingResponse):
@@ -56,85 +58,86 @@ def parse_event_id(header: str | None) -> int | None:
     return int(text)
 
 
-def add_recall_routes(app: FastAPI, service: CompactionService) -> None:
-    """The event stream, recall and the archive: what a session reads back."""
-    settings = service.settings
-
-    @app.get(
-        "/v1/sessions/{session_id}/events",
-        tags=["sessions"],
-        response_class=StreamingResponse,
-        responses={
-            200: {
-                "description": (
-                    "Server-sent events: `event: compaction.started|compaction.finished|compaction.failed`, "
-                    "`id:` increasing, `data:` one JSON object; `: heartbeat` comments keep the stream alive."
-                ),
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            },
-            **error_responses(422, 429, 503),
+@router.get(
+    "/v1/sessions/{session_id}/events",
+    tags=["sessions"],
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": (
+                "Server-sent events: `event: compaction.started|compaction.finished|compaction.failed`, "
+                "`id:` increasing, `data:` one JSON object; `: heartbeat` comments keep the stream alive."
+            ),
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
+        **error_responses(422, 429, 503),
+    },
+)
+async def events(
+    request: Request,
+    session_id: StoredId,
+    service: Service,
+    last_event_id: str | None = Header(default=None, description="resume after this event id"),
+) -> StreamingResponse:
+    """Compaction events of one session, as they happen. The stream may be opened before the
+    session exists (before any other call): it waits for the session's first events. Open
+    streams are capped per API key and per server (429 with the limit named)."""
+    service.state.check_accepting()
+    after = parse_event_id(last_event_id)
+    key = api_key_of(request.scope)
+    try:
+        slot = service.state.stream_slots.acquire(None if key is None else key.namespace)
+    except StreamLimitReached as exc:
+        raise ApiError(429, "too_many_streams", str(exc), headers={"Retry-After": "5"}) from None
+    stream = service.state.bus.stream(session_id, last_event_id=after, heartbeat=service.state.settings.heartbeat_s)
+    return _HeldStreamingResponse(
+        slot,
+        stream,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-    async def events(
-        request: Request,
-        session_id: StoredId,
-        last_event_id: str | None = Header(default=None, description="resume after this event id"),
-    ) -> StreamingResponse:
-        """Compaction events of one session, as they happen. The stream may be opened before the
-        session exists (before any other call): it waits for the session's first events. Open
-        streams are capped per API key and per server (429 with the limit named)."""
-        service.check_accepting()
-        after = parse_event_id(last_event_id)
-        key = api_key_of(request.scope)
-        try:
-            slot = service.stream_slots.acquire(None if key is None else key.namespace)
-        except StreamLimitReached as exc:
-            raise ApiError(429, "too_many_streams", str(exc), headers={"Retry-After": "5"}) from None
-        stream = service.bus.stream(session_id, last_event_id=after, heartbeat=settings.heartbeat_s)
-        return _HeldStreamingResponse(
-            slot,
-            stream,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
 
-    @app.get(
-        "/v1/sessions/{session_id}/recall",
-        response_model=RecallResponse,
-        tags=["sessions"],
-        responses=error_responses(404, 422),
-    )
-    async def recall(
-        session_id: StoredId,
-        q: str | None = Query(
-            default=None,
-            min_length=1,
-            max_length=1_000,
-            description="an exact identifier (path, URL, hash, id) or words",
-        ),
-        archive_id: str | None = Query(
-            default=None, min_length=1, max_length=200, description="read this archived message (with q: its part)"
-        ),
-        page: int | None = Query(default=None, ge=1, le=100_000, description="page of hits, or part of the message"),
-        max_tokens: int = Query(default=2_000, ge=200, le=100_000, description="cap of the answer text"),
-    ) -> RecallResponse:
-        """Recall what this session's compactions archived: messages holding `q` verbatim (exact
-        identifiers match as substrings), else sharing its words (BM25); or the message `archive_id`,
-        a part at a time. The `answer` is the recall tool's text, secrets redacted."""
-        return await service.recall(session_id, q, archive_id, page, max_tokens)
 
-    @app.get(
-        "/v1/archive/{archive_id}",
-        response_model=ArchivedMessage,
-        tags=["sessions"],
-        responses=error_responses(404, 422),
-    )
-    async def archived(
-        request: Request,
-        archive_id: str = Path(min_length=1, max_length=200),
-        session_id: str = Query(pattern=SESSION_ID_PATTERN, description="the session that archived it"),
-    ) -> ArchivedMessage:
-        """An original message that the session's compaction archived, by the id its summary names.
-        Archive ids are per session: the same id in another session is another message."""
-        stored = scoped_session_id(api_key_of(request.scope), session_id)
-        return await service.archived(archive_id, stored)
+@router.get(
+    "/v1/sessions/{session_id}/recall",
+    response_model=RecallResponse,
+    tags=["sessions"],
+    responses=error_responses(404, 422),
+)
+async def recall(
+    session_id: StoredId,
+    service: Service,
+    q: str | None = Query(
+        default=None,
+        min_length=1,
+        max_length=1_000,
+        description="an exact identifier (path, URL, hash, id) or words",
+    ),
+    archive_id: str | None = Query(
+        default=None, min_length=1, max_length=200, description="read this archived message (with q: its part)"
+    ),
+    page: int | None = Query(default=None, ge=1, le=100_000, description="page of hits, or part of the message"),
+    max_tokens: int = Query(default=2_000, ge=200, le=100_000, description="cap of the answer text"),
+) -> RecallResponse:
+    """Recall what this session's compactions archived: messages holding `q` verbatim (exact
+    identifiers match as substrings), else sharing its words (BM25); or the message `archive_id`,
+    a part at a time. The `answer` is the recall tool's text, secrets redacted."""
+    return await service.recall(session_id, q, archive_id, page, max_tokens)
+
+
+@router.get(
+    "/v1/archive/{archive_id}",
+    response_model=ArchivedMessage,
+    tags=["sessions"],
+    responses=error_responses(404, 422),
+)
+async def archived(
+    request: Request,
+    service: Service,
+    archive_id: str = Path(min_length=1, max_length=200),
+    session_id: str = Query(pattern=SESSION_ID_PATTERN, description="the session that archived it"),
+) -> ArchivedMessage:
+    """An original message that the session's compaction archived, by the id its summary names.
+    Archive ids are per session: the same id in another session is another message."""
+    stored = scoped_session_id(api_key_of(request.scope), session_id)
+    return await service.archived(archive_id, stored)

@@ -23,9 +23,9 @@ from compaction.config import CompactionConfig
 from compaction.server.app import CompactionService, create_app
 from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
-from compaction.server.protocol import guarded_h11
+from compaction.server.processes import open_store
+from compaction.server.protocol import header_timeout_h11
 from compaction.server.settings import ServerSettings
-from compaction.server.workers import open_store
 
 __all__ = ["Server", "add_arguments", "build_parser", "main", "run", "server_for"]
 
@@ -39,7 +39,7 @@ class Server(uvicorn.Server):
         app = self.config.loaded_app if self.config.loaded else None
         service = _find_service(app)
         if service is not None:
-            service.begin_shutdown()
+            service.state.begin_shutdown()
         await super().shutdown(sockets)
 
 
@@ -67,9 +67,9 @@ def server_for(
 ) -> Server:
     """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``.
 
-    Connections use :func:`~compaction.server.protocol.guarded_h11`: request headers must arrive
+    Connections use :func:`~compaction.server.protocol.header_timeout_h11`: request headers must arrive
     within the app's ``header_timeout_s`` (10 s by default)."""
-    uvicorn_options.setdefault("http", guarded_h11(_header_timeout(app)))
+    uvicorn_options.setdefault("http", header_timeout_h11(_header_timeout(app)))
     config = uvicorn.Config(
         app,
         host=host,
@@ -84,7 +84,7 @@ def server_for(
 
 def _header_timeout(app: Any) -> float:
     service = _find_service(app)
-    return service.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
+    return service.state.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +99,7 @@ def _check_summarizer(name: str) -> str | None:
     """An error message when a litellm summarizer's API key is missing from the environment."""
     if name == "extractive":
         return None
-    from compaction.summarizers._litellm import load_litellm
+    from compaction.litellm_loader import load_litellm
 
     litellm: Any = load_litellm()
     try:
@@ -138,7 +138,7 @@ def option_errors(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) -> int:
     """Start the server with parsed ``args``; returns when it has shut down. ``--workers N``
-    starts N of them on one socket (:mod:`compaction.server.workers`); ``sockets``: serve on these
+    starts N of them on one socket (:mod:`compaction.server.processes`); ``sockets``: serve on these
     (a worker's share of that socket) instead of binding ``--host``/``--port``."""
     errors = option_errors(args)
     if errors:
@@ -157,9 +157,9 @@ def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) ->
             print(f"compaction serve: error: {problem}", file=sys.stderr)
             return EXIT_USAGE
     if getattr(args, "workers", 1) > 1 and sockets is None:
-        from compaction.server.workers import serve_workers
+        from compaction.server.processes import serve_processes
 
-        return serve_workers(args)
+        return serve_processes(args, run)
     threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
     try:
         options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}

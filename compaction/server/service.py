@@ -8,12 +8,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio.to_thread
+from starlette.responses import Response
 
 from compaction.adapters import to_canonical
-from compaction.errors import TranscriptError
+from compaction.errors import CompactionError, TranscriptError
 from compaction.idempotency import IdempotencyKeyReused, check_key
 from compaction.redact import redact_json
+from compaction.server.answer import result_dict
 from compaction.server.auth import NAMESPACE_SEPARATOR, public_session_id
+from compaction.server.core import ServiceState
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -26,6 +29,8 @@ from compaction.server.schemas import (
     ArchivedMessage,
     CompactionHistory,
     CompactionHistoryEntry,
+    CompactRequest,
+    CompactResult,
     CreateSessionRequest,
     RecallHit,
     RecallResponse,
@@ -35,11 +40,55 @@ from compaction.server.schemas import (
 )
 from compaction.server.session_compaction import SessionCompaction
 from compaction.server.session_status import compaction_status
-from compaction.store import SessionContext
+from compaction.server.settings import ServerSettings
+from compaction.server.telemetry import annotate_request
+from compaction.store import SessionContext, SessionStore
+from compaction.summarizers.base import SummarizerError
 
 
-class CompactionService(SessionCompaction):
-    """The service behind the routes (state and plumbing in :class:`ServiceCore`)."""
+class CompactionService:
+    """The operations behind the routes, on the service's state (:class:`ServiceState`: the store,
+    compactors, the event bus, in-flight work); stored sessions are compacted by
+    :class:`SessionCompaction`."""
+
+    def __init__(self, settings: ServerSettings, store: SessionStore | None = None) -> None:
+        self.state = ServiceState(settings, store)
+        self.compactions = SessionCompaction(self.state)
+
+    async def compact(self, request: CompactRequest) -> CompactResult | Response:
+        self.state.check_accepting()
+        model = request.model or self.state.settings.model
+        compactor = self.state.compactor(model, request.options)
+        if self.state.pool is not None:  # JSON bytes from a worker process, as the response model shapes them
+            import orjson
+
+            job_body = orjson.dumps(request.model_dump(mode="json"))
+            answer = await self.state.tracked(
+                self.state.pool.compact(model, compactor.config, job_body, _RESULT_FIELDS)
+            )
+            return Response(answer, media_type="application/json")
+
+        async def job() -> CompactResult:  # on the compaction loop, response model included
+            result = await compactor.acompact(
+                request.messages,
+                request.instructions,
+                system=request.system,
+                previous_summary=request.previous_summary,
+                pinned=request.pinned,
+                budget=request.budget,
+            )
+            annotate_request(result)  # this task runs in a copy of the request's context: its span
+            data = result_dict(result, include_removed=request.include_removed, include_record=request.include_record)
+            return CompactResult.model_validate(data)
+
+        try:
+            return await self.state.tracked(self.state.compaction_loop.run(job()))
+        except TranscriptError as exc:
+            raise transcript_error(exc) from None
+        except CompactionError as exc:
+            raise ApiError(422, "compaction_failed", one_line(exc)) from None
+        except SummarizerError as exc:
+            raise ApiError(502, "summarizer_failed", one_line(exc)) from None
 
     async def create_session(self, body: CreateSessionRequest, *, namespace: str = "") -> SessionInfo:
         """``namespace``: the caller's key namespace prefix ('' without keys)."""
@@ -52,18 +101,18 @@ class CompactionService(SessionCompaction):
             raise ApiError(400, "invalid_options", "an OpenAI session's system prompt is a string", field="system")
         existed = True
         try:
-            await self.run_store(self.store.context, session_id)
+            await self.state.run_store(self.state.store.context, session_id)
         except KeyError:
             existed = False
-        if not existed and self.quota is not None and owner:
-            await self.quota.check_new_session(owner)
-        await self.run_store(self.store.create_session, session_id, system=system, model=body.model)
-        if not existed and self.quota is not None and owner:
-            self.quota.created(owner)
-        ctx = await self.context(session_id)
+        if not existed and self.state.quota is not None and owner:
+            await self.state.quota.check_new_session(owner)
+        await self.state.run_store(self.state.store.create_session, session_id, system=system, model=body.model)
+        if not existed and self.state.quota is not None and owner:
+            self.state.quota.created(owner)
+        ctx = await self.state.context(session_id)
         return SessionInfo(
             session_id=public_session_id(session_id),
-            model=ctx.model or self.settings.model,
+            model=ctx.model or self.state.settings.model,
             system=ctx.system,
             created=not existed,
         )
@@ -76,7 +125,7 @@ class CompactionService(SessionCompaction):
                 check_key(idempotency_key)
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
-        ctx = await self.context(session_id)
+        ctx = await self.state.context(session_id)
         await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
         batch: list[dict[str, Any]] = list(body.messages)
         hoisted: list[int | None] = []
@@ -85,18 +134,18 @@ class CompactionService(SessionCompaction):
         if plain_system and isinstance(first["content"], str) and not ctx.messages and ctx.system is None:
             # The OpenAI system prompt becomes the session's system prompt: it then leads every
             # context instead of being a stored message that compaction could never move past.
-            await self.run_store(self.store.create_session, session_id, system=first["content"])
+            await self.state.run_store(self.state.store.create_session, session_id, system=first["content"])
             batch, hoisted = batch[1:], [None]
         elif idempotency_key is not None and plain_system and first["content"] == ctx.system:
             batch, hoisted = batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
         options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
         owner, size = "", 0
-        if self.quota is not None and NAMESPACE_SEPARATOR in session_id:
+        if self.state.quota is not None and NAMESPACE_SEPARATOR in session_id:
             owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
             size = await anyio.to_thread.run_sync(stored_size, batch)
-            await self.quota.check_append(owner, size)
+            await self.state.quota.check_append(owner, size)
         try:
-            ids = await self.run_store(self.store.append, session_id, batch, **options) if batch else []
+            ids = await self.state.run_store(self.state.store.append, session_id, batch, **options) if batch else []
         except KeyError:
             raise not_found("session", public_session_id(session_id)) from None
         except IdempotencyKeyReused as exc:
@@ -108,15 +157,15 @@ class CompactionService(SessionCompaction):
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
         except ValueError as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
-        if owner and self.quota is not None:
-            self.quota.appended(owner, size)
-        ctx = await self.context(session_id)
-        tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
+        if owner and self.state.quota is not None:
+            self.state.quota.appended(owner, size)
+        ctx = await self.state.context(session_id)
+        tokens, reached = await anyio.to_thread.run_sync(self.state.measure, ctx)
         compaction = status = None
         if body.auto_compact and reached:
-            self.check_accepting()
-            compaction = await self.compact_session(session_id, None, trigger="threshold")
-            tokens, reached = await anyio.to_thread.run_sync(self.measure, await self.context(session_id))
+            self.state.check_accepting()
+            compaction = await self.compactions.compact_session(session_id, None, trigger="threshold")
+            tokens, reached = await anyio.to_thread.run_sync(self.state.measure, await self.state.context(session_id))
             status = await self.compaction_status(session_id)
         return AppendResponse(
             session_id=public_session_id(session_id),
@@ -130,7 +179,7 @@ class CompactionService(SessionCompaction):
     def _validate_batch(self, ctx: SessionContext, batch: Sequence[Mapping[str, Any]]) -> None:
         """The new messages must read as a transcript (index = index in the batch): in Anthropic format
         once the session is known to be Anthropic, else in the format they show."""
-        data = self.session_input(ctx)
+        data = self.state.session_input(ctx)
         probe_system = data.system if data.format == "anthropic" else None
         try:
             to_canonical(list(batch), probe_system, format="anthropic" if data.format == "anthropic" else None)
@@ -138,22 +187,22 @@ class CompactionService(SessionCompaction):
             raise transcript_error(exc) from None
 
     async def session_context(self, session_id: str) -> SessionContextResponse:
-        ctx = await self.context(session_id)
+        ctx = await self.state.context(session_id)
         status = await self.compaction_status(session_id)
         return await anyio.to_thread.run_sync(self._context_response, ctx, status)
 
     async def compaction_status(self, session_id: str) -> SessionCompactionStatus:
         """Whether the session's compactions keep failing, from its kept events."""
-        await self.bus.written()
-        return compaction_status(await self.bus.recent(session_id))
+        await self.state.bus.written()
+        return compaction_status(await self.state.bus.recent(session_id))
 
     def _context_response(self, ctx: SessionContext, status: SessionCompactionStatus) -> SessionContextResponse:
         session_id = ctx.session_id
-        data, messages, ids = self.render_context(ctx)
-        tokens, reached = self.measure(ctx)
+        data, messages, ids = self.state.render_context(ctx)
+        tokens, reached = self.state.measure(ctx)
         return SessionContextResponse(
             session_id=public_session_id(session_id),
-            model=ctx.model or self.settings.model,
+            model=ctx.model or self.state.settings.model,
             format=data.format,
             system=ctx.system,
             summary=ctx.summary,
@@ -167,7 +216,7 @@ class CompactionService(SessionCompaction):
 
     async def history(self, session_id: str, include_record: bool) -> CompactionHistory:
         try:
-            entries = await self.run_store(self.store.history, session_id)
+            entries = await self.state.run_store(self.state.store.history, session_id)
         except KeyError:
             raise not_found("session", public_session_id(session_id)) from None
         return CompactionHistory(
@@ -196,11 +245,11 @@ class CompactionService(SessionCompaction):
 
         if query is None and archive_id is None:
             raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
-        ctx = await self.context(session_id)
-        counter = self.compactor(ctx.model or self.settings.model, session=True).counter
+        ctx = await self.state.context(session_id)
+        counter = self.state.compactor(ctx.model or self.state.settings.model, session=True).counter
         arguments = {"query": query, "archive_id": archive_id, "page": page}
-        answer = await self.run_store(
-            recall, StoreRecall(self.store, session_id), arguments, counter=counter, max_tokens=max_tokens
+        answer = await self.state.run_store(
+            recall, StoreRecall(self.state.store, session_id), arguments, counter=counter, max_tokens=max_tokens
         )
         if answer.not_found:
             raise not_found("archived message", str(archive_id))
@@ -223,7 +272,7 @@ class CompactionService(SessionCompaction):
 
     async def archived(self, archive_id: str, session_id: str) -> ArchivedMessage:
         """Always within the session's scope: archive ids are per session (any store)."""
-        message = await self.run_store(self.store.archived, archive_id, session_id=session_id)
+        message = await self.state.run_store(self.state.store.archived, archive_id, session_id=session_id)
         if message is None:
             raise not_found("archived message", archive_id)
         # Redacted like a compaction answer's archive: a secret the agent once saw is not served
@@ -234,3 +283,6 @@ class CompactionService(SessionCompaction):
 def stored_size(messages: Sequence[Mapping[str, Any]]) -> int:
     """About the bytes ``messages`` take in the store (their JSON, UTF-8)."""
     return sum(len(json.dumps(m, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) for m in messages)
+
+
+_RESULT_FIELDS = tuple(CompactResult.model_fields)

@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import anyio.to_thread
 
@@ -18,7 +18,7 @@ from compaction.redact import redact_if_needed
 from compaction.result import CompactionResult
 from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
-from compaction.server.core import ServiceCore
+from compaction.server.core import ServiceState
 from compaction.server.errors import (
     REQUEST_ID,
     ApiError,
@@ -44,8 +44,13 @@ from compaction.summarizers.base import SummarizerError
 logger = logging.getLogger("compaction.server")
 
 
-class SessionCompaction(ServiceCore):
+class SessionCompaction:
     """Compacting stored sessions: one at a time per session, events published on the bus."""
+
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self._session_locks: dict[str, list[Any]] = {}
+        self._warming: set[asyncio.Future[None]] = set()  # recall indexes brought up to date after compactions
 
     @asynccontextmanager
     async def session_lock(self, session_id: str) -> AsyncIterator[None]:
@@ -76,9 +81,9 @@ class SessionCompaction(ServiceCore):
 
         ``trigger="threshold"`` compacts only when the session is over the threshold (and returns
         None otherwise, or when the automatic compaction failed: the failure is an event)."""
-        self.check_accepting()
-        await self.context(session_id)  # 404 before any event
-        outcome = await self.tracked(self._compact_session(session_id, instructions, trigger))
+        self.state.check_accepting()
+        await self.state.context(session_id)  # 404 before any event
+        outcome = await self.state.tracked(self._compact_session(session_id, instructions, trigger))
         if outcome is None:
             return None
         result, ctx, started, finished = outcome
@@ -94,8 +99,8 @@ class SessionCompaction(ServiceCore):
     def warm_recall(self, session_id: str) -> None:
         """Index the session's newly archived messages for recall now, in a thread, instead of in
         the first recall request after the compaction (a 20,000-message archive takes seconds)."""
-        store = self.store
-        if self.draining or not callable(getattr(store, "search_archive", None)):
+        store = self.state.store
+        if self.state.draining or not callable(getattr(store, "search_archive", None)):
             return
         future = asyncio.get_running_loop().run_in_executor(None, StoreRecall(store, session_id).warm)
         self._warming.add(future)
@@ -119,7 +124,7 @@ class SessionCompaction(ServiceCore):
     ) -> SessionCompactResult:
         """The answer to a session compaction (in a worker thread)."""
         data = result_dict(result, include_removed=include_removed, include_record=include_record)
-        after, messages, _ = self.render_context(ctx)
+        after, messages, _ = self.state.render_context(ctx)
         compacted = result.compacted
         tokens_before = finished.tokens_before if finished else started.tokens_before if started else 0
         tokens_after = finished.tokens_after if finished else tokens_before
@@ -148,19 +153,19 @@ class SessionCompaction(ServiceCore):
         loop = asyncio.get_running_loop()
         request_id = REQUEST_ID.get()
 
-        def on_event(event: CompactionEvent) -> None:  # called on the worker loop
+        def on_event(event: CompactionEvent) -> None:  # called on the compaction loop
             started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
             seen.append(event)
             loop.call_soon_threadsafe(self._publish, session_id, event, instructions, request_id, started)
 
         async with self.session_lock(session_id):
-            ctx = await self.context(session_id)
-            compactor = self.compactor(ctx.model or self.settings.model, session=True)
+            ctx = await self.state.context(session_id)
+            compactor = self.state.compactor(ctx.model or self.state.settings.model, session=True)
 
-            async def job() -> CompactionResult | None:  # on the worker loop
+            async def job() -> CompactionResult | None:  # on the compaction loop
                 try:
                     manager = ContextManager(
-                        compactor, session_id=session_id, store=self.store, on_event=on_event, recall=False
+                        compactor, session_id=session_id, store=self.state.store, on_event=on_event, recall=False
                     )  # it only compacts: no model call to offer the recall tool to (clients use /recall)
                 except TranscriptError as exc:  # a stored message the adapters reject
                     raise transcript_error(exc) from None
@@ -169,17 +174,17 @@ class SessionCompaction(ServiceCore):
                         return await manager.before_turn()
                     return await manager.compact_now(instructions)
                 except TranscriptError as exc:  # index into the stored context (after an OpenAI system message)
-                    raise transcript_error(exc, index_offset=self.session_input(ctx).offset) from None
+                    raise transcript_error(exc, index_offset=self.state.session_input(ctx).offset) from None
 
             try:
-                result = await self.worker.run(job())
+                result = await self.state.compaction_loop.run(job())
             except CompactionError as exc:
                 raise ApiError(422, "compaction_failed", one_line(exc)) from None
             except SummarizerError as exc:
                 raise ApiError(502, "summarizer_failed", one_line(exc)) from None
             if result is None:
                 return None
-            ctx = await self.context(session_id)
+            ctx = await self.state.context(session_id)
         started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
         finished = next((e for e in seen if isinstance(e, CompactionFinished)), None)
         return result, ctx, started, finished
@@ -203,7 +208,7 @@ class SessionCompaction(ServiceCore):
                 # Redacted: the stream is a second channel (proxies, log shippers) for what the client sent.
                 instructions=redact_if_needed(instructions) if instructions and event.trigger == "manual" else None,
             )
-            self.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
+            self.state.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
         elif isinstance(event, CompactionFinished):
             r = event.result
             finished = CompactionFinishedEvent(
@@ -224,7 +229,7 @@ class SessionCompaction(ServiceCore):
                     f"tokens {event.tokens_before} -> {event.tokens_after}"
                 ),
             )
-            self.bus.publish(session_id, COMPACTION_FINISHED, finished.model_dump(mode="json"))
+            self.state.bus.publish(session_id, COMPACTION_FINISHED, finished.model_dump(mode="json"))
         elif event.exception is None:  # ran, but nothing to compact: not a failure for a client
             tokens = started_event.tokens_before if started_event is not None else 0
             messages = started_event.messages if started_event is not None else 0
@@ -239,9 +244,9 @@ class SessionCompaction(ServiceCore):
                 messages_after=messages,
                 text=f"No compaction needed: {event.error}",
             )
-            self.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
+            self.state.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
         else:
             failed = CompactionFailedEvent(
                 session_id=public_session_id(session_id), trigger=event.trigger, error=public_error(event, request_id)
             )
-            self.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))
+            self.state.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))

@@ -38,7 +38,7 @@ binary tool output is stored, archived and compacted like any other. Times are U
 
 Recall (:meth:`PostgresSessionStore.search_archive`) answers exactly as
 :class:`compaction.recall.MemoryRecallIndex` does: it is one per session, built from the
-session's archive rows (:mod:`compaction.recall._store_index`). ``words``/``freqs``/``length``
+session's archive rows (:mod:`compaction.recall.store_index`). ``words``/``freqs``/``length``
 are still written for readers of earlier releases.
 """
 
@@ -49,7 +49,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from compaction.recall._store_index import SessionIndexes
+from compaction.recall.store_index import SessionIndexes
 from compaction.stores.dialect import Dialect, side_tables
 from compaction.stores.sql import SQLSessionStore
 
@@ -71,7 +71,7 @@ BEGIN
     RAISE EXCEPTION '% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP;
 END $$"""
 
-# Recall reads a session's archive rows above an id (compaction.recall._store_index); created on
+# Recall reads a session's archive rows above an id (compaction.recall.store_index); created on
 # open for databases made before it existed.
 _ARCHIVE_BY_SESSION: Final = "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)"
 
@@ -155,7 +155,7 @@ def redact_url(url: str) -> str:
 def _word_counts(text: str) -> tuple[list[str], list[int], int]:
     """The distinct lower-cased words of ``text``, their counts, and its length in words (as the
     in-memory index counts them)."""
-    from compaction.recall._text import WORD
+    from compaction.recall.text import WORD
 
     counts: dict[str, int] = {}
     for match in WORD.finditer(text):

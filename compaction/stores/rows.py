@@ -207,9 +207,9 @@ def check_owner(
 
 def archive_rows(session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
     """``(session_id, archive_id, message JSON, role, searchable text)`` for each archived message;
-    the text as :func:`compaction.recall._text.searchable_archive` renders it (the agent's own
+    the text as :func:`compaction.recall.text.searchable_archive` renders it (the agent's own
     recall traffic left out), escaped for a text column."""
-    from compaction.recall._text import searchable_archive
+    from compaction.recall.text import searchable_archive
 
     messages = [dumps(dict(message), f"archived message {archive_id!r}") for archive_id, message in archive.items()]
     return [

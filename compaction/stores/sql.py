@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction import idempotency
-from compaction.recall._store_index import SessionIndexes
+from compaction.recall.store_index import SessionIndexes
 from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
 from compaction.store_usage import Usage, prefix_bounds
 from compaction.stores.events import SQLEventLog
@@ -361,7 +361,7 @@ class SQLSessionStore(SQLEventLog):
         of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
         answers (it is one: built from this session's archive rows alone, kept per session in
         memory and brought up to date from the rows archived since; see
-        :mod:`compaction.recall._store_index`). Raises ``ValueError`` for a blank query or a
+        :mod:`compaction.recall.store_index`). Raises ``ValueError`` for a blank query or a
         negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
         """
         check_session_id(session_id)

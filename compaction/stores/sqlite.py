@@ -30,9 +30,9 @@ Schema (version 4, in ``PRAGMA user_version``; created on first open, older file
                 INDEX archive_by_session (session_id, id)
 
 Recall (:meth:`SQLiteSessionStore.search_archive`). ``archive.text`` is the archived message's
-searchable text (:func:`compaction.recall._text.searchable_archive`: text, tool calls, tool
+searchable text (:func:`compaction.recall.text.searchable_archive`: text, tool calls, tool
 results, secrets redacted, the agent's own recall traffic left out); each session's recall index
-is built from its own rows (:mod:`compaction.recall._store_index`), so no session's answers or
+is built from its own rows (:mod:`compaction.recall.store_index`), so no session's answers or
 timings depend on another's archive. Version 1 files (archive keyed by ``archive_id`` alone, so
 two sessions could not archive the same id) are rebuilt on open, in the same transaction, with
 their text backfilled; version 2 files lose the FTS5 indexes all sessions shared.
@@ -62,7 +62,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Final
 
 from compaction._store_text import to_column
-from compaction.recall._store_index import SessionIndexes
+from compaction.recall.store_index import SessionIndexes
 from compaction.stores.dialect import Dialect, side_tables
 from compaction.stores.rows import SessionNotFound, loads_message
 from compaction.stores.sql import SQLSessionStore
@@ -156,7 +156,7 @@ def _column_text(role_text: tuple[str, str]) -> tuple[str, str]:
 
 def _migrate_v2(conn: sqlite3.Connection) -> None:
     """Rebuild the archive of a version 1 database with its searchable text and FTS5 indexes."""
-    from compaction.recall._text import archive_text
+    from compaction.recall.text import archive_text
 
     for statement in _ARCHIVE_V2:
         conn.execute(statement)
@@ -178,7 +178,7 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE archive_v1")
 
 
-# Version 2 -> 3: recall reads each session's own archive rows (compaction.recall._store_index), so
+# Version 2 -> 3: recall reads each session's own archive rows (compaction.recall.store_index), so
 # the FTS5 indexes shared by all sessions (whose statistics mixed every tenant's archive) go, and
 # the rows above an id are read by session.
 _ARCHIVE_V3: Final[tuple[str, ...]] = (

@@ -107,8 +107,8 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_any
 from tenacity.stop import stop_base
 
+from compaction.litellm_loader import load_litellm
 from compaction.patterns import ELLIPSIS
-from compaction.summarizers._litellm import load_litellm
 from compaction.summarizers.base import (
     EmptySummaryError,
     SummarizerError,

@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from compaction.adapters import to_canonical
-from compaction.adapters._lenient import escape_surrogates, lenient_openai
+from compaction.adapters.lenient import escape_surrogates, lenient_openai
 from compaction.config import CompactionConfig
 from compaction.integrations._messages import to_openai
 from compaction.integrations.langchain import CompactionMiddleware

@@ -1,4 +1,4 @@
-"""The worker event loop where compactions run (off the server's loop)."""
+"""The compaction loop: a second event loop, in its own thread, where compactions run (off the server's loop)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class WorkerLoop:
+class CompactionLoop:
     """A second event loop, in its own thread, where compactions run.
 
     The extractive summarizer, token counting and the pipeline are CPU work: on the server's loop
@@ -29,7 +29,7 @@ class WorkerLoop:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=loop.run_forever, name="compaction-worker", daemon=True)
+                self._thread = threading.Thread(target=loop.run_forever, name="compaction-loop", daemon=True)
                 self._thread.start()
                 self._loop = loop
             return self._loop
@@ -61,7 +61,7 @@ async def _wind_down() -> None:
     sessions litellm opened here, then cancel the tasks still pending (litellm's logging worker
     waits on its queue forever) and let them finish, so none is destroyed with the loop ("Task was
     destroyed but it is pending", "Event loop is closed" at exit)."""
-    from compaction.summarizers._litellm import close_loop_sessions
+    from compaction.litellm_loader import close_loop_sessions
 
     await close_loop_sessions()
     current = asyncio.current_task()

@@ -8,7 +8,7 @@ compactions of one session, on any workers, are a compare-and-swap where exactly
 
 ``--workers N`` (N > 1): this process claims the address, then starts N worker processes (spawned,
 not forked: no connection pool or event loop crosses a fork), each running the whole server
-(:func:`compaction.server.runner.run`). On Linux, each worker listens on a ``SO_REUSEPORT`` socket
+(the runner's ``run``, passed in). On Linux, each worker listens on a ``SO_REUSEPORT`` socket
 of its own on that address and the kernel hashes new connections over them, so clients that connect
 together (an HTTP client's pool) are spread over the workers. Elsewhere the workers share one
 listening socket, and the first to wake may accept a whole burst of connections. SIGINT / SIGTERM
@@ -29,14 +29,18 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from compaction.store import SessionStore
 from compaction.stores import is_postgres_url
 
-__all__ = ["is_postgres_url", "open_store", "reuse_port_socket", "serve_workers"]
+__all__ = ["is_postgres_url", "open_store", "reuse_port_socket", "serve_processes"]
 
-_log = logging.getLogger("compaction.server.workers")
+_log = logging.getLogger("compaction.server.processes")
+
+ServeOne = Callable[..., int]
+"""Serves one process's server: ``run(args, sockets=...)`` returning its exit status."""
 
 
 def open_store(db: str, *, pool_size: int = 10) -> SessionStore | None:
@@ -86,12 +90,10 @@ def reuse_port_socket(host: str, port: int, *, listen: bool = True) -> socket.so
     return sock
 
 
-def _worker(args: argparse.Namespace, sockets: list[socket.socket]) -> None:
-    """One worker process: the whole server, on a ``SO_REUSEPORT`` socket of its own on the
-    supervisor's address when ``sockets`` is empty, else on the supervisor's shared socket."""
+def _worker(args: argparse.Namespace, sockets: list[socket.socket], run: ServeOne) -> None:
+    """One worker process: the whole server (``run``), on a ``SO_REUSEPORT`` socket of its own on
+    the supervisor's address when ``sockets`` is empty, else on the supervisor's shared socket."""
     _detach_from_terminal_signals()
-    from compaction.server.runner import run
-
     try:
         code = run(args, sockets=sockets or [reuse_port_socket(args.host, args.port)])
     except KeyboardInterrupt:  # the supervisor passes SIGINT on; uvicorn drains on it
@@ -119,8 +121,9 @@ def _claim_address(host: str, port: int) -> tuple[socket.socket, list[socket.soc
     return sock, [sock]
 
 
-def serve_workers(args: argparse.Namespace) -> int:
-    """Run ``args.workers`` server processes on one socket (see the module docstring); their
+def serve_processes(args: argparse.Namespace, run: ServeOne) -> int:
+    """Run ``args.workers`` server processes on one socket (see the module docstring), each serving
+    with ``run`` (a module-level function: spawned processes import it by name); their
     exit status: 0 when all exited cleanly, else 1 (2 for a usage error found before start)."""
     workers = int(args.workers)
     db = str(args.db)
@@ -144,7 +147,7 @@ def serve_workers(args: argparse.Namespace) -> int:
     child_args = argparse.Namespace(**{**vars(args), "workers": 1, "port": port})
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=_worker, args=(child_args, shared), name=f"compaction-worker-{i}", daemon=False)
+        context.Process(target=_worker, args=(child_args, shared, run), name=f"compaction-worker-{i}", daemon=False)
         for i in range(workers)
     ]
     stopping = False

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from compaction.recall._text import WORD as _RECALL_WORD
+from compaction.recall.text import WORD as _RECALL_WORD
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._extract import clean
 from compaction.summarizers._segment import Unit, segment

@@ -36,7 +36,7 @@ def api_key_of(scope: Scope) -> ApiKey | None:
     return key if isinstance(key, ApiKey) else None
 
 
-class GuardMiddleware:
+class AdmissionMiddleware:
     """Outermost layer of the app: assigns a request id (``X-Request-ID``, echoed when the client
     sends a sane one), checks the API key and its rate limit, enforces the body size limit and
     deadline before the app reads anything, and turns any exception that escapes the app into a
