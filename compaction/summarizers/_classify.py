@@ -325,7 +325,9 @@ def labels_of(unit: Unit) -> frozenset[str]:
         # their own choice ("I've decided to ...", "let's ..."), which is a decision.
         if question or _REQUEST.match(body) or any(_imperative(c) for c in clauses[:2]):
             found.add("request")
-        if not question and (label_kind == "rule" or (_constraint(body, clauses) and not commits)):
+        # A line that introduces what follows ("you MUST run this checklist:") states no rule itself.
+        announces = _ANNOUNCES.search(body) is not None
+        if not question and not announces and (label_kind == "rule" or (_constraint(body, clauses) and not commits)):
             found.add("constraint")
     elif question:
         found.add("question")
