@@ -375,8 +375,10 @@ def claude_code_anthropic(rows: list[dict[str, Any]]) -> tuple[list[dict[str, An
     of the response the previous assistant message came from joins that message; a user row joins
     the user turn after it. So one model response is one assistant message and the results it
     awaited one user turn, blocks in the file's order, verbatim (text, thinking, tool_use,
-    tool_result). A user turn of one plain string stays a string. The session's system prompt is
-    not in the file: ``system`` is null."""
+    tool_result). A user row with text (what the user typed, or what Claude Code adds as the user:
+    a skill's instructions, its summary after it compacted) is a user message of its own, as in
+    the file; a plain string stays a string. The session's system prompt is not in the file:
+    ``system`` is null."""
     out: list[dict[str, Any]] = []
     response_id: Any = None
     for row in rows:
@@ -390,11 +392,15 @@ def claude_code_anthropic(rows: list[dict[str, Any]]) -> tuple[list[dict[str, An
             if owner is not None:
                 owner["content"] = _blocks(owner["content"]) + _blocks(content)
                 continue
-        elif out and out[-1]["role"] == "user":
+        elif out and out[-1]["role"] == "user" and _all_results(content) and _all_results(out[-1]["content"]):
             out[-1]["content"] = _blocks(out[-1]["content"]) + _blocks(content)
             continue
         out.append({"role": role, "content": content if isinstance(content, str) else list(content)})
     return out, None
+
+
+def _all_results(content: Any) -> bool:
+    return isinstance(content, list) and all(b.get("type") == "tool_result" for b in content)
 
 
 def _result_text(content: Any) -> str:
