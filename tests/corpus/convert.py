@@ -422,7 +422,11 @@ def claude_code_openai(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         if message["role"] == "assistant":
             texts = [b["text"] for b in blocks if b.get("type") == "text"]
             calls = [
-                {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+                }
                 for b in blocks
                 if b.get("type") == "tool_use"
             ]
@@ -434,7 +438,9 @@ def claude_code_openai(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             continue
         for block in blocks:
             if block.get("type") == "tool_result":
-                out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": _result_text(block["content"])})
+                out.append(
+                    {"role": "tool", "tool_call_id": block["tool_use_id"], "content": _result_text(block["content"])}
+                )
             elif block.get("type") == "text":
                 out.append({"role": "user", "content": block["text"]})
     return out, None
