@@ -702,6 +702,8 @@ class OpenFile:
     ([], ['src/a.py'])
     >>> editor.command("create t.py\\nrm old.txt")
     ['t.py', 'old.txt']
+    >>> editor.command("cat > notes.py <<'EOF'\\nedit\\nEOF")  # a here-document's "edit" is text
+    ['notes.py']
     """
 
     def __init__(self) -> None:
@@ -717,6 +719,16 @@ class OpenFile:
         while i < len(lines):
             line = lines[i].strip()
             i += 1
+            delimiters = [m.group(2) for m in _HEREDOC.finditer(line)]
+            if delimiters:  # a here-document's lines are text, not commands: passed on as they are
+                shell.append(lines[i - 1])
+                for delimiter in delimiters:
+                    while i < len(lines):
+                        shell.append(lines[i])
+                        i += 1
+                        if lines[i - 1].strip() == delimiter:
+                            break
+                continue
             opened = _OPEN_LINE.match(line) or _CREATE_LINE.match(line)
             if opened is not None:
                 self.path = opened.group("path")
