@@ -6,10 +6,12 @@
   reads), compacted once by the default offline Compactor at 16,000, 32,000 and 128,000 tokens
   (two recent messages kept, so every transcript is compacted): references the block shows that
   are not whole (:func:`compaction.fidelity.fragment_references`), altered identifiers, and files
-  listed as modified (summary section 4, its timeline, the ledger's edited files) that no tool
-  call names.
+  listed as modified (summary section 4, its timeline, the ledger's edited files) that no edit
+  names (:func:`benchmarks.corpus.modified_without_an_edit`, the check ``tests/test_files_changed.py``
+  runs).
 * The task larger than the budget: a ~8,400-token issue as the first message at the 16,000-token
-  minimum (budget 8,000): does it compact, fit, keep pairs, archive the whole task.
+  minimum (budget 8,000), the session of ``tests/test_task_cut.py``: does it compact, fit, keep
+  pairs, archive the whole task.
 * The offline summary of generated job_search and coding sessions under OpenBLAS forced onto
   three kernels (``OPENBLAS_CORETYPE``): the SHA-256 of each summary.
 """
@@ -20,21 +22,17 @@ import copy
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from benchmarks.corpus import altered, fragments, load_corpus
+from benchmarks.corpus import altered, fragments, load_corpus, modified_without_an_edit
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
-from compaction.fidelity import source_strings
 from compaction.pairs import validate
-from compaction.stages.ledger import collect_artifacts
-from compaction.summarizers.extractive import ExtractiveSummarizer
-from compaction.transcript import ToolCallPart
+from tests.test_task_cut import _issue as task_issue
+from tests.test_task_cut import _session as task_session
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOWS = (16_000, 32_000, 128_000)
@@ -54,71 +52,14 @@ print(" ".join(out))
 """
 
 
-_MODIFIED_LINE = re.compile(r"^- `([^`]+)` - modified", re.MULTILINE)
-_TIMELINE = re.compile(r"modified \d+ \(([^)]*)\)")
-_WORDS = [
-    "pixel",
-    "data",
-    "handler",
-    "numpy",
-    "array",
-    "attribute",
-    "representation",
-    "optional",
-    "float",
-    "samples",
-    "frame",
-    "bits",
-]
-
-
-def _modified_in_summary(text: str) -> set[str]:
-    """The files the summary lists as modified: its section 4 lines and its timeline."""
-    listed = set(_MODIFIED_LINE.findall(text))
-    for group in _TIMELINE.findall(text):
-        listed.update(p.strip() for p in group.split(",") if p.strip() and p.strip() != "...")
-    return listed
-
-
-def _task_session(lines: int) -> list[dict[str, Any]]:
-    """A long issue as the task (SWE-agent style), then 20 tool calls."""
-    rng = random.Random(7)
-    body = [
-        f"Step {k}: the {rng.choice(_WORDS)} check in pydicom/pixel_data_handlers/handler_{k}.py raises for "
-        + " ".join(rng.choice(_WORDS) for _ in range(12))
-        + f" (case {k:04d})."
-        for k in range(lines)
-    ]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "ISSUE:\n" + "\n".join(body)}]
-    for k in range(20):
-        arguments = json.dumps({"command": f"grep -n check src/h{k}.py"})
-        call = {"id": f"call_{k}", "type": "function", "function": {"name": "bash", "arguments": arguments}}
-        messages.append({"role": "assistant", "content": f"Looking at handler {k}.", "tool_calls": [call]})
-        messages.append({"role": "tool", "tool_call_id": f"call_{k}", "content": f"{k}: check(x)\n" * 30})
-    return messages
-
-
-def _modified_without_a_call(messages: list[dict[str, Any]], system: Any) -> list[str]:
-    canonical = to_canonical(messages, system).messages
-    called = [s for m in canonical for p in m.parts if isinstance(p, ToolCallPart) for s in source_strings(p.arguments)]
-    text = ExtractiveSummarizer().summarize_messages(canonical, max_tokens=4000)
-    listed = _modified_in_summary(text) | set(collect_artifacts(canonical).edited)
-    bad = []
-    for path in sorted(listed):
-        tails = [path] + [path.split("/", k)[-1] for k in range(1, path.count("/") + 1)]
-        if not any(tail in value for tail in tails for value in called):
-            bad.append(path)
-    return bad
-
-
 def corpus_rows() -> list[str]:
     rows = [
-        "| transcript | window | compacted | fragments | altered | modified without a call |",
+        "| transcript | window | compacted | fragments | altered | modified without an edit |",
         "|---|---|---|---|---|---|",
     ]
     totals = [0, 0, 0, 0]
     for name, messages, system in load_corpus():
-        unlisted = _modified_without_a_call(messages, system)
+        unlisted = modified_without_an_edit(messages, system)
         for window in WINDOWS:
             config = CompactionConfig(window=window, keep_recent_messages=2)
             result = Compactor("gpt-4o", None, config).compact(copy.deepcopy(messages), system=copy.deepcopy(system))
@@ -133,13 +74,13 @@ def corpus_rows() -> list[str]:
             )
     rows.append(
         f"\nTotals over {totals[0]} compactions: fragments {totals[1]}, altered {totals[2]}, "
-        f"files listed as modified without a call naming them {totals[3] // len(WINDOWS)}."
+        f"files listed as modified without an edit naming them {totals[3] // len(WINDOWS)}."
     )
     return rows
 
 
 def task_cut() -> str:
-    messages = _task_session(209)
+    messages = task_session(task_issue(random.Random(7), 205))  # the fixture of tests/test_task_cut.py
     compactor = Compactor("gpt-4o", None, CompactionConfig(window=16_000))
     task_tokens = compactor.count([messages[0]])
     result = compactor.compact(copy.deepcopy(messages))

@@ -24,8 +24,10 @@ from benchmarks.bench_quality import message_strings, summary_block
 from compaction.adapters import to_canonical
 from compaction.fidelity import altered_identifiers, fragment_references, source_strings
 from compaction.result import CompactionResult
+from compaction.stages.ledger import collect_artifacts
 from compaction.summarizers._segment import line_form, relays_terminal
-from compaction.transcript import Message
+from compaction.summarizers.extractive import ExtractiveSummarizer
+from compaction.transcript import Message, ToolCallPart
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 # A sentence ends at ., ! or ? followed by white space (not inside "e.g. x" or "3.11").
@@ -200,6 +202,45 @@ def _content(value: Any, out: list[str]) -> None:
             _content(item, out)
 
 
+_MODIFIED_LINE = re.compile(r"^- `([^`]+)` - modified", re.MULTILINE)
+_TIMELINE = re.compile(r"modified \d+ \(([^)]*)\)")
+_TEXT_EDIT = re.compile(r"^<{5,9} SEARCH\s*$|```\s*\Z", re.MULTILINE)
+
+
+def modified_in_summary(text: str) -> set[str]:
+    """The files a summary lists as modified: its "Files and code changes" lines and its timeline."""
+    listed = set(_MODIFIED_LINE.findall(text))
+    for group in _TIMELINE.findall(text):
+        listed.update(p.strip() for p in group.split(",") if p.strip() and p.strip() != "...")
+    return listed
+
+
+def edit_texts(messages: Sequence[Message]) -> list[str]:
+    """Where an edit can name a file: every tool call's arguments (decoded), and the assistant
+    texts written as edits (holding a SEARCH/REPLACE block, or ending with the code block a
+    tool-less agent issues its command in). Deliberately simpler than the code it checks."""
+    out = [s for m in messages for p in m.parts if isinstance(p, ToolCallPart) for s in source_strings(p.arguments)]
+    out += [m.text for m in messages if m.role == "assistant" and _TEXT_EDIT.search(m.text.rstrip())]
+    return out
+
+
+def modified_without_an_edit(messages: list[dict[str, Any]], system: Any, max_tokens: int = 4000) -> list[str]:
+    """The files the offline summary of the whole transcript (its section 4 and timeline) and the
+    artifact ledger list as modified that no edit names (:func:`edit_texts`: a file is named as
+    it is or by a relative tail, as "reproduce.py" created by that name and shown under the
+    absolute path a tool's output gave it). Target: ``[]``."""
+    canonical = to_canonical(messages, system).messages
+    named = edit_texts(canonical)
+    text = ExtractiveSummarizer().summarize_messages(canonical, max_tokens=max_tokens)
+    listed = modified_in_summary(text) | set(collect_artifacts(canonical).edited)
+    bad = []
+    for path in sorted(listed):
+        tails = [path] + [path.split("/", k)[-1] for k in range(1, path.count("/") + 1)]
+        if not any(tail in value for tail in tails for value in named):
+            bad.append(path)
+    return bad
+
+
 def shown_block(result: CompactionResult) -> str:
     """What the summary block shows: summary, artifact ledger, quoted request, markers."""
     return summary_block(result) or (result.summary or "")
@@ -214,8 +255,11 @@ __all__ = [
     "content_strings",
     "corpus_files",
     "corpus_source",
+    "edit_texts",
     "fragments",
     "load_corpus",
+    "modified_in_summary",
+    "modified_without_an_edit",
     "not_reduced",
     "read_corpus_file",
     "request_indices",

@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.corpus import corpus_source, shown_block
+from benchmarks.corpus import content_strings, corpus_source, shown_block
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.middleware.manager import ContextManager
 from compaction.pairs import validate
+from compaction.patterns import ELLIPSIS
 from compaction.summarizers._classify import is_meter, is_narration
 from compaction.summarizers._sections import NONE_MARKER
 
@@ -29,7 +30,7 @@ MODEL = "gpt-4o"
 WINDOWS = (32_000, 128_000)
 # Corpus formats in which a person typed the user turns during the run (a chat, not one task handed
 # to an agent): questions to the user are answerable there.
-INTERACTIVE_CONVERTERS = frozenset({"aider_openai"})
+INTERACTIVE_CONVERTERS = frozenset({"aider_openai", "claude_code_anthropic", "claude_code_openai"})
 # The summary lines that claim a decision, a constraint or pending work, by their prefix.
 _CLAIM_PREFIXES = ("- Constraint: ", "- Pending: ", "- Assistant's stated next step: ", "- User: ")
 # Section 3 lines that are facts the compactor recorded itself (commands, ids), not statements.
@@ -66,9 +67,31 @@ def _statement(line: str) -> str:
     return body.split(" (in ", 1)[0].split(" (earlier: ", 1)[0]
 
 
-def noise(summary: str) -> list[str]:
-    """Claimed decisions, constraints or pending work that are narration or a progress meter."""
-    return [line for line in claims(summary) if is_narration(_statement(line)) or is_meter(_statement(line))]
+def _uncut(statement: str, source: str) -> str:
+    """``statement`` without the summary's cut mark when the summary cut it (the source goes on
+    where the shown text stops): what its author wrote is judged, not where the summary cut it. A
+    statement its author ended with "..." is judged as written."""
+    head = statement.removesuffix(ELLIPSIS)
+    if head == statement or not head.strip():
+        return statement
+    at = source.find(head)
+    while at >= 0:
+        rest = source[at + len(head) : at + len(head) + len(ELLIPSIS)]
+        if rest and rest != ELLIPSIS:
+            return head
+        at = source.find(head, at + 1)
+    return statement
+
+
+def noise(summary: str, source: str = "") -> list[str]:
+    """Claimed decisions, constraints or pending work that are narration or a progress meter.
+    ``source``: the transcript's text, to tell the summary's own cut mark from the author's."""
+    out = []
+    for line in claims(summary):
+        statement = _uncut(_statement(line), source) if source else _statement(line)
+        if is_narration(statement) or is_meter(statement):
+            out.append(line)
+    return out
 
 
 def goal_stated(summary: str) -> bool:
@@ -134,13 +157,17 @@ class Check:
         }
 
 
-def _record(check: Check, summary: str, *, task: bool) -> None:
+def _record(check: Check, summary: str, *, task: bool, source: str) -> None:
     check.summaries.append(summary)
     check.claims += len(claims(summary))
-    check.noise += noise(summary)
+    check.noise += noise(summary, source)
     check.questions += len(questions(summary))
     if task and not goal_stated(summary):
         check.goal_missing += 1
+
+
+def _source(messages: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(content_strings(list(messages)))
 
 
 def check_once(name: str, messages: list[dict[str, Any]], system: Any, window: int) -> Check:
@@ -155,7 +182,7 @@ def check_once(name: str, messages: list[dict[str, Any]], system: Any, window: i
         return check
     if result.compacted:
         check.compactions = 1
-        _record(check, shown_block(result), task=task)
+        _record(check, shown_block(result), task=task, source=_source(messages))
         check.pair_violations += len(validate(to_canonical(list(result.messages), result.system)))
         check.unfit += int(result.tokens_after > result.budget)
     return check
@@ -177,12 +204,13 @@ async def _replay(check: Check, messages: list[dict[str, Any]], system: Any, tas
     first = turns.pop(0)
     manager = ContextManager(compactor, system=copy.deepcopy(system), messages=first, recall=False)
     anthropic = to_canonical(messages, system).format == "anthropic"
+    source = _source(messages)
     try:
         for group in turns:
             result = await manager.before_turn()
             if result is not None and result.compacted:
                 check.compactions += 1
-                _record(check, shown_block(result), task=task)
+                _record(check, shown_block(result), task=task, source=source)
                 canonical = to_canonical(manager.messages, manager.system if anthropic else None)
                 check.pair_violations += len(validate(canonical))
                 check.unfit += int(manager.decision().action == "block")

@@ -21,11 +21,14 @@ from collections.abc import Callable
 from compaction.redact import looks_like_secret, redact_if_needed
 
 __all__ = [
+    "EDITOR_WRITE_COMMANDS",
     "ELLIPSIS",
     "TOKEN_END",
+    "OpenFile",
     "diff_paths",
     "ends_in_reference",
     "error_start",
+    "final_code_block",
     "find_error_lines",
     "find_identifiers",
     "find_paths",
@@ -36,6 +39,7 @@ __all__ = [
     "is_important_line",
     "reference_safe_end",
     "reference_spans",
+    "search_replace_paths",
     "shell_written_paths",
     "tail_cut",
     "truncate",
@@ -497,6 +501,11 @@ _LAST_OPERAND = frozenset({"mv", "cp", "install", "ln", "rsync"})
 _EVERY_OPERAND = frozenset({"tee", "touch", "rm", "truncate", "shred", "unlink"})
 _IN_PLACE = frozenset({"sed", "perl", "gsed"})
 _WRAPPERS = frozenset({"sudo", "command", "exec", "nohup", "time", "env", "xargs"})
+# File editors of agent tool bundles, run as shell commands ("str_replace_editor create PATH"), and
+# the sub-commands of theirs that change the file they name ("view" only reads it).
+_EDITOR_TOOLS = frozenset({"str_replace_editor", "file_editor", "edit_tool"})
+EDITOR_WRITE_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "append", "edit"})
+_PATCH_PROGRAMS = frozenset({"apply_patch", "applypatch"})
 
 
 def _heredocs(command: str) -> tuple[str, list[str]]:
@@ -563,6 +572,12 @@ def _written_by(words: list[str]) -> list[str]:
                 continue
             files.append(w)
         return [w for w in files if _file_operand(w)]
+    if program in _EDITOR_TOOLS and len(operands) >= 2 and operands[0] in EDITOR_WRITE_COMMANDS:
+        return [operands[1]] if _file_operand(operands[1]) else []  # "str_replace_editor str_replace PATH ..."
+    if program == "create" and operands:
+        return operands[:1] if _file_operand(operands[0]) else []  # SWE-agent's "create FILE"
+    if program in _PATCH_PROGRAMS:
+        return [path for w in rest if "\n" in w for path in diff_paths(w)]  # the patch given as an argument
     if program == "git" and operands[:1] in (["rm"], ["mv"], ["restore"], ["checkout"]):
         paths = rest[rest.index("--") + 1 :] if "--" in rest else operands[1:]
         if operands[0] == "mv":
@@ -608,6 +623,143 @@ def shell_written_paths(command: str) -> list[str]:
         for body in bodies:
             out += diff_paths(body)
     return _dedupe(out)
+
+
+# Edits written as text: an aider SEARCH/REPLACE block names its file on the line before the block
+# (before its code fence, when fenced); SWE-agent's editor commands change the file last opened.
+_SEARCH_MARK = re.compile(r"^\s*<{5,9} SEARCH\s*$")
+_FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
+_FILE_NAME_LINE = re.compile(r"^[\w.@+~/\\-]+$")
+_NAME_DECORATION = "`*#: \t"
+
+
+def search_replace_paths(text: str) -> list[str]:
+    """The files the SEARCH/REPLACE edit blocks of ``text`` change (aider's edit format), in order,
+    each once: the file name is the line just before the block's code fence, or just before
+    ``<<<<<<< SEARCH`` when the block is not fenced; a block with no name line edits the file of
+    the block before it.
+
+    >>> block = "<<<<<<< SEARCH\\nx = 1\\n=======\\nx = 2\\n>>>>>>> REPLACE"
+    >>> search_replace_paths("Change it:\\n\\nsrc/app.py\\n```python\\n" + block + "\\n```")
+    ['src/app.py']
+    >>> search_replace_paths("<<<<<<< SEARCH\\nno name line\\n=======\\n>>>>>>> REPLACE")
+    []
+    """
+    if "SEARCH" not in text:
+        return []
+    lines = text.splitlines()
+    out: list[str] = []
+    last: str | None = None
+    for i, line in enumerate(lines):
+        if not _SEARCH_MARK.match(line):
+            continue
+        j = i - 1
+        if j >= 0 and _FENCE_OPEN.match(lines[j]):
+            j -= 1
+        name = lines[j].strip().strip(_NAME_DECORATION) if j >= 0 else ""
+        if name and _FILE_NAME_LINE.match(name) and _file_operand(name) and not _FENCE_OPEN.match(lines[j]):
+            last = name
+        if last is not None:
+            out.append(last)
+    return _dedupe(out)
+
+
+_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def final_code_block(text: str) -> str | None:
+    """The body of the fenced code block ``text`` ends with (how an agent without tool calls, such
+    as SWE-agent's text mode, issues its command), or ``None`` when it ends otherwise.
+
+    >>> final_code_block("Let's open it.\\n```\\nopen src/a.py 40\\n```\\n")
+    'open src/a.py 40\\n'
+    """
+    stripped = text.rstrip()
+    if not stripped.endswith(("```", "~~~")):
+        return None
+    blocks = list(_FENCED.finditer(stripped))
+    return blocks[-1].group(2) if blocks and blocks[-1].end() >= len(stripped) else None
+
+
+_OPEN_LINE = re.compile(r"^open\s+(?P<q>[\"']?)(?P<path>[^\s\"']+)(?P=q)(?:\s+-?\d+)?$")
+_CREATE_LINE = re.compile(r"^create\s+(?P<q>[\"']?)(?P<path>[^\s\"']+)(?P=q)$")
+_EDIT_OPEN_FILE = re.compile(r"^(?P<verb>edit|insert|append)\b(?P<rest>.*)$")
+_BODY_END = re.compile(r"^end_of_(?:edit|insert|append)\s*$")
+_OPEN_TOOLS = frozenset({"open", "open_file"})
+_CURRENT_FILE_TOOLS = frozenset({"edit", "insert", "append"})
+_FILE_KEYS = ("path", "file_path", "filename", "file", "file_name")
+
+
+class OpenFile:
+    """The file an agent's editor has open, for the edit commands that change it without naming
+    it: SWE-agent's ``open PATH`` and ``create PATH`` choose the file (as commands in a shell or a
+    text action, or as tools), and its ``edit N:M``, ``insert N`` and ``append`` commands (and the
+    ``edit``/``insert`` tools called with no path) change that file. One instance follows one
+    transcript in order.
+
+    >>> editor = OpenFile()
+    >>> editor.command("open src/a.py 40"), editor.command("edit 41:42\\n    return x > 0\\nend_of_edit")
+    ([], ['src/a.py'])
+    >>> editor.command("create t.py\\nrm old.txt")
+    ['t.py', 'old.txt']
+    >>> editor.command("cat > notes.py <<'EOF'\\nedit\\nEOF")  # a here-document's "edit" is text
+    ['notes.py']
+    """
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+    def command(self, command: str) -> list[str]:
+        """The files a command changes (:func:`shell_written_paths`, with the editor's commands
+        and their bodies read first), remembering the file it opens or creates."""
+        out: list[str] = []
+        shell: list[str] = []
+        lines = command.split("\n")
+        i = 0
+        while i < len(lines):
+            line = lines[i].strip()
+            i += 1
+            delimiters = [m.group(2) for m in _HEREDOC.finditer(line)]
+            if delimiters:  # a here-document's lines are text, not commands: passed on as they are
+                shell.append(lines[i - 1])
+                for delimiter in delimiters:
+                    while i < len(lines):
+                        shell.append(lines[i])
+                        i += 1
+                        if lines[i - 1].strip() == delimiter:
+                            break
+                continue
+            opened = _OPEN_LINE.match(line) or _CREATE_LINE.match(line)
+            if opened is not None:
+                self.path = opened.group("path")
+            edit = _EDIT_OPEN_FILE.match(line)
+            if edit is not None and not _SHELL_ARGUMENT.match(edit.group("rest")):
+                if self.path is not None:
+                    out.append(self.path)
+                end = next((k for k in range(i, len(lines)) if _BODY_END.match(lines[k].strip())), None)
+                if end is not None:
+                    i = end + 1  # the new text up to its end marker: no command of its own
+                continue
+            shell.append(lines[i - 1])
+        return _dedupe(out + shell_written_paths("\n".join(shell)))
+
+    def call(self, name: str, args: object) -> list[str]:
+        """The files a tool call of the editor changes without naming them: an ``edit``/``insert``
+        /``append`` tool given no path changes the open file; ``open``/``create`` choose it."""
+        if not isinstance(args, dict):
+            return []
+        named = next((v.strip() for k in _FILE_KEYS if isinstance(v := args.get(k), str) and v.strip()), None)
+        tool = name.lower()
+        if tool in _OPEN_TOOLS | {"create"} and named is not None:
+            self.path = named
+        if tool in _CURRENT_FILE_TOOLS and named is None and self.path is not None:
+            return [self.path]
+        return []
+
+
+# What follows "edit"/"insert" in a shell command that is no SWE-agent editor command: an option or
+# a file name ("edit -w file", "insert x.txt"), not a line range or number.
+_SHELL_ARGUMENT = re.compile(r"^\s+(?!\d+(?::\d+)?\s*$)(?!['\"])\S")
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import functools
 
 import pytest
 
-from benchmarks.corpus import load_corpus
+from benchmarks.corpus import corpus_source, load_corpus
 from benchmarks.corpus_summary import (
     WINDOWS,
     Check,
@@ -40,10 +40,12 @@ def _check(name: str, window: int, mode: str) -> Check:
 
 
 def test_the_corpus_holds_long_sessions_of_several_agents() -> None:
-    assert len(LONG) >= 5
-    converters = {name.split("_")[0] for name in LONG}
-    assert len(converters) >= 2, converters
+    assert len(LONG) >= 7
+    converters = {corpus_source(name)["converter"] for name in LONG}
+    agents = {converter.split("_")[0] for converter in converters}
+    assert {"aider", "mini", "claude"} <= agents, agents
     assert any(name.endswith("_anthropic") for name in LONG)
+    assert any(converter.endswith("_openai") for converter in converters)
 
 
 @pytest.mark.parametrize(("name", "window", "mode"), CASES, ids=IDS)

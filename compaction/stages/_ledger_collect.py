@@ -16,16 +16,19 @@ from compaction._cache import memoize_text
 from compaction.injection import addresses_model, mark
 from compaction.patterns import (
     TOKEN_END,
+    OpenFile,
     diff_paths,
     ends_in_reference,
     error_start,
+    final_code_block,
     find_error_lines,
     find_references,
     reference_safe_end,
-    shell_written_paths,
+    search_replace_paths,
 )
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
+from compaction.summarizers._segment import relays_terminal
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 ERROR_LINE_CHARS = 200
@@ -71,6 +74,8 @@ class _Collector:
     """Values seen in a tool output other than as rows of a listing."""
     listed: set[str] = field(default_factory=set)
     edited: set[str] = field(default_factory=set)
+    editor: OpenFile = field(default_factory=OpenFile)
+    """The file the agent's editor has open (its edit commands change it without naming it)."""
     failed: set[str] = field(default_factory=set)
     command_of: dict[str, str] = field(default_factory=dict)
     """Call id -> the command the call ran (a failed result names its command)."""
@@ -390,12 +395,13 @@ def _collect_call(c: _Collector, call: ToolCallPart, index: int) -> None:
         return
     command_tool = _is_command_tool(call.name)
     edit = _is_edit(call.name, args)
+    _add_edited(c, c.editor.call(call.name, args), index)  # an edit of the open file, naming none
     for key, value in _walk(args):
         if key in _COMMAND_KEYS and command_tool and (command := _command_text(value)) is not None:
             c.command_of[call.id] = _one_command(command)
             c.add("commands", [c.command_of[call.id]], index)
             c.add_text(_scan_head(command), index)
-            _add_edited(c, shell_written_paths(command), index)  # its targets, not every path it names
+            _add_edited(c, c.editor.command(command), index)  # its targets, not every path it names
         elif key in _PATH_KEYS and isinstance(value, str) and "\n" not in value and len(value) <= 400:
             c.add("urls" if "://" in value else "files", [value], index)
             if edit and "://" not in value and key not in _PLACE_KEYS:
@@ -475,12 +481,19 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
                 c.where = "said"
             elif isinstance(part, TextPart):
                 _collect_text(c, part.text, index, message.role)
+        if index + 1 < len(messages) and relays_terminal(messages[index + 1], message):
+            # A tool-less agent (SWE-agent's text mode) issued a command as the code block its
+            # turn ends with, and the next turn is its output: what the command changes is edited.
+            action = final_code_block(message.text)
+            _add_edited(c, c.editor.command(action) if action else [], index)
     return c.ledger()
 
 
 def _collect_text(c: _Collector, text: str, index: int, role: str) -> None:
     errors = c.add_text(text, index)
     c.add("commands", _text_commands(text), index, PER_RESULT_LIMIT)
+    if role == "assistant":  # edits written as text: SEARCH/REPLACE blocks
+        _add_edited(c, search_replace_paths(text), index)
     if role == "assistant":  # assistants talk about errors; keep only the ones they quote
         quoted = [span for span in _BACKTICKED.findall(text) if _error_lines(span, c.redact)]
         errors = quoted + [e for e in errors if _QUOTED_ERROR.search(e) and not any(q in e for q in quoted)]

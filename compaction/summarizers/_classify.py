@@ -152,6 +152,7 @@ _STRONG_REASON = _rx(
 )
 # A line that announces what follows ("... the results:", "Here's the fix:") is narration too.
 _ANNOUNCES = re.compile(r"[:\u2026]\s*$|\.\.\.\s*$")
+_INTRODUCES = re.compile(r":\s*$")
 # A progress meter or transfer statistics of a tool: "Counting objects: 100% (11/11), done.",
 # "12.3 MiB | 4.56 MiB/s", "45%|#####     | 9/20 [00:03<00:04", "Tokens: 2,028 sent, 300 received".
 _METER = _rx(
@@ -320,7 +321,10 @@ def labels_of(unit: Unit) -> frozenset[str]:
     if _REASON.search(body):
         found.add("reason")
     commits = _FIRST_PERSON_COMMIT.search(body) is not None
-    if unit.role == "user":
+    # A user's line that introduces what follows ("you MUST run this checklist:", a heading such as
+    # "Pending Tasks:") is no request, rule or pending step by itself: those are the lines after it.
+    introduces = unit.role == "user" and _INTRODUCES.search(body) is not None
+    if unit.role == "user" and not introduces:
         # What the user asks is a request; a rule they set is a constraint, unless they state it as
         # their own choice ("I've decided to ...", "let's ..."), which is a decision.
         if question or _REQUEST.match(body) or any(_imperative(c) for c in clauses[:2]):
@@ -334,7 +338,7 @@ def labels_of(unit: Unit) -> frozenset[str]:
     # The assistant narrating its next move, or reporting work done, states no pending work.
     narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
     done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
-    step = not (narrated or done) and bool(
+    step = not (narrated or done or introduces) and bool(
         label_kind == "next_step"
         or _TODO.search(body)
         or _TODO_MARK.search(body)

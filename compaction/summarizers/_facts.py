@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.injection import addresses_model, guard
-from compaction.patterns import diff_paths, shell_written_paths, truncate
+from compaction.patterns import OpenFile, diff_paths, final_code_block, search_replace_paths, truncate
 from compaction.summarizers._extract import (
     clean,
     context_snippet,
@@ -20,7 +20,9 @@ from compaction.summarizers._extract import (
     find_urls,
     strip_control,
 )
+from compaction.summarizers._segment import relays_terminal
 from compaction.summarizers._tools import (
+    COMMAND_KEYS,
     CONTENT_KEYS,
     PATH_KEYS,
     PLACE_KEYS,
@@ -126,6 +128,14 @@ class _Collector:
         self.paths: dict[str, PathFact] = {}
         self.urls: dict[str, UrlFact] = {}
         self.ids: dict[str, IdFact] = {}
+        self.editor = OpenFile()  # the file the agent's editor has open: its edits change it unnamed
+
+    def written(self, paths: Sequence[str], msg: int, by: str) -> None:
+        """Record ``paths`` as changed at message ``msg`` by an edit written as text (``by``)."""
+        for raw in paths:
+            fact = self.path(raw, msg)
+            if fact is not None:
+                fact.writes[by] = fact.writes.get(by, 0) + 1
 
     def path(self, raw: str, msg: int) -> PathFact | None:
         path = raw.strip().strip("'\"`")
@@ -250,6 +260,13 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
             if text.strip():
                 last_assistant = index
                 collector.scan(text, index, talked=True)
+                collector.written(search_replace_paths(text), index, "SEARCH/REPLACE")
+                if index + 1 < len(messages) and relays_terminal(messages[index + 1], message):
+                    # A tool-less agent's command, the code block its turn ends with, answered
+                    # by the terminal's output in the next turn: what it changes is modified.
+                    action = final_code_block(text) or ""
+                    verb = action.split(maxsplit=1)[0] if action.strip() else "command"
+                    collector.written(collector.editor.command(action), index, verb)
         for part in message.parts:
             if isinstance(part, ToolCallPart):
                 event = _new_event(part, index, phase, len(events), collector)
@@ -319,7 +336,9 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
         url_spans = [(s, s + len(u)) for s, u in find_urls(body)]
         event.arg_paths.extend(p for _, p in find_paths(body, url_spans))
         # Only what the command writes is changed: not every path or module name it mentions.
-        event.written.extend(shell_written_paths(event.command))
+        # Read as written (``event.command`` has its white space folded, here-documents with it).
+        raw = next((v for k in COMMAND_KEYS if isinstance(v := args.get(k), str) and v.strip()), event.command)
+        event.written.extend(collector.editor.command(raw))
     for key in URL_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.startswith(("http://", "https://")):
@@ -329,6 +348,7 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
         if isinstance(value, str) and value.strip():
             event.snippet, event.snippet_telling = _change_snippet(key, value)
             break
+    event.written.extend(collector.editor.call(part.name, args))  # an edit of the open file, naming none
     if kind != "exec":  # a patch passed as an argument changes the files its headers name
         for value in args.values():
             if isinstance(value, str) and "\n" in value:

@@ -3,13 +3,14 @@
 Not needed at test time: the converted files are committed. Run it to check or redo a conversion:
 
     python tests/corpus/convert.py [--swe-agent GIT_DIR] [--openhands GIT_DIR] \
-        [--mini-swe-agent GIT_DIR] [--aider GIT_DIR] [--out tests/corpus]
+        [--mini-swe-agent GIT_DIR] [--aider GIT_DIR] [--claude-code GIT_DIR] [--out tests/corpus]
 
 (each source is converted when its clone is given).
 
 ``GIT_DIR`` is a (bare) clone of https://github.com/SWE-agent/SWE-agent, of
 https://github.com/All-Hands-AI/OpenHands, of https://github.com/SWE-agent/mini-swe-agent (its fork
-network holds the pinned commit of the long runs) and of https://github.com/Aider-AI/aider; files are
+network holds the pinned commit of the long runs), of https://github.com/Aider-AI/aider and of
+https://github.com/marot/spotter (Claude Code sessions); files are
 read with ``git show COMMIT:PATH`` at the commits pinned below, so the output is the same whatever
 the clones' HEAD is. The short transcripts are written as ``NAME.json``, the long ones (hundreds of
 messages) as ``NAME.json.gz`` (gzip with no time stamp, so a rerun is byte-identical).
@@ -114,6 +115,18 @@ AIDER_PATH = "tests/fixtures/chat-history.md"
 AIDER_WINDOWS: tuple[tuple[str, int, int], ...] = (
     ("aider_history_2024_08_09", 286, 112),
     ("aider_history_2024_08_13", 611, 140),
+)
+
+
+# Long runs: Claude Code sessions that Marco Rotili recorded while building spotter with Claude Code
+# and committed, redacted of user names, e-mail addresses, signatures and tokens, as test fixtures
+# of spotter (MIT): (output name, session file, output format).
+CLAUDE_CODE_REPO = "marot/spotter"
+CLAUDE_CODE_COMMIT = "8cc42b0bd39d04e71e509d7d58e6782ab435329f"
+_SPOTTER = "test/fixtures/transcripts/"
+CLAUDE_CODE_FILES: tuple[tuple[str, str, str], ...] = (
+    ("claude_code_spotter_4te_anthropic", f"{_SPOTTER}ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", "anthropic"),
+    ("claude_code_spotter_gqc", f"{_SPOTTER}258c7280-ae70-4798-800f-63464d01a85d.jsonl", "openai"),
 )
 
 
@@ -343,6 +356,96 @@ def _aider_blocks(session: str) -> list[tuple[str, list[str]]]:
     return blocks
 
 
+def claude_code_rows(jsonl: str) -> list[dict[str, Any]]:
+    """The rows of a Claude Code session file (``~/.claude/projects/.../SESSION.jsonl``) that are
+    messages of the main conversation: ``user`` and ``assistant`` rows not in a side chain (a
+    sub-agent's), in the file's order. Progress, hook, snapshot and queue rows are not messages."""
+    rows = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+    return [r for r in rows if r.get("type") in ("user", "assistant") and not r.get("isSidechain")]
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def claude_code_anthropic(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], None]:
+    """A Claude Code session as Anthropic messages. Claude Code writes each content block of a
+    model response as its own row (same ``message.id``) and each tool result as its own user row,
+    interleaved when the model called tools in parallel (call a, result a, call b, result b). A row
+    of the response the previous assistant message came from joins that message; a user row joins
+    the user turn after it. So one model response is one assistant message and the results it
+    awaited one user turn, blocks in the file's order, verbatim (text, thinking, tool_use,
+    tool_result). A user row with text (what the user typed, or what Claude Code adds as the user:
+    a skill's instructions, its summary after it compacted) is a user message of its own, as in
+    the file; a plain string stays a string. The session's system prompt is not in the file:
+    ``system`` is null."""
+    out: list[dict[str, Any]] = []
+    response_id: Any = None
+    for row in rows:
+        role, content = row["message"]["role"], row["message"]["content"]
+        if role == "assistant":
+            same = row["message"].get("id") == response_id and response_id is not None
+            response_id = row["message"].get("id")
+            owner = next((m for m in reversed(out) if m["role"] == "assistant"), None) if same else None
+            if owner is None and out and out[-1]["role"] == "assistant":
+                owner = out[-1]
+            if owner is not None:
+                owner["content"] = _blocks(owner["content"]) + _blocks(content)
+                continue
+        elif out and out[-1]["role"] == "user" and _all_results(content) and _all_results(out[-1]["content"]):
+            out[-1]["content"] = _blocks(out[-1]["content"]) + _blocks(content)
+            continue
+        out.append({"role": role, "content": content if isinstance(content, str) else list(content)})
+    return out, None
+
+
+def _all_results(content: Any) -> bool:
+    return isinstance(content, list) and all(b.get("type") == "tool_result" for b in content)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def claude_code_openai(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], None]:
+    """A Claude Code session as OpenAI chat messages: the Anthropic messages of
+    :func:`claude_code_anthropic`, then an assistant turn's text blocks joined by a blank line as
+    ``content`` and its ``tool_use`` blocks as ``tool_calls`` (arguments the JSON of ``input``); a
+    ``tool_result`` block becomes a ``tool`` message (its text parts joined by a newline), a user
+    text block a user message, in order. Thinking blocks are dropped (the format has none)."""
+    messages, _ = claude_code_anthropic(rows)
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = _blocks(message["content"])
+        if message["role"] == "assistant":
+            texts = [b["text"] for b in blocks if b.get("type") == "text"]
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+                }
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            turn: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
+            if calls:
+                turn["tool_calls"] = calls
+            if texts or calls:
+                out.append(turn)
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                out.append(
+                    {"role": "tool", "tool_call_id": block["tool_use_id"], "content": _result_text(block["content"])}
+                )
+            elif block.get("type") == "text":
+                out.append({"role": "user", "content": block["text"]})
+    return out, None
+
+
 def write_corpus_file(target: Path, data: dict[str, Any]) -> None:
     """``data`` as JSON at ``target``; gzip-compressed (``mtime`` 0: the same bytes on every run)
     when the name ends in ``.gz``."""
@@ -359,6 +462,7 @@ def main() -> int:
     parser.add_argument("--openhands", type=Path, help="git dir of All-Hands-AI/OpenHands")
     parser.add_argument("--mini-swe-agent", type=Path, help="git dir of SWE-agent/mini-swe-agent (long runs)")
     parser.add_argument("--aider", type=Path, help="git dir of Aider-AI/aider (long chat histories)")
+    parser.add_argument("--claude-code", type=Path, help="git dir of marot/spotter (Claude Code sessions)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     args = parser.parse_args()
     Job = tuple[str, str, str, str, Callable[[Any], tuple[list[dict[str, Any]], Any]], Any, str]
@@ -384,6 +488,11 @@ def main() -> int:
             path = f"{AIDER_PATH} (sessions {first}-{first + count - 1})"
             jobs.append((name, AIDER_REPO, AIDER_COMMIT, path, aider_openai, window, "Apache-2.0"))
             long_runs.add(name)
+    for name, path, fmt in CLAUDE_CODE_FILES if args.claude_code else ():
+        claude = claude_code_openai if fmt == "openai" else claude_code_anthropic
+        rows = claude_code_rows(git_show_text(args.claude_code, CLAUDE_CODE_COMMIT, path))
+        jobs.append((name, CLAUDE_CODE_REPO, CLAUDE_CODE_COMMIT, path, claude, rows, "MIT"))
+        long_runs.add(name)
     for name, repo, commit, path, convert, raw, license_name in jobs:
         messages, system = convert(raw)
         source = {"repo": repo, "commit": commit, "path": path, "license": license_name, "converter": convert.__name__}
