@@ -472,11 +472,12 @@ def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSetting
     limit, so the rounds that cut the same result to other limits rank it once."""
     candidates, errors = _salient_candidates(text, settings)
     words, _ = _salient_words(text, settings)
+    # Each line's words found in no other result (repeats included), picked out once.
+    fresh = [[word for word in line_words if word not in common] for line_words in words]
 
     def rank(order: int) -> tuple[int, int, int]:
         # News first (a value seen in no other result), errors first among equals, then in order.
-        new = sum(1 for word in words[order] if word not in common)
-        return (-min(new, 2), 0 if candidates[order] in errors else 1, order)
+        return (-min(len(fresh[order]), 2), 0 if candidates[order] in errors else 1, order)
 
     # A line whose new words an earlier-ranked line already shows adds nothing (an error repeated
     # by its traceback): it goes after every line that adds something.
@@ -484,7 +485,7 @@ def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSetting
     repeating: list[int] = []
     shown: set[str] = set()
     for order in sorted(range(len(candidates)), key=rank):
-        new = {word for word in words[order] if word not in common} - shown
+        new = set(fresh[order]) - shown
         (adding if new or not words[order] else repeating).append(order)
         shown |= new
     return tuple(
