@@ -6,10 +6,13 @@
 ``Compactor("gpt-4o", LLMSummarizer("openai/bench", ...))`` with a 128,000-token window against a
 :class:`~compaction.testing.FakeProvider` on 127.0.0.1, as in ``bench_prompts.py``. The tokenizer
 and litellm are loaded before timing. ``prepare_cpu`` and ``prepare_wall`` time the pipeline's
-``prepare`` (repair, layout, prune, the summarizer's view, the chunk plan: everything before the
-first model call; CPU from ``time.process_time()``), ``wall`` the whole compaction. Run it in a
-fresh process per figure (the text memos are warm after a first compaction), with ``PYTHONPATH`` on
-the tree to measure (this file runs against any tree: it only needs ``pipeline.prepare``).
+``prepare`` (repair, layout, prune, the summarizer's view, the chunk plan; CPU from
+``time.process_time()``), ``first_request_cpu`` building the first summarizer request after it
+(``SummarizeJob.request``: rendering the first chunk, which is where a tree that redacts while
+rendering pays for it), ``to_first_call_cpu`` the two together (the engine's CPU before the first
+model call is sent), ``wall`` the whole compaction. Run it in a fresh process per figure (the text
+memos are warm after a first compaction), with ``PYTHONPATH`` on the tree to measure (this file
+runs against any tree: it only needs ``pipeline.prepare`` and ``SummarizeJob.request``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -27,6 +31,7 @@ import compaction.pipeline as pipeline  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.litellm_loader import load_litellm  # noqa: E402
+from compaction.stages.summarize import SummarizeJob  # noqa: E402
 from compaction.summarizers.llm import LLMSummarizer  # noqa: E402
 from compaction.testing import FakeProvider, LatencyModel  # noqa: E402
 from compaction.tokens import TiktokenCounter  # noqa: E402
@@ -46,7 +51,20 @@ def main() -> None:
         figures["prepare_cpu"] = time.process_time() - cpu
         return prepared
 
+    original_request = SummarizeJob.request
+
+    def timed_request(job: SummarizeJob, *args: Any, **kwargs: Any) -> Any:
+        # Only the first request built after prepare: the planner builds empty ones inside it.
+        if "prepare_cpu" not in figures or "first_request_cpu" in figures:
+            return original_request(job, *args, **kwargs)
+        cpu = time.process_time()
+        request = original_request(job, *args, **kwargs)
+        figures["first_request_cpu"] = time.process_time() - cpu
+        figures["to_first_call_cpu"] = figures["prepare_cpu"] + figures["first_request_cpu"]
+        return request
+
     pipeline.prepare = timed_prepare  # type: ignore[assignment]
+    SummarizeJob.request = timed_request  # type: ignore[method-assign]
     session = generate("coding", n, seed=0, format="openai")
     with FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6)) as server:
         summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)

@@ -5,8 +5,9 @@ to another model, so credentials found in it are replaced with ``[REDACTED:<kind
 that are credentials are matched: ordinary hashes, UUIDs and paths are left alone.
 
 The token shapes come from detect-secrets' plugins (a maintained list: AWS, Azure storage,
-GitHub, GitLab, npm, OpenAI, PyPI, SendGrid, Slack, Square, Stripe, Mailchimp), imported on the
-first redaction, not with the package. Our own steps, each named below, cover what those plugins
+GitHub, GitLab, npm, OpenAI, PyPI, SendGrid, Slack, Square, Stripe, Mailchimp), their denylists
+copied here (importing the plugins is slow) and checked against the installed version by the
+tests. Our own steps, each named below, cover what those plugins
 miss: keys they do not know (Anthropic, Google, Hugging Face, bare npm, newer OpenAI), and
 credentials that only their context gives away (passwords in URLs, also JSON-escaped ones, ``curl
 -u``, ``mysql -p``, ``docker login -p``, ``.netrc``, Basic and Bearer headers, presigned URL
@@ -21,7 +22,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import importlib
 import keyword
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -89,15 +89,58 @@ _PLUGINS: tuple[tuple[str, str, tuple[str | None, ...], tuple[str, ...]], ...] =
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 
 
+# The denylist entries of those plugins, copied from detect-secrets 1.5.0 (Yelp, Apache License 2.0,
+# https://github.com/Yelp/detect-secrets) in the order of _PLUGINS, with their flags: importing the
+# plugins costs 0.1-0.5 s of CPU (the package imports requests and discovers every plugin), paid
+# by the first compaction of a process before its first model call. Tests check that these are
+# still the installed version's denylists, entry by entry.
+_PLUGIN_DENYLISTS: dict[str, tuple[tuple[str, re.RegexFlag], ...]] = {
+    "aws": (
+        (r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}", re.UNICODE),
+        (
+            "aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\\'\\\"]([0-9a-zA-Z/+]{40})[\\'\\\"]",
+            re.IGNORECASE | re.UNICODE,
+        ),
+    ),
+    "azure_storage_key": ((r"AccountKey=[a-zA-Z0-9+\/=]{88}", re.UNICODE),),
+    "github_token": ((r"(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{36}", re.UNICODE),),
+    "gitlab_token": (
+        (r"(glpat|gldt|glft|glsoat|glrt)-[A-Za-z0-9_\-]{20,50}(?!\w)", re.UNICODE),
+        (r"GR1348941[A-Za-z0-9_\-]{20,50}(?!\w)", re.UNICODE),
+        (r"glcbt-([0-9a-fA-F]{2}_)?[A-Za-z0-9_\-]{20,50}(?!\w)", re.UNICODE),
+        (r"glimt-[A-Za-z0-9_\-]{25}(?!\w)", re.UNICODE),
+        (r"glptt-[A-Za-z0-9_\-]{40}(?!\w)", re.UNICODE),
+        (r"glagent-[A-Za-z0-9_\-]{50,1024}(?!\w)", re.UNICODE),
+        (r"gloas-[A-Za-z0-9_\-]{64}(?!\w)", re.UNICODE),
+    ),
+    "mailchimp": ((r"[0-9a-z]{32}-us[0-9]{1,2}", re.UNICODE),),
+    "npm": ((r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*", re.UNICODE),),
+    "openai": ((r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}", re.UNICODE),),
+    "pypi_token": (
+        (r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9-_]{70,}", re.UNICODE),
+        (r"pypi-AgENdGVzdC5weXBpLm9yZw[A-Za-z0-9-_]{70,}", re.UNICODE),
+    ),
+    "sendgrid": ((r"SG\.[a-zA-Z0-9_-]{22}\.[a-zA-Z0-9_-]{43}", re.UNICODE),),
+    "slack": (
+        (r"xox(?:a|b|p|o|s|r)-(?:\d+-)+[a-z0-9]+", re.IGNORECASE | re.UNICODE),
+        (
+            r"https://hooks\.slack\.com/services/T[a-zA-Z0-9_]+/B[a-zA-Z0-9_]+/[a-zA-Z0-9_]+",
+            re.IGNORECASE | re.VERBOSE | re.UNICODE,
+        ),
+    ),
+    "square_oauth": ((r"sq0csp-[0-9A-Za-z\\\-_]{43}", re.UNICODE),),
+    "stripe": ((r"(?:r|s)k_live_[0-9a-zA-Z]{24}", re.UNICODE),),
+}
+
+
 @functools.cache
 def _plugin_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """(kind, pattern) of the plugins used, compiled once per process (the import costs ~0.2 s)."""
+    """(kind, pattern) of the plugins used, compiled once per process."""
     out: list[tuple[str, re.Pattern[str]]] = []
-    for module, name, kinds, _ in _PLUGINS:
-        detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
-        for kind, pattern in zip(kinds, detector.denylist, strict=False):
+    for module, _, kinds, _ in _PLUGINS:
+        for kind, (pattern, flags) in zip(kinds, _PLUGIN_DENYLISTS[module], strict=True):
             if kind is not None:
-                out.append((kind, pattern))
+                out.append((kind, re.compile(pattern, flags)))
     return tuple(out)
 
 

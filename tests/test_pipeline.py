@@ -1250,3 +1250,29 @@ def test_a_large_message_in_the_tail_does_not_make_the_ledger_forget_what_it_car
     assert all(p in (twice.summary or "") for p in paths)
     assert twice.tokens_after < trigger * 0.75
     no_violations(twice)
+
+
+def test_reads_prompt_answers_without_importing_the_extractive_summarizer() -> None:
+    """Whether a summarizer reads the rendered prompt is decided before its first call; a model
+    summarizer is told apart from the extractive one without importing that module (~0.1 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import sys\n"
+        "from compaction.pipeline import reads_prompt\n"
+        "from compaction.summarizers.scripted import ScriptedSummarizer\n"
+        "assert reads_prompt(ScriptedSummarizer(['x']))\n"
+        "print('compaction.summarizers.extractive' in sys.modules)\n"
+        "from compaction.summarizers.extractive import ExtractiveSummarizer\n"
+        "class Mine(ExtractiveSummarizer):\n"
+        "    pass\n"
+        "print(reads_prompt(ExtractiveSummarizer()), reads_prompt(Mine()), reads_prompt(ScriptedSummarizer(['x'])))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env={"PYTHONPATH": str(root)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "False", "True"]

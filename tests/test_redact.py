@@ -345,3 +345,40 @@ def test_a_long_text_is_redacted_from_its_first_character_and_on_line_boundaries
         assert start == 0 or text[start - 1] == "\n"
         assert end == len(text) or text[end] == "\n"
     assert _cue_windows(first, first.lower())[0][0] == 0
+
+
+def test_the_plugin_shapes_are_the_installed_detect_secrets_denylists() -> None:
+    """The plugins' patterns are copied (importing detect-secrets is slow): entry by entry, pattern
+    and flags, they must be what the installed version's plugins match."""
+    import importlib
+    import re
+
+    from compaction import redact
+
+    for module, name, _, _ in redact._PLUGINS:
+        detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), name)
+        installed = [(pattern.pattern, pattern.flags) for pattern in detector.denylist]
+        copied = [(text, re.compile(text, flags).flags) for text, flags in redact._PLUGIN_DENYLISTS[module]]
+        assert copied == installed, module
+
+
+def test_redaction_does_not_import_detect_secrets() -> None:
+    """A process's first redaction (and the identifier scan's secret check) compiles the copied
+    shapes; the plugins' package, which costs 0.1-0.5 s to import, is not loaded."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from compaction.redact import looks_like_secret, redact_if_needed\n"
+        "out = redact_if_needed('key AKIA' + 'A' * 16 + ' token=abcd1234efgh5678 xoxb-1-abc')\n"
+        "assert out.count('[REDACTED') == 3, out\n"
+        "assert looks_like_secret('ghp_' + 'A1b2' * 9)\n"
+        "print('detect_secrets' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env={"PYTHONPATH": str(root)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -290,3 +290,23 @@ def test_news_weights_and_level_equal_the_reference(texts: list[str], room: int)
     assert list(weights) == expected_weights
     sizes = [len(t) for t in texts]
     assert prune._level(sizes, weights, room) == ref_level(sizes, weights, room)
+
+
+def test_rendered_counts_shared_between_calls_follow_the_message_before() -> None:
+    """A result right under its call renders without a marker of its own: its count depends on the
+    message before it. Calls sharing a cache (the view's rounds) get what fresh calls get, for the
+    same result after its call and after another message."""
+    from compaction.tokens import TiktokenCounter
+    from compaction.transcript import TextPart, ToolCallPart
+
+    counter = TiktokenCounter("o200k_base")
+    call = Message(role="assistant", id="a1", parts=(ToolCallPart(id="c1", name="bash", arguments='{"cmd": "ls"}'),))
+    result = Message(role="tool", id="t1", parts=(ToolResultPart(call_id="c1", content="a.py\nb.py"),))
+    other = Message(role="user", id="u1", parts=(TextPart(text="go on"),))
+    cache: view.RenderedCache = {}
+    under_call = view.rendered_counts(counter, [call, result], cache)
+    elsewhere = view.rendered_counts(counter, [other, result], cache)
+    assert under_call[1] != elsewhere[1]  # the marker makes the difference
+    assert list(under_call) == list(view.rendered_counts(counter, [call, result]))
+    assert list(elsewhere) == list(view.rendered_counts(counter, [other, result]))
+    assert list(view.rendered_counts(counter, [call, result], cache)) == list(under_call)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Literal
 
@@ -88,6 +88,15 @@ class PruneSettings:
             raise ValueError("prune sizes must not be negative")
         if not 0 < self.hard_clear_share <= 1:
             raise ValueError("hard_clear_share must be in (0, 1]")
+
+    def __hash__(self) -> int:
+        # The settings are part of every memo key of a run (tens of thousands of lookups): the
+        # fields are hashed once. Equal settings have equal fields, so equal hashes.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
 
 @dataclass(frozen=True)

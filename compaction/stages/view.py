@@ -39,9 +39,18 @@ def task_text(counter: TokenCounter, messages: Sequence[Message], layout: Partit
 _MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
 
 
-def rendered_counts(counter: TokenCounter, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
+RenderedCache = dict[tuple[int, int], tuple[Message | None, Message, int]]
+"""Rendered counts taken by earlier calls of :func:`rendered_counts`: by the ids of a message and
+the one before it, both (kept alive, so their ids are not reused) and the count."""
+
+
+def rendered_counts(
+    counter: TokenCounter, messages: Sequence[Message], cache: RenderedCache | None = None
+) -> npt.NDArray[np.int64]:
     """Each message's tokens as the summarizer's prompt renders it (its lines and the line break
-    after them) after the message before it: what the chunk planner measures for a model summarizer."""
+    after them) after the message before it: what the chunk planner measures for a model summarizer.
+    Calls that measure the same messages again (the view's rounds) may share ``cache``: a message
+    after the same message is looked up, not rendered, nor its call checked, again."""
     count = counter.count_text
 
     def tokens(message: Message, after: str | None) -> int:
@@ -51,9 +60,20 @@ def rendered_counts(counter: TokenCounter, messages: Sequence[Message]) -> npt.N
             lambda: count(render_for_summarizer([message], nonce=_MEASURING_NONCE, after_call=after).text) + 1,
         )
 
+    def measured(previous: Message | None, message: Message) -> int:
+        if cache is None:
+            return tokens(message, follows_its_call(previous, message))
+        key = (id(previous), id(message))
+        seen = cache.get(key)
+        if seen is not None and seen[0] is previous and seen[1] is message:
+            return seen[2]
+        value = tokens(message, follows_its_call(previous, message))
+        cache[key] = (previous, message, value)
+        return value
+
     previous = [None, *messages[:-1]] if messages else []
     return np.fromiter(
-        (tokens(m, follows_its_call(p, m)) for p, m in zip(previous, messages, strict=True)),
+        (measured(p, m) for p, m in zip(previous, messages, strict=True)),
         dtype=np.int64,
         count=len(messages),
     )
@@ -104,9 +124,10 @@ def summarizer_view(
     # Rounds share the fitted messages: a message cut to the same limits again is the same object,
     # so it is neither cut, prepared nor rendered and counted again.
     fitted: FitCache = {}
+    measured: RenderedCache = {}
     view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
     shown = list(prepare_for_summarizer(view, settings=settings))
-    counts = rendered_counts(counter, shown)
+    counts = rendered_counts(counter, shown, measured)
     for _ in range(_VIEW_ROUNDS):
         total = int(counts.sum())
         if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
@@ -119,5 +140,5 @@ def summarizer_view(
         room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
         view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
         shown = list(prepare_for_summarizer(view, settings=settings))
-        counts = rendered_counts(counter, shown)
+        counts = rendered_counts(counter, shown, measured)
     return shown, {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
