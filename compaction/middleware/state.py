@@ -83,7 +83,8 @@ class SessionState:
         self.placeholders: frozenset[str] = frozenset()
         self.open_turn: list[dict[str, Any]] = []
         self.whole: tuple[int, int] = (-1, 0)  # (generation, length) of the context last found whole
-        self.recall_index = MemoryRecallIndex() if store is None else None
+        # Memory mode's archive index, fed by every compaction; none when recall is off (never searched).
+        self.recall_index = MemoryRecallIndex() if store is None and settings.recall else None
         self.compaction_status = CompactionStatus()
         self.history: list[CompactionEntry] = []  # without a store (the store keeps its own)
         self.last_result: CompactionResult | None = None
