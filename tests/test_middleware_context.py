@@ -12,9 +12,8 @@ import pytest
 
 import compaction.middleware.context as context_module
 from compaction import CompactionConfig, Compactor
-from compaction.middleware import ContextManager, PrepareSettings
+from compaction.middleware import ContextManager, ManagerSettings, PrepareSettings
 from compaction.middleware.context import Context, ContextEntry, canonical
-from compaction.middleware.settings import ManagerSettings
 from compaction.sqlite_store import SQLiteSessionStore
 from compaction.tokens import counter_for_model
 
