@@ -98,6 +98,8 @@ class Context:
         that entry's canonical form and count; only the others are converted and counted. The
         lists are matched from the end, where a compaction keeps messages verbatim."""
         old = self._entries
+        if not old:
+            return Context.counted(messages, ids, counter)
         position = len(old) - 1
         out: list[ContextEntry] = []
         for message, store_id in zip(reversed(messages), reversed(ids), strict=True):
