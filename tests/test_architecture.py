@@ -15,15 +15,8 @@ from import_graph import elementary_cycles, import_graph, strongly_connected
 ROOT = Path(__file__).resolve().parents[1]
 
 # The groups of modules that import each other today (counting imports inside functions and under
-# TYPE_CHECKING): the context manager and its run / background / recovery helpers, the
-# orchestrator and its outcome.
+# TYPE_CHECKING): the orchestrator and its outcome.
 KNOWN_CYCLE_GROUPS = [
-    {
-        "compaction.middleware.background",
-        "compaction.middleware.manager",
-        "compaction.middleware.overflow",
-        "compaction.middleware.run",
-    },
     {"compaction.outcome", "compaction.pipeline"},
 ]
 

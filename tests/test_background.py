@@ -269,7 +269,7 @@ async def test_a_job_in_flight_extending_the_swapped_state_continues_and_becomes
     assert state is not None
     assert 0 < state.covered < len(cm.messages)
     assert cm._preparer is not None
-    assert cm._preparer.valid_state(cm) is state
+    assert cm._preparer.valid_state(cm._state) is state
     assert cm.messages[: len(swapped)] == swapped
     assert state.completes
     # It finishes the threshold's compaction: the next turn swaps it in with no call (the context
@@ -350,7 +350,7 @@ async def test_a_job_waited_for_at_the_threshold_is_swapped_in_without_a_second_
     assert cm.prepared is not None
     assert cm.prepared.discarded == 0
     assert len(summarizer.requests) == calls + 1  # the job's call only (it was held at the gate)
-    trigger = cm._work.guard.threshold_tokens or cm._work.guard.budget
+    trigger = cm.work_compactor.guard.threshold_tokens or cm.work_compactor.guard.budget
     assert result.tokens_after * 1.2 <= 0.525 * trigger
     assert not cm.decision().should_compact
     assert valid_pairs(cm)
@@ -461,8 +461,8 @@ async def test_two_managers_on_one_store_one_prepared_state_wins(tmp_path: Path)
             break
     assert first._preparer is not None
     assert second._preparer is not None
-    assert first._preparer.maybe_start(first, first.decision().effective_tokens)
-    assert second._preparer.maybe_start(second, second.decision().effective_tokens)
+    assert first._preparer.maybe_start(first._state, first.decision().effective_tokens)
+    assert second._preparer.maybe_start(second._state, second.decision().effective_tokens)
     await settle(first)
     await settle(second)
     version, state = store.load_prepared("s")

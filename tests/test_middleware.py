@@ -470,7 +470,7 @@ async def test_store_mode_lost_race_reloads_and_does_not_retry() -> None:
     b = ContextManager(make_compactor(threshold=6_000), session_id="s", store=store)
     assert a.messages == b.messages
     events: list[CompactionEvent] = []
-    b._handlers.append(events.append)
+    b._state.handlers.append(events.append)
     won = await a.compact_now()
     assert won.compacted
     calls = _counting(b)

@@ -18,6 +18,7 @@ from compaction.middleware.events import (
 from compaction.middleware.failures import CompactionStatus
 from compaction.middleware.manager import LOGGER, ContextManager, ContextMeasure
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
+from compaction.middleware.settings import ManagerSettings
 from compaction.middleware.usage import UsageReport, parse_usage
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ContextManager",
     "ContextMeasure",
     "EventHandler",
+    "ManagerSettings",
     "PrepareSettings",
     "PreparedUsage",
     "UsageReport",

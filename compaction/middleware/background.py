@@ -41,24 +41,23 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compaction.compactor import Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.failures import failure_reason
+from compaction.middleware.measure import ContextMeasure
 from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
+from compaction.middleware.state import SessionState
 from compaction.result import CompactionResult, Trigger
 from compaction.store import PreparedStateStore
-
-if TYPE_CHECKING:
-    from compaction.middleware.manager import ContextManager, ContextMeasure
 
 __all__ = ["Preparer", "compact_prepared"]
 
 
 class Preparer:
-    """The background job of one :class:`ContextManager`: at most one task, its prepared state and
-    what it spent."""
+    """The background job of one managed session: at most one task, its prepared state and what
+    it spent. Its methods take the session's :class:`~compaction.middleware.state.SessionState`."""
 
     def __init__(self, settings: PrepareSettings) -> None:
         self.settings = settings
@@ -81,23 +80,24 @@ class Preparer:
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    def maybe_start(self, cm: ContextManager, tokens: int) -> bool:
+    def maybe_start(self, session: SessionState, tokens: int) -> bool:
         """Start a job when the context (``tokens``, as the guard compares them) is past the mark
         and enough has aged out since the last one (and none is running). Never waits. Returns
         whether a job was started."""
         if not self.settings.enabled or self.running:
             return False
-        trigger = _trigger_tokens(cm)
+        trigger = _trigger_tokens(session)
         if trigger is None:
             return False
         if self._retry_at is not None and tokens < self._retry_at:
             return False
         state = self.state  # checked against the context when the job starts and when it is used
-        covered = min(state.covered, len(cm._messages)) if state is not None else 0
-        counts = cm._counts
-        keep = cm._work.config.keep_recent_messages
-        tail = min(sum(counts[-keep:]) if keep else 0, cm._work.config.recent_tail_cap(cm._work.guard.window))
-        aged = sum(counts[covered:]) - tail
+        context = session.context
+        covered = min(state.covered, len(context)) if state is not None else 0
+        config = session.work.config
+        keep = config.keep_recent_messages
+        tail = min(context.tokens(-keep) if keep else 0, config.recent_tail_cap(session.work.guard.window))
+        aged = context.tokens(covered) - tail
         if tokens < self.settings.mark * trigger:
             return False
         if aged <= 0 or (state is not None and aged < self.settings.step * trigger):
@@ -105,8 +105,10 @@ class Preparer:
         self._started_at = tokens
         self.base = state
         self.rebased = None
-        self.seen = len(cm._messages)
-        self.task = asyncio.get_running_loop().create_task(self._run(cm), name=f"compaction-prepare:{cm.session_id}")
+        self.seen = len(session.context)
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(session), name=f"compaction-prepare:{session.session_id}"
+        )
         return True
 
     async def cancel(self) -> None:
@@ -135,61 +137,65 @@ class Preparer:
         self.task = None
         self.discard()
 
-    def one_call(self, cm: ContextManager) -> Compactor:
+    def one_call(self, session: SessionState) -> Compactor:
         """The manager's compactor with chunks as large as the summarizer's window allows, for the
         calls a threshold turn makes itself (nothing prepared: a turn that jumped past the mark and
         the threshold at once; or the rest after a stale state). One call reading the whole zone
         instead of a round of chunk calls and then a merge: one model latency instead of two on the
         critical path, and the earlier summary is rewritten once either way. Zones larger than the
         summarizer's window are still chunked."""
-        work = cm._work
+        work = session.work
         if self._single is None or self._single[0] is not work:
             config = work.config.model_copy(update={"base_chunk_ratio": 1.0})
             single = Compactor(work.model, work.summarizer, config, counter=work.counter, registry=work.registry)
             self._single = (work, single)
         return self._single[1]
 
-    def completion(self, cm: ContextManager) -> bool:
+    def completion(self, session: SessionState) -> bool:
         """Whether a job that was in flight at the last threshold has landed and its state can be
         swapped in now with no call. The threshold swapped in the older state the job extends, so
         until then the context holds everything the job summarized; swapping it in brings the
         context down to what a compaction on demand leaves, instead of carrying those messages
         (and an earlier next threshold, and one more summary rewrite) into the next cycle."""
         state = self.state
-        if cm.store is not None or state is None or not state.completes or self.running:
+        if session.store is not None or state is None or not state.completes or self.running:
             return False
-        if self.valid_state(cm) is None:
+        if self.valid_state(session) is None:
             return False
-        return _fits(cm, _candidate_tokens(cm, state), self.settings.accept)
+        return _fits(session, _candidate_tokens(session, state), self.settings.accept)
 
     def discard(self) -> None:
         if self.state is not None:
             self.usage.discarded += 1
         self.state = None
 
-    async def _run(self, cm: ContextManager) -> None:
+    async def _run(self, session: SessionState) -> None:
         try:
-            state = await (_prepare_stored(self, cm) if cm.store is not None else _prepare_memory(self, cm))
+            state = await (
+                _prepare_stored(self, session) if session.store is not None else _prepare_memory(self, session)
+            )
             if state is None:
                 return
-            if cm.store is not None and isinstance(cm.store, PreparedStateStore):
-                saved = cm.store.save_prepared(cm.session_id, expected_version=self._version, state=state.to_json())
+            if session.store is not None and isinstance(session.store, PreparedStateStore):
+                saved = session.store.save_prepared(
+                    session.session_id, expected_version=self._version, state=state.to_json()
+                )
                 if saved is None:  # another process saved one first: take it if it still matches
                     self.usage.discarded += 1
-                    self.load(cm)
+                    self.load(session)
                     return
                 self._version = state.version = saved
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a failed background job only means the threshold compacts on demand
             reason = failure_reason(exc)
-            cm.logger.warning("Background compaction failed: %s; the threshold will compact on demand", reason)
-            trigger = _trigger_tokens(cm) or 0
+            session.logger.warning("Background compaction failed: %s; the threshold will compact on demand", reason)
+            trigger = _trigger_tokens(session) or 0
             self._retry_at = self._started_at + int(self.settings.step * trigger)  # not again every turn
             return
         self._retry_at = None
         self.state = state
-        cm.logger.info(
+        session.logger.info(
             "Compaction prepared in the background: %s messages covered, %s calls, %s summarizer tokens "
             "(%s spent in the background so far)",
             state.covered,
@@ -200,32 +206,32 @@ class Preparer:
 
     # --- the state ---------------------------------------------------------------------
 
-    def valid_state(self, cm: ContextManager) -> PreparedState | None:
+    def valid_state(self, session: SessionState) -> PreparedState | None:
         """The prepared state if it still describes the context's first messages, else None (and
         it is dropped)."""
         state = self.state
         if state is None:
             return None
-        ok = state.covered <= len(cm._messages) and state.key == _key(cm, state.covered)
-        if ok and cm.store is not None:
-            ok = state.base_through_id == cm._through_id and _position(cm, state.through_id) == state.covered
+        ok = state.covered <= len(session.context) and state.key == _key(session, state.covered)
+        if ok and session.store is not None:
+            ok = state.base_through_id == session.through_id and _position(session, state.through_id) == state.covered
         if not ok:
-            cm.logger.info("Background-prepared summary discarded: the messages it covers changed")
+            session.logger.info("Background-prepared summary discarded: the messages it covers changed")
             self.discard()
             return None
         return state
 
-    def load(self, cm: ContextManager) -> None:
+    def load(self, session: SessionState) -> None:
         """Store mode: adopt the persisted state (another process's, or ours before a restart)
         when it matches this context."""
-        store = cm.store
+        store = session.store
         if store is None or not isinstance(store, PreparedStateStore):
             return
-        self._version, data = store.load_prepared(cm.session_id)
+        self._version, data = store.load_prepared(session.session_id)
         self.state = None
         if not data or not isinstance(data.get("through_id"), int) or not isinstance(data.get("summary"), str):
             return
-        covered = _position(cm, data["through_id"])
+        covered = _position(session, data["through_id"])
         if covered is None or covered != data.get("covered"):
             return
         record = data.get("record") if isinstance(data.get("record"), Mapping) else {}
@@ -236,9 +242,9 @@ class Preparer:
             reason="prepared in the background",
             tokens_before=0,
             tokens_after=0,
-            budget=cm._work.guard.budget,
-            window=cm._work.guard.window,
-            exact_counts=cm._work.counter.exact,
+            budget=session.work.guard.budget,
+            window=session.work.guard.window,
+            exact_counts=session.work.counter.exact,
             summary=data["summary"],
             fallback_level=str((record or {}).get("fallback_level", "full")),  # type: ignore[arg-type]
             record=dict(record or {}),
@@ -246,7 +252,7 @@ class Preparer:
         self.state = PreparedState(
             key=str(data.get("key")),
             covered=covered,
-            head=[store_mode.summary_message(data["summary"], cm._work.config)],
+            head=[store_mode.summary_message(data["summary"], session.work.config)],
             system=None,
             result=result,
             archive={str(k): dict(v) for k, v in (archive or {}).items()},
@@ -256,42 +262,42 @@ class Preparer:
             summary=data["summary"],
             version=self._version,
         )
-        self.valid_state(cm)
+        self.valid_state(session)
 
-    def clear_persisted(self, cm: ContextManager) -> None:
+    def clear_persisted(self, session: SessionState) -> None:
         """Store mode, after the state was used or went stale: clear the saved copy (CAS)."""
-        store = cm.store
+        store = session.store
         if store is None or not isinstance(store, PreparedStateStore):
             return
-        version = store.save_prepared(cm.session_id, expected_version=self._version, state=None)
-        self._version = version if version is not None else store.load_prepared(cm.session_id)[0]
+        version = store.save_prepared(session.session_id, expected_version=self._version, state=None)
+        self._version = version if version is not None else store.load_prepared(session.session_id)[0]
 
 
-def _count_context(cm: ContextManager) -> int:
-    request, system, _ = cm._request(cm._messages)
-    return cm._work.count(request, system=system, tools=cm._tools_after_compaction())
+def _count_context(session: SessionState) -> int:
+    request, system, _ = session.request(session.context.messages())
+    return session.work.count(request, system=system, tools=session.tools_after_compaction())
 
 
-def _trigger_tokens(cm: ContextManager) -> int | None:
-    config = cm._work.config
+def _trigger_tokens(session: SessionState) -> int | None:
+    config = session.work.config
     if not config.enabled or config.threshold == 0:
         return None
-    guard = cm._work.guard
+    guard = session.work.guard
     point = guard.threshold_tokens if guard.threshold_tokens is not None else guard.budget
     return min(point, guard.budget)
 
 
-def _key(cm: ContextManager, covered: int) -> str:
-    guard = cm._work.guard
-    return prefix_key(cm._messages[:covered], cm.system, cm._work.model, guard.window)
+def _key(session: SessionState, covered: int) -> str:
+    guard = session.work.guard
+    return prefix_key(session.context.messages(0, covered), session.system, session.work.model, guard.window)
 
 
-def _position(cm: ContextManager, through_id: int | None) -> int | None:
+def _position(session: SessionState, through_id: int | None) -> int | None:
     """Store mode: how many context messages end with the stored message ``through_id`` (and the
     messages a compaction added after it, which carry its id)."""
     if through_id is None:
         return None
-    positions = [index + 1 for index, store_id in enumerate(cm._ids) if store_id == through_id]
+    positions = [index + 1 for index, store_id in enumerate(session.context.ids()) if store_id == through_id]
     return positions[-1] if positions else None
 
 
@@ -302,17 +308,19 @@ def _merged(state: PreparedState | None, result: CompactionResult) -> tuple[dict
     return archive, removed
 
 
-async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedState | None:
+async def _prepare_memory(preparer: Preparer, session: SessionState) -> PreparedState | None:
     """One job without a store: compact (head of the prepared state +) the messages after it."""
-    state = preparer.valid_state(cm)
-    snapshot = list(cm._messages)
-    system_now = cm.system
+    state = preparer.valid_state(session)
+    snapshot = session.context.messages()
+    system_now = session.system
     covered = state.covered if state is not None else 0
     head = state.head if state is not None else []
-    request, system, prepended = cm._request([*head, *snapshot[covered:]])
+    request, system, prepended = session.request([*head, *snapshot[covered:]])
     key_of = prefix_key  # bound now: the context may change while the job runs
-    model, window = cm._work.model, cm._work.guard.window
-    result = await cm._work.acompact(request, system=system, tools=cm._tools_after_compaction(), trigger="threshold")
+    model, window = session.work.model, session.work.guard.window
+    result = await session.work.acompact(
+        request, system=system, tools=session.tools_after_compaction(), trigger="threshold"
+    )
     preparer.usage.add(result)
     if not result.compacted:
         return None
@@ -352,22 +360,22 @@ async def _prepare_memory(preparer: Preparer, cm: ContextManager) -> PreparedSta
     )
 
 
-async def _prepare_stored(preparer: Preparer, cm: ContextManager) -> PreparedState | None:
+async def _prepare_stored(preparer: Preparer, session: SessionState) -> PreparedState | None:
     """One job in store mode: the stored messages after the prepared (or stored) summary."""
-    state = preparer.valid_state(cm)
-    snapshot = list(cm._messages)
-    ids = list(cm._ids)
-    system_now = cm.system
-    base_through = cm._through_id
-    config = cm._work.config
+    state = preparer.valid_state(session)
+    snapshot = session.context.messages()
+    ids = session.context.ids()
+    system_now = session.system
+    base_through = session.through_id
+    config = session.work.config
     after = state.through_id if state is not None else None
     rest = [(m, i) for m, i in zip(snapshot, ids, strict=True) if i is not None and (after is None or i > after)]
-    inner = state.summary if state is not None else cm._summary
+    inner = state.summary if state is not None else session.summary
     previous = store_mode.previous_summary_body(inner, config) if inner else None
-    request, system, _ = cm._request([m for m, _ in rest])
-    model, window = cm._work.model, cm._work.guard.window
-    result = await cm._work.acompact(
-        request, system=system, previous_summary=previous, tools=cm._tools_after_compaction(), trigger="threshold"
+    request, system, _ = session.request([m for m, _ in rest])
+    model, window = session.work.model, session.work.guard.window
+    result = await session.work.acompact(
+        request, system=system, previous_summary=previous, tools=session.tools_after_compaction(), trigger="threshold"
     )
     preparer.usage.add(result)
     if not result.compacted:
@@ -397,41 +405,44 @@ def _record(state: PreparedState, usage: PreparedUsage, calls: int, how: str) ->
 
 
 async def compact_prepared(
-    cm: ContextManager, trigger: Trigger, event_trigger: str, measure: ContextMeasure, *, completion: bool = False
+    session: SessionState,
+    preparer: Preparer,
+    trigger: Trigger,
+    event_trigger: str,
+    measure: ContextMeasure,
+    *,
+    completion: bool = False,
 ) -> CompactionResult | None:
     """The threshold (or manual, or guard-blocked) compaction from the prepared state: swapped in
     with no call when small enough, else one compaction of what aged out since. A job in flight is
     cancelled when the state is enough, else awaited. None when there is no usable state (the
-    caller compacts on demand). Applies the result to the manager."""
-    preparer = cm._preparer
-    if preparer is None:
-        return None
+    caller compacts on demand). Applies the result to the session."""
     if completion:  # below the threshold: the landed state (Preparer.completion checked it), no call
         state = preparer.state
         assert state is not None
-        assert cm.store is None
+        assert session.store is None
         preparer.state = None
-        return await _swap_memory(cm, preparer, state, trigger, preparer.settings.accept, completion=True)
-    if cm.store is not None and preparer.state is None and not preparer.running:
-        preparer.load(cm)  # saved by another process, or before a restart
+        return await _swap_memory(session, preparer, state, trigger, preparer.settings.accept, completion=True)
+    if session.store is not None and preparer.state is None and not preparer.running:
+        preparer.load(session)  # saved by another process, or before a restart
     waited = False
     after_wait = (1 + preparer.settings.accept) / 2
     if preparer.running:
-        ready = preparer.valid_state(cm)
-        if ready is not None and _fits(cm, _candidate_tokens(cm, ready), preparer.settings.accept):
+        ready = preparer.valid_state(session)
+        if ready is not None and _fits(session, _candidate_tokens(session, ready), preparer.settings.accept):
             # What is prepared already does: no call, no wait. A job extending it (memory mode)
             # keeps running: its request is the swapped-in context's beginning, so its result is
             # the next prepared state (see _prepare_memory); any other job is cancelled.
-            if cm.store is not None or preparer.base is not ready:
+            if session.store is not None or preparer.base is not ready:
                 await preparer.cancel()
-        elif ready is not None and not _fits(cm, _best_after_job(cm, preparer, ready), after_wait):
+        elif ready is not None and not _fits(session, _best_after_job(session, preparer, ready), after_wait):
             # What the job cannot cover is too big already, whatever it yields: waiting would
             # only come before the call on the rest, so make that call now.
             await preparer.cancel()
         else:
             await preparer.finish()  # partly done already: finishing beats compacting on demand
             waited = True
-    state = preparer.valid_state(cm)
+    state = preparer.valid_state(session)
     if state is None:
         return None
     preparer.state = None
@@ -439,65 +450,69 @@ async def compact_prepared(
     # up to halfway from ``accept`` to the trigger rather than spending a second call on the rest.
     accept = after_wait if waited else preparer.settings.accept
     try:
-        if cm.store is not None:
-            return await _swap_stored(cm, preparer, state, trigger, event_trigger, measure, accept)
-        return await _swap_memory(cm, preparer, state, trigger, accept)
+        if session.store is not None:
+            return await _swap_stored(session, preparer, state, trigger, event_trigger, measure, accept)
+        return await _swap_memory(session, preparer, state, trigger, accept)
     finally:
-        if cm.store is not None:
-            preparer.clear_persisted(cm)
+        if session.store is not None:
+            preparer.clear_persisted(session)
 
 
-def _best_after_job(cm: ContextManager, preparer: Preparer, ready: PreparedState) -> int:
+def _best_after_job(session: SessionState, preparer: Preparer, ready: PreparedState) -> int:
     """The smallest context the running job can give: a head like ``ready``'s (with the system
     prompt and tools), then at least the last ``keep_recent_messages`` it was given and all that
     arrived since."""
-    overhead = _candidate_tokens(cm, ready) - sum(cm._counts[ready.covered :])
-    start = max(ready.covered, preparer.seen - cm._work.config.keep_recent_messages)
-    return overhead + sum(cm._counts[start:])
+    overhead = _candidate_tokens(session, ready) - session.context.tokens(ready.covered)
+    start = max(ready.covered, preparer.seen - session.work.config.keep_recent_messages)
+    return overhead + session.context.tokens(start)
 
 
-def _candidate(cm: ContextManager, state: PreparedState) -> list[dict[str, Any]]:
+def _candidate(session: SessionState, state: PreparedState) -> list[dict[str, Any]]:
     """The context the state gives: its head, then every message after what it covers."""
-    if cm.store is None:
-        return [*state.head, *cm._messages[state.covered :]]
+    if session.store is None:
+        return [*state.head, *session.context.messages(state.covered)]
     assert state.through_id is not None
-    rest = [m for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
-    return [*state.head, *rest]
+    return [*state.head, *(m for m, _ in session.context.stored(after=state.through_id))]
 
 
-def _candidate_tokens(cm: ContextManager, state: PreparedState) -> int:
-    return _swap_request(cm, state)[3]
+def _candidate_tokens(session: SessionState, state: PreparedState) -> int:
+    return _swap_request(session, state)[3]
 
 
-def _swap_request(cm: ContextManager, state: PreparedState) -> tuple[list[dict[str, Any]], Any, bool, int]:
+def _swap_request(session: SessionState, state: PreparedState) -> tuple[list[dict[str, Any]], Any, bool, int]:
     """Memory mode: the request the state gives (messages, system, whether a system message was
     prepended) and its tokens."""
-    request, system, prepended = cm._request(_candidate(cm, state))
+    request, system, prepended = session.request(_candidate(session, state))
     if state.system is not None and system is not None:
         system = state.system
-    return request, system, prepended, cm._work.count(request, system=system, tools=cm._tools_after_compaction())
+    return (
+        request,
+        system,
+        prepended,
+        session.work.count(request, system=system, tools=session.tools_after_compaction()),
+    )
 
 
-def _fits(cm: ContextManager, tokens: int, accept: float) -> bool:
+def _fits(session: SessionState, tokens: int, accept: float) -> bool:
     """Whether a context of ``tokens`` may be swapped in with no call: under ``accept`` of the
     trigger and within the budget."""
-    trigger = _trigger_tokens(cm)
-    guard = cm._work.guard
-    effective = tokens if cm._work.counter.exact else int(tokens * guard.safety_margin)
+    trigger = _trigger_tokens(session)
+    guard = session.work.guard
+    effective = tokens if session.work.counter.exact else int(tokens * guard.safety_margin)
     limit = guard.budget if trigger is None else min(guard.budget, int(accept * trigger))
     return effective <= limit
 
 
 async def _swap_memory(
-    cm: ContextManager,
+    session: SessionState,
     preparer: Preparer,
     state: PreparedState,
     trigger: Trigger,
     accept: float,
     completion: bool = False,
 ) -> CompactionResult:
-    request, system, prepended, tokens = _swap_request(cm, state)
-    if completion or _fits(cm, tokens, accept):  # a completion was checked by Preparer.completion
+    request, system, prepended, tokens = _swap_request(session, state)
+    if completion or _fits(session, tokens, accept):  # a completion was checked by Preparer.completion
         if preparer.running:
             preparer.rebased = state  # the job in flight extends ``state``: its result stays usable
             preparer.seen = len(state.head) + preparer.seen - state.covered  # in the swapped-in context
@@ -510,11 +525,11 @@ async def _swap_memory(
                 if completion
                 else "threshold reached; summary prepared in the background"
             ),
-            tokens_before=_count_context(cm),
+            tokens_before=_count_context(session),
             tokens_after=tokens,
-            budget=cm._work.guard.budget,
-            window=cm._work.guard.window,
-            exact_counts=cm._work.counter.exact,
+            budget=session.work.guard.budget,
+            window=session.work.guard.window,
+            exact_counts=session.work.counter.exact,
             system=system,
             format=state.result.format,
             messages_removed=state.messages_removed,
@@ -525,13 +540,13 @@ async def _swap_memory(
             archive=archive,
             record=_record(state, preparer.usage, 0, "completion" if completion else "prepared"),
         )
-        cm._adopt(request, system, prepended)
-        cm._archive_for_recall(archive)
+        session.adopt(request, system, prepended)
+        session.archive_for_recall(archive)
         return result
     # Too much aged out since the last job: one compaction of the prepared head plus the rest.
     await preparer.cancel()  # a job in flight would describe a context this call replaces
-    result = await preparer.one_call(cm).acompact(
-        request, system=system, tools=cm._tools_after_compaction(), trigger=trigger
+    result = await preparer.one_call(session).acompact(
+        request, system=system, tools=session.tools_after_compaction(), trigger=trigger
     )
     if not result.compacted:
         return result
@@ -543,13 +558,13 @@ async def _swap_memory(
         removed=list(archive.values()),
         record=_record(state, preparer.usage, result.llm_calls, "prepared+rest"),
     )
-    cm._adopt(result.messages, result.system, prepended)
-    cm._archive_for_recall(archive)
+    session.adopt(result.messages, result.system, prepended)
+    session.archive_for_recall(archive)
     return result
 
 
 async def _swap_stored(
-    cm: ContextManager,
+    session: SessionState,
     preparer: Preparer,
     state: PreparedState,
     trigger: Trigger,
@@ -559,11 +574,11 @@ async def _swap_stored(
 ) -> CompactionResult:
     assert state.through_id is not None
     assert state.summary is not None
-    config = cm._work.config
-    rest = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None and i > state.through_id]
-    request, system, _ = cm._request(_candidate(cm, state))
-    tokens = cm._work.count(request, system=system, tools=cm._tools_after_compaction())
-    whole = _count_context(cm)
+    config = session.work.config
+    rest = session.context.stored(after=state.through_id)
+    request, system, _ = session.request(_candidate(session, state))
+    tokens = session.work.count(request, system=system, tools=session.tools_after_compaction())
+    whole = _count_context(session)
     base = replace(
         state.result,
         messages=request,
@@ -580,14 +595,14 @@ async def _swap_stored(
     )
     through, summary, archive = state.through_id, state.summary, dict(state.archive)
     result = replace(base, record=_record(state, preparer.usage, 0, "prepared"))
-    if not _fits(cm, tokens, accept) and rest:
-        rest_request, rest_system, _ = cm._request([m for m, _ in rest])
+    if not _fits(session, tokens, accept) and rest:
+        rest_request, rest_system, _ = session.request([m for m, _ in rest])
         previous = store_mode.previous_summary_body(state.summary, config)
-        extra = await preparer.one_call(cm).acompact(
+        extra = await preparer.one_call(session).acompact(
             rest_request,
             system=rest_system,
             previous_summary=previous,
-            tools=cm._tools_after_compaction(),
+            tools=session.tools_after_compaction(),
             trigger=trigger,
         )
         later = (
@@ -607,7 +622,5 @@ async def _swap_stored(
                 record=_record(state, preparer.usage, extra.llm_calls, "prepared+rest"),
             )
     result = replace(result, archive=archive, removed=list(archive.values()))
-    tail = store_mode.compacted_tail(result.messages, rest, through, config, tail_through=cm._tail_through)
-    from compaction.middleware.run import save_compaction  # run imports this module
-
-    return save_compaction(cm, result, through, summary, event_trigger, measure.tokens, archive, tail)
+    tail = store_mode.compacted_tail(result.messages, rest, through, config, tail_through=session.tail_through)
+    return session.save_compaction(result, through, summary, event_trigger, measure.tokens, archive, tail)

@@ -1,16 +1,192 @@
-"""The context as lists of provider-format messages: conversion, the request sent to the
-compactor (where the system prompt goes), and the compactor the manager derives for its mode."""
+"""The managed context and its message lists.
+
+:class:`Context` is the context a :class:`~compaction.middleware.ContextManager` holds: one
+:class:`ContextEntry` per message (the provider-format message, its store id, its canonical form
+and its exact token count) and the running total of those counts. A message is converted and
+counted once, when it enters the context; a context rebuilt after a compaction carries the entries
+of the messages it kept over (:meth:`Context.rebuilt`), so only what the compaction wrote is
+counted. Below it: conversion, the request sent to the compactor (where the system prompt goes),
+and the compactor the manager derives for its mode.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
 
 from compaction.adapters import message_format, to_canonical
 from compaction.compactor import Compactor
+from compaction.tokens import TokenCounter
 from compaction.transcript import Message
 
-__all__ = ["adopted", "canonical", "derive_compactor", "first_format", "request_for", "split_leading_system"]
+__all__ = [
+    "Context",
+    "ContextEntry",
+    "adopted",
+    "canonical",
+    "derive_compactor",
+    "entry_of",
+    "first_format",
+    "request_for",
+    "split_leading_system",
+]
+
+# How far back a rebuilt context looks for the entry of a kept message when the two lists stop
+# lining up (a trimmed tool result, a placeholder the compaction added): keeps the rebuild linear.
+_REALIGN = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEntry:
+    """One message of the context: provider format, store id (None for a message the manager or
+    a compaction wrote, and without a store), canonical form, and its exact count with the
+    manager's base (uncalibrated) counter."""
+
+    message: dict[str, Any]
+    store_id: int | None
+    canon: Message
+    tokens: int
+
+
+def entry_of(message: dict[str, Any], store_id: int | None, counter: TokenCounter) -> ContextEntry:
+    """``message`` (the context's own copy) converted and counted (raises on invalid input)."""
+    canon = canonical(message)
+    return ContextEntry(message, store_id, canon, counter.count_message(canon))
+
+
+class Context:
+    """The messages of the context in order, each converted and counted once, with their total.
+
+    It grows by :meth:`append`; a compaction replaces it with a new one (:meth:`rebuilt`); the only
+    removal is :meth:`split_off` of a turn held out of a compaction, put back with :meth:`extend`.
+    Range totals come from running sums, so the size of any slice costs O(1).
+
+    >>> from compaction.tokens import counter_for_model
+    >>> counter = counter_for_model("gpt-4o")
+    >>> ctx = Context([entry_of({"role": "user", "content": "hi"}, None, counter)])
+    >>> ctx.append(entry_of({"role": "assistant", "content": "hello there"}, None, counter))
+    >>> len(ctx), ctx.total == ctx.tokens(0, 1) + ctx.tokens(1)
+    (2, True)
+    """
+
+    __slots__ = ("_entries", "_sums")
+
+    def __init__(self, entries: Iterable[ContextEntry] = ()) -> None:
+        self._entries: list[ContextEntry] = []
+        self._sums: list[int] = [0]  # _sums[k]: tokens of the first k entries
+        self.extend(entries)
+
+    @classmethod
+    def counted(
+        cls,
+        messages: Sequence[dict[str, Any]],
+        ids: Sequence[int | None],
+        counter: TokenCounter,
+    ) -> Context:
+        """A context of ``messages`` (with store ``ids``), each converted and counted."""
+        return cls(entry_of(m, i, counter) for m, i in zip(messages, ids, strict=True))
+
+    def rebuilt(
+        self,
+        messages: Sequence[dict[str, Any]],
+        ids: Sequence[int | None],
+        counter: TokenCounter,
+    ) -> Context:
+        """A new context of ``messages`` (with store ``ids``). A message equal to one this context
+        holds with the same id (the kept tail of a compaction, a stored message reloaded) takes
+        that entry's canonical form and count; only the others are converted and counted. The
+        lists are matched from the end, where a compaction keeps messages verbatim."""
+        old = self._entries
+        if not old:
+            return Context.counted(messages, ids, counter)
+        position = len(old) - 1
+        out: list[ContextEntry] = []
+        for message, store_id in zip(reversed(messages), reversed(ids), strict=True):
+            found = None
+            for k in range(position, max(position - _REALIGN, -1), -1):
+                entry = old[k]
+                if entry.store_id == store_id and (entry.message is message or entry.message == message):
+                    found = entry
+                    position = k - 1
+                    break
+            if found is None:
+                out.append(entry_of(message, store_id, counter))
+            else:
+                out.append(ContextEntry(message, store_id, found.canon, found.tokens))
+        out.reverse()
+        return Context(out)
+
+    def recounted(self, counter: TokenCounter) -> Context:
+        """The same messages counted with another counter (the model changed)."""
+        return Context(
+            ContextEntry(e.message, e.store_id, e.canon, counter.count_message(e.canon)) for e in self._entries
+        )
+
+    # --- growing and holding ---------------------------------------------------------------
+
+    def append(self, entry: ContextEntry) -> None:
+        self._entries.append(entry)
+        self._sums.append(self._sums[-1] + entry.tokens)
+
+    def extend(self, entries: Iterable[ContextEntry]) -> None:
+        for entry in entries:
+            self.append(entry)
+
+    def split_off(self, start: int) -> list[ContextEntry]:
+        """Remove the entries from ``start`` on and return them."""
+        tail = self._entries[start:]
+        del self._entries[start:], self._sums[start + 1 :]
+        return tail
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __iter__(self) -> Iterator[ContextEntry]:
+        return iter(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> ContextEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ContextEntry]: ...
+    def __getitem__(self, index: int | slice) -> ContextEntry | list[ContextEntry]:
+        return self._entries[index]
+
+    @property
+    def total(self) -> int:
+        """Tokens of every message (the sum of their counts)."""
+        return self._sums[-1]
+
+    def tokens(self, start: int = 0, stop: int | None = None) -> int:
+        """Tokens of the messages ``[start:stop]`` (slice semantics, negative indices too)."""
+        begin, end, _ = slice(start, stop).indices(len(self._entries))
+        return self._sums[end] - self._sums[begin] if end > begin else 0
+
+    def messages(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The provider-format messages ``[start:stop]`` (a new list of the context's dicts)."""
+        return [e.message for e in self._entries[start:stop]]
+
+    def ids(self) -> list[int | None]:
+        return [e.store_id for e in self._entries]
+
+    def canon(self, start: int = 0) -> list[Message]:
+        return [e.canon for e in self._entries[start:]]
+
+    def counts(self) -> list[int]:
+        return [e.tokens for e in self._entries]
+
+    def stored(self, after: int | None = None) -> list[tuple[dict[str, Any], int]]:
+        """(message, store id) of the stored messages (those with an id; after ``after`` when given)."""
+        return [
+            (e.message, e.store_id)
+            for e in self._entries
+            if e.store_id is not None and (after is None or e.store_id > after)
+        ]
 
 
 def canonical(message: Mapping[str, Any]) -> Message:

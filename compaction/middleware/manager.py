@@ -23,11 +23,14 @@ quarter of the threshold (unless it can no longer be sent at all), instead of re
 A compaction that fails is never silent: each failure is a warning naming its reason and how many
 failed in a row, and :attr:`ContextManager.compaction_status` keeps that run until one succeeds.
 
-The class holds the state and sequences the parts, each in its own module: :mod:`.measure` (the
-size), :mod:`.guard` (the decision before a turn), :mod:`.run` (a compaction and its events),
-:mod:`.overflow` (recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall``
-tool's answers), :mod:`.background` (preparation off the critical path), :mod:`.store_mode` (store
-mode), :mod:`.context` and :mod:`.reporting` (message lists; log lines and history entries).
+The class is a facade: its options are one frozen :class:`~.settings.ManagerSettings`, its
+session one :class:`~.state.SessionState` (the :class:`~.context.Context`, each message counted
+once, with what every request carries besides it), and it sequences the parts, each in its own
+module, which take that state rather than the manager: :mod:`.measure` (the size), :mod:`.guard`
+(the decision before a turn), :mod:`.run` (a compaction and its events), :mod:`.overflow`
+(recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall`` tool's answers),
+:mod:`.background` (preparation off the critical path), :mod:`.store_mode` (store mode) and
+:mod:`.reporting` (log lines and history entries).
 """
 
 from __future__ import annotations
@@ -37,50 +40,30 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.adapters import from_canonical, message_format, to_canonical
+from compaction.adapters import from_canonical, message_format
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
 from compaction.errors import TranscriptError
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer
-from compaction.middleware.context import (
-    adopted,
-    canonical,
-    derive_compactor,
-    first_format,
-    request_for,
-    split_leading_system,
-)
+from compaction.middleware.context import ContextEntry, canonical, split_leading_system
 from compaction.middleware.events import CompactionFailed, EventHandler, emit, handlers_of
 from compaction.middleware.failures import CompactionStatus
-from compaction.middleware.guard import plan_turn
-from compaction.middleware.measure import (
-    ContextMeasure,
-    Reading,
-    base_counter,
-    decide,
-    measure_context,
-    reading_from_usage,
-    scale,
-)
+from compaction.middleware.guard import EventTrigger, plan_turn
+from compaction.middleware.measure import ContextMeasure, decide, reading_from_usage
 from compaction.middleware.overflow import apply_recovery, litellm_call
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
-from compaction.middleware.recall import (
-    PendingRecall,
-    answer_safely,
-    offered_tools,
-    reply_format,
-    tool_name,
-    weave_answers,
-)
+from compaction.middleware.recall import PendingRecall, answer_safely, reply_format, tool_name, weave_answers
 from compaction.middleware.run import run_compaction
+from compaction.middleware.settings import ManagerSettings
+from compaction.middleware.state import SessionState
 from compaction.middleware.usage import UsageReport, parse_usage
 from compaction.pairs import pending_calls, repair, validate
-from compaction.recall import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, MemoryRecallIndex, RecallSource, StoreRecall
+from compaction.recall import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource
 from compaction.recall.calls import assistant_message, parse_response, tool_result_messages
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
-from compaction.tokens import REPLY_PRIMING, TokenCounter, counter_for_model
-from compaction.transcript import Message, Transcript, TranscriptFormat
+from compaction.tokens import TokenCounter, counter_for_model
+from compaction.transcript import Transcript, TranscriptFormat
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
@@ -172,136 +155,169 @@ class ContextManager:
         max_recall_rounds: int = 3,
         prepare: PrepareSettings | bool = False,
     ) -> None:
-        if max_recall_rounds < 0:
-            raise ValueError(f"max_recall_rounds must be >= 0, got {max_recall_rounds}")
-        if every_n_iterations is not None and every_n_iterations < 1:
-            raise ValueError(f"every_n_iterations must be >= 1, got {every_n_iterations}")
-        if keep_recent_iterations is not None and keep_recent_iterations < 0:
-            raise ValueError(f"keep_recent_iterations must be >= 0, got {keep_recent_iterations}")
-        if max_consecutive_compactions < 1:
-            raise ValueError(f"max_consecutive_compactions must be >= 1, got {max_consecutive_compactions}")
+        self.settings = ManagerSettings(
+            session_id=session_id,
+            every_n_iterations=every_n_iterations,
+            keep_recent_iterations=keep_recent_iterations,
+            max_consecutive_compactions=max_consecutive_compactions,
+            recall=recall,
+            recall_max_tokens=recall_max_tokens,
+            max_recall_rounds=max_recall_rounds,
+            prepare=prepare,
+        )
+        """The manager's options, validated (:class:`~compaction.middleware.settings.ManagerSettings`)."""
         self.compactor = compactor
-        self.session_id = session_id
-        self.store = store
-        self.every_n_iterations = every_n_iterations
-        self.keep_recent_iterations = keep_recent_iterations
-        self.max_consecutive_compactions = max_consecutive_compactions
-        self.recount = recount
-        self.logger = logger or LOGGER
-        self._handlers = handlers_of(on_event)
+        self._state = SessionState(
+            compactor,
+            self.settings,
+            store=store,
+            system=system,
+            tools=tools,
+            recount=recount,
+            logger=logger or LOGGER,
+            handlers=handlers_of(on_event),
+        )
         self.iteration = 0
         """``before_turn`` calls so far (turn numbers start at 1)."""
-        self.last_result: CompactionResult | None = None
         self.last_outcome: CompletionOutcome | None = None
         self._lock = asyncio.Lock()
-        self._history: list[CompactionEntry] = []
         self._streak = 0  # automatic compactions since the last successful model call
-        self.compaction_status = CompactionStatus()
+        self._cap_reported = False
+        self._recall_pending: PendingRecall | None = None
+        preparation = self.settings.preparation
+        self._preparer = Preparer(preparation) if preparation.enabled else None
+        if store is not None:
+            self._open_stored(store, messages)
+        else:
+            self._state.replace([dict(m) for m in messages], [None] * len(messages))
+
+    def _open_stored(self, store: SessionStore, messages: Sequence[Mapping[str, Any]]) -> None:
+        state = self._state
+        system = state.system
+        # Leading system messages of a new stored session become its system prompt: stored, they
+        # would sit in front of every summarized run and the summary could never move past them.
+        if system is None and not store_mode.has_stored_messages(store, self.session_id):
+            system, messages = split_leading_system(messages)
+            state.system = system
+            state.refresh_fixed()
+        store.create_session(self.session_id, system=system, model=self.compactor.model)
+        if messages:
+            for m in messages:
+                canonical(m)  # invalid input fails before anything is stored
+            store.append(self.session_id, [dict(m) for m in messages])
+        state.load_from_store()
+        if self._preparer is not None:
+            self._preparer.load(state)  # a summary prepared before a restart, or by another process
+
+    # --- options and collaborators -----------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.settings.session_id
+
+    @property
+    def every_n_iterations(self) -> int | None:
+        return self.settings.every_n_iterations
+
+    @property
+    def keep_recent_iterations(self) -> int | None:
+        return self.settings.keep_recent_iterations
+
+    @property
+    def max_consecutive_compactions(self) -> int:
+        return self.settings.max_consecutive_compactions
+
+    @property
+    def recall(self) -> bool:
+        return self.settings.recall
+
+    @property
+    def recall_max_tokens(self) -> int:
+        return self.settings.recall_max_tokens
+
+    @property
+    def max_recall_rounds(self) -> int:
+        return self.settings.max_recall_rounds
+
+    @property
+    def store(self) -> SessionStore | None:
+        return self._state.store
+
+    @property
+    def recount(self) -> TokenCounter | None:
+        return self._state.recount
+
+    @property
+    def logger(self) -> logging.Logger:
+        return self._state.logger
+
+    @property
+    def system(self) -> Any:
+        """The system prompt (kept outside :attr:`messages`)."""
+        return self._state.system
+
+    @system.setter
+    def system(self, value: Any) -> None:
+        self._state.system = value
+
+    @property
+    def last_result(self) -> CompactionResult | None:
+        """The result of the last compaction attempted by the manager (None before the first)."""
+        return self._state.last_result
+
+    @property
+    def compaction_status(self) -> CompactionStatus:
         """The run of compaction failures since the last compaction that compacted (see
         :class:`~compaction.middleware.failures.CompactionStatus`): what tells a session that can no
         longer compact (its store or summarizer failing every time) from one that had a bad turn."""
-        self._cap_reported = False
-        self._wait_until: int | None = None  # see guard.growth_point
-        self._generation = 0  # bumped whenever the context is replaced (see measure.Reading)
-        self._reading: Reading | None = None
-        self._turn_mark = 0
-        # The context, one entry per message in each list: provider format, store id, canonical
-        # form and local (uncalibrated) count; _sum is the sum of _counts.
-        self._messages: list[dict[str, Any]] = []
-        self._ids: list[int | None] = []
-        self._canon: list[Message] = []
-        self._counts: list[int] = []
-        self._sum = 0
-        self._format: str | None = None
-        self._summary: str | None = None
-        self._through_id: int | None = None
-        self._tail_through: int | None = None  # store mode: the stored compacted tail's through_id
-        self._loads = 0  # store mode: contexts loaded from the store so far
-        # Pending tool calls: the open turn held out of a running compaction (see _hold_pending),
-        # and the calls the last request answered with a placeholder of its own.
-        self._held: list[tuple[dict[str, Any], int | None, Message, int]] = []
-        self._placeholders: frozenset[str] = frozenset()
-        self._open_turn: list[dict[str, Any]] = []  # the turn those calls belong to
-        self._whole: tuple[int, int] = (-1, 0)  # (generation, length) of the context last found whole
-        self.system = system
-        self._tools: list[dict[str, Any]] = [dict(t) for t in tools]
-        self.recall = recall
-        self.recall_max_tokens = recall_max_tokens
-        self.max_recall_rounds = max_recall_rounds
-        self._recall_index = MemoryRecallIndex() if store is None else None
-        self._recall_pending: PendingRecall | None = None
-        self._work = self._derive(compactor)
-        self._refresh_fixed()
-        settings = prepare if isinstance(prepare, PrepareSettings) else PrepareSettings(enabled=bool(prepare))
-        self._preparer = Preparer(settings) if settings.enabled else None
-        if store is not None:
-            # Leading system messages of a new stored session become its system prompt: stored, they
-            # would sit in front of every summarized run and the summary could never move past them.
-            if system is None and not store_mode.has_stored_messages(store, session_id):
-                system, messages = split_leading_system(messages)
-                self.system = system
-                self._refresh_fixed()
-            store.create_session(session_id, system=system, model=compactor.model)
-            if messages:
-                for m in messages:
-                    canonical(m)  # invalid input fails before anything is stored
-                store.append(session_id, [dict(m) for m in messages])
-            self._load_from_store()
-            if self._preparer is not None:
-                self._preparer.load(self)  # a summary prepared before a restart, or by another process
-        else:
-            initial = [dict(m) for m in messages]
-            self._replace(initial, [None] * len(initial))
+        return self._state.compaction_status
 
     # --- the context ---------------------------------------------------------------------
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The current context (provider format, without a separate system prompt); a copy."""
-        return list(self._messages)
+        return self._state.context.messages()
 
     @property
     def message_ids(self) -> list[int | None]:
         """Store ids of :attr:`messages` (None for the summary and non-stored messages)."""
-        return list(self._ids)
+        return self._state.context.ids()
 
     @property
     def summary(self) -> str | None:
         """Store mode: the stored summary (the text between the markers), else None."""
-        return self._summary
+        return self._state.summary
 
     @property
     def summary_through_id(self) -> int | None:
         """Store mode: the id of the last stored message the summary covers."""
-        return self._through_id
+        return self._state.through_id
 
     @property
     def tools(self) -> list[dict[str, Any]]:
         """Tool schemas counted with the context and passed to the model by :meth:`complete`
         (yours, and ``recall`` once something has been compacted)."""
-        return self._offered_tools()
+        return self._state.offered_tools()
 
     @property
     def recall_source(self) -> RecallSource | None:
         """Where ``recall`` searches, once something has been compacted (None before, or with
         ``recall=False``): the store's archive of this session, or the in-memory index."""
-        if not self.recall:
-            return None
-        if self.store is not None:
-            return StoreRecall(self.store, self.session_id) if self._summary is not None else None
-        return self._recall_index if self._recall_index else None
+        return self._state.recall_source
 
     @property
     def work_compactor(self) -> Compactor:
         """The compactor actually used (``compactor`` with the manager's overrides applied)."""
-        return self._work
+        return self._state.work
 
     def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
         """Replace the tool schemas (they count toward the context size)."""
+        state = self._state
         new = [dict(t) for t in tools if tool_name(t) != RECALL_TOOL_NAME or not self.recall]
-        if new != self._tools:
-            self._tools = new
-            self._refresh_fixed()
+        if new != state.tools:
+            state.tools = new
+            state.refresh_fixed()
 
     def append(self, *messages: Mapping[str, Any]) -> None:
         """Append messages to the context (and to the store). Each is converted and counted once."""
@@ -310,41 +326,39 @@ class ContextManager:
         for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
+        state = self._state
         if self._recall_pending is not None:
-            messages, self._recall_pending = weave_answers(messages, self._recall_pending, self._format)
-        if self.store is not None and self.system is None and not self._messages and self._summary is None:
+            messages, self._recall_pending = weave_answers(messages, self._recall_pending, state.format)
+        store = state.store
+        if store is not None and state.system is None and not state.context and state.summary is None:
             system, rest = split_leading_system(messages)
             if system is not None:
-                self.system = system
-                self.store.create_session(self.session_id, system=system)
-                self._refresh_fixed()
+                state.system = system
+                store.create_session(self.session_id, system=system)
+                state.refresh_fixed()
                 messages = tuple(rest)
                 if not messages:
                     return
         canon = [canonical(m) for m in messages]
         copies = [dict(m) for m in messages]
-        ids: list[int | None] = list(self.store.append(self.session_id, copies)) if self.store else [None] * len(copies)
-        base = self._base
-        reading = self._reading
+        ids: list[int | None] = list(store.append(self.session_id, copies)) if store else [None] * len(copies)
+        base = state.base
+        reading = state.reading
         for message, canonical_message, store_id in zip(copies, canon, ids, strict=True):
-            count = base.count_message(canonical_message)
-            self._messages.append(message)
-            self._ids.append(store_id)
-            self._canon.append(canonical_message)
-            self._counts.append(count)
-            self._sum += count
-            if self._format is None:
-                self._format = message_format(message)
+            entry = ContextEntry(message, store_id, canonical_message, base.count_message(canonical_message))
+            state.context.append(entry)
+            if state.format is None:
+                state.format = message_format(message)
             if reading is not None and reading.expect_response:
                 reading.expect_response = False
                 if message.get("role") == "assistant":
-                    reading.base_sum += count  # the answer is in the reported completion tokens
+                    reading.base_sum += entry.tokens  # the answer is in the reported completion tokens
 
     def history(self) -> list[CompactionEntry]:
         """Compactions of this session, oldest first (from the store in store mode)."""
         if self.store is not None:
             return self.store.history(self.session_id)
-        return list(self._history)
+        return list(self._state.history)
 
     def replace_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Without a store: replace the context (e.g. after editing or removing messages). A summary
@@ -354,7 +368,7 @@ class ContextManager:
         for position, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
-        self._replace([dict(m) for m in messages], [None] * len(messages))
+        self._state.replace([dict(m) for m in messages], [None] * len(messages))
 
     @property
     def prepared(self) -> PreparedUsage | None:
@@ -376,26 +390,22 @@ class ContextManager:
         """Store mode: rebuild the context from the store (summary + messages after the through id)."""
         if self.store is None:
             raise RuntimeError("reload() needs a store")
-        self._load_from_store()
+        self._state.load_from_store()
 
     # --- measuring -----------------------------------------------------------------------
 
     @property
     def tokens(self) -> int:
         """The local count of the whole request: system prompt, messages and tool schemas."""
-        inner = self._sum + self._system_inner
-        if self._messages or self.system is not None:
-            inner += REPLY_PRIMING
-        counter = self._work.counter
-        return scale(counter, inner) + scale(counter, self._tools_inner)
+        return self._state.tokens
 
     def measure(self) -> ContextMeasure:
         """The context size the next decision uses (fresh provider usage when there is one)."""
-        return measure_context(self._work, self._reading, self._generation, self._sum, self.tokens)
+        return self._state.measure()
 
     def decision(self) -> CompactionDecision:
         """The window guard's decision on :meth:`measure` (never calls a model)."""
-        return decide(self._work, self.measure())
+        return decide(self._state.work, self.measure())
 
     # --- usage ---------------------------------------------------------------------------
 
@@ -414,15 +424,17 @@ class ContextManager:
         return report
 
     def _record(self, report: UsageReport) -> None:
-        appended = len(self._messages) > self._turn_mark and self._messages[-1].get("role") == "assistant"
-        self._reading = reading_from_usage(
-            self._work.counter,
+        state = self._state
+        context = state.context
+        appended = len(context) > state.turn_mark and context[-1].message.get("role") == "assistant"
+        state.reading = reading_from_usage(
+            state.work.counter,
             report.context_tokens,
             report.prompt_tokens,
-            generation=self._generation,
-            messages_sum=self._sum,
-            last_count=self._counts[-1] if appended else None,
-            fixed_tokens=self._system_inner + self._tools_inner,
+            generation=state.generation,
+            messages_sum=context.total,
+            last_count=context[-1].tokens if appended else None,
+            fixed_tokens=state.system_inner + state.tools_inner,
         )
 
     def _model_call_succeeded(self) -> None:
@@ -438,38 +450,39 @@ class ContextManager:
         try:
             return await self._before_turn()
         finally:
-            self._turn_mark = len(self._messages)
+            self._state.turn_mark = len(self._state.context)
 
     async def _before_turn(self) -> CompactionResult | None:
-        config = self._work.config
-        if not self._messages or not config.enabled:
+        state = self._state
+        config = state.work.config
+        if not state.context or not config.enabled:
             return None
-        measure = self.measure()
-        decision = decide(self._work, measure)
+        measure = state.measure()
+        decision = decide(state.work, measure)
         plan = plan_turn(
             decision,
             iteration=self.iteration,
             every_n_iterations=self.every_n_iterations,
             threshold_on=config.threshold != 0,
-            wait_until=self._wait_until,
+            wait_until=state.wait_until,
             streak=self._streak,
             max_consecutive=self.max_consecutive_compactions,
         )
         if plan.action == "idle":
             self._streak = 0
             self._cap_reported = False
-            self._wait_until = None
+            state.wait_until = None
             if self._preparer is not None:
-                if self._preparer.completion(self):  # the rest of the last threshold's compaction
+                if self._preparer.completion(state):  # the rest of the last threshold's compaction
                     async with self._lock:
-                        return await run_compaction(self, "threshold", measure, decision, completion=True)
-                self._preparer.maybe_start(self, decision.effective_tokens)  # never awaited here
+                        return await self._run("threshold", measure, decision, completion=True)
+                self._preparer.maybe_start(state, decision.effective_tokens)  # never awaited here
             return None
         if plan.action == "wait":
             self.logger.debug(
                 "Compaction: waiting - the last compaction could not get under the threshold; "
                 "next attempt at %s effective tokens (now %s)",
-                f"{self._wait_until:,}",
+                f"{state.wait_until:,}",
                 f"{decision.effective_tokens:,}",
             )
             return None
@@ -477,11 +490,31 @@ class ContextManager:
             if not self._cap_reported:
                 self._cap_reported = True
                 self.logger.warning("Compaction skipped: %s", plan.reason)
-                await emit(self._handlers, CompactionFailed(self.session_id, plan.trigger, plan.reason), self.logger)
+                await emit(state.handlers, CompactionFailed(self.session_id, plan.trigger, plan.reason), self.logger)
             return None
         self._streak += 1
         async with self._lock:
-            return await run_compaction(self, plan.trigger, measure, decision)
+            return await self._run(plan.trigger, measure, decision)
+
+    async def _run(
+        self,
+        trigger: EventTrigger,
+        measure: ContextMeasure,
+        decision: CompactionDecision,
+        instructions: str | None = None,
+        *,
+        completion: bool = False,
+    ) -> CompactionResult | None:
+        return await run_compaction(
+            self._state,
+            self._preparer,
+            trigger,
+            measure,
+            decision,
+            instructions,
+            iteration=self.iteration,
+            completion=completion,
+        )
 
     async def compact_now(self, instructions: str | None = None) -> CompactionResult:
         """Compact now, whatever the thresholds say: what a ``/compact [focus]`` command calls.
@@ -492,15 +525,15 @@ class ContextManager:
         is; raises when the compaction itself fails. ``tokens_before`` counts the whole context
         (with a store: the stored summary and every message after it)."""
         measure = self.measure()
-        decision = decide(self._work, measure)
+        decision = decide(self._state.work, measure)
         async with self._lock:
-            result = await run_compaction(self, "manual", measure, decision, instructions)
+            result = await self._run("manual", measure, decision, instructions)
         if result is None:  # pragma: no cover - manual compactions raise instead
             raise RuntimeError("manual compaction produced no result")
         if result.compacted:
             self._streak = 0
             self._cap_reported = False
-            self._wait_until = None
+            self._state.wait_until = None
         return result
 
     async def complete(self, call: Any = None, **kwargs: Any) -> Any:
@@ -526,14 +559,14 @@ class ContextManager:
             calls = [c for c in parsed.calls if c.name == RECALL_TOOL_NAME] if parsed is not None else []
             if source is None or parsed is None or not calls:
                 return response
-            counter, limit = self._work.counter, self.recall_max_tokens
+            counter, limit = self._state.work.counter, self.recall_max_tokens
             answers = [
                 (c.id, answer_safely(source, c.arguments, counter=counter, max_tokens=limit, logger=self.logger))
                 for c in calls
             ]
             if len(calls) == len(parsed.calls) and rounds < self.max_recall_rounds:
                 rounds += 1
-                fmt = reply_format(parsed.format, self._format)
+                fmt = reply_format(parsed.format, self._state.format)
                 self.logger.info("Recall: answered %s call(s), calling the model again (round %s)", len(calls), rounds)
                 self.append(assistant_message(parsed, fmt), *tool_result_messages(answers, fmt))
                 continue
@@ -541,27 +574,28 @@ class ContextManager:
             return response
 
     async def _complete_once(self, call: Any, kwargs: dict[str, Any]) -> Any:
+        state = self._state
         if self._preparer is not None and self._preparer.state is not None:
-            measure = self.measure()
-            decision = decide(self._work, measure)
+            measure = state.measure()
+            decision = decide(state.work, measure)
             if decision.action == "block":  # would overflow: swap the prepared summary in first
                 async with self._lock:
-                    await run_compaction(self, "overflow", measure, decision)
-        request, system, prepended = self._request(self._messages)
+                    await self._run("overflow", measure, decision)
+        request, system, prepended = state.request(state.context.messages())
         request = self._sendable(request, prepended)
-        tokens_before = self.measure().tokens
-        self._turn_mark = len(self._messages)
-        tools = self._offered_tools()
+        tokens_before = state.measure().tokens
+        state.turn_mark = len(state.context)
+        tools = state.offered_tools()
         if "model" in kwargs:  # the compactor's default call passes its own model= as well: not twice
             kwargs = dict(kwargs)
             model = kwargs.pop("model")
             if call is None and model is not None:
                 call = litellm_call(model, kwargs, tools)
-        outcome = await self._work.complete(request, system=system, call=call, tools=tools, **kwargs)
+        outcome = await state.work.complete(request, system=system, call=call, tools=tools, **kwargs)
         self.last_outcome = outcome
         if outcome.compactions or outcome.truncated_tool_results:
             async with self._lock:
-                await apply_recovery(self, outcome, prepended, tokens_before, len(request))
+                await apply_recovery(state, self._preparer, outcome, prepended, tokens_before, len(request))
         self._model_call_succeeded()
         report = parse_usage(outcome.response)
         if report is not None:
@@ -574,6 +608,7 @@ class ContextManager:
         """Switch the agent's model mid-session: the window, budget and threshold are re-derived
         from the new model (``window`` overrides the lookup), the context is re-counted with the
         new model's counter, and usage reported for the old model is dropped."""
+        state = self._state
         old = self.compactor
         config = old.config.model_copy(update={"window": window})
         self.compactor = Compactor(
@@ -583,20 +618,17 @@ class ContextManager:
             counter=counter or counter_for_model(model),
             registry=getattr(old, "registry", None),
         )
-        self._work = self._derive(self.compactor)
-        self._refresh_fixed()
+        state.work = state.derive(self.compactor)
+        state.refresh_fixed()
         if self._preparer is not None:
             self._preparer.abort()  # prepared for the old model and window
-        base = self._base
-        self._counts = [base.count_message(m) for m in self._canon]
-        self._sum = sum(self._counts)
-        self._invalidate()
+        state.recount_context()
         self._streak = 0
         self._cap_reported = False
-        self._wait_until = None
+        state.wait_until = None
         if self.store is not None:
             self.store.set_model(self.session_id, model)
-        guard = self._work.guard
+        guard = state.work.guard
         threshold = f"{guard.threshold_tokens:,}" if guard.threshold_tokens is not None else "off"
         self.logger.info(
             "Model changed to %s: window %s, budget %s, threshold %s (context now %s tokens)",
@@ -608,42 +640,6 @@ class ContextManager:
         )
 
     # --- internals -----------------------------------------------------------------------
-
-    @property
-    def _base(self) -> TokenCounter:
-        return base_counter(self._work.counter)
-
-    def _derive(self, base: Compactor) -> Compactor:
-        return derive_compactor(
-            base, keep_recent_iterations=self.keep_recent_iterations, store_mode=self.store is not None
-        )
-
-    def _system_message(self) -> Message:
-        return to_canonical([], self.system).messages[0]
-
-    def _refresh_fixed(self) -> None:
-        """Recount what every request carries besides the messages: system prompt, tool schemas."""
-        base = self._base
-        self._system_inner = base.count_message(self._system_message()) if self.system is not None else 0
-        tools = self._offered_tools()
-        self._tools_inner = base.count_tools(tools) if tools else 0
-
-    def _offered_tools(self) -> list[dict[str, Any]]:
-        return offered_tools(self._tools, offer_recall=self.recall_source is not None, fmt=self._format)
-
-    def _tools_after_compaction(self) -> list[dict[str, Any]]:
-        """The tools the requests after a compaction carry (``recall`` from then on): what a
-        compaction counts, so that its ``tokens_after`` is what the next request sends."""
-        return offered_tools(self._tools, offer_recall=self.recall, fmt=self._format)
-
-    def _archive_for_recall(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
-        """Memory mode: index what a compaction archived (the store indexes its own archive)."""
-        if self._recall_index is None or not archive:
-            return
-        offered = self.recall_source is not None
-        self._recall_index.add_archive(archive)
-        if not offered:
-            self._refresh_fixed()  # the recall tool is offered from now on and counts
 
     def _flush_recall_answers(self) -> None:
         """Before the next model call: answers still waiting for the next user message go in now."""
@@ -658,114 +654,47 @@ class ContextManager:
                 len(pending.answers),
             )
 
-    def _request(self, messages: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], Any, bool]:
-        return request_for(messages, self.system, self._format)
-
     def _sendable(self, request: list[dict[str, Any]], prepended: bool) -> list[dict[str, Any]]:
         """The request as a provider accepts it. A context whose tool pairs are whole goes as it is.
         Otherwise (a call still waiting for its result, or results the runtime appended out of
         place) the request is repaired for this call only, with a warning: the context is unchanged,
         so a result that arrives later is the call's only one. The calls answered with a
         placeholder here are remembered: an overflow recovery must not keep those placeholders."""
-        self._placeholders, self._open_turn = frozenset(), []
-        fmt: TranscriptFormat = "anthropic" if self._format == "anthropic" else "openai"
-        generation, checked = self._whole
-        if generation == self._generation and checked <= len(self._canon):
+        state = self._state
+        context = state.context
+        state.placeholders, state.open_turn = frozenset(), []
+        fmt: TranscriptFormat = "anthropic" if state.format == "anthropic" else "openai"
+        generation, checked = state.whole
+        if generation == state.generation and checked <= len(context):
             # Only appended since the context was last whole: the new messages alone tell whether
             # anything broke (a result for an earlier call shows as an orphan: then check it all).
-            added = Transcript.model_construct(format=fmt, messages=tuple(self._canon[checked:]))
+            added = Transcript.model_construct(format=fmt, messages=tuple(context.canon(checked)))
             if not validate(added, require_alternation=False):
-                self._whole = (self._generation, len(self._canon))
+                state.whole = (state.generation, len(context))
                 return request
-        transcript = Transcript.model_construct(format=fmt, messages=tuple(self._canon))
+        canon = context.canon()
+        transcript = Transcript.model_construct(format=fmt, messages=tuple(canon))
         violations = validate(transcript)
         if not violations:
-            self._whole = (self._generation, len(self._canon))
+            state.whole = (state.generation, len(context))
             return request
         fixed, report = repair(transcript, alternation=transcript.format == "anthropic", merge_turns=False)
-        start, pending = pending_calls(self._canon)
-        self._placeholders = frozenset(pending) & frozenset(report.synthesized)
-        self._open_turn = list(self._messages[start:]) if self._placeholders else []
+        start, pending = pending_calls(canon)
+        state.placeholders = frozenset(pending) & frozenset(report.synthesized)
+        state.open_turn = context.messages(start) if state.placeholders else []
         self.logger.warning(
             "Request repaired before sending (the context is unchanged): %s%s",
             "; ".join(sorted({f"{v.kind} at message {v.index}" for v in violations})),
-            f"; tool call(s) {', '.join(sorted(self._placeholders))} still waiting for results answered with a "
+            f"; tool call(s) {', '.join(sorted(state.placeholders))} still waiting for results answered with a "
             "placeholder in this request only"
-            if self._placeholders
+            if state.placeholders
             else "",
         )
         out = from_canonical(fixed).messages
         return [request[0], *out] if prepended else out
 
-    def _hold_pending(self) -> tuple[int, int]:
-        """Take the turn whose tool calls still wait for their results (:func:`pending_calls`) out of
-        the context while a compaction runs, so that it stays open: the compaction never answers a
-        call whose result is on its way. Returns (store loads, context generation) for
-        :meth:`_release_pending`."""
-        start = pending_calls(self._canon)[0]
-        if start < len(self._messages):
-            held = zip(
-                self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:], strict=True
-            )
-            self._held = list(held)
-            del self._messages[start:], self._ids[start:], self._canon[start:], self._counts[start:]
-            self._sum -= sum(count for *_, count in self._held)
-        return self._loads, self._generation
-
-    def _release_pending(self, marks: tuple[int, int]) -> bool:
-        """Put the held turn back at the end of the context (after the compaction's output). A
-        context reloaded from the store has it already: the store kept it. True when a turn was held."""
-        held, self._held = self._held, []
-        if not held:
-            return False
-        if self.store is None or self._loads == marks[0]:
-            for message, store_id, canon, count in held:
-                self._messages.append(message)
-                self._ids.append(store_id)
-                self._canon.append(canon)
-                self._counts.append(count)
-                self._sum += count
-            if self._generation != marks[1]:  # replaced: nothing was appended since the last turn
-                self._turn_mark = len(self._messages)
-        return True
-
-    def _adopt(self, messages: Sequence[Mapping[str, Any]], system: Any, prepended: bool) -> None:
-        """Make the compactor's output (``request_for`` layout) the context."""
-        out = adopted(messages, prepended)
-        if self._format == "anthropic" and self.system is not None and system is not None:
-            self.system = system
-            self._refresh_fixed()
-        self._replace(out, [None] * len(out))
-
-    def _replace(self, messages: list[dict[str, Any]], ids: list[int | None]) -> None:
-        canon = [canonical(m) for m in messages]
-        base = self._base
-        self._messages, self._ids, self._canon = messages, ids, canon
-        self._counts = [base.count_message(m) for m in canon]
-        self._sum = sum(self._counts)
-        self._format = first_format(messages) or self._format  # a conversation keeps its format
-        self._invalidate()
-
-    def _invalidate(self) -> None:
-        self._generation += 1
-        self._reading = None
-        self._turn_mark = len(self._messages)
-
-    def _load_from_store(self) -> None:
-        assert self.store is not None
-        context = self.store.context(self.session_id)
-        if self.system is None and context.system is not None:
-            self.system = context.system
-            self._refresh_fixed()
-        self._loads += 1
-        self._summary = context.summary
-        self._through_id = context.summary_through_id
-        self._tail_through = context.tail_through_id
-        self._replace(*store_mode.context_messages(context, self._work.config, self._format))
-        self._refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
-
     def __repr__(self) -> str:
         return (
-            f"ContextManager(session_id={self.session_id!r}, model={self._work.model!r}, "
-            f"messages={len(self._messages)}, tokens={self.tokens}, iteration={self.iteration})"
+            f"ContextManager(session_id={self.session_id!r}, model={self._state.work.model!r}, "
+            f"messages={len(self._state.context)}, tokens={self.tokens}, iteration={self.iteration})"
         )

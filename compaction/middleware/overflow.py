@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compaction.compactor import CompletionOutcome
 from compaction.middleware import store_mode
+from compaction.middleware.background import Preparer
 from compaction.middleware.events import CompactionStarted, emit
 from compaction.middleware.measure import ContextMeasure
 from compaction.middleware.reporting import history_entry
-from compaction.middleware.run import finished_of, recount_after, report_compaction, save_compaction
+from compaction.middleware.run import finished_of, recount_after, report_compaction
+from compaction.middleware.state import SessionState
 from compaction.pairs import MISSING_RESULT_TEXT
 from compaction.result import CompactionResult
-
-if TYPE_CHECKING:
-    from compaction.middleware.manager import ContextManager
 
 __all__ = ["apply_recovery", "litellm_call", "merged_recovery", "recovered_messages", "without_placeholders"]
 
@@ -104,59 +103,68 @@ def merged_recovery(outcome: CompletionOutcome) -> tuple[CompactionResult, dict[
 
 
 async def apply_recovery(
-    cm: ContextManager, outcome: CompletionOutcome, prepended: bool, tokens_before: int, request_len: int
+    session: SessionState,
+    preparer: Preparer | None,
+    outcome: CompletionOutcome,
+    prepended: bool,
+    tokens_before: int,
+    request_len: int,
 ) -> None:
     """Adopt what overflow recovery sent (without the placeholders the request gave calls still
     waiting for their results), report each of its compactions."""
-    final = without_placeholders(recovered_messages(outcome, prepended), cm._placeholders)
-    if cm._open_turn and outcome.compactions and not any(dict(m) == cm._open_turn[0] for m in final):
-        final += cm._open_turn  # summarized with the request, but its results are still to come
-    messages_before = len(cm._messages)
-    if cm.store is not None:
+    final = without_placeholders(recovered_messages(outcome, prepended), session.placeholders)
+    if session.open_turn and outcome.compactions and not any(dict(m) == session.open_turn[0] for m in final):
+        final += session.open_turn  # summarized with the request, but its results are still to come
+    messages_before = len(session.context)
+    if session.store is not None:
         if outcome.compactions:
-            config = cm._work.config
-            stored = [(m, i) for m, i in zip(cm._messages, cm._ids, strict=True) if i is not None]
+            config = session.work.config
+            stored = session.context.stored()
             through = store_mode.overflow_through(final, stored, config)
             inner = store_mode.summary_block_text(final, config)
-            if through is not None and cm._through_id is not None and through <= cm._through_id:
+            if through is not None and session.through_id is not None and through <= session.through_id:
                 through = None  # only the stored summary was compacted again: nothing to move past
             if through is not None and inner is not None:
                 merged, archive = merged_recovery(outcome)
-                tail = store_mode.compacted_tail(final, stored, through, config, tail_through=cm._tail_through)
-                saved = save_compaction(cm, merged, through, inner, "overflow", tokens_before, archive, tail)
+                tail = store_mode.compacted_tail(final, stored, through, config, tail_through=session.tail_through)
+                saved = session.save_compaction(merged, through, inner, "overflow", tokens_before, archive, tail)
                 if not saved.compacted:
-                    cm.logger.warning("Compaction not applied: %s", store_mode.LOST_RACE)
+                    session.logger.warning("Compaction not applied: %s", store_mode.LOST_RACE)
         else:
-            cm.logger.warning(
+            session.logger.warning(
                 "Overflow recovery truncated tool results for this call only; the store keeps the originals"
             )
     else:
-        cm._adopt(final, outcome.system, prepended=False)
+        session.adopt(final, outcome.system, prepended=False)
         for compaction in outcome.compactions:
-            cm._archive_for_recall(compaction.archive)
+            session.archive_for_recall(compaction.archive)
     if outcome.compactions:
-        await recount_after(cm)
-    after = cm.measure()
+        await recount_after(session)
+    after = session.measure()
     previous_len = request_len
     for result in outcome.compactions:
-        start_event = CompactionStarted(cm.session_id, "overflow", result.tokens_before, result.budget, previous_len)
-        await emit(cm._handlers, start_event, cm.logger)
+        start_event = CompactionStarted(
+            session.session_id, "overflow", result.tokens_before, result.budget, previous_len
+        )
+        await emit(session.handlers, start_event, session.logger)
         before = ContextMeasure(result.tokens_before, result.exact_counts, "count", result.tokens_before)
         done = ContextMeasure(result.tokens_after, result.exact_counts, "count", result.tokens_after)
         report_compaction(
-            cm, result, before, done, previous_len, result.duration_s, messages_after=len(result.messages)
+            session, result, before, done, previous_len, result.duration_s, messages_after=len(result.messages)
         )
-        if cm.store is None:
+        if session.store is None:
             entry = history_entry(result, "overflow", result.tokens_before, result.tokens_after, None)
-            cm._history.append(entry)
-        finished = finished_of(cm, "overflow", result, result.tokens_before, result.tokens_after, previous_len)
-        await emit(cm._handlers, finished, cm.logger)
+            session.history.append(entry)
+        finished = finished_of(
+            session, preparer, "overflow", result, result.tokens_before, result.tokens_after, previous_len
+        )
+        await emit(session.handlers, finished, session.logger)
         previous_len = len(result.messages)
     if outcome.compactions:
-        cm.logger.info(
+        session.logger.info(
             "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
             messages_before,
-            len(cm._messages),
+            len(session.context),
             f"{after.tokens:,}",
             f"{tokens_before:,}",
         )
