@@ -14,8 +14,8 @@ from import_graph import elementary_cycles, import_graph, strongly_connected
 ROOT = Path(__file__).resolve().parents[1]
 
 # The groups of modules that import each other today (counting imports inside functions and under
-# TYPE_CHECKING): the context manager and its run / background / recovery helpers, the
-# orchestrator and its outcome, the server's runner and its worker supervisor.
+# TYPE_CHECKING): the context manager and its run / background / recovery helpers, the server's
+# runner and its worker supervisor.
 KNOWN_CYCLE_GROUPS = [
     {
         "compaction.middleware.background",
@@ -23,7 +23,6 @@ KNOWN_CYCLE_GROUPS = [
         "compaction.middleware.overflow",
         "compaction.middleware.run",
     },
-    {"compaction.outcome", "compaction.pipeline"},
     {"compaction.server.runner", "compaction.server.workers"},
 ]
 

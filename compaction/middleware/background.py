@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from compaction.budget import recent_tail_cap
 from compaction.compactor import Compactor
 from compaction.middleware import _store
 from compaction.middleware.failures import failure_reason
@@ -96,7 +97,7 @@ class Preparer:
         covered = min(state.covered, len(cm._messages)) if state is not None else 0
         counts = cm._counts
         keep = cm._work.config.keep_recent_messages
-        tail = min(sum(counts[-keep:]) if keep else 0, cm._work.config.recent_tail_cap(cm._work.guard.window))
+        tail = min(sum(counts[-keep:]) if keep else 0, recent_tail_cap(cm._work.config, cm._work.guard.window))
         aged = sum(counts[covered:]) - tail
         if tokens < self.settings.mark * trigger:
             return False
