@@ -66,8 +66,9 @@ class Fitted:
 
 
 @dataclass(frozen=True)
-class _Fitting:
-    """The state the reductions pass along."""
+class Fitting:
+    """The state the reductions pass along: the messages and their counts (with what a reduction
+    trimmed), the layout, the config (with the summary's cap), what changed and the notes."""
 
     messages: Sequence[Message]
     counts: npt.NDArray[np.int64]
@@ -76,7 +77,7 @@ class _Fitting:
     changed: tuple[Message, ...] | None = None
     rounds: tuple[str, ...] = ()
 
-    def note(self, *texts: str) -> _Fitting:
+    def note(self, *texts: str) -> Fitting:
         return replace(self, rounds=(*self.rounds, *texts))
 
 
@@ -138,7 +139,7 @@ def protected_layout(run: Run, messages: Sequence[Message], counts: npt.NDArray[
     config = within_block_cap(run.config, run.budget.window)
     keep = config.keep_recent_messages >> run.aggression
     keep_tokens = config.keep_recent_tokens >> run.aggression if config.keep_recent_tokens is not None else None
-    state = _Fitting(messages, counts, _partition(run, config, messages, counts, keep, keep_tokens), config)
+    state = Fitting(messages, counts, _partition(run, config, messages, counts, keep, keep_tokens), config)
     state = bound_tail(run, state, recent_tail_cap(config, run.budget.window) >> run.aggression)
     for reduce in REDUCTIONS:
         if _fits(run, state):
@@ -180,18 +181,18 @@ def _kept_tokens(run: Run, layout: Partition, counts: npt.NDArray[np.int64]) -> 
     return int(counts[head].sum() + counts[middle].sum() + counts[layout.tail_start :].sum()) + run.tools_tokens
 
 
-def _fits(run: Run, state: _Fitting) -> bool:
+def _fits(run: Run, state: Fitting) -> bool:
     """Whether what is kept and the summary block's allowance fit the budget."""
     kept = _kept_tokens(run, state.partition, state.counts)
     return run.budget.fits(kept + block_allowance(state.config, run.budget.window))
 
 
-def _tail_from(run: Run, state: _Fitting, start: int) -> Partition:
+def _tail_from(run: Run, state: Fitting, start: int) -> Partition:
     """The layout with the verbatim tail starting at ``start``."""
     return _partition(run, state.config, state.messages, state.counts, len(state.messages) - start, None)
 
 
-def bound_tail(run: Run, state: _Fitting, cap: int) -> _Fitting:
+def bound_tail(run: Run, state: Fitting, cap: int) -> Fitting:
     """Keep the verbatim tail within ``cap`` tokens (``keep_recent_share`` of the window). First its
     largest tool results are trimmed, one message at a time, the way the prune stage trims them
     (head, tail and the middle's important and measurement lines, a note naming the archive id;
@@ -242,7 +243,7 @@ def bound_tail(run: Run, state: _Fitting, cap: int) -> _Fitting:
     return state.note(*notes)
 
 
-def shrink_tail(run: Run, state: _Fitting) -> _Fitting:
+def shrink_tail(run: Run, state: Fitting) -> Fitting:
     """The largest tail that leaves room (suffix sums; cuts keep pairs whole)."""
     layout, counts = state.partition, state.counts
     allowance = block_allowance(state.config, run.budget.window)
@@ -254,7 +255,7 @@ def shrink_tail(run: Run, state: _Fitting) -> _Fitting:
     return replace(state, partition=shrunk).note(f"tail shrunk to start at message {shrunk.tail_start}")
 
 
-def cap_summary(run: Run, state: _Fitting) -> _Fitting:
+def cap_summary(run: Run, state: Fitting) -> Fitting:
     """The summary limited to what the budget leaves after what is kept."""
     summary_tokens = summary_tokens_left(state.config, run.budget, _kept_tokens(run, state.partition, state.counts))
     if summary_tokens >= state.config.max_summary_tokens:
@@ -263,7 +264,7 @@ def cap_summary(run: Run, state: _Fitting) -> _Fitting:
     return replace(state, config=config).note(f"summary limited to {summary_tokens} tokens")
 
 
-def prune_kept(run: Run, state: _Fitting) -> _Fitting:
+def prune_kept(run: Run, state: Fitting) -> Fitting:
     """Oversized tool results pruned in the messages kept verbatim (the originals archived)."""
     layout, messages = state.partition, state.messages
     kept_indices = [*layout.head, *layout.kept_middle, *range(layout.tail_start, len(messages))]
@@ -281,5 +282,5 @@ def prune_kept(run: Run, state: _Fitting) -> _Fitting:
     return pruned_state.note(f"pruned {len(outcome.items)} oversized tool results in kept messages")
 
 
-REDUCTIONS: tuple[Callable[[Run, _Fitting], _Fitting], ...] = (shrink_tail, cap_summary, prune_kept)
+REDUCTIONS: tuple[Callable[[Run, Fitting], Fitting], ...] = (shrink_tail, cap_summary, prune_kept)
 """What is tried, in order, while what is kept and the block's allowance do not fit."""
