@@ -49,8 +49,9 @@ from benchmarks.generate import (  # noqa: E402
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.pairs import validate  # noqa: E402
-from compaction.pipeline import Prepared, Run, prepare  # noqa: E402
+from compaction.pipeline import Prepared, prepare  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
+from compaction.run_state import Run  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
 from compaction.summarizers.base import SummaryRequest, SummaryResponse  # noqa: E402
 from compaction.summarizers.scripted import ScriptedSummarizer  # noqa: E402

@@ -86,6 +86,7 @@ from benchmarks.generate import (  # noqa: E402
 )
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
+from compaction.budget import block_cap  # noqa: E402
 from compaction.fidelity import altered_identifiers, source_strings  # noqa: E402
 from compaction.pairs import validate  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
@@ -810,7 +811,7 @@ def targets(f: Mapping[str, Any]) -> list[dict[str, Any]]:
             what = "altered identifiers in the summary block (all compactions)"
             out.append(_check(what, f"{where} {kind}", altered, 0))
             worst_block = max(st["block_tokens"] for st in steps)
-            cap = _CONFIG.block_cap(f["window"])
+            cap = block_cap(_CONFIG, f["window"])
             out.append(_check("summary block <= cap (every compaction)", f"{where} {kind}", worst_block, cap))
             worst_share = max(st["context_share"] for st in steps)
             out.append(
@@ -1071,7 +1072,7 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
         "#### Summary growth: o200k tokens of the summary block (summary, ledger, quoted request, markers) after "
         "each compaction",
         "",
-        f"Targets: the block within its cap ({_CONFIG.block_cap(f['window']):,} tokens at this window) and the "
+        f"Targets: the block within its cap ({block_cap(_CONFIG, f['window']):,} tokens at this window) and the "
         f"compacted context <= {TARGET_CONTEXT_SHARE:.0%} of the window, at every compaction.",
         "",
         "| scenario | messages | +/step | summarizer | block tokens after compaction 1 … 10 | context after 10 "

@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from compaction.adapters import from_canonical, to_canonical
+from compaction.budget import Budget
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, ContextOverflowError
-from compaction.pipeline import Budget, Run, prune_settings, run_pipeline
+from compaction.pipeline import run_pipeline
 from compaction.result import CompactionResult, Trigger
+from compaction.run_state import Run
+from compaction.stages.layout import prune_settings
 from compaction.stages.prune import prune_tool_results
-from compaction.summarizers.base import Summarizer
+from compaction.summarizers.base import OfflineSummarizer, Summarizer
 from compaction.tokens import TokenCounter, counter_for_model
 from compaction.transcript import Transcript, TranscriptFormat
 from guards import ContextWindowGuard, ErrorKind, GuardDecision, ModelRegistry, classify_error
@@ -96,6 +99,9 @@ class Compactor:
             safety_margin=self.config.safety_margin,
         )
         self.summarizer = _make_summarizer(summarizer, self.config)
+        self.fallback_summarizer: OfflineSummarizer = _offline_summarizer()
+        """The offline summarizer every run falls back on: it fills the chunks (or the merge) a model
+        fails to summarize and summarizes the oldest part of a zone too large for the model's chunks."""
 
     # --- deciding ---
     def count(
@@ -201,6 +207,7 @@ class Compactor:
             ),
             config=self.config,
             summarizer=self.summarizer,
+            fallback=self.fallback_summarizer,
             trigger=trigger,
             instructions=instructions,
             previous_summary=previous_summary,
@@ -346,6 +353,12 @@ class Compactor:
             return await litellm.acompletion(model=self.model, messages=payload, **extra)
 
         return call
+
+
+def _offline_summarizer() -> OfflineSummarizer:
+    from compaction.summarizers.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()
 
 
 def _make_summarizer(summarizer: Summarizer | str | None, config: CompactionConfig) -> Summarizer:

@@ -200,27 +200,3 @@ class CompactionConfig(BaseModel):
     @property
     def auto_compaction_enabled(self) -> bool:
         return self.enabled and self.threshold != 0
-
-    def recent_tail_cap(self, window: int) -> int:
-        """The most tokens the verbatim recent tail may take for a model with this window.
-
-        >>> CompactionConfig().recent_tail_cap(128_000), CompactionConfig().recent_tail_cap(200_000)
-        (12800, 20000)
-        >>> CompactionConfig(keep_recent_tokens=30_000).recent_tail_cap(128_000)
-        30000
-        """
-        if self.keep_recent_tokens is not None:
-            return self.keep_recent_tokens
-        return int(window * self.keep_recent_share)
-
-    def block_cap(self, window: int) -> int:
-        """The summary block's cap in tokens for a model with this window.
-
-        >>> CompactionConfig().block_cap(128_000), CompactionConfig().block_cap(32_000)
-        (8000, 2000)
-        >>> CompactionConfig(summary_block_max_tokens=3_000).block_cap(128_000)
-        3000
-        """
-        if self.summary_block_max_tokens is not None:
-            return self.summary_block_max_tokens
-        return int(window * self.summary_block_share)

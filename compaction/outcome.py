@@ -13,17 +13,15 @@ import json
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compaction.adapters import from_canonical, to_canonical
 from compaction.result import CompactionResult, FallbackLevel
+from compaction.run_state import Run
 from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import SummaryBlock
 from compaction.stages.summarize import SummarizeJob, SummaryOutcome
 from compaction.transcript import Message, Transcript, copy_json
-
-if TYPE_CHECKING:  # the pipeline imports this module
-    from compaction.pipeline import Run
 
 
 def count_returned(run: Run, messages: Sequence[Message]) -> int:

@@ -52,7 +52,7 @@ TARGETS: dict[str, Target] = {
     ),
     # The budget arithmetic: the 1.2 margin on estimated counts, the trigger ceiling.
     "budget": Target(
-        "compaction/pipeline.py",
+        "compaction/budget.py",
         (
             "tests/test_pipeline.py::test_budget_applies_the_margin_to_estimates_only_and_a_count_at_the_budget_fits",
             "tests/test_pipeline.py::test_estimated_counts_fit_the_budget_with_the_margin_or_the_last_check_raises",
@@ -60,7 +60,12 @@ TARGETS: dict[str, Target] = {
             "tests/test_pipeline.py::test_protected_content_alone_too_large_raises_with_numbers",
         ),
         _functions(
-            "compaction/pipeline.py", "xǁBudgetǁeffective", "xǁBudgetǁfits", "xǁBudgetǁceiling", "xǁBudgetǁsettled"
+            "compaction/budget.py",
+            "xǁBudgetǁeffective",
+            "xǁBudgetǁfits",
+            "xǁBudgetǁraw",
+            "xǁBudgetǁceiling",
+            "xǁBudgetǁsettled",
         ),
     ),
     # Recall's ranking: verbatim hits, then BM25 with the later message first on ties.

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical
+from compaction.budget import recent_tail_cap
 from compaction.result import CompactionResult
 from compaction.stages.protect import tail_start_within
 from compaction.transcript import Message, TextPart
@@ -45,10 +46,10 @@ def archived(result: CompactionResult) -> set[str]:
 
 
 def test_the_default_bound_scales_with_the_window() -> None:
-    assert CompactionConfig().recent_tail_cap(128_000) == 12_800
-    assert CompactionConfig().recent_tail_cap(200_000) == 20_000  # OpenClaw / pi keep ~20,000 tokens
-    assert CompactionConfig(keep_recent_share=0.05).recent_tail_cap(128_000) == 6_400
-    assert CompactionConfig(keep_recent_tokens=3_000).recent_tail_cap(128_000) == 3_000
+    assert recent_tail_cap(CompactionConfig(), 128_000) == 12_800
+    assert recent_tail_cap(CompactionConfig(), 200_000) == 20_000  # OpenClaw / pi keep ~20,000 tokens
+    assert recent_tail_cap(CompactionConfig(keep_recent_share=0.05), 128_000) == 6_400
+    assert recent_tail_cap(CompactionConfig(keep_recent_tokens=3_000), 128_000) == 3_000
     with pytest.raises(ValidationError):
         CompactionConfig(keep_recent_share=0)
 
@@ -63,7 +64,7 @@ def test_a_huge_tool_result_in_the_tail_is_trimmed_and_archived(fmt: str) -> Non
     assert result.compacted
     no_violations(result)
     assert share_of_window(result) <= 0.20
-    assert tail_tokens(compactor, result, messages) <= compactor.config.recent_tail_cap(WINDOW)
+    assert tail_tokens(compactor, result, messages) <= recent_tail_cap(compactor.config, WINDOW)
     assert any("recent tail" in r for r in result.record["layout_rounds"])
     # The tail still holds the call and its (trimmed) result, and the last request as sent.
     assert dumps(messages[-1]) == dumps(result.messages[-1])
@@ -103,7 +104,7 @@ def test_when_trimming_is_not_enough_the_tail_starts_later() -> None:
     no_violations(result)
     assert share_of_window(result) <= 0.20
     assert any("tail shrunk" in r for r in result.record["layout_rounds"])
-    assert tail_tokens(compactor, result, messages) <= compactor.config.recent_tail_cap(WINDOW)
+    assert tail_tokens(compactor, result, messages) <= recent_tail_cap(compactor.config, WINDOW)
     assert dumps(messages[-2]) in archived(result)
     assert dumps(result.messages[-1]) == dumps(messages[-1])  # the last request, as sent
 

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.bench_quality import summary_block
 from benchmarks.generate import generate
 from compaction import CompactionConfig, Compactor
+from compaction.budget import block_cap, within_block_cap
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_block_fits_its_cap_in_exact_tokens(session: tuple[list[dict[str, object
     result = compactor.compact(messages, system=system)
     assert result.compacted
     block = summary_block(result)
-    cap = CompactionConfig().block_cap(window)
+    cap = block_cap(CompactionConfig(), window)
     assert cap == int(window * 0.0625)
     assert compactor.counter.count_text(block) <= cap
     # The cap is used, not left empty: the ledger takes what the summary leaves.
@@ -48,9 +49,7 @@ def test_a_larger_ledger_is_a_setting(session: tuple[list[dict[str, object]], st
 
 def test_explicit_block_cap_and_summary_share() -> None:
     config = CompactionConfig(summary_block_max_tokens=3_000)
-    assert config.block_cap(1_000_000) == 3_000
-    from compaction.pipeline import within_block_cap
-
+    assert block_cap(config, 1_000_000) == 3_000
     capped = within_block_cap(config, 1_000_000)
     assert capped.max_summary_tokens == 3_000 - 750 - 120  # the ledger's share and the markers stay free
     assert within_block_cap(CompactionConfig(), 128_000).max_summary_tokens == 4_096  # under the cap already

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from compaction import CompactionConfig, Compactor
+from compaction.budget import truncate_to_tokens
 from compaction.fidelity import altered_identifiers, source_strings
 from compaction.render import cut_middle, fence, fence_nonce, render_for_summarizer
-from compaction.stages.summarize import FENCE_NONCE_KEY, prompt_nonces, strip_framing, truncate_to_tokens
+from compaction.stages.summarize import FENCE_NONCE_KEY, prompt_nonces, strip_framing
 from compaction.summarizers.base import SummaryRequest
 from compaction.summarizers.llm import CUT_NOTE, LLMSummarizer, mark_cut_reply
 from compaction.testing import FakeProvider, Reply, stand_in_summary

@@ -43,6 +43,7 @@ def test_every_public_name_resolves() -> None:
     [
         "compaction",
         "compaction.adapters",
+        "compaction.budget",
         "compaction.config",
         "compaction.compactor",
         "compaction.errors",

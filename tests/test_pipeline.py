@@ -26,8 +26,8 @@ import pytest
 
 from compaction import CompactionConfig, CompactionError, Compactor, replay
 from compaction.adapters import to_canonical
+from compaction.budget import Budget
 from compaction.pairs import validate
-from compaction.pipeline import Budget
 from compaction.prompts import SECTION_HEADINGS
 from compaction.result import CompactionResult
 from compaction.summarizers.base import SummarizerError, SummarizerOverflowError, SummaryRequest

@@ -19,6 +19,7 @@ from strategies import canonical_transcripts
 from test_pipeline import an_session, oa_session
 
 from compaction.adapters import to_canonical
+from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points, units, validate
 from compaction.prompts import SECTION_HEADINGS
@@ -31,8 +32,9 @@ from compaction.stages.chunk import (
 )
 from compaction.stages.protect import Partition, partition
 from compaction.stages.reconstruct import SummaryBlock, reconstruct, split_previous_summary
-from compaction.stages.summarize import SummarizeJob, summarize_zone, truncate_to_tokens
+from compaction.stages.summarize import SummarizeJob, summarize_zone
 from compaction.summarizers.base import SummarizerError, SummarizerOverflowError, SummaryRequest
+from compaction.summarizers.extractive import ExtractiveSummarizer
 from compaction.summarizers.scripted import ScriptedSummarizer
 from compaction.tokens import counter_for_model
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart, Transcript
@@ -250,6 +252,7 @@ def job_for(summarizer: object, **config: object) -> SummarizeJob:
         config=CompactionConfig(**config),  # type: ignore[arg-type]
         count=COUNTER.count_text,
         count_message=COUNTER.count_message,
+        fallback=ExtractiveSummarizer(),
     )
 
 

@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Sequence
 
 from compaction import CompactionConfig, Compactor
+from compaction.budget import block_cap
 from compaction.recall import MemoryRecallIndex
 from compaction.summarizers.topics import (
     TOPIC_HEADING,
@@ -140,4 +141,4 @@ def test_a_long_session_ends_its_summary_with_a_valid_index() -> None:
         assert where[after.first] > where[before.last]
     assert sum(line.count for line in lines) <= len(result.archive)
     counter = Compactor("gpt-4o", None, config).counter
-    assert counter.count_text(section) <= config.block_cap(16_000) // 10
+    assert counter.count_text(section) <= block_cap(config, 16_000) // 10

@@ -56,6 +56,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from compaction.adapters import from_canonical, to_canonical
+from compaction.budget import block_cap
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.integrations._messages import LC_SOURCE, Conversions, MessageMap, message_key, pairs_intact
@@ -465,7 +466,7 @@ def _derive_config(
     reference = _smallest_token_trigger(clauses, window)
     if reference is not None:
         if "summary_block_max_tokens" not in explicit:
-            update["summary_block_max_tokens"] = max(256, min(base.block_cap(window), reference // 4))
+            update["summary_block_max_tokens"] = max(256, min(block_cap(base, window), reference // 4))
         if "keep_recent_share" not in explicit:
             update["keep_recent_share"] = min(base.keep_recent_share, max(1, reference // 2) / window)
     if summary_prompt is not None:

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from compaction.budget import recent_tail_cap
 from compaction.compactor import Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.failures import failure_reason
@@ -96,7 +97,7 @@ class Preparer:
         covered = min(state.covered, len(context)) if state is not None else 0
         config = session.work.config
         keep = config.keep_recent_messages
-        tail = min(context.tokens(-keep) if keep else 0, config.recent_tail_cap(session.work.guard.window))
+        tail = min(context.tokens(-keep) if keep else 0, recent_tail_cap(config, session.work.guard.window))
         aged = context.tokens(covered) - tail
         if tokens < self.settings.mark * trigger:
             return False

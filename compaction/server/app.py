@@ -24,10 +24,11 @@ closes the event streams and the store.
 The modules: ``routes`` / ``routes_recall`` (the endpoints, module-level handlers on two routers),
 ``dependencies`` (what a handler takes from the request: the service, the caller's session id),
 ``service`` (the operations) with ``session_compaction`` (compacting a stored session), both on
-``core``'s ``ServiceState`` (the store, compactors, the event bus, in-flight work), ``errors`` (error bodies and handlers), ``admission`` (request ids, keys and rate
-limits, body limit, catch-all 500), ``settings``, ``compaction_loop`` (the event loop compactions
-run on), ``events`` (the SSE bus), ``schemas`` (request and response models); ``runner`` starts
-one server and ``processes`` many (``--workers N``).
+``core``'s ``ServiceState`` (the store, compactors, the event bus, in-flight work), ``errors``
+(error bodies and handlers), ``admission`` (request ids, keys and rate limits, body limit,
+catch-all 500), ``settings``, ``compaction_loop`` (the event loop compactions run on), ``events``
+(the SSE bus), ``schemas`` (request and response models); ``runner`` starts one server and
+``processes`` many (``--workers N``).
 """
 
 from __future__ import annotations

@@ -82,6 +82,24 @@ def split_previous_summary(message: Message, config: CompactionConfig) -> tuple[
     return message, None
 
 
+def strip_previous_summary(
+    messages: Sequence[Message], config: CompactionConfig
+) -> tuple[tuple[Message, ...], str | None]:
+    """Messages with an earlier summary block taken out (it is extended, not nested), and its body."""
+    out: list[Message] = []
+    previous: str | None = None
+    for message in messages:
+        if previous is None and message.role in ("user", "system") and config.summary_start_marker in message.text:
+            stripped, body = split_previous_summary(message, config)
+            if body is not None:
+                previous = body
+                if stripped is not None:
+                    out.append(stripped)
+                continue
+        out.append(message)
+    return tuple(out), previous
+
+
 def _strip_block_trailer(body: str, config: CompactionConfig) -> str:
     lines = body.strip().splitlines()
     if lines and lines[-1].startswith("(") and "earlier messages were compacted" in lines[-1]:

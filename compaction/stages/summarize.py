@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.pairs import safe_cut_points
-from compaction.patterns import truncate
 from compaction.prompts import (
     CONVERSATION_REQUEST,
     INSTRUCTIONS_NOTE,
@@ -173,6 +173,8 @@ class SummarizeJob:
     instructions: str | None = None
     log: CallLog = field(default_factory=CallLog)
     fallback: Summarizer | None = None
+    """The offline summarizer that fills failed chunks and a failed merge (when
+    ``config.extractive_fallback``); None: no offline fallback."""
     started: float = field(default_factory=time.perf_counter)
     conversation: Sequence[Mapping[str, Any]] | None = None
     """The agent's own messages, for the cache-friendly single pass (``summary_mode="conversation"``)."""
@@ -489,39 +491,6 @@ async def _fit_summary(job: SummarizeJob, text: str) -> str:
     return truncate_to_tokens(text, limit, job.count)
 
 
-def truncate_to_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
-    """``text`` within ``limit`` tokens, cut from the middle by whole lines: the start (goals) and
-    the end (open items, next step) of a summary matter most. A single line too long for the
-    limit is cut at a token boundary, or with an ellipsis glued to the cut token, never silently
-    mid-token."""
-    if count(text) <= limit:
-        return text
-    note = "[... summary shortened here to fit its token limit ...]"
-    lines = text.splitlines()
-
-    def keep(k: int) -> str:
-        head = (k * 3 + 4) // 5
-        tail = lines[len(lines) - (k - head) :] if k > head else []
-        return "\n".join([*lines[:head], note, *tail])
-
-    low, high = 0, len(lines)
-    while low < high:  # binary search on the number of lines kept
-        mid = (low + high + 1) // 2
-        if count(keep(mid)) <= limit:
-            low = mid
-        else:
-            high = mid - 1
-    if low > 0:
-        return keep(low)
-    # One very long line: cut by characters at a token boundary, an ellipsis marking a cut token.
-    size = max(0, limit * 2)
-    cut = truncate(text, size)
-    while cut and count(cut + "\n" + note) > limit:
-        size = int(size * 0.8)
-        cut = truncate(text, size) if size > 8 else ""
-    return cut + "\n" + note
-
-
 async def _fallback_whole(job: SummarizeJob, zone: Sequence[Message], reason: str) -> SummaryOutcome:
     if job.config.extractive_fallback:
         text = await _extractive(job, zone, with_previous=True)
@@ -531,13 +500,7 @@ async def _fallback_whole(job: SummarizeJob, zone: Sequence[Message], reason: st
 
 
 def _extractive_backend(job: SummarizeJob) -> Summarizer | None:
-    if not job.config.extractive_fallback:
-        return None
-    if job.fallback is None:
-        from compaction.summarizers.extractive import ExtractiveSummarizer
-
-        job.fallback = ExtractiveSummarizer()
-    return job.fallback
+    return job.fallback if job.config.extractive_fallback else None
 
 
 async def _extractive(job: SummarizeJob, messages: Sequence[Message], *, with_previous: bool = False) -> str | None:

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
 from compaction.stages.protect import Partition
 from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer
-from compaction.stages.summarize import truncate_to_tokens
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart
 

@@ -97,9 +97,30 @@ class SummaryResponse:
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """Anything that can summarize: ``await summarizer.summarize(request)``."""
+    """Anything that can summarize: ``await summarizer.summarize(request)``.
+
+    A summarizer may also declare ``reads_rendered_prompt: bool``: True (the default when absent)
+    for a model, which reads ``request.prompt``, so the zone is shown to it as the prompt renders it
+    and chunks are planned on the rendered tokens; False for one that reads ``request.messages``
+    (the offline extractive summarizer), whose input and chunks stay the pruned canonical messages.
+    See :func:`reads_rendered_prompt`."""
 
     async def summarize(self, request: SummaryRequest) -> SummaryResponse: ...
+
+
+def reads_rendered_prompt(summarizer: object) -> bool:
+    """What ``summarizer`` declares in ``reads_rendered_prompt``; True when it declares nothing."""
+    declared = getattr(summarizer, "reads_rendered_prompt", True)
+    return declared if isinstance(declared, bool) else True
+
+
+@runtime_checkable
+class OfflineSummarizer(Summarizer, Protocol):
+    """A summarizer that needs no model call and can be asked synchronously for the summary of a
+    span: the fallback where a model fails, and what summarizes the oldest part of a zone too large
+    for a model's chunks (the compactor hands one to every run)."""
+
+    def summarize_messages(self, messages: Sequence[Message], *, max_tokens: int) -> str: ...
 
 
 class SummarizerError(RuntimeError):

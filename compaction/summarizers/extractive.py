@@ -92,6 +92,7 @@ class ExtractiveSummarizer:
     """
 
     model = MODEL_NAME
+    reads_rendered_prompt = False  # it reads the canonical messages, not the prompt
 
     def __init__(self, *, last_actions: int = 5) -> None:
         if last_actions < 0:

@@ -261,3 +261,28 @@ def test_service_request_spans_carry_the_compaction_attributes(exporter: InMemor
     (run,) = _named(exporter.get_finished_spans(), "compaction.run")
     assert run.parent is not None
     assert run.parent.span_id == span.context.span_id
+
+
+def test_tracing_the_offline_summarizer_leaves_the_compaction_as_it_was() -> None:
+    """The traced summarizer stands in for the one it wraps, its declarations too: the offline
+    summarizer, traced, still reads the canonical messages (not a rendered prompt), so the
+    compaction comes out the same as without tracing."""
+    messages: list[dict[str, Any]] = []
+    for n in range(30):
+        messages.append({"role": "user", "content": f"step {n}: run the tests"})
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "pytest"}'}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": f"FAILED test_{n}.py\n" + FILLER * 3})
+    plain = _compactor(None).compact(messages)
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    assert otel.instrument(tracer_provider=provider)
+    try:
+        traced = _compactor(None).compact(messages)
+    finally:
+        otel.uninstrument()
+        provider.shutdown()
+    assert _named(spans.get_finished_spans(), "compaction.summarize")
+    assert traced.record["reads_rendered_prompt"] is False
+    assert (traced.summary, traced.messages) == (plain.summary, plain.messages)
