@@ -23,9 +23,10 @@ from typing import Any
 from benchmarks.bench_quality import message_strings, summary_block
 from compaction.adapters import to_canonical
 from compaction.fidelity import altered_identifiers, fragment_references, source_strings
+from compaction.patterns import relays_terminal
 from compaction.result import CompactionResult
 from compaction.stages.ledger import collect_artifacts
-from compaction.summarizers._segment import line_form, relays_terminal
+from compaction.summarizers._segment import line_form
 from compaction.summarizers.extractive import ExtractiveSummarizer
 from compaction.transcript import Message, ToolCallPart
 
@@ -78,7 +79,7 @@ def request_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """The messages the user wrote: the user turns before the agent's first answer (SWE-agent's task
     and demonstration), and every later user turn that is neither tool results nor a command's
     output relayed as a user turn (SWE-agent's observations: the turn answers an assistant turn that
-    ended with a command, see :func:`compaction.summarizers._segment.relays_terminal`)."""
+    ended with a command, see :func:`compaction.patterns.relays_terminal`)."""
     out: list[int] = []
     previous: Message | None = None
     for i, m in enumerate(messages):

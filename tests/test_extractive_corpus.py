@@ -16,8 +16,9 @@ import pytest
 from benchmarks.bench_quality import message_strings
 from benchmarks.corpus import corpus_files, load_corpus, read_corpus_file, request_indices
 from compaction.adapters import to_canonical
+from compaction.patterns import relays_terminal
 from compaction.summarizers._classify import classify
-from compaction.summarizers._segment import line_form, relays_terminal, segment
+from compaction.summarizers._segment import line_form, segment
 from compaction.summarizers.extractive import ExtractiveSummarizer
 from compaction.transcript import Message, TextPart, Transcript
 

@@ -1253,15 +1253,16 @@ def test_a_large_message_in_the_tail_does_not_make_the_ledger_forget_what_it_car
 
 
 def test_reads_prompt_answers_without_importing_the_extractive_summarizer() -> None:
-    """Whether a summarizer reads the rendered prompt is decided before its first call; a model
-    summarizer is told apart from the extractive one without importing that module (~0.1 s)."""
+    """Whether a summarizer reads the rendered prompt is decided before its first call, from what
+    it declares; neither that nor importing the pipeline imports the extractive module (~0.1 s)."""
     import subprocess
     import sys
     from pathlib import Path
 
     probe = (
         "import sys\n"
-        "from compaction.pipeline import reads_prompt\n"
+        "import compaction.pipeline\n"
+        "from compaction.summarizers.base import reads_rendered_prompt as reads_prompt\n"
         "from compaction.summarizers.scripted import ScriptedSummarizer\n"
         "assert reads_prompt(ScriptedSummarizer(['x']))\n"
         "print('compaction.summarizers.extractive' in sys.modules)\n"

@@ -24,11 +24,11 @@ from compaction.patterns import (
     find_error_lines,
     find_references,
     reference_safe_end,
+    relays_terminal,
     search_replace_paths,
 )
 from compaction.redact import redact_if_needed
 from compaction.stages._ledger_items import _CATEGORIES, ArtifactLedger, LedgerItem, ToolFailure, family
-from compaction.summarizers._segment import relays_terminal
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 ERROR_LINE_CHARS = 200

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.injection import addresses_model, guard
-from compaction.patterns import OpenFile, diff_paths, final_code_block, search_replace_paths, truncate
+from compaction.patterns import OpenFile, diff_paths, final_code_block, relays_terminal, search_replace_paths, truncate
 from compaction.summarizers._extract import (
     clean,
     context_snippet,
@@ -20,7 +20,6 @@ from compaction.summarizers._extract import (
     find_urls,
     strip_control,
 )
-from compaction.summarizers._segment import relays_terminal
 from compaction.summarizers._tools import (
     COMMAND_KEYS,
     CONTENT_KEYS,

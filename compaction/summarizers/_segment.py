@@ -8,7 +8,8 @@ Only prose can be a constraint, a request or a decision: the later steps rely on
 numbered source line pasted into a user message (``1549: self.exclude = x``) is never read as a
 rule the user set.
 
->>> from compaction.transcript import Message, TextPart
+>>> from compaction.patterns import relays_terminal
+from compaction.transcript import Message, TextPart
 >>> msg = Message(role="user", parts=(TextPart(text="Never push to main.\\n    42: x = y\\n"),), id="u")
 >>> [(u.role, u.form, u.text) for u in segment([msg])]
 [('user', 'prose', 'Never push to main.'), ('user', 'code', '42: x = y')]
@@ -22,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.injection import guard
-from compaction.patterns import QUANTITY, measurement, truncate
+from compaction.patterns import QUANTITY, measurement, relays_terminal, truncate
 from compaction.summarizers._extract import clean, split_sentences
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["QUANTITY", "Unit", "line_form", "measurement", "relays_terminal", "segment"]
+__all__ = ["QUANTITY", "Unit", "line_form", "measurement", "segment"]
 
 MAX_OUTPUT_LINE = 160  # a measurement line longer than this is prose or data, not a reported value
 _SCAN_LIMIT = 200_000  # characters of one tool result read for measurement lines
@@ -168,40 +169,6 @@ def _mostly_output(pieces: Sequence[tuple[str, str]]) -> bool:
     prose = sum(len(text) for form, text in pieces if form == "prose")
     other = sum(len(text) for form, text in pieces if form != "prose")
     return other > prose
-
-
-# A bare shell prompt on a line of its own: "$", "bash-$", "sh-5.1#", "user@host:~/repo$", ">>>".
-_PROMPT_LINE = re.compile(r"^(?:\([\w.-]+\)\s+)?(?:[\w.-]+@[\w.-]+:\S*|[a-z]+(?:-[\d.]+)?-?)?[$#%]$|^>>>$")
-
-
-def _ends_at_prompt(text: str) -> bool:
-    """Does the text end with a bare shell prompt line (a terminal capture waiting for input)?"""
-    last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
-    return _PROMPT_LINE.match(last) is not None
-
-
-def _issued_a_command(message: Message | None) -> bool:
-    """Did this assistant turn end by issuing a command: its text ends with a code block?"""
-    if message is None or message.role != "assistant" or message.has_tool_calls:
-        return False
-    text = message.text.rstrip()
-    return text.endswith(("```", "~~~")) and text.count(text[-3:]) >= 2
-
-
-def relays_terminal(message: Message, previous: Message | None) -> bool:
-    """Is this user turn a command's output relayed by the agent framework? Frameworks that send
-    observations as user messages (SWE-agent, ReAct loops) answer an assistant turn that ended with
-    a command in a code block by the terminal's output, ending at the shell prompt. Both signs
-    together: a task the user wrote may end at a prompt too (SWE-agent appends one to the issue),
-    but it does not answer a command.
-
-    >>> from compaction.transcript import Message, TextPart
-    >>> act = Message(role="assistant", parts=(TextPart(text="Let's look.\\n```\\nfile release\\n```"),), id="a")
-    >>> out = Message(role="user", parts=(TextPart(text="release: ELF 64-bit LSB executable\\nbash-$"),), id="u")
-    >>> relays_terminal(out, act), relays_terminal(out, None)
-    (True, False)
-    """
-    return _issued_a_command(previous) and _ends_at_prompt(message.text)
 
 
 def _call_label(part: ToolCallPart) -> str:
