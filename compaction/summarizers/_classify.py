@@ -111,12 +111,14 @@ _RULE_STATED = _rx(
     r"(?:stays?|remains?|is kept|are kept|(?:should|will|must) (?:stay|remain)) (?:\S+ ){0,2}?"
     r"(?:unchanged|as (?:it|they) (?:is|are)|as is|the same|put|intact|untouched|read[- ]only|private|internal|"
     r"stable|pinned|frozen|on|off|enabled|disabled|switched (?:on|off)|below|under|within|green|compatible|"
-    r"backwards?[- ]compatible|out of|away from|in place)\b)"
+    r"backwards?[- ]compatible|out of|away from|in place)\b|"
+    r"(?:stays?|remains?) (?:\S+ ){0,3}?(?:until|unless|while|for now|for the time being)\b|"
+    r"(?:is|are) (?:strictly )?read[- ]only\b)"
 )
 # "can't" and "cannot" make a rule unless they say what the speaker is unable to do ("I can't get
 # the tests to run", "we cannot reproduce it").
 _CANNOT = _rx(
-    r"^(?!.*\b(?:i|we)\s+(?:really\s+|still\s+|just\s+)?(?:can'?t|cannot|can not)\b)"
+    r"^(?!.*\bi\s+(?:really\s+|still\s+|just\s+)?(?:can'?t|cannot|can not)\b)"
     r".*\b(?:can'?t|cannot|can not|won't|may not|mustn'?t)\s+(?:\w+\s+){0,1}?"
     r"(?:be|touch|change|modify|edit|grow|exceed|go|use|add|remove|break|ship|push|merge|call|send|store|log|"
     r"expose|rely|depend|leave|import|delete|drop|rename|move|include|contain|take|run|access|write|commit)\b"
@@ -141,7 +143,8 @@ _FIRST_PERSON_COMMIT = _rx(
 )
 _EXPLICIT_CHOICE = _rx(
     r"\b(?:decided?|decision|chose|choose|chosen|opt(?:ed|ing)? (?:for|to)|settled on|settle on|"
-    r"(?:go|goes|going|went|gone|stick|sticks|sticking|stuck) with|"
+    r"(?:go|goes|going|went|gone|stick|sticks|sticking|stuck) with|(?:go|goes|going|went) for (?:the|a|an)\b|"
+    r"ended up (?:using|with|going|picking|choosing|keeping)|favou?r(?:s|ed|ing)?\b|"
     r"instead of|rather than|switch(?:ed|ing)? (?:\S+ ){0,4}?to|in favou?r of|ruled? out|"
     r"pick(?:ed|ing)?\b|prefer(?:red|ring|able|s)?\b|wins? (?:over|out)|beats\b|makes? (?:more|the most) sense|"
     r"(?:better|best|safer|safest|simpler|simplest|cleaner|cleanest|preferable|right|wiser|cheaper|cheapest|"
@@ -170,12 +173,19 @@ _REASON = _rx(
 # persist", "We're dropping 3.8, it is end of life", or an "as" clause ("as two cron jobs can overlap").
 _LINKED_REASON = _rx(
     r",\s+(?:it|they|this|both)(?:'s|\s+(?:is|are|was|were|has|have|does|doesn'?t|isn'?t|can'?t|"
-    r"won'?t|breaks?|makes?|gives?|needs?|keeps?|lacks?|blocks?|causes?|avoids?))\b"
+    r"won'?t|[a-z]+(?:s|ed)))\b"
     r"|\bas (?!well\b|soon\b|long\b|far\b|much\b|many\b|expected\b|shown\b|described\b|needed\b|follows?\b|"
     r"before\b|usual\b|is\b|a (?:result|fallback|workaround|first|last|baseline|test|start)\b|part\b|of\b|in\b|"
     r"for\b|per\b|if\b|though\b|to\b|such\b|an? example\b|suggested\b|requested\b|planned\b|discussed\b)"
     r"(?:[\w'.-]+\s+){1,3}?(?:is|are|was|were|has|have|had|can|could|will|would|does|do|did|needs?|makes?|"
     r"breaks?|supports?|lets?|gives?|keeps?|runs?|uses?|takes?|causes?|overlap|doesn'?t|don'?t|isn'?t|won'?t)\b"
+)
+# "Tabs over spaces here, ...": a choice said as "X over Y" at the head of the sentence.
+_OVER_HEAD = _rx(r"^[\w.+#-]+(?: [\w.+#-]+)? over [\w.+#-]+(?: [\w.+#-]+)?(?: here| for| in|[,:;\u2014])")
+# A purpose after a choice ("Replacing moment.js with date-fns to cut the bundle size").
+_PURPOSE_TO = _rx(
+    r"\bto (?:cut|reduce|lower|speed up|simplify|shrink|remove|drop|fix|support|allow|enable|match|improve|"
+    r"get rid of|free|unblock|stay|avoid|keep|save|limit|isolate|decouple|untangle)\b"
 )
 _REASON_SPLIT = re.compile(r"[:;]\s+|\s[\u2014\u2013-]\s+")
 # A purpose said mid-sentence ("... into the model layer so every caller gets it").
@@ -233,6 +243,8 @@ _STILL_OPEN = _rx(
     r"|\bleft (?:to (?:do|fix|review|check|write|test)|for later|over|open)\b|\bremains? to be\b|\bwhat remains\b"
     r"|\b(?:isn'?t|aren'?t|is not|are not|hasn'?t been|haven'?t been) (?:\w+ )?(?:wired|hooked|done|finished|"
     r"implemented|covered|tested|written|merged|deployed|fixed|addressed|handled|in place)\b"
+    r"|\b(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
+    r"tested|reviewed|implemented|updated|migrated|ported|addressed)\b"
     r"|\b(?:is|are) (?:still )?missing\b|\bwhat'?s missing\b|\b(?:the )?last (?:piece|bit|step|thing) (?:is|left)\b"
 )
 # Work put on a list or off until later ("next up is the pagination bug", "left for later",
@@ -241,7 +253,9 @@ _LATER = _rx(
     r"\b(?:next up|up next|(?:is|comes) next\b|next on (?:the|my|our) list|for later|"
     r"on (?:the|my|our) (?:list|backlog|to-?do list)|in the backlog|parked|deferred|on hold|"
     r"blocked (?:on|by|until)|open items?|don'?t forget (?:to|about)|remember to|circle back|come back to|"
-    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|"
+    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|at some point|eventually|"
+    r"sooner or later|down the (?:line|road)|in a (?:follow-?up|later|separate|future) (?:pr|change|commit|session)|"
+    r"next (?:week|sprint|release|session|iteration)|"
     r"needs? (?:a |another |some |more )?(?:look|fix|review|pass|rerun|re-run|attention|fixing|updating|testing|"
     r"tests|cleanup|follow-?up)\b)"
 )
@@ -447,7 +461,8 @@ _MEASURED = _rx(
 _SET_OR_CHANGED = _rx(
     r"(?:\b(?:to|at|by|from|than|of|around|about|roughly|approximately|nearly|almost|over|under|below|above|"
     r"within|in|every|for|after|instead of|versus|vs\.?|compared (?:to|with)|weigh(?:s|ed)?|handles?|handled|"
-    r"process(?:es|ed)?|"
+    r"process(?:es|ed)?|using|seeing|saw|getting|got|gets|observed|recorded|hit|hitting|holds?|held|stores?|stored|"
+    r"timeout|ttl|delay|interval|limit|size|budget|latency|window|cap|quota|threshold|buffer|heap|memory|ram|disk|"
     r"saves?|saved|spends?|spent|consumes?|consumed|uses|used|needs|needed|peaks?(?: at)?|averages?|gains?|"
     r"gained|loses|lost|scores?|scored|serves?|served|adds|shaves?|shaved|trims?|trimmed|cuts?|another|extra|"
     r"(?:give|gave|allocate[sd]?|reserve[sd]?|assign(?:ed)?|grant(?:ed)?)(?:\s+\S+){0,3}|a|an))\s+"
@@ -475,6 +490,7 @@ _CAPACITY = _rx(
     r"words|pages|characters|chars|tokens|users|items|messages|calls|jobs|tasks|cores|nodes|shards|partitions|"
     r"slots|seats|entries|records|results|samples|iterations|epochs|steps|batches|queries)$"
 )
+_OF_THINGS = re.compile(r"\s*of\s")  # "5 pages of the docs": a count of things read, not a value
 _UNIT_MARK = re.compile(r"[A-Za-z%\u00a3$\u20ac\u00a5\u00b5\u00b0]")
 _THERE_ARE = _rx(r"\bthere (?:is|are|were|was)\s+(?:\w+\s+)?$")
 
@@ -492,7 +508,10 @@ def _measured(text: str) -> bool:
                 return True
             if not _UNIT_MARK.search(match.group()) or (pattern is _COUNT and not _CAPACITY.search(match.group())):
                 continue
-            if _SET_OR_CHANGED.search(before) or _COMPARED_AFTER.match(text[match.end() : match.end() + 40]):
+            after = text[match.end() : match.end() + 40]
+            if _SET_OR_CHANGED.search(before) or (
+                _COMPARED_AFTER.match(after) and not (pattern is _COUNT and _OF_THINGS.match(after))
+            ):
                 return True
     return _HYPHEN_QUANTITY.search(text) is not None
 
@@ -565,7 +584,10 @@ def labels_of(unit: Unit) -> frozenset[str]:
             not narrated
             and not _ANNOUNCES.search(body)
             and (
-                (_EXPLICIT_CHOICE.search(whole) and (commits or unit.role == "user" or justified))
+                (
+                    (_EXPLICIT_CHOICE.search(whole) or _OVER_HEAD.match(whole))
+                    and (commits or unit.role == "user" or justified or _PURPOSE_TO.search(whole))
+                )
                 or (commits and (justified or method))
                 or (strongly and (ordered or _MOVE_START.match(whole) is not None))
             )
