@@ -13,6 +13,13 @@ wording:
   ``decided``) makes a decision; a request or a first-person intent that is deferred (``next``,
   ``after this``, ``once ... is merged``) or labelled (``TODO``, ``next step``) makes a next step.
 - a quantity (a number with a unit, a percentage, money, a ratio, a decimal) makes a measurement.
+- the same acts said in plain words rather than cue phrases: a word of choice with a reason in any
+  form ("SQLite is the better fit here because ...", "Switching the parser to lxml: the stdlib one
+  chokes on ...", "we went for the simpler fix given ..."), a rule stated as a fact ("the config
+  stays read-only", "hands off the vendored code", "any new endpoint needs a test", "the bundle
+  can't grow past 250 KB"), work said to be open ("the export still needs tests", "I haven't
+  updated the docs yet", "next up is ...", "ship it as soon as CI is green"), a quantity with a
+  unit set, changed or compared ("limit it to 512 MB", "3.5x faster", "a 30-second timeout").
 
 >>> from compaction.summarizers._segment import Unit
 >>> def kind_of(text, role="user"):
@@ -24,6 +31,14 @@ wording:
 >>> kind_of("After this, please open a PR and ask Ana for review.")
 'next_step'
 >>> kind_of("The p95 latency is now 740.9 ms.", "assistant")
+'number'
+>>> kind_of("SQLite is the better fit here because the data never leaves one machine.", "assistant")
+'decision'
+>>> kind_of("The config file stays read-only for the service account.")
+'constraint'
+>>> kind_of("The CSV export still needs tests.", "assistant")
+'next_step'
+>>> kind_of("Peak memory dropped from 1.8 GB to 640 MB.", "assistant")
 'number'
 """
 
