@@ -118,7 +118,7 @@ _RULE_STATED = _rx(
     r"hard (?:requirement|limit|rule|constraint|cap|deadline)|deal[- ]?breakers?|a must\b|"
     r"hands off|stay (?:away|clear) from|steer clear of|leave \S+(?: \S+){0,3} alone|keep (?:out|away) of|"
     r"at no point|no exceptions|without exception|under no|not (?:allowed|permitted|acceptable|ok|okay)\b|"
-    r"(?:is|are)n't (?:allowed|permitted|acceptable)|make sure|be sure to|ensure (?:that )?|see to it|"
+    r"(?:is|are)n't (?:allowed|permitted|acceptable)|(?<!to )make sure|be sure to|(?<!to )ensure (?:that )?|see to it|"
     r"(?:needs?|has|have) to (?:stay|remain|keep|be|pass|work|run|finish|fit|support|go|come|match|use)|"
     r"requires? (?:an?|the|at least|approval|sign-off|review)\b|rul(?:es?|ed) (?:\S+ ){0,3}?out\b|"
     r"(?:i|we) (?:don'?t|do not|won'?t|will not) (?:want|accept|allow)\b|(?:i|we)'?d (?:rather|prefer) (?:you )?"
@@ -161,7 +161,8 @@ _EXPLICIT_CHOICE = _rx(
     r"(?:go|goes|going|went|gone|stick|sticks|sticking|stuck) with|(?:go|goes|going|went) for (?:the|a|an)\b|"
     r"ended up (?:using|with|going|picking|choosing|keeping)|favou?r(?:s|ed|ing)?\b|"
     r"instead of|rather than|switch(?:ed|ing)? (?:\S+ ){0,4}?to|in favou?r of|ruled? out|"
-    r"pick(?:ed|ing)?\b|prefer(?:red|ring|able|s)?\b|wins? (?:over|out)|beats\b|makes? (?:more|the most) sense|"
+    r"(?:i|we|i've|we've) (?:picked|pick)\b|pick(?:ed)? (?:\S+ ){1,3}?(?:over|instead|as the|for (?:the|this|its))\b|"
+    r"prefer(?:red|ring|able|s)?\b|wins? (?:over|out)|beats\b|makes? (?:more|the most) sense|"
     r"(?:better|best|safer|safest|simpler|simplest|cleaner|cleanest|preferable|right|wiser|cheaper|cheapest|"
     r"easier|easiest|obvious|sensible|only (?:viable|sane|safe)) (?:fit|choice|option|approach|bet|way|call|pick|"
     r"route|move|path|solution|default|candidate|trade-?off)|"
@@ -170,15 +171,15 @@ _EXPLICIT_CHOICE = _rx(
     r"(?:roll(?:ed|ing)? back|revert(?:ed|ing)?|downgrad(?:e|ed|ing)|upgrad(?:e|ed|ing)|pin(?:ned|ning)?|"
     r"migrat(?:e|ed|ing)|standardi[sz](?:e|ed|ing)|default(?:ed|ing)?) (?:\S+ ){0,3}?(?:to|on)|"
     r"(?:drop(?:ped|ping)?|ditch(?:ed|ing)?|retir(?:e|ed|ing)|deprecat(?:e|ed|ing)) (?:\S+ ){0,3}?support|"
-    r"replac(?:e|ed|ing) (?:\S+ ){1,4}?with|the plan is to|landed on|(?:is|was) the winner|\w+ it is\b|"
+    r"replac(?:e|ed|ing) (?:\S+ ){1,4}?with|the plan is to|landed on|(?:is|was) the winner|"
     r"(?:we're|we are|i'm|i am) (?:using|keeping|moving|switching|dropping|sticking|replacing|adopting|pinning|"
     r"skipping|excluding|ranking|treating|scoring|reporting)\b|"
     r"(?:we|i)'?d rather|i'?d go with|leaning (?:towards?|to))\b"
 )
 _REASON = _rx(
     r"\b(?:because|since|as (?:it|they|we|the|this|that)|so that|given that|due to|the reason is|"
-    r"which means|otherwise|given (?:how|the|that|its|their)|seeing (?:that|as|how)|considering|now that|"
-    r"thanks to|owing to|on account of|in light of|in order to|to (?:avoid|prevent|keep|ensure|stop|save|spare)|"
+    r"which means|otherwise|given (?:how|the|that|its|their)|seeing (?:that|as|how)|considering|"
+    r"thanks to|owing to|on account of|in light of|"
     r"for (?:the sake of |better |more )?(?:simplicity|speed|safety|performance|readability|consistency|portability|"
     r"clarity|reliability|security|compatibility|correctness|maintainability)|"
     r"that way|which (?:avoids|prevents|keeps|saves|removes|fixes|lets|gives|makes|means)|"
@@ -196,13 +197,22 @@ _LINKED_REASON = _rx(
     r"breaks?|supports?|lets?|gives?|keeps?|runs?|uses?|takes?|causes?|overlap|doesn'?t|don'?t|isn'?t|won'?t)\b"
 )
 # "Tabs over spaces here, ...": a choice said as "X over Y" at the head of the sentence.
-_OVER_HEAD = _rx(r"^[\w.+#-]+(?: [\w.+#-]+)? over [\w.+#-]+(?: [\w.+#-]+)?(?: here| for| in|[,:;\u2014])")
+_OVER_HEAD = _rx(
+    r"^[\w.+#-]+(?: [\w.+#-]+)? over [\w.+#-]+(?: [\w.+#-]+)?(?: here| for| in|[,:;\u2014])"
+    r"|^(?!(?:if|when|whether|as|so|because|that|what|where|how|and|but|or|is|was)\b)[\w.+#-]+ it is\b(?! not)"
+)
 # A purpose after a choice ("Replacing moment.js with date-fns to cut the bundle size").
 _PURPOSE_TO = _rx(
     r"\bto (?:cut|reduce|lower|speed up|simplify|shrink|remove|drop|fix|support|allow|enable|match|improve|"
     r"get rid of|free|unblock|stay|avoid|keep|save|limit|isolate|decouple|untangle)\b"
 )
 _REASON_SPLIT = re.compile(r"[:;]\s+|\s[\u2014\u2013-]\s+")
+# A cause ("because", "given that", "as it ..."): an order with a purpose ("test edge cases to
+# ensure the fix is robust") is a request, with a cause it is a choice.
+_CAUSAL = _rx(
+    r"\b(?:because|since (?!`|\d|the (?:start|beginning|last|first|previous)\b|then\b|last\b|yesterday\b|before\b)|"
+    r"given (?:that|how|the)|due to|the reason is|as (?:it|they|we|this|that) (?!is\b|are\b)\w+)"
+)
 # A purpose said mid-sentence ("... into the model layer so every caller gets it").
 _PURPOSE = _rx(r"(?<=\w )so (?:that )?(?:the|we|it|they|our|every|each|all|no|callers?|users?|tests?)\b")
 # A clause with a finite verb: an auxiliary or a negation, or a subject and a verb in -s
@@ -222,7 +232,7 @@ def _reason_clause(text: str) -> bool:
     if _LINKED_REASON.search(text):
         return True
     parts = _REASON_SPLIT.split(text, maxsplit=1)
-    if len(parts) == 2:
+    if len(parts) == 2 and len(parts[0].split()) >= 2:  # "`code` - Aider will ...": a term and its gloss
         clause = parts[1].strip()
         counted = _NUMBER_WORD.match(clause) is not None  # "two partners still depend on it"
         if len(clause.split()) >= 3 and (counted or not _imperative(clause)) and not _NOT_A_REASON.match(clause):
@@ -253,22 +263,27 @@ _TODO = _rx(
 _STILL_OPEN = _rx(
     r"\bstill (?:to (?:do|be done|come)|needs?|requires?|missing|open|outstanding|pending|unresolved|broken|"
     r"failing|fails|unfinished|undone|has to|have to|need to|needs to|wants?)\b|\byet to\b"
-    r"|\b(?:have|has|had)(?:n'?t| not) (?:\w+ ){0,4}?yet\b|\b(?:is|are|was|were|been)(?:n'?t| not) (?:\w+ ){0,5}?yet\b"
     r"|\b(?:outstanding|unfinished)\b|\b(?:what'?s|what is|things?|items?|work|is|are) (?:still )?left\b"
     r"|\bleft (?:to (?:do|fix|review|check|write|test)|for later|over|open)\b|\bremains? to be\b|\bwhat remains\b"
     r"|\b(?:isn'?t|aren'?t|is not|are not|hasn'?t been|haven'?t been) (?:\w+ )?(?:wired|hooked|done|finished|"
     r"implemented|covered|tested|written|merged|deployed|fixed|addressed|handled|in place)\b"
-    r"|\b(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
-    r"tested|reviewed|implemented|updated|migrated|ported|addressed)\b"
-    r"|\b(?:is|are) (?:still )?missing\b|\bwhat'?s missing\b|\b(?:the )?last (?:piece|bit|step|thing) (?:is|left)\b"
+    r"|\b(?:is|are) still missing\b|\bwhat'?s missing\b|\b(?:the )?last (?:piece|bit|step|thing) (?:is|left)\b"
 )
+# Work not done yet, stated ("I haven't updated the API docs yet", "we haven't touched the billing
+# export"), not supposed in an explanation ("if the PK hasn't been created yet, ...").
+_NOT_YET = _rx(
+    r"\b(?:(?:have|has|had)(?:n'?t| not) (?:\w+ ){0,4}?yet|(?:is|are|was|were|been)(?:n'?t| not) (?:\w+ ){0,5}?yet|"
+    r"(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
+    r"tested|reviewed|implemented|updated|migrated|ported|addressed))\b"
+)
+_SUPPOSED = _rx(r"\b(?:if|because|when|where|which|whether|might|may|would|could|until|unless|so when|at that point)\b")
 # Work put on a list or off until later ("next up is the pagination bug", "left for later",
 # "don't forget to rotate the keys", "the flaky test needs a look").
 _LATER = _rx(
     r"\b(?:next up|up next|(?:is|comes) next\b|next on (?:the|my|our) list|for later|"
-    r"on (?:the|my|our) (?:list|backlog|to-?do list)|in the backlog|parked|deferred|on hold|"
+    r"on (?:the|my|our) (?:list|backlog|to-?do list)|in the backlog|parked|on hold|"
     r"blocked (?:on|by|until)|open items?|don'?t forget (?:to|about)|remember to|circle back|come back to|"
-    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|at some point|eventually|"
+    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|at some point|"
     r"sooner or later|down the (?:line|road)|in a (?:follow-?up|later|separate|future) (?:pr|change|commit|session)|"
     r"next (?:week|sprint|release|session|iteration)|"
     r"needs? (?:a |another |some |more )?(?:look|fix|review|pass|rerun|re-run|attention|fixing|updating|testing|"
@@ -282,7 +297,10 @@ _TRIGGER = _rx(
     r"finish(?:es)?|goes (?:in|out|green)|passes|returns?|replies|approves?|comes? back|is available)\b"
 )
 # A deferred clause that says what will or must be done then ("Then we can remove the flag.").
-_MODAL = _rx(r"\b(?:can|could|should|need to|needs?|have to|has to|want to|will|'ll|would|might|must)\b")
+_MODAL = _rx(
+    r"\b(?:(?:we|i)(?:'ll| (?:can|could|should|need to|have to|want to|will|must|still need))"
+    r"|you(?:'ll| (?:should|need to|have to|will|must)))\b"
+)
 # A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
 _TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
@@ -571,7 +589,9 @@ def labels_of(unit: Unit) -> frozenset[str]:
     # The assistant narrating its next move, or reporting work done, states no pending work.
     narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
     done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
-    still_open = not question and _STILL_OPEN.search(whole) is not None
+    still_open = not question and (
+        _STILL_OPEN.search(whole) is not None or (_NOT_YET.search(whole) is not None and not _SUPPOSED.search(whole))
+    )
     step = (not narrated and still_open) or (
         not (narrated or done)
         and bool(
@@ -589,9 +609,12 @@ def labels_of(unit: Unit) -> frozenset[str]:
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
     # A choice with its reason, in whatever words: a reason word, or a second clause that gives one.
     justified = "reason" in found or _reason_clause(whole)
+    choice = _EXPLICIT_CHOICE.search(whole)
+    # A reason in a second clause counts after the choice ("X instead of Y, it ..." describes).
+    justified_after = "reason" in found or _reason_clause(whole[choice.start() :] if choice else whole)
     # Without a word of choice, an order or a move is a decision only with a reason proper ("as the
     # baseline" is no reason).
-    strongly = _STRONG_REASON.search(body) is not None or _PURPOSE.search(body) is not None or _reason_clause(whole)
+    strongly = _CAUSAL.search(body) is not None or _PURPOSE.search(body) is not None or _reason_clause(whole)
     ordered = unit.role == "user" and "request" in found and bool(clauses) and _imperative(clauses[0])
     if not question and (
         label_kind == "decision"
@@ -600,8 +623,8 @@ def labels_of(unit: Unit) -> frozenset[str]:
             and not _ANNOUNCES.search(body)
             and (
                 (
-                    (_EXPLICIT_CHOICE.search(whole) or _OVER_HEAD.match(whole))
-                    and (commits or unit.role == "user" or justified or _PURPOSE_TO.search(whole))
+                    (choice is not None or _OVER_HEAD.match(whole))
+                    and (commits or unit.role == "user" or justified_after or _PURPOSE_TO.search(whole))
                 )
                 or (commits and (justified or method))
                 or (strongly and (ordered or _MOVE_START.match(whole) is not None))
@@ -619,6 +642,8 @@ def labels_of(unit: Unit) -> frozenset[str]:
         found.add("progress")
     if _PLEASANTRY.match(body) and len(body.split()) <= 3:
         found.add("pleasantry")
+    if unit.role == "tool":
+        found -= {"decision", "next_step", "intent"}  # tool output reports; it neither decides nor plans
     return frozenset(found or {"other"})
 
 
@@ -632,7 +657,12 @@ def primary(unit: Unit) -> str:
 
 # The reason for a choice said in the sentence after it ("We'll use a bounded queue. The reason:
 # bursts reach 2k events a minute.", "... is the better option. It keeps the lookups in memory.").
-_REASON_NEXT = _rx(r"^(?:(?:that'?s|this is|it'?s|mainly|mostly|partly|simply) because|the reason|reason:|why:)")
+_REASON_NEXT = _rx(
+    r"^(?:(?:that'?s|this is|it'?s|mainly|mostly|partly|simply) because|because|the reason|reason:|why:)"
+)
+# Words of choice that also describe a state ("it has X instead of Y", "is not defaulted to"): a
+# choice only when someone commits to it.
+_DESCRIPTIVE_CHOICE = _rx(r"^(?:instead of|rather than|default)")
 
 
 def _chooses(unit: Unit) -> bool:
@@ -640,7 +670,10 @@ def _chooses(unit: Unit) -> bool:
     if unit.form != "prose" or unit.role == "tool" or unit.text.rstrip().endswith("?"):
         return False
     body = _CODE_SPAN.sub("`code`", unit.text)
-    return _EXPLICIT_CHOICE.search(body) is not None and not is_narration(body) and not _ANNOUNCES.search(body)
+    choice = _EXPLICIT_CHOICE.search(body)
+    if choice is None or is_narration(body) or _ANNOUNCES.search(body):
+        return False
+    return not _DESCRIPTIVE_CHOICE.match(choice.group()) or _FIRST_PERSON_COMMIT.search(body) is not None
 
 
 def classify(units: Sequence[Unit]) -> list[Unit]:
@@ -654,7 +687,7 @@ def classify(units: Sequence[Unit]) -> list[Unit]:
             and after.msg == unit.msg
             and after.role == unit.role
             and after.form == "prose"
-            and ("reason" in after.labels or _REASON_NEXT.match(after.text) or _reason_clause(after.text))
+            and (_REASON_NEXT.match(after.text) or _reason_clause(after.text))
             and _chooses(unit)
         ):
             out[k] = replace(unit, labels=(unit.labels - {"other"}) | {"decision"})
