@@ -245,7 +245,10 @@ def _reason_clause(text: str) -> bool:
 _MOVE_START = _rx(
     r"^(?:(?:so|ok(?:ay)?|alright|instead)[,:]?\s+)?(?!(?:checking|looking|running|reading|searching|inspecting|"
     r"investigating|exploring|examining|debugging|trying|verifying|confirming|reviewing|opening|viewing|printing|"
-    r"testing|waiting|thinking|starting|continuing|going to|working)\b)[a-z]+ing\b"
+    r"testing|waiting|thinking|starting|continuing|going to|working|according|regarding|concerning|including|"
+    r"excluding|during|following|assuming|depending|pending|nothing|something|anything|everything|morning|"
+    r"evening|string|thing|being|having|seeing|interesting|surprising|remaining|existing|missing|failing|"
+    r"passing|matching|corresponding|resulting|underlying|incoming|outgoing|ongoing|upcoming)\b)[a-z]+ing\b"
 )
 # A commitment that says how the work will be done ("I'll score each role with the rubric: ...").
 _METHOD = _rx(r"\b(?:with|using|by|via|based on|according to|following)\b")
