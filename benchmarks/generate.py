@@ -391,13 +391,16 @@ class _FactMaker:
         self.used: set[str] = set()
         self.phrasing = phrasing
 
+    def _worded(self, templated: str, paraphrased: str) -> str:
+        """The value as this session words it: a fact whose templated value itself holds a cue word
+        (a constraint's "Never ...", a decision's "instead of") has a paraphrased value too; both are
+        built from the same random draws, so the templated sessions do not change."""
+        return paraphrased if self.phrasing == "paraphrased" else templated
+
     def make(self, category: str, flavor: str) -> tuple[str, str]:
-        maker: Callable[[], tuple[str, str]] | None = None
-        if self.phrasing == "paraphrased":
-            maker = getattr(_PlainFacts, f"_{flavor}_{category}", None)
-            maker = None if maker is None else maker.__get__(self)
-        if maker is None:
-            maker = getattr(self, f"_{flavor}_{category}", None) or getattr(self, f"_coding_{category}")
+        maker: Callable[[], tuple[str, str]] = getattr(self, f"_{flavor}_{category}", None) or getattr(
+            self, f"_coding_{category}"
+        )
         for _ in range(60):
             value, detail = maker()
             if value not in self.used:
@@ -520,15 +523,34 @@ class _FactMaker:
     def _coding_constraint(self) -> tuple[str, str]:
         r = self.rng
         area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
+        w = self._worded
+        month, root, other_root = f"{r.randint(1, 12):02d}", r.choice(_P_ROOTS), r.choice(_P_ROOTS)
+        env, check, branch = (
+            r.choice(_P_ENVS),
+            r.choice(("mypy", "bandit", "license", "coverage")),
+            leaf.replace("_", "-"),
+        )
         return r.choice(
             (
-                f"Never push directly to release/2025.{r.randint(1, 12):02d}",
-                f"Do not modify anything under {r.choice(_P_ROOTS)}/{area}/migrations/",
-                f"Keep the public signature of {area}.{leaf}() unchanged",
-                f"Don't add new dependencies to {r.choice(_P_ROOTS)}/{area}/pyproject.toml",
-                f"Never run migrations against the {r.choice(_P_ENVS)} database",
-                f"Don't disable the {r.choice(('mypy', 'bandit', 'license', 'coverage'))} check for {area}",
-                f"Never force-push to {area}/{leaf.replace('_', '-')}",
+                w(f"Never push directly to release/2025.{month}", f"release/2025.{month} takes no direct pushes"),
+                w(
+                    f"Do not modify anything under {root}/{area}/migrations/",
+                    f"{root}/{area}/migrations/ is off limits for edits",
+                ),
+                w(
+                    f"Keep the public signature of {area}.{leaf}() unchanged",
+                    f"the public signature of {area}.{leaf}() stays exactly as it is",
+                ),
+                w(
+                    f"Don't add new dependencies to {other_root}/{area}/pyproject.toml",
+                    f"{other_root}/{area}/pyproject.toml gets zero new dependencies",
+                ),
+                w(
+                    f"Never run migrations against the {env} database",
+                    f"the {env} database is off limits for migrations",
+                ),
+                w(f"Don't disable the {check} check for {area}", f"the {check} check for {area} stays switched on"),
+                w(f"Never force-push to {area}/{branch}", f"{area}/{branch} is off limits for force-pushes"),
             )
         ), ""
 
@@ -537,7 +559,8 @@ class _FactMaker:
         area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
         return r.choice(
             (
-                f"re-run the {area} integration suite against {r.choice(_P_ENVS)} once the fixture fix is merged",
+                f"re-run the {area} integration suite against {r.choice(_P_ENVS)} "
+                + self._worded("once the fixture fix is merged", "when the fixture fix lands"),
                 f"open a PR from fix/{area}-{leaf.replace('_', '-')} and ask {r.choice(_P_PEOPLE)} for review",
                 f"backfill the {area}_{leaf} table for 2025-{r.randint(1, 12):02d}",
                 f"profile {area}.{leaf}() with {r.randint(10, 900) * 1000:,} events",
@@ -633,19 +656,34 @@ class _FactMaker:
                     ),
                 ),
                 (f"treat the {a} contract as inside IR35", "the contract names a line manager and fixed hours"),
-                (f"score {a}'s stack 6/10 instead of 8/10", "the advert lists .NET Framework 4.8, not .NET 8"),
+                (
+                    self._worded(f"score {a}'s stack 6/10 instead of 8/10", f"score {a}'s stack 6/10, down from 8/10"),
+                    "the advert lists .NET Framework 4.8, not .NET 8",
+                ),
             )
         )
 
     def _job_search_constraint(self) -> tuple[str, str]:
         r = self.rng
+        w = self._worded
+        company, days, industry = r.choice(_COMPANIES), r.randint(1, 4), r.choice(_INDUSTRIES)
+        age, banned = r.randint(3, 14), r.choice(_COMPANIES)
         return r.choice(
             (
-                f"Don't contact {r.choice(_COMPANIES)}'s recruiters on my behalf",
-                f"Skip anything that needs more than {r.randint(1, 4)} office days a month",
-                f"Exclude {r.choice(_INDUSTRIES)} companies from the results",
-                f"Only include roles posted in the last {r.randint(3, 14)} days",
-                f"Never apply to {r.choice(_COMPANIES)} again",
+                w(
+                    f"Don't contact {company}'s recruiters on my behalf",
+                    f"{company}'s recruiters hear from me directly, not from you",
+                ),
+                w(
+                    f"Skip anything that needs more than {days} office days a month",
+                    f"over {days} office days a month rules a role out",
+                ),
+                w(f"Exclude {industry} companies from the results", f"{industry} companies stay out of the results"),
+                w(
+                    f"Only include roles posted in the last {age} days",
+                    f"roles posted over {age} days ago are out of scope",
+                ),
+                w(f"Never apply to {banned} again", f"{banned} is off my list for good"),
             )
         ), ""
 
@@ -733,10 +771,14 @@ class _FactMaker:
         r = self.rng
         topic, terms = r.choice(_TOPICS)
         a, b = r.sample(terms, 2)
+        year = r.randint(2019, 2025)
         return r.choice(
             (
                 (
-                    f"compare {a} and {b} only on the {r.randint(2019, 2025)} benchmarks",
+                    self._worded(
+                        f"compare {a} and {b} only on the {year} benchmarks",
+                        f"compare {a} and {b} on the {year} benchmarks alone",
+                    ),
                     "older runs used other hardware",
                 ),
                 (f"exclude the vendor's {a} numbers", "they were measured without warm-up"),
@@ -746,12 +788,17 @@ class _FactMaker:
 
     def _research_constraint(self) -> tuple[str, str]:
         r = self.rng
+        w = self._worded
+        year, site, words, subject = r.randint(2015, 2023), r.choice(_SITES), r.randint(8, 30) * 100, r.choice(_TOPICS)
         return r.choice(
             (
-                f"Ignore anything published before {r.randint(2015, 2023)}",
-                f"Don't use {r.choice(_SITES)} as a source",
-                f"Keep the final report under {r.randint(8, 30) * 100} words",
-                f"Cite a primary source for every number about {r.choice(_TOPICS)[1][0]}",
+                w(f"Ignore anything published before {year}", f"sources published before {year} are out of scope"),
+                w(f"Don't use {site} as a source", f"{site} is not a usable source here"),
+                w(f"Keep the final report under {words} words", f"the final report is capped at {words} words"),
+                w(
+                    f"Cite a primary source for every number about {subject[1][0]}",
+                    f"numbers about {subject[1][0]} come with a primary source citation",
+                ),
             )
         ), ""
 
@@ -776,6 +823,8 @@ class _FactMaker:
 # The templated forms above speak the classifier's language ("Decision: I'll ..., because ...",
 # "Important: ...", "Next step: ..."); these say the same with none of :data:`CUE_WORDS`: a choice
 # with its reason, a rule stated as a fact about the world, a pending task as an item on a list.
+# The sentence forms are below; a value that itself holds a cue word is worded both ways by its
+# maker above (:meth:`_FactMaker._worded`).
 
 CUE_WORDS: tuple[str, ...] = (
     "decision",
@@ -817,101 +866,6 @@ CUE_WORDS: tuple[str, ...] = (
 )
 """Words and phrases the templated facts and the classifier's cues use: no paraphrased sentence
 that plants a decision, constraint or next step holds one (as a whole word, any case)."""
-
-
-class _PlainFacts:
-    """Paraphrased values (bound to a :class:`_FactMaker`), where the templated value itself holds a
-    cue word: constraints (a rule as a statement of fact) and the decisions worded with one."""
-
-    rng: random.Random
-
-    def _coding_constraint(self) -> tuple[str, str]:
-        r = self.rng
-        area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
-        return r.choice(
-            (
-                f"release/2025.{r.randint(1, 12):02d} takes no direct pushes",
-                f"{r.choice(_P_ROOTS)}/{area}/migrations/ is off limits for edits",
-                f"the public signature of {area}.{leaf}() stays exactly as it is",
-                f"{r.choice(_P_ROOTS)}/{area}/pyproject.toml gets zero new dependencies",
-                f"the {r.choice(_P_ENVS)} database is off limits for migrations",
-                f"the {r.choice(('mypy', 'bandit', 'license', 'coverage'))} check for {area} stays switched on",
-                f"{area}/{leaf.replace('_', '-')} is off limits for force-pushes",
-            )
-        ), ""
-
-    def _job_search_constraint(self) -> tuple[str, str]:
-        r = self.rng
-        return r.choice(
-            (
-                f"{r.choice(_COMPANIES)}'s recruiters hear from me directly, not from you",
-                f"over {r.randint(1, 4)} office days a month rules a role out",
-                f"{r.choice(_INDUSTRIES)} companies stay out of the results",
-                f"roles posted over {r.randint(3, 14)} days ago are out of scope",
-                f"{r.choice(_COMPANIES)} is off my list for good",
-            )
-        ), ""
-
-    def _research_constraint(self) -> tuple[str, str]:
-        r = self.rng
-        return r.choice(
-            (
-                f"sources published before {r.randint(2015, 2023)} are out of scope",
-                f"{r.choice(_SITES)} is not a usable source here",
-                f"the final report is capped at {r.randint(8, 30) * 100} words",
-                f"numbers about {r.choice(_TOPICS)[1][0]} come with a primary source citation",
-            )
-        ), ""
-
-    def _job_search_decision(self) -> tuple[str, str]:
-        r = self.rng
-        a, b = r.sample(_COMPANIES, 2)
-        title = r.choice(_JOB_TITLES)
-        return r.choice(
-            (
-                (f"rank the {a} {title} role above {b}", f"{a} pays more and is fully remote"),
-                (
-                    f"drop the {a} {title} role from the shortlist",
-                    r.choice(
-                        (
-                            "it needs SC clearance",
-                            "it is a crypto exchange",
-                            "it wants four office days a week",
-                            f"the posting is {r.randint(9, 40)} days old",
-                        )
-                    ),
-                ),
-                (f"treat the {a} contract as inside IR35", "the contract names a line manager and fixed hours"),
-                (f"score {a}'s stack 6/10, down from 8/10", "the advert lists .NET Framework 4.8, not .NET 8"),
-            )
-        )
-
-    def _research_decision(self) -> tuple[str, str]:
-        r = self.rng
-        topic, terms = r.choice(_TOPICS)
-        a, b = r.sample(terms, 2)
-        return r.choice(
-            (
-                (
-                    f"compare {a} and {b} on the {r.randint(2019, 2025)} benchmarks alone",
-                    "older runs used other hardware",
-                ),
-                (f"exclude the vendor's {a} numbers", "they were measured without warm-up"),
-                (f"report {a} as the primary metric for {topic}", f"{b} is not reported consistently"),
-            )
-        )
-
-    def _coding_next_step(self) -> tuple[str, str]:
-        r = self.rng
-        area, leaf = r.choice(_P_AREAS), r.choice(_P_LEAVES)
-        return r.choice(
-            (
-                f"re-run the {area} integration suite against {r.choice(_P_ENVS)} when the fixture fix lands",
-                f"open a PR from fix/{area}-{leaf.replace('_', '-')} and ask {r.choice(_P_PEOPLE)} for review",
-                f"backfill the {area}_{leaf} table for 2025-{r.randint(1, 12):02d}",
-                f"profile {area}.{leaf}() with {r.randint(10, 900) * 1000:,} events",
-            )
-        ), ""
 
 
 _USER_TPL_PLAIN: dict[str, tuple[str, ...]] = {

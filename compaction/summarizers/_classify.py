@@ -13,6 +13,13 @@ wording:
   ``decided``) makes a decision; a request or a first-person intent that is deferred (``next``,
   ``after this``, ``once ... is merged``) or labelled (``TODO``, ``next step``) makes a next step.
 - a quantity (a number with a unit, a percentage, money, a ratio, a decimal) makes a measurement.
+- the same acts said in plain words rather than cue phrases: a word of choice with a reason in any
+  form ("SQLite is the better fit here because ...", "Switching the parser to lxml: the stdlib one
+  chokes on ...", "we went for the simpler fix given ..."), a rule stated as a fact ("the config
+  stays read-only", "hands off the vendored code", "any new endpoint needs a test", "the bundle
+  can't grow past 250 KB"), work said to be open ("the export still needs tests", "I haven't
+  updated the docs yet", "next up is ...", "ship it as soon as CI is green"), a quantity with a
+  unit set, changed or compared ("limit it to 512 MB", "3.5x faster", "a 30-second timeout").
 
 >>> from compaction.summarizers._segment import Unit
 >>> def kind_of(text, role="user"):
@@ -24,6 +31,14 @@ wording:
 >>> kind_of("After this, please open a PR and ask Ana for review.")
 'next_step'
 >>> kind_of("The p95 latency is now 740.9 ms.", "assistant")
+'number'
+>>> kind_of("SQLite is the better fit here because the data never leaves one machine.", "assistant")
+'decision'
+>>> kind_of("The config file stays read-only for the service account.")
+'constraint'
+>>> kind_of("The CSV export still needs tests.", "assistant")
+'next_step'
+>>> kind_of("Peak memory dropped from 1.8 GB to 640 MB.", "assistant")
 'number'
 """
 
@@ -95,6 +110,44 @@ _OBLIGATION = _rx(
     r"not allowed|forbidden|prohibited|mandatory|under no circumstances)\b"
 )
 _STANDING = _rx(r"\b(?:from now on|going forward|in future|in the future|for all future|at all times)\b")
+# A rule stated as a fact about the work rather than as an order: what is off limits, what stays as
+# it is, what a change needs, a bound not to cross ("the config stays read-only", "hands off the
+# vendored code", "any new endpoint needs a test", "the bundle can't grow past 250 KB").
+_RULE_STATED = _rx(
+    r"\b(?:off[- ]limits|out of bounds|out of scope|(?:a )?no[- ]go\b|non[- ]negotiable|not negotiable|"
+    r"hard (?:requirement|limit|rule|constraint|cap|deadline)|deal[- ]?breakers?|a must\b|"
+    r"hands off|stay (?:away|clear) from|steer clear of|leave \S+(?: \S+){0,3} alone|keep (?:out|away) of|"
+    r"at no point|no exceptions|without exception|under no|not (?:allowed|permitted|acceptable|ok|okay)\b|"
+    r"(?:is|are)n't (?:allowed|permitted|acceptable)|(?<!to )make sure|be sure to|(?<!to )ensure (?:that )?|see to it|"
+    r"(?:needs?|has|have) to (?:stay|remain|keep|be|pass|work|run|finish|fit|support|go|come|match|use)|"
+    r"requires? (?:an?|the|at least|approval|sign-off|review)\b|rul(?:es?|ed) (?:\S+ ){0,3}?out\b|"
+    r"(?:i|we) (?:don'?t|do not|won'?t|will not) (?:want|accept|allow)\b|(?:i|we)'?d (?:rather|prefer) (?:you )?"
+    r"(?:not|didn'?t)\b|(?:is|are) not to be\b|"
+    r"(?:stays?|remains?|is kept|are kept|(?:should|will|must) (?:stay|remain)) (?:\S+ ){0,2}?"
+    r"(?:unchanged|as (?:it|they) (?:is|are)|as is|the same|put|intact|untouched|read[- ]only|private|internal|"
+    r"stable|pinned|frozen|on|off|enabled|disabled|switched (?:on|off)|below|under|within|green|compatible|"
+    r"backwards?[- ]compatible|out of|away from|in place)\b|"
+    r"(?:stays?|remains?) (?:\S+ ){0,3}?(?:until|unless|while|for now|for the time being)\b|"
+    r"(?:is|are) (?:strictly )?read[- ]only\b)"
+)
+# "can't" and "cannot" make a rule unless they say what the speaker is unable to do ("I can't get
+# the tests to run", "we cannot reproduce it").
+_CANNOT = _rx(
+    r"^(?!.*\bi\s+(?:really\s+|still\s+|just\s+)?(?:can'?t|cannot|can not)\b)"
+    r".*\b(?:can'?t|cannot|can not|won't|may not|mustn'?t)\s+(?:\w+\s+){0,1}?"
+    r"(?:be|touch|change|modify|edit|grow|exceed|go|use|add|remove|break|ship|push|merge|call|send|store|log|"
+    r"expose|rely|depend|leave|import|delete|drop|rename|move|include|contain|take|run|access|write|commit)\b"
+)
+# A bound on a quantity the user sets ("no more than three retries", "keep each PR under 400 lines").
+_BOUND = _rx(
+    r"\b(?:no more than|no less than|no fewer than|not more than|at most|at least|a maximum of|a minimum of|"
+    r"max(?:imum)? of|up to|not (?:to )?exceed|capped at|limited to|or (?:less|fewer|under|below)\b|tops\b|"
+    r"(?:under|below|within|over|above|past) (?:\S+ )?\d)"
+)
+# Statements in which the user's "never" describes, not rules ("I never understood why ...").
+_HABIT = _rx(
+    r"\b(?:i|we|you) (?:\w+ )?never\b|\bnever (?:\w+ )?(?:\w+ed|worked|works|understood|knew|saw|got|had|did)\b"
+)
 _REQUEST = _rx(
     r"^(?:please\b|can you\b|could you\b|would you\b|will you\b|i (?:want|need|would like|'d like)\b|"
     r"we (?:need|want)\b|i'd like\b|let'?s\b)"
@@ -104,12 +157,98 @@ _FIRST_PERSON_COMMIT = _rx(
     r"we've decided|we decided|i decided|i'd rather|we should|i chose|we chose|we agreed)\b"
 )
 _EXPLICIT_CHOICE = _rx(
-    r"\b(?:decided?|decision|chose|choose|chosen|opt(?:ed)? (?:for|to)|settled on|go(?:ing)? with|"
-    r"instead of|rather than|switch(?:ed|ing)? to|in favou?r of|ruled? out)\b"
+    r"\b(?:decided?|decision|chose|choose|chosen|opt(?:ed|ing)? (?:for|to)|settled on|settle on|"
+    r"(?:go|goes|going|went|gone|stick|sticks|sticking|stuck) with|(?:go|goes|going|went) for (?:the|a|an)\b|"
+    r"ended up (?:using|with|going|picking|choosing|keeping)|favou?r(?:s|ed|ing)?\b|"
+    r"instead of|rather than|switch(?:ed|ing)? (?:\S+ ){0,4}?to|in favou?r of|ruled? out|"
+    r"(?:i|we|i've|we've) (?:picked|pick)\b|pick(?:ed)? (?:\S+ ){1,3}?(?:over|instead|as the|for (?:the|this|its))\b|"
+    r"prefer(?:red|ring|able|s)?\b|wins? (?:over|out)|beats\b|makes? (?:more|the most) sense|"
+    r"(?:better|best|safer|safest|simpler|simplest|cleaner|cleanest|preferable|right|wiser|cheaper|cheapest|"
+    r"easier|easiest|obvious|sensible|only (?:viable|sane|safe)) (?:fit|choice|option|approach|bet|way|call|pick|"
+    r"route|move|path|solution|default|candidate|trade-?off)|"
+    r"(?:better|best|safer|safest|wiser|simpler|simplest|cleaner|cheaper|easier) (?:to|if we|if you|if i)\b|"
+    r"the way (?:forward|to go)|(?:my|our) (?:call|choice|pick|preference|vote)|"
+    r"(?:roll(?:ed|ing)? back|revert(?:ed|ing)?|downgrad(?:e|ed|ing)|upgrad(?:e|ed|ing)|pin(?:ned|ning)?|"
+    r"migrat(?:e|ed|ing)|standardi[sz](?:e|ed|ing)|default(?:ed|ing)?) (?:\S+ ){0,3}?(?:to|on)|"
+    r"(?:drop(?:ped|ping)?|ditch(?:ed|ing)?|retir(?:e|ed|ing)|deprecat(?:e|ed|ing)) (?:\S+ ){0,3}?support|"
+    r"replac(?:e|ed|ing) (?:\S+ ){1,4}?with|the plan is to|landed on|(?:is|was) the winner|"
+    r"(?:we're|we are|i'm|i am) (?:using|keeping|moving|switching|dropping|sticking|replacing|adopting|pinning|"
+    r"skipping|excluding|ranking|treating|scoring|reporting)\b|"
+    r"(?:we|i)'?d rather|i'?d go with|leaning (?:towards?|to))\b"
 )
 _REASON = _rx(
     r"\b(?:because|since|as (?:it|they|we|the|this|that)|so that|given that|due to|the reason is|"
-    r"which means|otherwise)\b"
+    r"which means|otherwise|given (?:how|the|that|its|their)|seeing (?:that|as|how)|considering|"
+    r"thanks to|owing to|on account of|in light of|"
+    r"for (?:the sake of |better |more )?(?:simplicity|speed|safety|performance|readability|consistency|portability|"
+    r"clarity|reliability|security|compatibility|correctness|maintainability)|"
+    r"that way|which (?:avoids|prevents|keeps|saves|removes|fixes|lets|gives|makes|means)|"
+    r"(?<=\w )so (?:that )?(?:the|we|it|they|our|every|each|all|no|lookups|callers?|users?|tests?)\b)\b"
+)
+# A reason said in a second clause: "X: the stdlib one chokes on ...", "Use Redis; memcached does not
+# persist", "We're dropping 3.8, it is end of life", or an "as" clause ("as two cron jobs can overlap").
+_LINKED_REASON = _rx(
+    r",\s+(?:it|they|this|both)(?:'s|\s+(?:is|are|was|were|has|have|does|doesn'?t|isn'?t|can'?t|"
+    r"won'?t|[a-z]+(?:s|ed)))\b"
+    r"|\bas (?!well\b|soon\b|long\b|far\b|much\b|many\b|expected\b|shown\b|described\b|needed\b|follows?\b|"
+    r"before\b|usual\b|is\b|a (?:result|fallback|workaround|first|last|baseline|test|start)\b|part\b|of\b|in\b|"
+    r"for\b|per\b|if\b|though\b|to\b|such\b|an? example\b|suggested\b|requested\b|planned\b|discussed\b)"
+    r"(?:[\w'.-]+\s+){1,3}?(?:is|are|was|were|has|have|had|can|could|will|would|does|do|did|needs?|makes?|"
+    r"breaks?|supports?|lets?|gives?|keeps?|runs?|uses?|takes?|causes?|overlap|doesn'?t|don'?t|isn'?t|won'?t)\b"
+)
+# "Tabs over spaces here, ...": a choice said as "X over Y" at the head of the sentence.
+_OVER_HEAD = _rx(
+    r"^[\w.+#-]+(?: [\w.+#-]+)? over [\w.+#-]+(?: [\w.+#-]+)?(?: here| for| in|[,:;\u2014])"
+    r"|^(?!(?:if|when|whether|as|so|because|that|what|where|how|and|but|or|is|was)\b)[\w.+#-]+ it is\b(?! not)"
+)
+# A purpose after a choice ("Replacing moment.js with date-fns to cut the bundle size").
+_PURPOSE_TO = _rx(
+    r"\bto (?:cut|reduce|lower|speed up|simplify|shrink|remove|drop|fix|support|allow|enable|match|improve|"
+    r"get rid of|free|unblock|stay|avoid|keep|save|limit|isolate|decouple|untangle)\b"
+)
+_REASON_SPLIT = re.compile(r"[:;]\s+|\s[\u2014\u2013-]\s+")
+# A cause ("because", "given that", "as it ..."): an order with a purpose ("test edge cases to
+# ensure the fix is robust") is a request, with a cause it is a choice.
+_CAUSAL = _rx(
+    r"\b(?:because|since (?!`|\d|the (?:start|beginning|last|first|previous)\b|then\b|last\b|yesterday\b|before\b)|"
+    r"given (?:that|how|the)|due to|the reason is|as (?:it|they|we|this|that) (?!is\b|are\b)\w+)"
+)
+# A purpose said mid-sentence ("... into the model layer so every caller gets it").
+_PURPOSE = _rx(r"(?<=\w )so (?:that )?(?:the|we|it|they|our|every|each|all|no|callers?|users?|tests?)\b")
+# A clause with a finite verb: an auxiliary or a negation, or a subject and a verb in -s
+# ("memcached does not persist", "the stdlib one chokes on ...", "v2.4 corrupts the index").
+_FINITE = _rx(
+    r"\b(?:is|are|was|were|has|have|had|does|do|did|can|could|will|would|may|might|doesn'?t|don'?t|isn'?t|"
+    r"aren'?t|wasn'?t|weren'?t|won'?t|can'?t|cannot|never)\b|^(?:\S+\s+){1,3}?[a-z]+(?:s|ed)\b"
+    r"|\b(?:one|it|this|that|they)\s+[a-z]+(?:s|ed)\b"
+)
+_NOT_A_REASON = _rx(r"^(?:here|see|e\.g|i\.e|for example|like|such as)\b")
+
+
+def _reason_clause(text: str) -> bool:
+    """Does a choice come with its reason in a second clause ("Switching to lxml: the stdlib one
+    chokes on ...", "Use Redis; memcached does not persist", "We're dropping 3.8, it is end of
+    life", "..., as two cron jobs can overlap")?"""
+    if _LINKED_REASON.search(text):
+        return True
+    parts = _REASON_SPLIT.split(text, maxsplit=1)
+    if len(parts) == 2 and len(parts[0].split()) >= 2:  # "`code` - Aider will ...": a term and its gloss
+        clause = parts[1].strip()
+        counted = _NUMBER_WORD.match(clause) is not None  # "two partners still depend on it"
+        if len(clause.split()) >= 3 and (counted or not _imperative(clause)) and not _NOT_A_REASON.match(clause):
+            return _FINITE.search(clause) is not None
+    return False
+
+
+# A sentence that opens with the move itself in the present participle ("Switching the parser to
+# lxml: ...", "Moving the validation into the model layer so ..."): with a reason, a choice.
+_MOVE_START = _rx(
+    r"^(?:(?:so|ok(?:ay)?|alright|instead)[,:]?\s+)?(?!(?:checking|looking|running|reading|searching|inspecting|"
+    r"investigating|exploring|examining|debugging|trying|verifying|confirming|reviewing|opening|viewing|printing|"
+    r"testing|waiting|thinking|starting|continuing|going to|working|according|regarding|concerning|including|"
+    r"excluding|during|following|assuming|depending|pending|nothing|something|anything|everything|morning|"
+    r"evening|string|thing|being|having|seeing|interesting|surprising|remaining|existing|missing|failing|"
+    r"passing|matching|corresponding|resulting|underlying|incoming|outgoing|ongoing|upcoming)\b)[a-z]+ing\b"
 )
 # A commitment that says how the work will be done ("I'll score each role with the rubric: ...").
 _METHOD = _rx(r"\b(?:with|using|by|via|based on|according to|following)\b")
@@ -121,6 +260,49 @@ _DEFERRED = _rx(
 _TODO = _rx(
     r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
     r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\s+(?:list|app|item))"
+)
+# Work said to be still open, in other words than a label ("the export still needs tests", "I
+# haven't updated the docs yet", "two things are left: ..."): a report of work done does not cancel it.
+_STILL_OPEN = _rx(
+    r"\bstill (?:to (?:do|be done|come)|needs?|requires?|missing|open|outstanding|pending|unresolved|broken|"
+    r"failing|fails|unfinished|undone|has to|have to|need to|needs to|wants?)\b|\byet to\b"
+    r"|\b(?:outstanding|unfinished)\b|\b(?:what'?s|what is|things?|items?|work|is|are) (?:still )?left\b"
+    r"|\bleft (?:to (?:do|fix|review|check|write|test)|for later|over|open)\b|\bremains? to be\b|\bwhat remains\b"
+    r"|\b(?:isn'?t|aren'?t|is not|are not|hasn'?t been|haven'?t been) (?:\w+ )?(?:wired|hooked|done|finished|"
+    r"implemented|covered|tested|written|merged|deployed|fixed|addressed|handled|in place)\b"
+    r"|\b(?:is|are) still missing\b|\bwhat'?s missing\b|\b(?:the )?last (?:piece|bit|step|thing) (?:is|left)\b"
+)
+# Work not done yet, stated ("I haven't updated the API docs yet", "we haven't touched the billing
+# export"), not supposed in an explanation ("if the PK hasn't been created yet, ...").
+_NOT_YET = _rx(
+    r"\b(?:(?:have|has|had)(?:n'?t| not) (?:\w+ ){0,4}?yet|(?:is|are|was|were|been)(?:n'?t| not) (?:\w+ ){0,5}?yet|"
+    r"(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
+    r"tested|reviewed|implemented|updated|migrated|ported|addressed))\b"
+)
+_SUPPOSED = _rx(r"\b(?:if|because|when|where|which|whether|might|may|would|could|until|unless|so when|at that point)\b")
+# Work put on a list or off until later ("next up is the pagination bug", "left for later",
+# "don't forget to rotate the keys", "the flaky test needs a look").
+_LATER = _rx(
+    r"\b(?:next up|up next|(?:is|comes) next\b|next on (?:the|my|our) list|for later|"
+    r"on (?:the|my|our) (?:list|backlog|to-?do list)|in the backlog|parked|on hold|"
+    r"blocked (?:on|by|until)|open items?|don'?t forget (?:to|about)|remember to|circle back|come back to|"
+    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|at some point|"
+    r"sooner or later|down the (?:line|road)|in a (?:follow-?up|later|separate|future) (?:pr|change|commit|session)|"
+    r"next (?:week|sprint|release|session|iteration)|"
+    r"needs? (?:a |another |some |more )?(?:look|fix|review|pass|rerun|re-run|attention|fixing|updating|testing|"
+    r"tests|cleanup|follow-?up)\b)"
+)
+# A step tied to an event still to come, said after the step ("re-run the suite when the fix lands",
+# "tag a release as soon as CI is green").
+_TRIGGER = _rx(
+    r"\b(?:once|when|after|as soon as|whenever) (?:the |that |this |it |these |those |we |you |they |ci |[\w/.-]+ )"
+    r"(?:\S+ ){0,5}?(?:lands?|is merged|merges?|ships?|is (?:done|fixed|in|deployed|released|ready|back|green|out)|"
+    r"finish(?:es)?|goes (?:in|out|green)|passes|returns?|replies|approves?|comes? back|is available)\b"
+)
+# A deferred clause that says what will or must be done then ("Then we can remove the flag.").
+_MODAL = _rx(
+    r"\b(?:(?:we|i)(?:'ll| (?:can|could|should|need to|have to|want to|will|must|still need))"
+    r"|you(?:'ll| (?:should|need to|have to|will|must)))\b"
 )
 # A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
 _TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
@@ -172,6 +354,8 @@ _DONE = _rx(
     r"|\baddress(?:es|ed)\s+the\s+todo\b|\bthe todo (?:is|was|has been)\b|\balready\b"
     r"|\b(?:these|this|the) (?:changes?|fix|edits?|updates?) (?:should|will) (?:now )?(?:resolve|fix|address)\b"
     r"|\bshould (?:now )?(?:resolve|fix|address) (?:the|this|these|all)\b"
+    r"|\b(?:is|are) (?:now )?(?:all )?(?:done|fixed|finished|complete|resolved)\b"
+    r"|\b(?:pass|passes|work|works|succeeds?|green)(?: now)?[.!]?$"
 )
 # A code line that reads as words (``remaining = limit - total``, ``self.io.tool_output(f"...")``,
 # ``f"{pad} tokens left"``): an assignment, a call or a string literal, not a sentence.
@@ -264,7 +448,13 @@ def _imperative(clause: str) -> bool:
 
 
 def _constraint(text: str, clauses: Sequence[str]) -> bool:
-    if _OBLIGATION.search(text) or _STANDING.search(text):
+    if _OBLIGATION.search(text) or _STANDING.search(text) or _RULE_STATED.search(text) or _CANNOT.search(text):
+        return True
+    if _BOUND.search(text) and (QUANTITY.search(text) or _NUMBER_WORD.search(text)):
+        return True
+    if re.search(r"\bnever\b", text, re.I) and not _HABIT.search(text) and not text.rstrip().endswith("?"):
+        return True  # "Secrets never go in the repo."
+    if _NO_THING.match(text) or _QUANTIFIED_RULE.match(text):
         return True
     for clause in clauses:
         if _NEGATED_START.match(clause):
@@ -276,6 +466,19 @@ def _constraint(text: str, clauses: Sequence[str]) -> bool:
     return False
 
 
+_NUMBER_WORD = _rx(r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|fifty|hundred)\b")
+# "Any new endpoint needs an integration test.", "Nothing in the API changes without a warning.":
+# a quantified subject and what it needs or may not do.
+_QUANTIFIED_RULE = _rx(
+    r"^(?:nothing|none of|no one|nobody|every|each|any|all)\b[^.?!]{0,80}?\b(?:needs?|requires?|gets?|has to|"
+    r"have to|must|stays?|remains?|without|unless|only)\b"
+)
+# "No new dependencies without asking me first.": a rule that opens with "No" and a noun phrase.
+_NO_THING = _rx(
+    r"^no (?!(?:worries|problem|problems|idea|luck|thanks|clue|way|doubt|need|rush|change|changes|difference|"
+    r"errors?|output|response|results?|matches|issues?|longer|more|one|, )\b)\w+(?: \w+){0,3} "
+    r"(?:without|unless|until|before|in|on|to|for|from|outside|under|over|past|at all|ever|whatsoever)\b"
+)
 _COUNT = re.compile(r"(?<![\w.#/-])\d{1,3}(?:,\d{3})*\s(?!(?:days?|years?|weeks?|months?)\b)[a-z]{3,}s\b")
 
 
@@ -288,14 +491,66 @@ _MEASURED = _rx(
 )
 
 
+# A quantity with a unit set, changed or compared ("limit it to 512 MB", "dropped from 1.8 GB to
+# 640 MB", "went down by 40%", "handles 12,000 requests per second", "3.5x faster", "a 30-second
+# timeout"): the value of something, though no copula names it. Only with a unit: "pin it to 1.26"
+# is a version, "look at lines 40 to 60" a place.
+_SET_OR_CHANGED = _rx(
+    r"(?:\b(?:to|at|by|from|than|of|around|about|roughly|approximately|nearly|almost|over|under|below|above|"
+    r"within|in|every|for|after|instead of|versus|vs\.?|compared (?:to|with)|weigh(?:s|ed)?|handles?|handled|"
+    r"process(?:es|ed)?|using|seeing|saw|getting|got|gets|observed|recorded|hit|hitting|holds?|held|stores?|stored|"
+    r"timeout|ttl|delay|interval|limit|size|budget|latency|window|cap|quota|threshold|buffer|heap|memory|ram|disk|"
+    r"saves?|saved|spends?|spent|consumes?|consumed|uses|used|needs|needed|peaks?(?: at)?|averages?|gains?|"
+    r"gained|loses|lost|scores?|scored|serves?|served|adds|shaves?|shaved|trims?|trimmed|cuts?|another|extra|"
+    r"(?:give|gave|allocate[sd]?|reserve[sd]?|assign(?:ed)?|grant(?:ed)?)(?:\s+\S+){0,3}|a|an))\s+"
+    r"(?:(?:now|about|around|roughly|approximately|only|just|still|at|over|under|below|above|nearly|"
+    r"almost|exactly|a|an|another)\s+)*$"
+)
+_COMPARED_AFTER = _rx(
+    r"^[\s-]*(?:faster|slower|smaller|larger|bigger|quicker|shorter|longer|higher|lower|cheaper|heavier|lighter|"
+    r"more|less|fewer|better|worse|of [a-z]|each\b|apiece\b|per\b|"
+    r"a (?:second|minute|hour|day|week|month|year|request|call|run|page)\b|"
+    r"on (?:disk|average)|in (?:size|total|memory)|(?:of )?(?:improvement|reduction|increase|decrease|speed-?up|"
+    r"slowdown|regression|gain|drop|savings?|overhead|budget|limit|cap|timeout|ttl|window|buffer|quota)s?\b|"
+    r"instead of|rather than|vs\.?\b|versus|compared|timeout|ttl|limit|cap|budget|window|buffer|quota|"
+    r"(?:long|wide|tall|deep|old|large|big)\b)"
+)
+_HYPHEN_QUANTITY = _rx(
+    r"(?<![\w.-])\d+(?:\.\d+)?-(?:milli)?(?:second|minute|hour|day|week|month|year|ms|byte|kb|mb|gb|tb|kib|"
+    r"mib|gib|line|page|word|char(?:acter)?|core|thread|node|worker|replica|bit|step|row|percent|token|"
+    r"request|connection|retry|item|user)s?\b"
+)
+# A count set or changed is a value when it counts capacity ("limit the pool to 8 threads"), not
+# things handled ("added tests to 3 modules").
+_CAPACITY = _rx(
+    r"\s(?:threads|workers|processes|retries|attempts|replicas|instances|connections|requests|events|rows|lines|"
+    r"words|pages|characters|chars|tokens|users|items|messages|calls|jobs|tasks|cores|nodes|shards|partitions|"
+    r"slots|seats|entries|records|results|samples|iterations|epochs|steps|batches|queries)$"
+)
+_OF_THINGS = re.compile(r"\s*of\s")  # "5 pages of the docs": a count of things read, not a value
+_UNIT_MARK = re.compile(r"[A-Za-z%\u00a3$\u20ac\u00a5\u00b5\u00b0]")
+_THERE_ARE = _rx(r"\bthere (?:is|are|were|was)\s+(?:\w+\s+)?$")
+
+
 def _measured(text: str) -> bool:
     """Does the sentence state a measured quantity (a number with a unit, money, a percentage, a
-    ratio, a decimal or a count of things, as the value of something named before it)?"""
+    ratio, a decimal or a count of things) as the value of something named before it, or a
+    quantity with a unit set, changed or compared (see :data:`_SET_OR_CHANGED`)?"""
     for pattern in (QUANTITY, _COUNT):
         for match in pattern.finditer(text):
-            if _MEASURED.search(text[max(0, match.start() - 60) : match.start()]):
+            before = text[max(0, match.start() - 60) : match.start()]
+            if _THERE_ARE.search(before):
+                continue  # "there are 3 files in ...": a count of what is there, not a value
+            if _MEASURED.search(before):
                 return True
-    return False
+            if not _UNIT_MARK.search(match.group()) or (pattern is _COUNT and not _CAPACITY.search(match.group())):
+                continue
+            after = text[match.end() : match.end() + 40]
+            if _SET_OR_CHANGED.search(before) or (
+                _COMPARED_AFTER.match(after) and not (pattern is _COUNT and _OF_THINGS.match(after))
+            ):
+                return True
+    return _HYPHEN_QUANTITY.search(text) is not None
 
 
 def labels_of(unit: Unit) -> frozenset[str]:
@@ -317,9 +572,12 @@ def labels_of(unit: Unit) -> frozenset[str]:
                 label_kind = kind
                 break
     clauses = _clauses(body)
+    # A label that names no speech act ("Switching the parser to lxml: ...", "Left for later: ...")
+    # is part of what is said.
+    whole = text if lead and not label_kind else body
     question = text.rstrip().endswith("?")
-    if _REASON.search(body):
-        found.add("reason")
+    if _REASON.search(body) and not _ANNOUNCES.search(body):
+        found.add("reason")  # "Here's how we can change it to ensure ...:" announces, gives no reason
     commits = _FIRST_PERSON_COMMIT.search(body) is not None
     # A user's line that introduces what follows ("you MUST run this checklist:", a heading such as
     # "Pending Tasks:") is no request, rule or pending step by itself: those are the lines after it.
@@ -338,22 +596,45 @@ def labels_of(unit: Unit) -> frozenset[str]:
     # The assistant narrating its next move, or reporting work done, states no pending work.
     narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
     done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
-    step = not (narrated or done or introduces) and bool(
-        label_kind == "next_step"
-        or _TODO.search(body)
-        or _TODO_MARK.search(body)
-        or (deferred and (intent or "request" in found or commits))
+    still_open = not question and (
+        _STILL_OPEN.search(whole) is not None or (_NOT_YET.search(whole) is not None and not _SUPPOSED.search(whole))
+    )
+    step = (not (narrated or introduces) and still_open) or (
+        not (narrated or done or introduces)
+        and bool(
+            label_kind == "next_step"
+            or _TODO.search(body)
+            or _TODO_MARK.search(body)
+            or _LATER.search(whole)
+            or (
+                (deferred or _TRIGGER.search(body) is not None)
+                and (intent or "request" in found or commits or _MODAL.search(body))
+            )
+        )
     )
     # A commitment that only says how a deferred step will be done is that step, not a decision.
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
+    # A choice with its reason, in whatever words: a reason word, or a second clause that gives one.
+    justified = "reason" in found or _reason_clause(whole)
+    choice = _EXPLICIT_CHOICE.search(whole)
+    # A reason in a second clause counts after the choice ("X instead of Y, it ..." describes).
+    justified_after = "reason" in found or _reason_clause(whole[choice.start() :] if choice else whole)
+    # Without a word of choice, an order or a move is a decision only with a reason proper ("as the
+    # baseline" is no reason).
+    strongly = _CAUSAL.search(body) is not None or _PURPOSE.search(body) is not None or _reason_clause(whole)
+    ordered = unit.role == "user" and "request" in found and bool(clauses) and _imperative(clauses[0])
     if not question and (
         label_kind == "decision"
         or (
             not narrated
             and not _ANNOUNCES.search(body)
             and (
-                (_EXPLICIT_CHOICE.search(body) and (commits or unit.role == "user" or "reason" in found))
-                or (commits and ("reason" in found or method))
+                (
+                    (choice is not None or _OVER_HEAD.match(whole))
+                    and (commits or unit.role == "user" or justified_after or _PURPOSE_TO.search(whole))
+                )
+                or (commits and (justified or method))
+                or (strongly and (ordered or _MOVE_START.match(whole) is not None))
             )
         )
     ):
@@ -368,6 +649,8 @@ def labels_of(unit: Unit) -> frozenset[str]:
         found.add("progress")
     if _PLEASANTRY.match(body) and len(body.split()) <= 3:
         found.add("pleasantry")
+    if unit.role == "tool":
+        found -= {"decision", "next_step", "intent"}  # tool output reports; it neither decides nor plans
     return frozenset(found or {"other"})
 
 
@@ -379,6 +662,40 @@ def primary(unit: Unit) -> str:
     return "other"
 
 
+# The reason for a choice said in the sentence after it ("We'll use a bounded queue. The reason:
+# bursts reach 2k events a minute.", "... is the better option. It keeps the lookups in memory.").
+_REASON_NEXT = _rx(
+    r"^(?:(?:that'?s|this is|it'?s|mainly|mostly|partly|simply) because|because|the reason|reason:|why:)"
+)
+# Words of choice that also describe a state ("it has X instead of Y", "is not defaulted to"): a
+# choice only when someone commits to it.
+_DESCRIPTIVE_CHOICE = _rx(r"^(?:instead of|rather than|default)")
+
+
+def _chooses(unit: Unit) -> bool:
+    """Does a speaker's sentence state a choice (whatever its reason)?"""
+    if unit.form != "prose" or unit.role == "tool" or unit.text.rstrip().endswith("?"):
+        return False
+    body = _CODE_SPAN.sub("`code`", unit.text)
+    choice = _EXPLICIT_CHOICE.search(body)
+    if choice is None or is_narration(body) or _ANNOUNCES.search(body):
+        return False
+    return not _DESCRIPTIVE_CHOICE.match(choice.group()) or _FIRST_PERSON_COMMIT.search(body) is not None
+
+
 def classify(units: Sequence[Unit]) -> list[Unit]:
-    """Copies of ``units`` with their labels set."""
-    return [replace(unit, labels=labels_of(unit)) for unit in units]
+    """Copies of ``units`` with their labels set. A choice whose reason is the next sentence of the
+    same message is a decision too."""
+    out = [replace(unit, labels=labels_of(unit)) for unit in units]
+    for k in range(len(out) - 1):
+        unit, after = out[k], out[k + 1]
+        if (
+            "decision" not in unit.labels
+            and after.msg == unit.msg
+            and after.role == unit.role
+            and after.form == "prose"
+            and (_REASON_NEXT.match(after.text) or _reason_clause(after.text))
+            and _chooses(unit)
+        ):
+            out[k] = replace(unit, labels=(unit.labels - {"other"}) | {"decision"})
+    return out

@@ -8,8 +8,7 @@ Only prose can be a constraint, a request or a decision: the later steps rely on
 numbered source line pasted into a user message (``1549: self.exclude = x``) is never read as a
 rule the user set.
 
->>> from compaction.patterns import relays_terminal
-from compaction.transcript import Message, TextPart
+>>> from compaction.transcript import Message, TextPart
 >>> msg = Message(role="user", parts=(TextPart(text="Never push to main.\\n    42: x = y\\n"),), id="u")
 >>> [(u.role, u.form, u.text) for u in segment([msg])]
 [('user', 'prose', 'Never push to main.'), ('user', 'code', '42: x = y')]
