@@ -128,3 +128,16 @@ def test_the_densest_place_of_a_long_message_is_shown() -> None:
     index = MemoryRecallIndex({"m_1": {"role": "assistant", "content": text}})
     answer = recall(index, {"query": "thumbnail renderer libvips leaks"}, max_tokens=200)
     assert "move the thumbnail renderer to libvips" in answer.text
+
+
+def test_a_store_without_ranges_still_answers_plain_calls() -> None:
+    class OldStore(SQLiteSessionStore):
+        def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:  # type: ignore[override]
+            return super().search_archive(session_id, query, limit=limit, offset=offset)
+
+    store = OldStore(":memory:")
+    save(store, "s1", _archive())
+    source = StoreRecall(store, "s1")
+    assert recall(source, {"query": "thumbnail"}).total == 8
+    answer = answer_recall(source, {"query": "thumbnail", "from_id": "m_01", "to_id": "m_12"})
+    assert answer.startswith("recall error: this store cannot search an archive-id range")

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from compaction._cache import memo_scope
+from compaction.fidelity import altered_identifiers, source_strings
 from compaction.recall import MemoryRecallIndex, recall
 from compaction.summarizers import _topics
 from compaction.summarizers._select import newest_in_parts, part_sizes, remember_part
@@ -108,6 +109,8 @@ def test_every_dropped_decision_is_one_range_recall_away() -> None:
     section = build_topic_index(span, summary, max_tokens=1_500, count=_count)
     lines = parse_topic_index(section)
     archive = {m.id: {"role": m.role, "content": m.parts[0].text} for m in span}  # type: ignore[union-attr]
+    # The section shows no identifier the archive does not hold (its words are plain words).
+    assert altered_identifiers(section, [*source_strings(list(archive.values())), *archive]) == []
     index = MemoryRecallIndex(archive)
     order = {m.id: k for k, m in enumerate(span)}
     dropped = [(k, text) for k, text in decisions if text.removeprefix("Decision: ") not in summary]

@@ -112,6 +112,10 @@ class StoreRecall:
     def search(
         self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0, within: IdRange | None = None
     ) -> ArchiveSearch:
+        if within is None:  # a store written before ranges takes no ``within``
+            return self.store.search_archive(self.session_id, query, limit=limit, offset=offset)
+        if not _takes_within(self.store.search_archive):
+            raise ValueError("this store cannot search an archive-id range")
         return self.store.search_archive(self.session_id, query, limit=limit, offset=offset, within=within)
 
     def warm(self) -> None:
@@ -350,8 +354,12 @@ class _RangeSource(Protocol):
 
 def _takes_range(source: RecallSource) -> bool:
     """Whether ``source.search`` takes ``within`` (a source written before ranges may not)."""
+    return _takes_within(source.search)
+
+
+def _takes_within(search: Callable[..., ArchiveSearch]) -> bool:
     try:
-        parameters = inspect.signature(source.search).parameters
+        parameters = inspect.signature(search).parameters
     except (TypeError, ValueError):
         return False
     return "within" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

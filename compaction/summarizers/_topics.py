@@ -6,7 +6,7 @@ line per stretch of the archived span, with a few of that stretch's own words an
 range it covers, so the agent knows what to ask ``recall`` for, and where::
 
     ## Topic index
-    - Not shown above: recall a line's words, from_id and to_id its archive ids (oldest first).
+    - Not shown above: recall a line's words from its first to its last archive id (oldest first).
     - refund webhooks bucket sandbox: m_0f3a… to m_9b21… (212 messages)
 
 How it is built, for any span:
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 TOPIC_HEADING = "## Topic index"
-INTRO = "- Not shown above: recall a line's words, from_id and to_id its archive ids (oldest first)."
+INTRO = "- Not shown above: recall a line's words from its first to its last archive id (oldest first)."
 ESSENTIAL_KINDS = frozenset({"constraint", "decision", "next_step", "number"})
 WORDS_PER_LINE = 10
 WORDS_PER_STATEMENT = 2
