@@ -115,8 +115,8 @@ TARGET_NEWEST: dict[str, float] = {"decision": 0.85, "next_step": 0.85, "number"
 """When a span's facts do not fit the summary's cap: those of the newest quarter of the span kept in
 the summary (offline, after one compaction)."""
 TARGET_FROM_INDEX = 1.0
-"""...and every older one the summary does not hold found by one recall call whose query is the words
-of the topic index line whose archive-id range covers it."""
+"""...and every older one the summary does not hold found by one recall call made from the topic index
+line whose archive-id range covers it: its words as the query, its range as ``from_id`` / ``to_id``."""
 NEWEST_SHARE = 0.25
 TARGET_UNITS = 3.0
 LATENCY = LatencyModel(fixed_s=0.5, per_input_token_s=0.02e-3, per_output_token_s=10e-3)
@@ -301,16 +301,21 @@ class RecallProbe:
         return self.ids.get(_message_key(message))
 
     def from_index(self, fact: PlantedFact, archive_id: str | None, block: str) -> bool:
-        """Is ``fact`` found by one recall call made from the summary's words: the words of the topic
-        index line (of ``block``) whose archive-id range covers the fact's message, as the query,
-        the fact's exact text in a hit of the first page. Never the fact's own words."""
+        """Is ``fact`` found by one recall call made from what the summary shows, as an agent makes
+        it: the topic index line (of ``block``) whose archive-id range covers the fact's message,
+        its words as ``query`` and its range as ``from_id`` / ``to_id`` (the recall tool's
+        arguments), the fact's exact text in the answer the agent reads (the first page, within
+        the tool's default token cap). Never the fact's own words."""
+        from compaction.recall import recall
+
         position = self.order.get(archive_id) if archive_id is not None else None
         if position is None:
             return False
         for line in parse_topic_index(split_topic_index(block)[1]):
             first, last = self.order.get(line.first), self.order.get(line.last)
             if first is not None and last is not None and first <= position <= last:
-                return any(fact.value in hit.text for hit in self.index.search(line.query))
+                answer = recall(self.index, {"query": line.query, "from_id": line.first, "to_id": line.last})
+                return answer.error is None and fact.value in answer.text
         return False
 
     def recallable(
@@ -976,8 +981,9 @@ def _beyond_cap_table(f: Mapping[str, Any]) -> list[str]:
         "After one compaction. Newest quarter: the planted decisions, next steps and numbers of the newest quarter "
         f"of the compacted zone (by message position) in the compacted context (offline target {targets_text}); "
         "older: those of the rest, in the context, and of the older ones not in it, how many one recall call "
-        "finds whose query is the words of the topic index line whose archive-id range covers the fact's message "
-        f"(a hit of the first page holds the fact's exact text; target {TARGET_FROM_INDEX:.0%}). Constraints in "
+        "finds made from the topic index line whose archive-id range covers the fact's message (its words as the "
+        "query, its range as `from_id` / `to_id`; the answer the agent reads, first page within the tool's "
+        f"2,000-token cap, holds the fact's exact text; target {TARGET_FROM_INDEX:.0%}). Constraints in "
         "force: the retention table above. Index: lines and o200k tokens of the summary's topic index.",
         "",
         "| scenario | messages | summarizer | newest: "
@@ -1233,6 +1239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="paraphrased: the generator's held-out wording of decisions, constraints and next steps",
     )
     parser.add_argument("--no-time", action="store_true", help="skip the timed (latency model) rows")
+    parser.add_argument(
+        "--compactions", type=int, default=COMPACTIONS, help="compactions per session (1: the first one only)"
+    )
     args = parser.parse_args(argv)
     if args.long is not None:
         write_long_sessions(args.long, list(argv if argv is not None else sys.argv[1:]))
@@ -1243,6 +1252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summarizers=args.summarizers,
         phrasing=args.phrasing,
         time_rows=not args.no_time,
+        compactions=args.compactions,
     )
     charts: list[str] = []
     if args.charts is not None:

@@ -150,9 +150,19 @@ class SessionStore(Protocol):
         """An archived original message by its archive id (as named in summaries and placeholders);
         with ``session_id``, only one that session archived."""
 
-    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+    def search_archive(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 8,
+        offset: int = 0,
+        within: tuple[str | None, str | None] | None = None,
+    ) -> ArchiveSearch:
         """Recall: the session's archived messages that match ``query`` (see :class:`ArchiveSearch`),
-        ``limit`` of them from rank ``offset``. Raises ``ValueError`` for a blank query."""
+        ``limit`` of them from rank ``offset``; ``within``: only those archived from the first to
+        the last archive id given (a topic index line's range). Raises ``ValueError`` for a blank
+        query or an archive id of ``within`` the session did not archive."""
 
     def set_model(self, session_id: str, model: str) -> None:
         """Record a model change; the budget is re-derived from the new model's window."""

@@ -388,7 +388,7 @@ def test_tool_definitions() -> None:
     schema = openai["function"]["parameters"]
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"query", "archive_id", "page"}
+    assert set(schema["properties"]) == {"query", "archive_id", "page", "from_id", "to_id"}
     anthropic = recall_tool("anthropic")
     assert set(anthropic) == {"name", "description", "input_schema"}
     assert anthropic["input_schema"] == schema

@@ -15,6 +15,7 @@ from compaction.budget import block_cap
 from compaction.recall import MemoryRecallIndex
 from compaction.summarizers.topics import (
     TOPIC_HEADING,
+    TOPIC_SHARE,
     TopicLine,
     build_topic_index,
     parse_topic_index,
@@ -72,7 +73,7 @@ def test_index_lines_tile_the_span_in_order_within_the_bound() -> None:
         assert line.words
         assert all(w.isalpha() and w.islower() for w in line.words)
     # A smaller bound joins neighbouring lines: fewer lines, the same whole span.
-    small = parse_topic_index(build_topic_index(span, "", max_tokens=90, count=_count))
+    small = parse_topic_index(build_topic_index(span, "", max_tokens=60, count=_count))
     assert 1 <= len(small) < len(lines)
     assert (small[0].first, small[-1].last, sum(line.count for line in small)) == (span[0].id, span[-1].id, len(span))
 
@@ -141,4 +142,4 @@ def test_a_long_session_ends_its_summary_with_a_valid_index() -> None:
         assert where[after.first] > where[before.last]
     assert sum(line.count for line in lines) <= len(result.archive)
     counter = Compactor("gpt-4o", None, config).counter
-    assert counter.count_text(section) <= block_cap(config, 16_000) // 10
+    assert counter.count_text(section) <= block_cap(config, 16_000) * TOPIC_SHARE

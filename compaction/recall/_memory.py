@@ -47,7 +47,7 @@ from compaction.recall.text import (
 )
 from compaction.store import ArchiveHit, ArchiveSearch
 
-__all__ = ["BM25_B", "BM25_K1", "SCAN_BUDGET_CHARS", "MemoryRecallIndex"]
+__all__ = ["BM25_B", "BM25_K1", "SCAN_BUDGET_CHARS", "IdRange", "MemoryRecallIndex"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -57,6 +57,9 @@ SCAN_BUDGET_CHARS: Final = 500_000
 messages may hold (``the error``, ``->``) is checked on the most recent ones first, up to this."""
 
 _Docs = npt.NDArray[np.int64]
+
+IdRange = tuple[str | None, str | None]
+"""``(first, last)`` archive ids bounding a search (both included); ``None`` leaves an end open."""
 
 _ASCII_WORDS: Final = str.maketrans({chr(c): " " for c in range(128) if not WORD.fullmatch(chr(c))})
 """For ASCII text: word characters (those of :data:`~compaction.recall.text.WORD`) kept, every
@@ -186,20 +189,27 @@ class MemoryRecallIndex:
         doc = self._by_id.get(archive_id)
         return None if doc is None else ArchiveHit(archive_id, self._roles[doc], self._texts[doc])
 
-    def search(self, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
+    def search(self, query: str, *, limit: int = 8, offset: int = 0, within: IdRange | None = None) -> ArchiveSearch:
         """The messages matching ``query``, best first: ``limit`` hits from rank ``offset``.
 
-        Raises ``ValueError`` for a blank query or a negative ``limit`` / ``offset``."""
+        ``within`` ``(first, last)``: only the messages archived from archive id ``first`` to
+        ``last`` (both included, in the order they were archived; ``None`` leaves that end open,
+        ids given the wrong way round are read the right way): what a topic index line of the
+        summary points at. Raises ``ValueError`` for a blank query, a negative ``limit`` /
+        ``offset`` or an archive id of ``within`` this index does not hold."""
         query = query.strip()
         if not query:
             raise ValueError("the query is empty")
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must be >= 0, got {limit} and {offset}")
+        lo, hi = self._positions(within)
         single = WORD.fullmatch(query)
         if single is not None and len(query.lower()) == len(query):
             order, scores, complete = self._one_word(query)
+            if within is not None:
+                order = [doc for doc in order if lo <= doc <= hi]
         else:
-            order, scores, complete = self._phrase(query)
+            order, scores, complete = self._phrase(query, lo, hi)
         if order:
             hits = tuple(
                 ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], True, scores(doc))
@@ -208,12 +218,30 @@ class MemoryRecallIndex:
             return ArchiveSearch(hits, total=len(order), verbatim=len(order), offset=offset, complete=complete)
         bm25 = self._bm25(content_words(query))
         others = np.flatnonzero(bm25)
+        if within is not None:
+            others = others[(others >= lo) & (others <= hi)]
         # Best score first, then the later message (numpy: a word like "error" is in most of them).
         page = others[np.lexsort((-others, -bm25[others]))][offset : offset + limit].tolist()
         hits = tuple(
             ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], False, float(bm25[doc])) for doc in page
         )
         return ArchiveSearch(hits, total=len(others), verbatim=0, offset=offset, complete=complete)
+
+    def _positions(self, within: IdRange | None) -> tuple[int, int]:
+        """The first and last message (by position) of ``within``; the whole index without it."""
+        top = len(self._ids) - 1
+        if within is None:
+            return 0, top
+        ends = []
+        for archive_id, default in zip(within, (0, top), strict=True):
+            if archive_id is None:
+                ends.append(default)
+                continue
+            at = self._by_id.get(archive_id)
+            if at is None:
+                raise ValueError(f"archive id {archive_id!r} is not in the archive")
+            ends.append(at)
+        return min(ends), max(ends)
 
     # --- verbatim matching ---------------------------------------------------------------
 
@@ -245,14 +273,18 @@ class MemoryRecallIndex:
         order = docs[np.lexsort((-docs, -score[docs], ~exact[docs]))].tolist()
         return order, lambda doc: float(score[doc]), True
 
-    def _phrase(self, query: str) -> tuple[list[int], Callable[[int], float], bool]:
-        """The verbatim hits of any other query, ranked; checked newest first within the budget."""
+    def _phrase(self, query: str, lo: int = 0, hi: int | None = None) -> tuple[list[int], Callable[[int], float], bool]:
+        """The verbatim hits of any other query among the messages ``lo`` to ``hi``, ranked;
+        checked newest first within the budget (spent on that range alone)."""
         phrase = Phrase(query)
         budget = SCAN_BUDGET_CHARS
         complete = True
         ranked: list[tuple[int, bool, float]] = []
         chars = self._chars
+        top = len(self._ids) - 1 if hi is None else hi
         for doc in self._candidates(query):
+            if not lo <= doc <= top:
+                continue
             budget -= chars[doc]
             if budget < 0:
                 complete = False

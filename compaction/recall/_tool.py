@@ -10,13 +10,15 @@ wrong, never an exception: the agent loop goes on and the model can call again.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 from compaction.injection import UNTRUSTED, addresses_model
+from compaction.recall._memory import IdRange
 from compaction.recall.text import WORD, Phrase, archive_text, query_words
 from compaction.store import ArchiveHit, ArchiveSearch, SessionStore
 from compaction.tokens import TokenCounter
@@ -39,13 +41,14 @@ DEFAULT_MAX_TOKENS: Final = 2_000
 DEFAULT_PAGE_SIZE: Final = 8
 MAX_QUERY_CHARS: Final = 1_000
 _MIN_MAX_TOKENS: Final = 200
-_ARGUMENTS: Final = ("query", "archive_id", "page")
+_ARGUMENTS: Final = ("query", "archive_id", "page", "from_id", "to_id")
 
 _DESCRIPTION: Final = (
     "Search the earlier conversation compacted out of your context (the original messages behind the "
     "summary, tool output included). `query`: an exact identifier (path, URL, hash, ticket id, command, "
     "error) finds every message holding it verbatim; words find related messages. `archive_id` (named in "
-    "the summary or a hit) reads one message in full. Long answers are paged: call again with `page`."
+    "the summary or a hit) reads one message in full. `from_id`/`to_id`: search only that archive-id range "
+    "(a topic index line's). Long answers are paged: call again with `page`."
 )
 _PARAMETERS: Final[dict[str, Any]] = {
     "type": "object",
@@ -53,6 +56,8 @@ _PARAMETERS: Final[dict[str, Any]] = {
         "query": {"type": "string", "description": "An exact identifier or a few words."},
         "archive_id": {"type": "string", "description": "The archive id of a message to read in full."},
         "page": {"type": "integer", "minimum": 1, "description": "Page of the answer (default 1)."},
+        "from_id": {"type": "string", "description": "First archive id searched."},
+        "to_id": {"type": "string", "description": "Last archive id searched."},
     },
     "additionalProperties": False,
 }
@@ -63,7 +68,7 @@ def recall_tool(format: Literal["openai", "anthropic"] = "openai") -> dict[str, 
     Messages ``tools`` entry (``input_schema``). A new dict each time (callers may modify it).
 
     >>> recall_tool()["function"]["name"], sorted(recall_tool("anthropic")["input_schema"]["properties"])
-    ('recall', ['archive_id', 'page', 'query'])
+    ('recall', ['archive_id', 'from_id', 'page', 'query', 'to_id'])
     """
     parameters = json.loads(json.dumps(_PARAMETERS))
     if format == "anthropic":
@@ -81,7 +86,10 @@ class RecallSource(Protocol):
     """Where recall searches: :class:`~compaction.recall.MemoryRecallIndex` or :class:`StoreRecall`."""
 
     def search(self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0) -> ArchiveSearch:
-        """The archived messages matching ``query``, best first (``ValueError`` for a blank query)."""
+        """The archived messages matching ``query``, best first (``ValueError`` for a blank query).
+
+        A source that can search an archive-id range also takes ``within=(first, last)`` (both
+        built-in sources do); recall passes it only for a call that names a range."""
         ...
 
     def fetch(self, archive_id: str) -> ArchiveHit | None:
@@ -101,8 +109,14 @@ class StoreRecall:
     store: SessionStore
     session_id: str
 
-    def search(self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0) -> ArchiveSearch:
-        return self.store.search_archive(self.session_id, query, limit=limit, offset=offset)
+    def search(
+        self, query: str, *, limit: int = DEFAULT_PAGE_SIZE, offset: int = 0, within: IdRange | None = None
+    ) -> ArchiveSearch:
+        if within is None:  # a store written before ranges takes no ``within``
+            return self.store.search_archive(self.session_id, query, limit=limit, offset=offset)
+        if not _takes_within(self.store.search_archive):
+            raise ValueError("this store cannot search an archive-id range")
+        return self.store.search_archive(self.session_id, query, limit=limit, offset=offset, within=within)
 
     def warm(self) -> None:
         """Bring the session's recall index up to date now (the store's first search of a session
@@ -147,6 +161,7 @@ class _Request:
     query: str | None
     archive_id: str | None
     page: int | None
+    within: IdRange | None = None
 
 
 class _BadCall(ValueError):
@@ -206,7 +221,7 @@ def recall(
         if request.archive_id is not None:
             return _read(source, request, count, max_tokens)
         assert request.query is not None
-        return _search(source, request.query, request.page or 1, count, max_tokens, page_size)
+        return _search(source, request.query, request.page or 1, count, max_tokens, page_size, request.within)
     except _BadCall as exc:
         return _error(str(exc))
 
@@ -227,11 +242,18 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Request:
         raise _BadCall(f"the arguments must be a JSON object, got {type(arguments).__name__}")
     unknown = sorted(str(key) for key in arguments if key not in _ARGUMENTS)
     if unknown:
-        raise _BadCall(f"unknown argument {', '.join(map(repr, unknown))}; the arguments are query, archive_id, page")
+        raise _BadCall(
+            f"unknown argument {', '.join(map(repr, unknown))}; the arguments are query, archive_id, page, "
+            "from_id, to_id"
+        )
     query = _text_argument(arguments, "query")
     if query is not None and len(query) > MAX_QUERY_CHARS:
         raise _BadCall(f"the query is {len(query):,} characters; search for at most {MAX_QUERY_CHARS:,}")
     archive_id = _text_argument(arguments, "archive_id")
+    first, last = _text_argument(arguments, "from_id"), _text_argument(arguments, "to_id")
+    within = None if first is None and last is None else (first, last)
+    if within is not None and query is None:
+        raise _BadCall("from_id and to_id bound a search: give `query` too (a topic index line's words).")
     if query is None and archive_id is None:
         raise _BadCall("give `query` (an exact identifier or words) or `archive_id` (a message to read in full).")
     page = arguments.get("page")
@@ -239,7 +261,7 @@ def _parse(arguments: str | Mapping[str, Any]) -> _Request:
         page = int(page)
     if page is not None and (isinstance(page, bool) or not isinstance(page, int) or page < 1):
         raise _BadCall(f"page must be a whole number from 1, got {page!r}")
-    return _Request(query, archive_id, page)
+    return _Request(query, archive_id, page, within)
 
 
 def _text_argument(arguments: Mapping[str, Any], name: str) -> str | None:
@@ -255,29 +277,55 @@ def _text_argument(arguments: Mapping[str, Any], name: str) -> str | None:
 
 
 def _search(
-    source: RecallSource, query: str, page: int, count: Callable[[str], int], max_tokens: int, page_size: int
+    source: RecallSource,
+    query: str,
+    page: int,
+    count: Callable[[str], int],
+    max_tokens: int,
+    page_size: int,
+    within: IdRange | None = None,
 ) -> RecallAnswer:
-    found = source.search(query, limit=page_size, offset=(page - 1) * page_size)
+    offset = (page - 1) * page_size
+    if within is None:
+        found = source.search(query, limit=page_size, offset=offset)
+    else:
+        if not _takes_range(source):
+            raise _BadCall("this archive cannot search an archive-id range; call again without from_id and to_id.")
+        try:
+            found = cast(_RangeSource, source).search(query, limit=page_size, offset=offset, within=within)
+        except ValueError as exc:
+            raise _BadCall(f"{exc}; use the archive ids of a topic index line or of a recall hit.") from None
     pages = math.ceil(found.total / page_size)
     shown = json.dumps(query, ensure_ascii=False)
+    where = "archived message" if within is None else f"archived message {_range_text(within)}"
     if found.total == 0:
         text = (
-            f"recall: no archived message matches {shown}. Try a shorter exact piece of it (a file name, "
-            "an id) or other words."
+            f"recall: no {where} matches {shown}. Try a shorter exact piece of it (a file name, an id) or other words."
         )
         return RecallAnswer(text, page=page)
     if not found.hits:
         return _error(f"page {page} is past the last page ({pages}) for {shown}.", page=page, pages=pages)
-    noun = "message holds" if found.total == 1 else "messages hold"
+    noun = "message" if found.total == 1 else "messages"
+    verb = "holds" if found.total == 1 else "hold"
+    scope = "" if within is None else f" {_range_text(within)}"
     if found.verbatim:
-        head = f"recall: {found.total:,} archived {noun} {shown} verbatim (page {page} of {pages})."
+        head = f"recall: {found.total:,} archived {noun}{scope} {verb} {shown} verbatim (page {page} of {pages})."
     else:
         share = "message shares" if found.total == 1 else "messages share"
         head = (
-            f"recall: no archived message holds {shown} verbatim; {found.total:,} {share} its words, "
+            f"recall: no {where} holds {shown} verbatim; {found.total:,} {share} its words, "
             f"best first (page {page} of {pages})."
         )
-    tail = f'More: recall {{"query": {shown}, "page": {page + 1}}}.' if page < pages else ""
+    more = (
+        ""
+        if within is None
+        else "".join(
+            f", {json.dumps(name)}: {json.dumps(value, ensure_ascii=False)}"
+            for name, value in zip(("from_id", "to_id"), within, strict=True)
+            if value is not None
+        )
+    )
+    tail = f'More: recall {{"query": {shown}{more}, "page": {page + 1}}}.' if page < pages else ""
     if not found.complete:
         budget = (
             "The search stopped at its budget: these are the matches among the most recent messages; "
@@ -300,12 +348,36 @@ def _search(
     return RecallAnswer(text, found.hits, found.total, found.verbatim, page, pages)
 
 
+class _RangeSource(Protocol):
+    def search(self, query: str, *, limit: int, offset: int, within: IdRange) -> ArchiveSearch: ...
+
+
+def _takes_range(source: RecallSource) -> bool:
+    """Whether ``source.search`` takes ``within`` (a source written before ranges may not)."""
+    return _takes_within(source.search)
+
+
+def _takes_within(search: Callable[..., ArchiveSearch]) -> bool:
+    try:
+        parameters = inspect.signature(search).parameters
+    except (TypeError, ValueError):
+        return False
+    return "within" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _range_text(within: IdRange) -> str:
+    first, last = within
+    if first is not None and last is not None:
+        return f"from {first} to {last}"
+    return f"from {first}" if first is not None else f"up to {last}"
+
+
 def _snippet(hit: ArchiveHit, phrase: Phrase, words: list[str], chars: int) -> str:
     """About ``chars`` characters of the hit's text around its match (the whole match always)."""
     text = hit.text
     if len(text) <= chars:
         return marked(text, 0, len(text))
-    span = phrase.find(text) if hit.verbatim else _first_word(text, words)
+    span = phrase.find(text) if hit.verbatim else _densest_words(text, words, chars)
     start, end = span if span is not None else (0, 0)
     room = max(0, chars - (end - start))
     begin = max(0, start - room // 3)
@@ -345,13 +417,29 @@ def marked(text: str, begin: int, end: int) -> str:
     return "".join(out)
 
 
-def _first_word(text: str, words: list[str]) -> tuple[int, int] | None:
-    """The first occurrence of a query word in ``text`` as a whole word (case-insensitive)."""
+def _densest_words(text: str, words: list[str], chars: int) -> tuple[int, int] | None:
+    """The stretch of ``text`` of at most ``chars`` characters holding the most distinct query
+    words (whole words, any case; the earliest such stretch), from its first such word to its last:
+    where a message shares a query's words, the snippet shows the place that shares most of them
+    (a topic index line's words meet in the statement they were taken from)."""
     wanted = set(words)
-    for match in WORD.finditer(text):
-        if match.group().lower() in wanted:
-            return match.span()
-    return None
+    found = [(m.start(), m.end(), m.group().lower()) for m in WORD.finditer(text) if m.group().lower() in wanted]
+    if not found:
+        return None
+    best: tuple[int, int, int] = (0, found[0][0], found[0][1])  # (distinct words, start, end)
+    held: dict[str, int] = {}
+    left = 0
+    for _, end, word in found:
+        held[word] = held.get(word, 0) + 1
+        while end - found[left][0] > chars:
+            gone = found[left][2]
+            held[gone] -= 1
+            if not held[gone]:
+                del held[gone]
+            left += 1
+        if len(held) > best[0]:
+            best = (len(held), found[left][0], end)
+    return best[1], best[2]
 
 
 def _fit(render: Callable[[int], str], count: Callable[[str], int], max_tokens: int, *, start: int) -> str:

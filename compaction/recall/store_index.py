@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from compaction._store_text import from_column
-from compaction.recall._memory import MemoryRecallIndex
+from compaction.recall._memory import IdRange, MemoryRecallIndex
 from compaction.store import ArchiveSearch
 
 __all__ = ["DEFAULT_MAX_CHARS", "SessionIndexes"]
@@ -55,8 +55,18 @@ class SessionIndexes:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._held = 0  # characters of archive text in all the indexes
 
-    def search(self, session_id: str, load: RowLoader, query: str, *, limit: int, offset: int) -> ArchiveSearch:
-        """Search ``session_id``'s archive, first indexing the rows ``load`` returns above the
+    def search(
+        self,
+        session_id: str,
+        load: RowLoader,
+        query: str,
+        *,
+        limit: int,
+        offset: int,
+        within: IdRange | None = None,
+    ) -> ArchiveSearch:
+        """Search ``session_id``'s archive (``within``: an archive-id range of it, see
+        :meth:`MemoryRecallIndex.search`), first indexing the rows ``load`` returns above the
         index's last id."""
         with self._lock:
             session = self._sessions.get(session_id)
@@ -68,7 +78,7 @@ class SessionIndexes:
             if rows:
                 session.index.add((str(row[1]), str(row[2]), from_column(row[3])) for row in rows)
                 session.last_id = int(rows[-1][0])
-            found = session.index.search(query, limit=limit, offset=offset)
+            found = session.index.search(query, limit=limit, offset=offset, within=within)
             chars = session.index.chars
         self._evict(session_id, session, chars)
         return found

@@ -356,13 +356,22 @@ class SQLSessionStore(SQLEventLog):
             row = found.fetchone()
         return None if row is None else loads_message(row[0], self.dialect.data_error)
 
-    def search_archive(self, session_id: str, query: str, *, limit: int = 8, offset: int = 0) -> ArchiveSearch:
-        """Recall: the messages this session archived that match ``query``, best first, ``limit``
-        of them from rank ``offset``, exactly as :class:`compaction.recall.MemoryRecallIndex`
-        answers (it is one: built from this session's archive rows alone, kept per session in
-        memory and brought up to date from the rows archived since; see
-        :mod:`compaction.recall.store_index`). Raises ``ValueError`` for a blank query or a
-        negative ``limit`` / ``offset``, :class:`SessionNotFound` for an unknown session.
+    def search_archive(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 8,
+        offset: int = 0,
+        within: tuple[str | None, str | None] | None = None,
+    ) -> ArchiveSearch:
+        """Recall: the messages this session archived that match ``query`` (``within``: from the
+        first to the last archive id given), best first, ``limit`` of them from rank ``offset``,
+        exactly as :class:`compaction.recall.MemoryRecallIndex` answers (it is one: built from
+        this session's archive rows alone, kept per session in memory and brought up to date from
+        the rows archived since; see :mod:`compaction.recall.store_index`). Raises ``ValueError``
+        for a blank query, a negative ``limit`` / ``offset`` or an archive id of ``within`` the
+        session did not archive, :class:`SessionNotFound` for an unknown session.
         """
         check_session_id(session_id)
         query = check_search(query, limit, offset)
@@ -379,7 +388,7 @@ class SQLSessionStore(SQLEventLog):
                     ).fetchall()
                 )
 
-            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset)
+            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset, within=within)
 
     # -- usage (compaction.store_usage.UsageMeter) ---------------------------------------------
 

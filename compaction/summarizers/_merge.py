@@ -29,6 +29,8 @@ from compaction.summarizers._select import (
     essential_line,
     is_pleasantry,
     latest_of_each,
+    newest_from,
+    newest_in_parts,
 )
 from compaction.summarizers._tools import command_family, normalize_command
 
@@ -72,8 +74,15 @@ def _line_kind(text: str) -> tuple[float, tuple[str, ...]]:
     return 0.0, ()
 
 
-def parsed_lines(texts: Sequence[str], terms: Sequence[str], *, age_scores: bool = True) -> list[Sections]:
+def parsed_lines(
+    texts: Sequence[str], terms: Sequence[str], *, age_scores: bool = True, sizes: Sequence[int] | None = None
+) -> list[Sections]:
     """Each summary text as scored sections (oldest text first).
+
+    ``sizes``: how many messages each text summarized (see
+    :func:`~compaction.summarizers._select.part_sizes`), which tells the essential facts of the span's
+    newest quarter; without them, those of the newest quarter of the texts when they are parts of one
+    span (``age_scores``), none for an earlier summary extended by a span.
 
     With ``age_scores=False`` a line's score does not depend on how old its source is (the
     essential facts are still ranked newer first): for an earlier summary extended by one span,
@@ -108,7 +117,7 @@ def parsed_lines(texts: Sequence[str], terms: Sequence[str], *, age_scores: bool
         out[src][s].append(
             Line(text, round(score, 9), (float(k), 0.0, 0.0), pinned=pin, covers=covers, fuzzy=not covers)
         )
-    _mark_essential(out, relevance)
+    _mark_essential(out, relevance, sizes=sizes, by_part=age_scores)
     _drop_repeated_requests(out)
     for source in out:
         _one_summary_per_source(source)
@@ -132,10 +141,23 @@ def _essential_kind(section: int, text: str) -> str | None:
     return kind if kind in wanted else None
 
 
-def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], float]) -> None:
+def _mark_essential(
+    out: list[Sections],
+    relevance: dict[tuple[int, int, int], float],
+    *,
+    sizes: Sequence[int] | None = None,
+    by_part: bool = True,
+) -> None:
     """Mark the parsed lines that state essential facts, ranked within their kind by MMR over all
     sources (newer and more central first); a constraint or decision that a newer source supersedes
-    is dropped (a task is not superseded by another task, nor a measurement by a later value)."""
+    is dropped (a task is not superseded by another task, nor a measurement by a later value).
+
+    The decisions, next steps and numbers of the newest quarter of the span the sources cover
+    (:data:`~compaction.summarizers._select.NEWEST_SHARE`) rank before the older ones of their kind:
+    what the summary cannot hold of a long span is its older part, which the topic index points at.
+    With ``sizes`` (messages per source) a line's place is estimated within its source (a source
+    lists a kind's lines oldest first); without, with ``by_part``, the newest quarter of the sources
+    counts as newest; otherwise no line does."""
     found: dict[str, list[tuple[int, int, int]]] = {}
     for src, sections in enumerate(out):
         for s, lines in enumerate(sections):
@@ -153,6 +175,11 @@ def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], f
         )
         drop.update(places[i] for i in range(len(places)) if i not in alive)
         order = mmr_order([texts[i] for i in alive], [relevance[places[i]] for i in alive])
+        if kind != "constraint":
+            newest = _newest_places(places, sizes, len(out) if by_part else 0)
+            order = [k for k in order if places[alive[k]] in newest] + [
+                k for k in order if places[alive[k]] not in newest
+            ]
         for rank, pick in enumerate(order):
             src, s, k = places[alive[pick]]
             line = out[src][s][k]
@@ -160,6 +187,26 @@ def _mark_essential(out: list[Sections], relevance: dict[tuple[int, int, int], f
             out[src][s][k] = replace(marked, pinned=line.pinned)
     for src, s, k in sorted(drop, reverse=True):
         del out[src][s][k]
+
+
+def _newest_places(
+    places: Sequence[tuple[int, int, int]], sizes: Sequence[int] | None, sources: int
+) -> set[tuple[int, int, int]]:
+    """Of ``places`` (one kind's lines, as ``(source, section, line)``), those in the newest quarter
+    of the span: by their estimated place in their source when ``sizes`` are known, else those of
+    the newest quarter of ``sources`` (none when ``sources`` is 0)."""
+    if sizes is None or len(sizes) <= max((p[0] for p in places), default=0):
+        since = newest_from(sources) if sources else None
+        return {p for p in places if since is not None and p[0] >= since}
+    per_source: dict[int, list[tuple[int, int, int]]] = {}
+    for place in sorted(places):
+        per_source.setdefault(place[0], []).append(place)
+    return {
+        place
+        for src, mine in per_source.items()
+        for j, place in enumerate(mine)
+        if newest_in_parts(sizes, src, j, len(mine))
+    }
 
 
 _LATER_REQUEST = "Later request: "

@@ -48,7 +48,7 @@ FOCUS_PREFIX = "Summary focus requested: "
 SECTION_WEIGHT: tuple[float, ...] = (3.0, 1.0, 1.5, 1.4, 2.0, 1.8, 3.0)
 PIN_BONUS = 10.0
 TOP_BONUS = 4.0
-ESSENTIAL_SHARE = 0.7  # of the room: essential lines (what an agent needs to continue) are placed first
+ESSENTIAL_SHARE = 0.8  # of the room: essential lines (what an agent needs to continue) are placed first
 
 # Each section's share of the room in the first fitting pass.
 SECTION_SHARE: tuple[float, ...] = (0.18, 0.16, 0.14, 0.14, 0.14, 0.12, 0.12)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from compaction._cache import active_scope
 from compaction.patterns import truncate
 from compaction.summarizers._classify import primary
 from compaction.summarizers._extract import NARRATION_RE, clean
@@ -29,10 +30,15 @@ from compaction.summarizers._segment import QUANTITY, Unit
 __all__ = [
     "CONSTRAINT_PREFIX",
     "LAST_REQUEST_PREFIX",
+    "NEWEST_SHARE",
     "REQUEST_PREFIX",
     "essential_line",
     "is_pleasantry",
     "latest_of_each",
+    "newest_from",
+    "newest_in_parts",
+    "part_sizes",
+    "remember_part",
     "same_subject",
     "select_units",
 ]
@@ -51,6 +57,10 @@ _RANK_STEP = 0.02
 _MAX_MMR = 400  # candidates of one kind ordered by MMR; the rest follow by relevance
 _MAX_HISTORY = 5  # earlier values listed after a measured quantity
 _MAX_TIMELINE = 60
+NEWEST_SHARE = 0.25
+"""The newest part of a span (by message position) whose decisions, next steps and numbers rank
+before older ones of their kind: when a span holds more than the summary's cap can show, what the
+agent did last is kept, and the older rest is found through the topic index."""
 _TIMELINE_PER_PHASE = 10
 
 
@@ -124,6 +134,53 @@ def latest_of_each(texts: Sequence[str], *, threshold: float = 0.8, supersede: b
 def _latest_distinct(units: Sequence[Unit], *, supersede: bool = True) -> list[Unit]:
     """The units (in order) that no later unit repeats or (with ``supersede``) supersedes."""
     return [units[k] for k in latest_of_each([u.text for u in units], supersede=supersede)]
+
+
+def newest_from(messages: int) -> int:
+    """The first message index of the newest :data:`NEWEST_SHARE` of a span of ``messages``."""
+    return int(messages * (1 - NEWEST_SHARE))
+
+
+_PART_SIZE = "compaction.summarizers._select.part_size"
+
+
+def remember_part(summary: str, messages: int) -> None:
+    """Note, in the run's memo scope (:mod:`compaction._cache`), that ``summary`` summarizes a part
+    of ``messages`` messages: a merge of the run's parts then knows which of them hold the newest
+    quarter of the span (parts are cut by tokens, so an old part of cleared tool output can hold
+    thousands of messages and a recent one a few hundred)."""
+    scope = active_scope()
+    if scope is not None:
+        scope.store((_PART_SIZE, summary), messages, len(summary))
+
+
+def part_sizes(summaries: Sequence[str]) -> list[int] | None:
+    """How many messages each of ``summaries`` (parts of one span, oldest first) summarized, as
+    :func:`remember_part` noted them: 0 for a part of unknown size (an earlier compaction's
+    summary, a model's part), ``None`` when no size is known."""
+    scope = active_scope()
+    if scope is None:
+        return None
+    sizes: list[int] = []
+    for summary in summaries:
+        found, size = scope.lookup((_PART_SIZE, summary))
+        sizes.append(size if found and isinstance(size, int) else 0)
+    return sizes if any(sizes) else None
+
+
+def newest_in_parts(sizes: Sequence[int], part: int, place: int, of: int) -> bool:
+    """Is the ``place``-th of ``of`` statements of one kind in part ``part`` (a part lists them
+    oldest first) in the newest :data:`NEWEST_SHARE` of the span the parts cover (parts of
+    ``sizes`` messages, oldest first)? Its position is estimated as spread evenly over its part."""
+    total = sum(sizes)
+    start = sum(sizes[:part])
+    position = start + (place + 0.5) / max(of, 1) * sizes[part]
+    return total > 0 and position >= total * (1 - NEWEST_SHARE)
+
+
+def _newest_first(units: Sequence[Unit], since: int) -> list[Unit]:
+    """``units`` ranked (:func:`_ranked`) with those of message ``since`` on before the others."""
+    return _ranked([u for u in units if u.msg >= since]) + _ranked([u for u in units if u.msg < since])
 
 
 def _ranked(units: Sequence[Unit]) -> list[Unit]:
@@ -211,7 +268,7 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
 # --------------------------------------------------------------------------------------------
 
 
-def _decisions(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
+def _decisions(units: Sequence[Unit], lines: list[Line], used: set[int], since: int) -> None:
     candidates = [u for u in units if u.uid not in used and primary(u) == "decision"]
     texts: dict[int, str] = {}
     for unit in candidates:
@@ -229,7 +286,7 @@ def _decisions(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None
             used.add(following.uid)
         texts[unit.uid] = text
     kept = _latest_distinct(candidates)
-    for rank, unit in enumerate(_ranked(kept)):
+    for rank, unit in enumerate(_newest_first(kept, since)):
         used.add(unit.uid)
         who = "User: " if unit.role == "user" else ""
         lines.append(essential_line("decision", rank, who + texts[unit.uid], (0, unit.msg, unit.uid)))
@@ -243,7 +300,7 @@ def _quantities(text: str) -> list[str]:
     return [m.group().strip() for m in QUANTITY.finditer(text)]
 
 
-def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
+def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int], since: int) -> None:
     """One line per measured quantity: its latest statement, where it came from, and its earlier
     values (a reported value that changed is a history, not a contradiction)."""
     groups: dict[str, list[Unit]] = {}
@@ -269,7 +326,7 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int]) -> None:
                     earlier.append(item)
         history[head.uid] = earlier
         used.update(u.uid for u in members)
-    for rank, unit in enumerate(_ranked(heads)):
+    for rank, unit in enumerate(_newest_first(heads, since)):
         text = unit.text
         if unit.form == "output":
             text += f" (in {unit.source} output)"
@@ -305,7 +362,9 @@ def _first_assistant(facts: SpanFacts, turns: Sequence[UserTurn]) -> int:
     return next((i for i in range(start + 1, facts.messages) if i not in said), facts.messages)
 
 
-def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int], *, asks: bool = True) -> None:
+def _pending(
+    units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int], *, asks: bool = True, since: int = 0
+) -> None:
     plans = [
         u
         for u in units
@@ -332,7 +391,7 @@ def _pending(units: Sequence[Unit], final_turn: int, sections: Sections, used: s
     # Tasks are not superseded by other tasks (two reviews of two roles are two tasks): only
     # repeats are dropped.
     steps = [u for u in units if u.uid not in used and u.msg != final_turn and primary(u) == "next_step"]
-    for rank, unit in enumerate(_ranked(_latest_distinct(steps, supersede=False))):
+    for rank, unit in enumerate(_newest_first(_latest_distinct(steps, supersede=False), since)):
         who = "" if unit.role == "assistant" else "User asked: "
         sections[5].append(essential_line("next_step", rank, PENDING_PREFIX + who + unit.text, (1, unit.msg, unit.uid)))
     used.update(u.uid for u in steps)
@@ -407,9 +466,10 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     turns = user_turns(units, facts)
     next_step_lines(turns, sections[6], replied=replied)
     _goals(units, turns, sections[0], used)
-    _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts))
-    _decisions(units, sections[2], used)
-    _numbers(units, sections[2], used)
+    since = newest_from(facts.messages)
+    _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts), since=since)
+    _decisions(units, sections[2], used, since)
+    _numbers(units, sections[2], used, since)
     _latest_message(units, facts, sections[4], used)
     _findings(units, sections[1], used)
     return used

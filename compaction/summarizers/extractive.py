@@ -57,7 +57,15 @@ from compaction.summarizers._sections import (
     rank,
 )
 from compaction.summarizers._segment import segment
-from compaction.summarizers._select import REQUEST_PREFIX, first_requests, request_text, select_units, user_turns
+from compaction.summarizers._select import (
+    REQUEST_PREFIX,
+    first_requests,
+    part_sizes,
+    remember_part,
+    request_text,
+    select_units,
+    user_turns,
+)
 from compaction.summarizers.base import (
     EmptySummaryError,
     SummarizerError,
@@ -65,6 +73,7 @@ from compaction.summarizers.base import (
     SummaryResponse,
     SummaryUsage,
 )
+from compaction.summarizers.topics import share_units
 from compaction.transcript import Message, TextPart
 
 __all__ = [
@@ -156,7 +165,11 @@ class ExtractiveSummarizer:
             sections = _extend(previous_summary, span_summary, facts, terms)
             _add_task(sections, task)
             _add_focus(sections, instructions)
-        return _fit_or_raise(sections, max_tokens)
+            return _fit_or_raise(sections, max_tokens)
+        text = _fit_or_raise(sections, max_tokens)
+        # A later merge of this run's parts ranks the facts of the span's newest quarter first.
+        remember_part(text, len(messages))
+        return text
 
     def merge_summaries(
         self,
@@ -173,7 +186,7 @@ class ExtractiveSummarizer:
         if not texts:
             raise EmptySummaryError("nothing to merge: no partial summaries")
         terms = instruction_terms(instructions)
-        sources = parsed_lines(texts, terms)
+        sources = parsed_lines(texts, terms, sizes=part_sizes(texts))
         sections = merge_sources(sources)
         _add_focus(sections, instructions)
         return _fit_or_raise(sections, max_tokens)
@@ -293,6 +306,7 @@ def build_sections(
 ) -> Sections:
     """The four steps over one span: segment, classify, score, select."""
     units = classify(segment(messages))
+    share_units(messages, units)  # the topic index of this run reads them, rather than classifying again
     score_units(units, facts.messages, terms)
     sections = empty_sections()
     turns = user_turns(units, facts)

@@ -1,23 +1,28 @@
 """The topic index: the summary block's last section, pointing at what the summary could not hold.
 
 When a span holds more constraints, decisions, next steps and measured numbers than the summary's
-cap can show, the summary keeps the latest and most relevant ones and ends with this index: one
+cap can show, the summary keeps the newest and most relevant ones and ends with this index: one
 line per stretch of the archived span, with a few of that stretch's own words and the archive-id
-range it covers, so the agent knows what to ask ``recall`` for::
+range it covers, so the agent knows what to ask ``recall`` for, and where::
 
     ## Topic index
-    - Not shown above: recall a line's words to read them (archive ids, oldest first).
+    - Not shown above: recall a line's words from its first to its last archive id (oldest first).
     - refund webhooks bucket sandbox: m_0f3a… to m_9b21… (212 messages)
 
 How it is built, for any span:
 
-1. the span's statements (:func:`~compaction.summarizers._segment.segment`,
-   :func:`~compaction.summarizers._classify.classify`) that are essential (a constraint, decision,
-   next step or measured number) and whose text the summary does not show;
-2. the messages holding them, split into contiguous stretches with about as many statements each;
-   the stretches tile the span, so every archived message is in exactly one line's range;
-3. each stretch's words: for each of its statements, its rarest plain words in the span (the words
-   recall's word search ranks highest, see :mod:`compaction.recall`), a few per line.
+1. the span's statements that are essential (a constraint, decision, next step or measured number)
+   and whose text the summary does not show. The statements are those the summarizer of the same
+   run classified (:func:`share_units`); a message it did not read is segmented and classified here
+   (:func:`~compaction.summarizers._segment.segment`,
+   :func:`~compaction.summarizers._classify.classify`);
+2. the messages holding them, split into contiguous stretches of about
+   :data:`STATEMENTS_PER_LINE` statements each (as many as the index's room allows); the stretches
+   tile the span, so every archived message is in exactly one line's range;
+3. each stretch's words: for each of its statements, the words the fewest other messages of the
+   stretch hold (then the fewest of the span), a few per line. A recall call with those words and
+   the line's range (``from_id`` / ``to_id``, see :mod:`compaction.recall`) ranks the statements'
+   messages first: within a few hundred messages, a statement's own rare words are its own.
 
 Words are plain lower-case words of the span (letters only): never an identifier, a number or a
 fragment of either. Lines an earlier compaction wrote are carried forward (oldest first) and,
@@ -28,9 +33,12 @@ their ranges spanned) rather than dropped, so every archived range stays indexed
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
+from compaction._cache import active_scope
 from compaction.recall.text import WORD as _RECALL_WORD
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._extract import clean
@@ -47,13 +55,17 @@ __all__ = [
 ]
 
 TOPIC_HEADING = "## Topic index"
-INTRO = "- Not shown above: recall a line's words to read them (archive ids, oldest first)."
+INTRO = "- Not shown above: recall a line's words from its first to its last archive id (oldest first)."
 ESSENTIAL_KINDS = frozenset({"constraint", "decision", "next_step", "number"})
-WORDS_PER_LINE = 8
+WORDS_PER_LINE = 10
 WORDS_PER_STATEMENT = 2
-MAX_LINES = 60
-TOPIC_SHARE = 0.1
-"""The most of the summary block's cap the index may take."""
+STATEMENTS_PER_LINE = 4
+"""The dropped statements one line aims to cover: one recall call's first page shows 8 messages,
+and a line's range should hold few messages that share its words besides those it stands for."""
+MAX_LINES = 120
+TOPIC_SHARE = 0.25
+"""The most of the summary block's cap the index may take (it takes what its lines need, from the
+artifact ledger's room: the ledger's references are recallable by their exact text anyway)."""
 _SHOWN_PREFIX = 80  # characters of a statement that, found in the summary, mean it is shown
 _WORD = re.compile(r"[a-z]{4,24}")
 _LINE = re.compile(r"^- (?P<words>[a-z]+(?: [a-z]+)*): (?P<first>\S+) to (?P<last>\S+) \((?P<count>\d+) messages?\)$")
@@ -176,15 +188,23 @@ def _dropped(units: Sequence[Unit], summary: str) -> list[Unit]:
     return out
 
 
-def _document_frequency(units: Sequence[Unit], wanted: Iterable[str]) -> dict[str, int]:
-    """In how many messages of the span each word of ``wanted`` occurs (as a whole word, any case),
-    counted over the span's statements and output lines (what the summarizer reads of it)."""
+def _postings(units: Sequence[Unit], wanted: Iterable[str]) -> dict[str, list[int]]:
+    """For each word of ``wanted``, the messages of the span holding it (as a whole word, any
+    case), in order: counted over the span's statements and output lines (what the summarizer
+    reads of it)."""
     wanted_set = set(wanted)
-    holders: dict[str, set[int]] = {w: set() for w in wanted_set}
+    holders: dict[str, list[int]] = {w: [] for w in wanted_set}
     for unit in units:
         for word in {w.lower() for w in _RECALL_WORD.findall(unit.text)} & wanted_set:
-            holders[word].add(unit.msg)
-    return {w: len(msgs) for w, msgs in holders.items()}
+            held = holders[word]
+            if not held or held[-1] != unit.msg:
+                held.append(unit.msg)
+    return holders
+
+
+def _held_between(messages: Sequence[int], first: int, last: int) -> int:
+    """How many of ``messages`` (sorted, distinct) lie from ``first`` to ``last``."""
+    return bisect_right(messages, last) - bisect_left(messages, first)
 
 
 def _stretches(held: Sequence[int], groups: int) -> list[list[int]]:
@@ -262,41 +282,114 @@ def _bounded(messages: Sequence[Message]) -> list[Message]:
     ]
 
 
+_SHARED = "compaction.summarizers.topics.summarizer_units"
+
+
+def share_units(messages: Sequence[Message], units: Sequence[Unit]) -> None:
+    """Keep the summarizer's classified ``units`` of ``messages`` (its span, ``unit.msg`` an index
+    into it) in the run's memo scope (:mod:`compaction._cache`), by message: the topic index of
+    the same run reads each message's statements from there instead of segmenting and classifying
+    the span a second time. Outside a run's scope nothing is kept."""
+    scope = active_scope()
+    if scope is None:
+        return
+    by_msg: dict[int, list[Unit]] = {}
+    for unit in units:
+        by_msg.setdefault(unit.msg, []).append(unit)
+    for k, message in enumerate(messages):
+        mine = tuple(by_msg.get(k, ()))
+        # The message itself is kept with its units: a lookup checks it is the same object.
+        scope.store((_SHARED, id(message)), (message, mine), sum(len(u.text) for u in mine))
+
+
+def _shared_units(message: Message) -> tuple[Unit, ...] | None:
+    scope = active_scope()
+    if scope is None:
+        return None
+    found, value = scope.lookup((_SHARED, id(message)))
+    if not found:
+        return None
+    held, units = cast(tuple[Message, tuple[Unit, ...]], value)
+    return units if held is message else None
+
+
 def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
     """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
-    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``.
-    Each message is read within :data:`MESSAGE_CHARS` (its head and tail)."""
-    if view is None:
-        return classify(segment(_bounded(span)))
+    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``
+    and ``uid`` its place in the result.
+
+    A message the summarizer of this run classified (:func:`share_units`) gives its units as the
+    summarizer classified them; the others are segmented and classified here, each within
+    :data:`MESSAGE_CHARS` (its head and tail)."""
+    read = list(view if view is not None else span)
     where = {m.id: k for k, m in enumerate(span)}
-    view = _bounded(view)
-    units = classify(segment(view))
-    return [replace(u, msg=where[view[u.msg].id]) for u in units if view[u.msg].id in where]
+    per_message: list[Sequence[Unit]] = []
+    missing: list[int] = []
+    for k, message in enumerate(read):
+        shared = _shared_units(message)
+        if shared is None:
+            missing.append(k)
+            per_message.append(())
+        else:
+            per_message.append(shared)
+    if missing:
+        fresh = classify(segment(_bounded([read[k] for k in missing])))
+        grouped: dict[int, list[Unit]] = {}
+        for unit in fresh:
+            grouped.setdefault(missing[unit.msg], []).append(unit)
+        for k, group in grouped.items():
+            per_message[k] = group
+    out: list[Unit] = []
+    for k, mine in enumerate(per_message):
+        at = where.get(read[k].id)
+        if at is None:
+            continue
+        for unit in mine:
+            out.append(replace(unit, msg=at, uid=len(out)))
+    return out
 
 
 def topic_lines(span: Sequence[Message], summary: str, *, groups: int, units: Sequence[Unit]) -> list[TopicLine]:
-    """The index lines for ``span`` (at most ``groups``; ``units``: its statements, see
-    :func:`span_units`): empty when the summary shows every essential statement of the span."""
+    """The index lines for ``span`` (at most ``groups``, and about one per
+    :data:`STATEMENTS_PER_LINE` dropped statements; ``units``: its statements, see
+    :func:`span_units`): empty when the summary shows every essential statement of the span.
+
+    Each line's words are, for each statement it stands for, the words that the fewest other
+    messages of the line's own range hold (then the fewest of the whole span): a recall call
+    searching that range for them (``from_id`` / ``to_id``) ranks the statements' messages first."""
     if not span:
         return []
     dropped = _dropped(units, summary)
     if not dropped:
         return []
     words_of = {u.uid: _words(u.text) for u in dropped}
-    df = _document_frequency(units, {w for ws in words_of.values() for w in ws})
-    for uid, ws in words_of.items():
-        # Rarest first (the words recall's ranking weighs most); ties keep the statement's order.
-        words_of[uid] = sorted(ws, key=lambda w: (df.get(w, 0) or len(span), ws.index(w)))
+    postings = _postings(units, {w for ws in words_of.values() for w in ws})
     by_msg: dict[int, list[Unit]] = {}
     for unit in dropped:
         by_msg.setdefault(unit.msg, []).append(unit)
     held = sorted(by_msg)
+    wanted = -(-len(dropped) // STATEMENTS_PER_LINE)
     out: list[TopicLine] = []
     start = 0
-    runs = _stretches(held, groups)
+    runs = _stretches(held, min(groups, wanted))
     for n, run in enumerate(runs):
         end = len(span) - 1 if n == len(runs) - 1 else run[-1]
-        statements = [words_of[u.uid] for m in run for u in by_msg[m] if words_of[u.uid]]
+        statements = []
+        for m in run:
+            for unit in by_msg[m]:
+                ws = words_of[unit.uid]
+                if ws:
+                    # Rarest in the range first, then in the span; ties keep the statement's order.
+                    statements.append(
+                        sorted(
+                            ws,
+                            key=lambda w: (
+                                _held_between(postings[w], start, end) or len(span),
+                                len(postings[w]) or len(span),
+                                ws.index(w),
+                            ),
+                        )
+                    )
         words = _line_words(statements)
         if words:
             out.append(TopicLine(words, span[start].id, span[end].id, end - start + 1))
