@@ -279,6 +279,18 @@ def test_a_call_outside_an_assistant_message_claims_no_result(fmt: Format) -> No
     assert [(r.index, r.call_id, r.part) for r in report.removed] == [(1, "c1", result)]
 
 
+def test_a_result_inside_an_assistant_message_is_left_where_it_is(fmt: Format) -> None:
+    """Results are collected from non-assistant messages only. A transcript built by hand may put
+    a tool result in an assistant message (no provider format does): repair neither pairs it with
+    a call nor reports it removed, and the message is kept as it is."""
+    stray = ToolResultPart(call_id="c9", content=(TextPart(text="r"),))
+    assistant = Message(id="m1", role="assistant", parts=(TextPart(text="done"), stray))
+    user = Message(id="m0", role="user", parts=(TextPart(text="go"),))
+    fixed, report = repair(Transcript(format=fmt, messages=(user, assistant)), alternation=False)
+    assert fixed.messages == (user, assistant)
+    assert (report.removed, report.synthesized) == ([], [])
+
+
 def test_a_result_ahead_of_its_call_is_moved_after_it_not_replaced(fmt: Format) -> None:
     """Histories merged out of order put a result before its call: repair keeps that result (moved
     after its call) instead of dropping it as a duplicate and synthesizing "no result"."""

@@ -1048,3 +1048,18 @@ def test_retry_after_ms_is_used_when_it_is_a_finite_non_negative_number(millis: 
 def test_a_retry_text_with_a_unit_is_read_in_any_text_of_the_error() -> None:
     body = {"message": "Rate limit reached. Please try again in 2m", "detail": "organization org-123"}
     assert classify_error(body).retry_after == 120.0
+
+
+def test_a_causes_class_does_not_decide_only_its_fields_and_texts() -> None:
+    """The raised error's own classes are read; a cause contributes its fields, body and texts
+    (a wrapper's cause may be an earlier, handled failure of another kind)."""
+
+    class RateLimitError(Exception):
+        pass
+
+    wrapper = RuntimeError("agent step failed")
+    wrapper.__cause__ = RateLimitError("request rejected")
+    assert (classify_error(wrapper).kind, classify_error(wrapper).matched) == (OTHER, None)
+    assert classify_error(RateLimitError("request rejected")).matched == "class:RateLimitError"
+    wrapper.__cause__ = _Bare("request rejected", status_code=429)
+    assert classify_error(wrapper).kind is RATE
