@@ -1,6 +1,6 @@
 """Mutation testing of the core, one module at a time (mutmut), with the score of each.
 
-Run through nox (``nox -s mutation``, or ``nox -s mutation -- compaction/pairs.py`` for one target);
+Run through nox (``nox -s mutation``, or ``nox -s mutation -- pairs`` for one target);
 not part of the default sessions: a full run takes about an hour on two cores. Each target is
 mutated in a scratch copy of the checkout (``.nox/mutation/<target>``) with its own mutmut
 configuration: the module, and the test files that are about it (mutmut then runs, for each
