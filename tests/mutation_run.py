@@ -1,6 +1,6 @@
 """Mutation testing of the core, one module at a time (mutmut), with the score of each.
 
-Run through nox (``nox -s mutation``, or ``nox -s mutation -- compaction/pairs.py`` for one target);
+Run through nox (``nox -s mutation``, or ``nox -s mutation -- pairs`` for one target);
 not part of the default sessions: a full run takes about an hour on two cores. Each target is
 mutated in a scratch copy of the checkout (``.nox/mutation/<target>``) with its own mutmut
 configuration: the module, and the test files that are about it (mutmut then runs, for each
@@ -92,10 +92,24 @@ DEFAULT = tuple(TARGETS)
 IGNORED = shutil.ignore_patterns(".git", ".nox", "mutants", "__pycache__", "*.pyc", ".venv", "*.db")
 
 
-def _scratch_copy(name: str, target: Target, *, reuse: bool) -> Path:
+# Refreshed from the checkout when a scratch copy is reused: new tests (mutmut finds them and
+# records which functions they call) and the rest of the code. A reused copy's mutated module must
+# be the checkout's: otherwise the copy starts afresh.
+REFRESHED = ("compaction", "guards", "tests")
+
+
+def _scratch_copy(name: str, target: Target, *, reuse: bool) -> tuple[Path, bool]:
+    """The target's scratch copy, and whether it was reused (mutmut's results kept)."""
     where = SCRATCH / name.replace("/", "_")
-    if reuse and (where / "mutants" / "mutmut-stats.json").is_file():
-        return where  # mutmut's stats (which tests call which function) and results are kept
+    module = where / target.module
+    if (
+        reuse
+        and (where / "mutants" / "mutmut-stats.json").is_file()
+        and module.read_bytes() == (ROOT / target.module).read_bytes()
+    ):
+        for folder in REFRESHED:
+            shutil.copytree(ROOT / folder, where / folder, ignore=IGNORED, dirs_exist_ok=True)
+        return where, True
     shutil.rmtree(where, ignore_errors=True)
     shutil.copytree(ROOT, where, ignore=IGNORED)
     config = [
@@ -112,7 +126,7 @@ def _scratch_copy(name: str, target: Target, *, reuse: bool) -> Path:
     if "[tool.mutmut]" in text:
         raise SystemExit("pyproject.toml has its own [tool.mutmut]: the runner writes one per target")
     pyproject.write_text(text + "\n".join(config) + "\n", encoding="utf-8")
-    return where
+    return where, False
 
 
 def _mutmut(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -134,12 +148,20 @@ def _statuses(where: Path, target: Target) -> dict[str, str]:
     return out
 
 
+def _pending(where: Path, target: Target) -> list[str]:
+    """The mutants a reused copy still has to run: never run, or survivors (a new test may kill
+    them). mutmut re-runs every mutant it is given by name or glob, so these are named one by one."""
+    return sorted(name for name, status in _statuses(where, target).items() if status in ("not checked", "survived"))
+
+
 def run_target(name: str, target: Target, children: int, *, reuse: bool = False) -> dict[str, object]:
-    where = _scratch_copy(name, target, reuse=reuse)
-    run = _mutmut(where, "run", "--max-children", str(children), *target.patterns)
-    (where / "mutmut-run.log").write_text(run.stdout + run.stderr, encoding="utf-8")
-    if run.returncode != 0:
-        raise SystemExit(f"{name}: mutmut failed (see {where / 'mutmut-run.log'})")
+    where, reused = _scratch_copy(name, target, reuse=reuse)
+    selection = _pending(where, target) if reused else list(target.patterns)
+    if not reused or selection:
+        run = _mutmut(where, "run", "--max-children", str(children), *selection)
+        (where / "mutmut-run.log").write_text(run.stdout + run.stderr, encoding="utf-8")
+        if run.returncode != 0:
+            raise SystemExit(f"{name}: mutmut failed (see {where / 'mutmut-run.log'})")
     statuses = _statuses(where, target)
     survivors = sorted(name for name, status in statuses.items() if status == "survived")
     # Timeouts count as killed (the mutant hung the tests); "no tests" and "suspicious" do not.
@@ -165,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", default=list(DEFAULT), help=f"of: {', '.join(TARGETS)}")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--min-score", type=float, default=0.9, help="fail below this score (on all targets)")
-    parser.add_argument("--reuse", action="store_true", help="keep a target's scratch copy and mutmut's results")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a target's scratch copy and mutmut's results; refresh its source and tests and run only the"
+        " mutants not run yet and the survivors",
+    )
     parser.add_argument("--functions", nargs="+", help="mutate only these functions (names as in the target)")
     args = parser.parse_args(argv)
     unknown = [t for t in args.targets if t not in TARGETS]

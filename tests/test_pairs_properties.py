@@ -238,6 +238,59 @@ def test_every_renamed_call_is_reported(fmt: Format) -> None:
     assert sorted(report.renamed.values()) == sorted(i for i in new_ids if i != "c1"), report.renamed
 
 
+@pytest.mark.parametrize(
+    ("ids", "expected_ids", "expected_renamed"),
+    [
+        (["c1", "c1", "c1"], ["c1", "c1_dup2", "c1_dup3"], {"c1@1.1": "c1_dup2", "c1@1.2": "c1_dup3"}),
+        # A call already named like a rename keeps its id; the repeat takes the next free number.
+        (["c1", "c1_dup2", "c1"], ["c1", "c1_dup2", "c1_dup3"], {"c1@1.2": "c1_dup3"}),
+        (
+            ["c1", "c1_dup2", "c1", "c1"],
+            ["c1", "c1_dup2", "c1_dup3", "c1_dup4"],
+            {"c1@1.2": "c1_dup3", "c1@1.3": "c1_dup4"},
+        ),
+    ],
+)
+def test_a_repeated_call_id_is_renamed_to_the_first_free_dup_number(
+    fmt: Format, ids: list[str], expected_ids: list[str], expected_renamed: dict[str, str]
+) -> None:
+    """The n-th result of a repeated id goes to the n-th call, renamed ``<id>_dup<k>`` with the
+    smallest k from 2 that no call uses: the renamed ids are predictable and reported."""
+    messages = [{"role": "user", "content": "go"}, _calls_message(fmt, ids), *_results_messages(fmt, ids)]
+    fixed, report = repair(to_canonical(messages, format=fmt))
+    assert validate(fixed) == []
+    assert [c.id for c in fixed.messages[1].tool_calls] == expected_ids
+    assert report.renamed == expected_renamed
+    results = [(p.call_id, p.content) for m in fixed.messages for p in m.tool_results]
+    assert results == [(new, f"r{n}") for n, new in enumerate(expected_ids)]
+
+
+def test_a_call_outside_an_assistant_message_claims_no_result(fmt: Format) -> None:
+    """Only an assistant's calls are answered by results. A transcript built by hand may put a
+    tool call in a user message (no provider format does): the message is kept as it is, and the
+    result naming that call is reported as removed, never dropped unreported."""
+    result = ToolResultPart(call_id="c1", content=(TextPart(text="r"),))
+    user = Message(id="m0", role="user", parts=(TextPart(text="go"), ToolCallPart(id="c1", name="f", arguments="{}")))
+    carrier = Message(id="m1", role="tool" if fmt == "openai" else "user", parts=(result,))
+    answer = Message(id="m2", role="assistant", parts=(TextPart(text="ok"),))
+    fixed, report = repair(Transcript(format=fmt, messages=(user, carrier, answer)), alternation=False)
+    assert fixed.messages[0] == user
+    assert [p for m in fixed.messages for p in m.tool_results] == []
+    assert [(r.index, r.call_id, r.part) for r in report.removed] == [(1, "c1", result)]
+
+
+def test_a_result_inside_an_assistant_message_is_left_where_it_is(fmt: Format) -> None:
+    """Results are collected from non-assistant messages only. A transcript built by hand may put
+    a tool result in an assistant message (no provider format does): repair neither pairs it with
+    a call nor reports it removed, and the message is kept as it is."""
+    stray = ToolResultPart(call_id="c9", content=(TextPart(text="r"),))
+    assistant = Message(id="m1", role="assistant", parts=(TextPart(text="done"), stray))
+    user = Message(id="m0", role="user", parts=(TextPart(text="go"),))
+    fixed, report = repair(Transcript(format=fmt, messages=(user, assistant)), alternation=False)
+    assert fixed.messages == (user, assistant)
+    assert (report.removed, report.synthesized) == ([], [])
+
+
 def test_a_result_ahead_of_its_call_is_moved_after_it_not_replaced(fmt: Format) -> None:
     """Histories merged out of order put a result before its call: repair keeps that result (moved
     after its call) instead of dropping it as a duplicate and synthesizing "no result"."""

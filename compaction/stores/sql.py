@@ -283,14 +283,17 @@ class SQLSessionStore(SQLEventLog):
             head = self._lock_session(conn, session_id)
             if head[0] != expected_through_id:
                 return False  # lost the race: another worker compacted first
-            owner = self._execute(conn, "SELECT session_id FROM messages WHERE id = ?", (new_through_id,)).fetchone()
+            # "pragma: no mutate" on SQL text: the case of keywords and unquoted identifiers is not
+            # behaviour in SQLite or PostgreSQL, so its mutants could never be killed.
+            owner_sql = "SELECT session_id FROM messages WHERE id = ?"  # pragma: no mutate
+            owner = self._execute(conn, owner_sql, (new_through_id,)).fetchone()
             check_owner(owner, new_through_id, session_id)
             if tail is not None and tail.through_id != new_through_id:
-                owner = self._execute(conn, "SELECT session_id FROM messages WHERE id = ?", (tail.through_id,))
+                owner = self._execute(conn, owner_sql, (tail.through_id,))
                 check_owner(owner.fetchone(), tail.through_id, session_id, "tail.through_id")
             cursor = self._execute(
                 conn,
-                "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"
+                "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"  # pragma: no mutate
                 f" WHERE id = ? AND summary_through_id {self.dialect.same_as} ?",
                 (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
             )
@@ -298,18 +301,21 @@ class SQLSessionStore(SQLEventLog):
                 raise self.dialect.data_error(f"compare-and-swap on session {session_id!r} matched no row")
             self._execute(
                 conn,
-                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after, messages_compacted,"
-                ' fallback_level, summary, summary_through_id, "trigger", record)'
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after,"  # pragma: no mutate
+                " messages_compacted, fallback_level, summary, summary_through_id,"  # pragma: no mutate
+                ' "trigger", record)'  # mutated: a quoted name's case matters in PostgreSQL
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # pragma: no mutate
                 entry_row(session_id, entry, record_json),
             )
             if archived:
+                # pragma: no mutate start
                 columns = ("session_id", "archive_id", "message", "role", "text", *self.dialect.archive_columns)
+                # pragma: no mutate end
                 values = ", ".join("?" * len(columns))
                 self._execute_many(
                     conn,
                     f"INSERT INTO archive ({', '.join(columns)}, created_at) VALUES ({values}, ?)"
-                    " ON CONFLICT (session_id, archive_id) DO NOTHING",
+                    " ON CONFLICT (session_id, archive_id) DO NOTHING",  # pragma: no mutate
                     [(*row, now) for row in archived],
                 )
         return True

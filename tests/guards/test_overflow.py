@@ -531,7 +531,7 @@ def test_broken_str_does_not_crash() -> None:
 
 
 def test_rejects_unsupported_input() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^error must be an exception, a string or a mapping, got int$"):
         classify_error(42)  # type: ignore[arg-type]
 
 
@@ -937,3 +937,129 @@ def test_body_token_numbers_must_be_ints() -> None:
     body = {"error": {"code": "exceed_context_size_error", "n_prompt_tokens": "9000", "n_ctx": True}}
     result = classify_error(body)
     assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, None, None)
+
+
+@pytest.mark.parametrize("key", ["error", "message", "detail", "body", "details", "response"])
+def test_every_nesting_key_counts_one_level_towards_the_bound(key: str) -> None:
+    def nested(levels: int) -> Any:
+        body: Any = {"status_code": 429}
+        for _ in range(levels):
+            body = {key: body}
+        return body
+
+    assert classify_error(nested(4)).status_code == 429  # the innermost body at depth 4 is read
+    assert classify_error(nested(5)).status_code is None  # depth 5 is not
+
+
+def test_the_first_status_found_is_kept() -> None:
+    # The nested error is read before the envelope (its fields are the more specific ones).
+    assert classify_error({"error": {"status_code": 413}, "status_code": 500}).status_code == 413
+    assert classify_error(_Bare(status_code=429, body={"status_code": 400})).status_code == 429
+
+
+def test_the_envelope_type_error_is_not_a_code() -> None:
+    """Anthropic bodies say ``"type": "error"`` around the real error: that word is not a code."""
+    for envelope in ("error", "Error", "ERROR", " error "):
+        result = classify_error({"type": envelope, "message": "something failed"})
+        assert (result.kind, result.code) == (OTHER, None), envelope
+    nested = classify_error({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})
+    assert nested.code == "invalid_request_error"
+
+
+def test_only_string_header_names_and_scalar_values_are_read() -> None:
+    headers: dict[Any, Any] = {1: "5", "retry-after": None, "Retry-After": "3", "retry-after-ms": ["1000"]}
+    result = classify_error({"error": {"code": "rate_limit_exceeded"}, "headers": headers})
+    assert (result.kind, result.retry_after) == (RATE, 3.0)
+
+
+def test_an_exceptions_message_attribute_is_read_besides_its_text() -> None:
+    """SDK errors keep the provider's message in ``.message`` while ``str()`` may be a summary."""
+
+    class SdkError(Exception):
+        def __str__(self) -> str:
+            return "request failed"
+
+    error = SdkError()
+    error.message = "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens."
+    result = classify_error(error)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, 9000, 8192)
+    assert classify_error(SdkError()).kind is OTHER
+
+
+@pytest.mark.parametrize(("word", "matched"), [("quota", "text:quota"), ("TPM", "text:TPM/RPM")])
+def test_a_rule_matches_at_the_start_of_any_text_of_the_error(word: str, matched: str) -> None:
+    """Each text is searched whole, with its own word boundaries: a rule's word opening a later
+    text (a body's ``detail`` after its ``message``) decides as it would alone."""
+    result = classify_error({"message": "request failed", "detail": f"{word} exceeded for this project"})
+    assert (result.kind, result.matched) == (RATE, matched)
+
+
+def test_the_cause_chain_is_followed_through_cause_and_context() -> None:
+    """A wrapper keeps the provider's error as ``__cause__`` (``raise ... from``) or, raised while
+    handling it, as ``__context__``: both are followed, up to three levels."""
+    provider = _Bare("slow down", status_code=429)
+    middle = RuntimeError("request failed")
+    middle.__cause__ = provider  # explicit, no context
+    outer = RuntimeError("agent step failed")
+    outer.__context__ = middle  # implicit, no cause
+    result = classify_error(outer)
+    assert (result.kind, result.status_code) == (RATE, 429)
+
+
+def test_a_status_quoted_in_the_text_counts_when_no_field_has_one() -> None:
+    result = classify_error("Error code: 503 - {'message': 'upstream failure'}")
+    assert (result.kind, result.status_code, result.matched) == (TRANSIENT, 503, "status:503")
+
+
+def test_a_414_is_not_read_as_an_overflow_by_its_text() -> None:
+    result = classify_error({"status_code": 414, "message": "prompt is too long: 5 tokens > 4 maximum"})
+    assert (result.kind, result.matched) == (OTHER, None)
+    quoted = classify_error({"status_code": 413, "message": "{'code': 'context_length_exceeded'}"})
+    assert (quoted.kind, quoted.matched, quoted.code) == (
+        OVERFLOW,
+        "code:context_length_exceeded",
+        "context_length_exceeded",
+    )
+
+
+def test_a_type_error_quoted_in_a_text_is_not_a_code() -> None:
+    for envelope in ("error", "Error", "ERROR"):
+        result = classify_error(f"{{'type': '{envelope}', 'message': 'something failed'}}")
+        assert (result.kind, result.code) == (OTHER, None), envelope
+
+
+def test_token_numbers_quoted_in_a_text_are_read() -> None:
+    text = "{'code': 'exceed_context_size_error', 'n_prompt_tokens': 9000, 'n_ctx': 8192}"
+    result = classify_error(text)
+    assert (result.kind, result.requested_tokens, result.allowed_tokens) == (OVERFLOW, 9000, 8192)
+
+
+@pytest.mark.parametrize(
+    ("millis", "expected"),
+    [("0", 0.0), ("0.5", 0.0005), ("soon", 3.0), ("inf", 3.0), ("nan", 3.0), ("-5", 3.0)],
+)
+def test_retry_after_ms_is_used_when_it_is_a_finite_non_negative_number(millis: str, expected: float) -> None:
+    """Otherwise the ``retry-after`` header answers."""
+    headers = {"retry-after-ms": millis, "retry-after": "3"}
+    result = classify_error({"error": {"code": "rate_limit_exceeded"}, "headers": headers})
+    assert result.retry_after == expected
+
+
+def test_a_retry_text_with_a_unit_is_read_in_any_text_of_the_error() -> None:
+    body = {"message": "Rate limit reached. Please try again in 2m", "detail": "organization org-123"}
+    assert classify_error(body).retry_after == 120.0
+
+
+def test_a_causes_class_does_not_decide_only_its_fields_and_texts() -> None:
+    """The raised error's own classes are read; a cause contributes its fields, body and texts
+    (a wrapper's cause may be an earlier, handled failure of another kind)."""
+
+    class RateLimitError(Exception):
+        pass
+
+    wrapper = RuntimeError("agent step failed")
+    wrapper.__cause__ = RateLimitError("request rejected")
+    assert (classify_error(wrapper).kind, classify_error(wrapper).matched) == (OTHER, None)
+    assert classify_error(RateLimitError("request rejected")).matched == "class:RateLimitError"
+    wrapper.__cause__ = _Bare("request rejected", status_code=429)
+    assert classify_error(wrapper).kind is RATE
