@@ -13,7 +13,7 @@ import pytest
 from compaction._cache import memo_scope
 from compaction.fidelity import altered_identifiers, source_strings
 from compaction.recall import MemoryRecallIndex, recall
-from compaction.summarizers import _topics
+from compaction.summarizers import topics
 from compaction.summarizers._select import newest_in_parts, part_sizes, remember_part
 from compaction.summarizers.extractive import ExtractiveSummarizer
 from compaction.summarizers.topics import STATEMENTS_PER_LINE, build_topic_index, parse_topic_index
@@ -129,7 +129,7 @@ def test_the_index_reads_the_summarizers_statements(monkeypatch: pytest.MonkeyPa
     with memo_scope():
         summary = ExtractiveSummarizer().summarize_messages(span, max_tokens=500)
         calls: list[int] = []
-        real = _topics.classify
+        real = topics.classify
 
         def counting(units):  # type: ignore[no-untyped-def]
             calls.append(len(units))
