@@ -135,13 +135,13 @@ def test_the_index_reads_the_summarizers_statements(monkeypatch: pytest.MonkeyPa
             calls.append(len(units))
             return real(units)
 
-        monkeypatch.setattr(_topics, "classify", counting)
+        monkeypatch.setattr(topics, "classify", counting)
         shared = build_topic_index(span, summary, max_tokens=600, count=_count, view=span)
         assert calls == []  # every message's statements came from the summarizer
         # A message the summarizer did not read (another object) is classified here, alone.
         changed = [*span[:-1], span[-1].model_copy(update={"parts": (TextPart(text="Never deploy on a Friday."),)})]
         build_topic_index(changed, summary, max_tokens=600, count=_count, view=changed)
         assert calls == [1]
-    monkeypatch.setattr(_topics, "classify", real)
+    monkeypatch.setattr(topics, "classify", real)
     # Outside the run's scope the same index is built by classifying the span itself.
     assert build_topic_index(span, summary, max_tokens=600, count=_count, view=span) == shared
