@@ -200,8 +200,15 @@ TURN = st.tuples(
 
 
 async def drive_loop(
-    fmt: str, use_store: bool, keep: int, turns: list[tuple[int, int, str, int, bool]], threshold: int = 6_000
+    fmt: str,
+    use_store: bool,
+    keep: int,
+    turns: list[tuple[int, int, str, int, bool]],
+    threshold: int = 6_000,
+    compacted_at: list[bool] | None = None,
 ) -> tuple[Recorder, int]:
+    """Run the loop; the number of compactions made at the turns' trigger points (each turn's
+    outcome is appended to ``compacted_at`` when given)."""
     model = Recorder(fmt)
     store = SQLiteSessionStore() if use_store else None
     cm = ContextManager(
@@ -213,10 +220,11 @@ async def drive_loop(
         cm.append(assistant(t + 10, calls, fmt))
         ids = [f"call_{t + 10}_{k}" for k in range(calls)]
         cm.append(*(result(i, chars, fmt) for i in ids[:at]))
+        compacted = False
         if trigger == "manual":
-            compactions += (await cm.compact_now()).compacted
+            compacted = (await cm.compact_now()).compacted
         elif trigger == "threshold":
-            compactions += bool((done := await cm.before_turn()) and done.compacted)
+            compacted = bool((done := await cm.before_turn()) and done.compacted)
         elif trigger == "overflow":
             model.overflow = True
             try:
@@ -224,7 +232,10 @@ async def drive_loop(
             except ContextOverflowError:  # nothing left to compact: the request is not sent
                 model.overflow = False
             else:
-                compactions += bool(cm.last_outcome and cm.last_outcome.compactions)
+                compacted = bool(cm.last_outcome and cm.last_outcome.compactions)
+        compactions += compacted
+        if compacted_at is not None:
+            compacted_at.append(compacted)
         assert validate(to_canonical(cm.messages, format=fmt), allow_pending=True) == []  # type: ignore[arg-type]
         cm.append(*(result(i, chars, fmt) for i in ids[at:]))  # the real results arrive
         if user_after:
@@ -255,6 +266,11 @@ def test_compactions_at_any_point_of_a_loop_never_break_a_request(
 def test_the_generated_loops_do_compact_while_calls_are_pending() -> None:
     """The property above is not vacuous: such a loop compacts with calls open, every way."""
     turns = [(3, 2, trigger, 9_000, True) for trigger in ("manual", "threshold", "overflow", "manual")]
-    model, compactions = asyncio.run(drive_loop("openai", True, 0, turns, threshold=9_000))
+    compacted_at: list[bool] = []
+    model, compactions = asyncio.run(drive_loop("openai", True, 0, turns, threshold=9_000, compacted_at=compacted_at))
     model.check()
-    assert compactions == len(turns)  # each with the turn's third call still running
+    # Each way compacts with the turn's third call still running. The last manual compaction only
+    # does when the loop's own check after the turn before left a finished turn to summarize,
+    # which depends on the summary's size by a few tokens: it is not asserted.
+    assert compacted_at[:3] == [True, True, True]
+    assert compactions == sum(compacted_at) >= 3

@@ -785,7 +785,7 @@ def test_draining_server_refuses_new_compactions(srv: Running) -> None:
 
     found = _find_service(service)
     assert found is not None
-    found.draining = True
+    found.state.draining = True
     try:
         response = srv.client.post("/v1/compact", json={"messages": chat(2)})
         assert response.status_code == 503
@@ -794,7 +794,7 @@ def test_draining_server_refuses_new_compactions(srv: Running) -> None:
         assert srv.client.get("/health").status_code == 503
         assert srv.client.get("/health").json()["status"] == "draining"
     finally:
-        found.draining = False
+        found.state.draining = False
 
 
 def test_sigterm_drains_in_flight_compactions(tmp_path: Path) -> None:
