@@ -19,12 +19,8 @@ carried; the whole compacted context, when they are not.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.same_outputs import checkout  # noqa: E402
+from benchmarks.same_outputs import before_and_after  # noqa: E402
 
 # Run with PYTHONPATH on a tree: reads {name: messages} JSON, writes {"outputs": {case: text}, "converted": [...]}.
 _PROBE = r"""
@@ -94,31 +90,13 @@ def sessions() -> dict[str, list[dict[str, Any]]]:
     return {kind: [dict(m) for m in generate(kind, 600, seed=3).messages] for kind in ("coding", "job_search")}
 
 
-def run(tree: Path, inputs: Path, into: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(inputs), str(into)], cwd=tree, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: the loop failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(into.read_text(encoding="utf-8"))
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     import statistics
 
     parser = argparse.ArgumentParser(prog="python benchmarks/same_manager_outputs.py")
     parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="same-manager-outputs-"))
-    base = Path(args.base)
-    if not (base / "compaction").is_dir():
-        base = checkout(args.base, work / "base")
-    inputs = work / "inputs.json"
-    inputs.write_text(json.dumps(sessions()), encoding="utf-8")
-    before = run(base, inputs, work / "before.json")
-    after = run(ROOT, inputs, work / "after.json")
+    work, before, after = before_and_after(args.base, "same-manager-outputs-", sessions(), _PROBE)
     old, new = before["outputs"], after["outputs"]
     differ = sorted(name for name in old if old[name] != new.get(name))
     compactions = sum(text.count('"compacted": true') for text in old.values())

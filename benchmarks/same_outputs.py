@@ -65,15 +65,28 @@ def cases() -> dict[str, tuple[list[dict[str, Any]], Any]]:
     return found
 
 
-def outputs(tree: Path, inputs: Path, into: Path) -> dict[str, str]:
+def run_probe(probe: str, tree: Path, inputs: Path, into: Path) -> Any:
+    """Run ``probe`` (a script reading ``inputs`` and writing JSON to ``into``) on the code of
+    ``tree``, in a fresh interpreter; what it wrote."""
     env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(inputs), str(into)], cwd=tree, env=env, capture_output=True, text=True
+        [sys.executable, "-c", probe, str(inputs), str(into)], cwd=tree, env=env, capture_output=True, text=True
     )
     if done.returncode != 0:
-        raise SystemExit(f"{tree}: compacting failed:\n{done.stderr[-3000:]}")
-    result: dict[str, str] = json.loads(into.read_text(encoding="utf-8"))
-    return result
+        raise SystemExit(f"{tree}: the probe failed:\n{done.stderr[-3000:]}")
+    return json.loads(into.read_text(encoding="utf-8"))
+
+
+def before_and_after(base: str, prefix: str, inputs: Any, probe: str) -> tuple[Path, Any, Any]:
+    """``probe`` run on the same ``inputs`` by ``base`` (a git revision or another checkout) and by
+    this tree: the scratch folder, then the two results."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    tree = Path(base)
+    if not (tree / "compaction").is_dir():
+        tree = checkout(base, work / "base")
+    path = work / "inputs.json"
+    path.write_text(json.dumps(inputs), encoding="utf-8")
+    return work, run_probe(probe, tree, path, work / "before.json"), run_probe(probe, ROOT, path, work / "after.json")
 
 
 def checkout(revision: str, into: Path) -> Path:
@@ -90,14 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/same_outputs.py", description=__doc__.splitlines()[0])
     parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="same-outputs-"))
-    base = Path(args.base)
-    if not (base / "compaction").is_dir():
-        base = checkout(args.base, work / "base")
-    inputs = work / "inputs.json"
-    inputs.write_text(json.dumps(cases()), encoding="utf-8")
-    before = outputs(base, inputs, work / "before.json")
-    after = outputs(ROOT, inputs, work / "after.json")
+    work, before, after = before_and_after(args.base, "same-outputs-", cases(), _PROBE)
     differ = sorted(name for name in before if before[name] != after.get(name))
     print(f"{len(before)} cases, {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))
     if differ:

@@ -17,12 +17,8 @@ of the cases that differ when any does.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.same_outputs import checkout  # noqa: E402
+from benchmarks.same_outputs import before_and_after  # noqa: E402
 
 # Run with PYTHONPATH on a tree: reads {name: messages} JSON, writes {name: output}.
 _PROBE = r"""
@@ -119,36 +115,13 @@ def sessions() -> dict[str, list[dict[str, Any]]]:
     return {name: [dict(m) for m in messages] for name, messages in found.items()}
 
 
-def outputs(tree: Path, inputs: Path, into: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(inputs), str(into)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: compacting failed:\n{done.stderr[-3000:]}")
-    result: dict[str, str] = json.loads(into.read_text(encoding="utf-8"))
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/same_outputs_paths.py", description=__doc__.splitlines()[0]
     )
     parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="same-paths-"))
-    base = Path(args.base)
-    if not (base / "compaction").is_dir():
-        base = checkout(args.base, work / "base")
-    inputs = work / "inputs.json"
-    inputs.write_text(json.dumps(sessions()), encoding="utf-8")
-    before = outputs(base, inputs, work / "before.json")
-    after = outputs(ROOT, inputs, work / "after.json")
+    work, before, after = before_and_after(args.base, "same-paths-", sessions(), _PROBE)
     differ = sorted(name for name in before if before[name] != after.get(name))
     raised = sum(1 for text in after.values() if not text.startswith("{"))
     print(f"{len(before)} cases ({raised} raise), {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))

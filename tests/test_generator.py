@@ -140,9 +140,9 @@ def test_tool_heavy_is_heavier() -> None:
 
 
 def test_twenty_thousand_messages_is_fast() -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine does not move it as it moves wall time
     g = generate("coding", 20_000, seed=0, format="anthropic")
-    assert time.perf_counter() - start < 10.0
+    assert time.process_time() - start < 10.0
     assert len(g.messages) == 20_000
     assert validate(to_canonical(g.messages, g.system)) == []
 

@@ -211,19 +211,19 @@ def _log(size: int) -> str:
 def test_fast_on_two_megabytes_of_log() -> None:
     text = _log(2_000_000)
     for finder in (find_paths, find_urls, find_identifiers, find_error_lines):
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: a loaded machine does not move it as it moves wall time
         assert finder(text)
-        assert time.perf_counter() - start < 1.0, finder.__name__
+        assert time.process_time() - start < 1.0, finder.__name__
 
 
 @pytest.mark.parametrize("unit", ["a", "a-", "/", "a/", "1.", ".a", "a_", "a:", "-", "ab12", "Error "])
 def test_no_catastrophic_backtracking(unit: str) -> None:
     text = unit * (300_000 // len(unit))
-    start = time.perf_counter()
+    start = time.process_time()
     for finder in (find_paths, find_urls, find_identifiers, find_error_lines):
         finder(text)
     important_lines(text, 40)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 @given(st.text(max_size=300))

@@ -864,6 +864,9 @@ def test_litellm_summarizer_on_the_worker_loop(launch: Callable[..., Running]) -
     with FakeProvider() as provider:
         summarizer = LLMSummarizer("openai/fake-summarizer", api_base=provider.openai_api_base, api_key="test-key")
         srv = launch(summarizer=summarizer)
+        # A hang guard, not a latency bound: the first request imports litellm and makes its first
+        # call, which took over the client's 30 s at a load average of 25 (a ReadTimeout, not a bug).
+        srv.client.timeout = httpx.Timeout(600.0)
         assert srv.client.get("/health").json()["summarizer"] == "LLMSummarizer"
         for _ in range(2):
             result = srv.client.post("/v1/compact", json={"messages": coding_session()}).json()

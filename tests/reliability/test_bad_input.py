@@ -32,11 +32,11 @@ from reliability_kit import (
     assert_fits,
     assert_no_loss,
     config,
+    cpu_clock,
     oa_call,
     png_base64,
     session,
     snapshot,
-    stopwatch,
 )
 
 from compaction import CompactionConfig, Compactor
@@ -269,7 +269,7 @@ def test_corpus_case_is_a_named_error_or_a_valid_compaction(case: Case) -> None:
     messages, system = case.build()
     before = snapshot(messages)
     compactor = Compactor(MODEL, None, config())
-    with stopwatch() as elapsed:
+    with cpu_clock() as elapsed:
         if case.error is not None:
             with pytest.raises(TranscriptError) as caught:
                 compactor.compact(messages, system=system)
@@ -327,7 +327,7 @@ def test_a_hundred_thousand_messages() -> None:
         messages.append({"role": "assistant", "content": f"answer {i}"})
     messages.append({"role": "user", "content": "the last question"})
     summarizer = ScriptedSummarizer(default="A summary of 100,000 messages.", window=10_000_000)
-    with stopwatch() as elapsed:
+    with cpu_clock() as elapsed:
         result = Compactor(MODEL, summarizer, CompactionConfig()).compact(messages)
     assert result.compacted
     assert len(result.messages) < 20
@@ -343,7 +343,7 @@ def test_a_hundred_thousand_messages_with_the_default_summarizer() -> None:
     for i in range(50_000):
         messages.append({"role": "user", "content": f"question {i} about module_{i % 97}.py"})
         messages.append({"role": "assistant", "content": f"answer {i}: fixed line {i % 500}"})
-    with stopwatch() as elapsed:
+    with cpu_clock() as elapsed:
         result = Compactor(MODEL).compact(messages)
     assert result.compacted
     assert_no_loss(messages, result)

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 import pytest
-from reliability_kit import MODEL, an_session, assert_fits, assert_no_loss, config, llm, session, stopwatch
+from reliability_kit import MODEL, an_session, assert_fits, assert_no_loss, config, cpu_clock, llm, session
 
 from compaction import CompactionError, Compactor, ContextOverflowError
 from compaction.middleware import CompactionFailed, ContextManager
@@ -105,7 +105,7 @@ async def test_overflow_recovery_stops_after_the_configured_attempts(provider: F
     compactor = Compactor(MODEL, llm(provider), config(overflow_attempts=attempts))
     messages = session(40)
     before = copy.deepcopy(messages)
-    with stopwatch() as elapsed, pytest.raises(ContextOverflowError) as caught:
+    with cpu_clock() as elapsed, pytest.raises(ContextOverflowError) as caught:
         await bounded(compactor.complete(messages, call=agent))
     assert caught.value.attempts <= attempts
     assert len(agent_calls) <= attempts + 2  # one per successful compaction, one after truncation
