@@ -19,7 +19,6 @@ carried; the whole compacted context, when they are not.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.same_outputs import before_and_after  # noqa: E402
+from benchmarks.same_outputs import before_and_after, differing, verdict  # noqa: E402
 
 # Run with PYTHONPATH on a tree: reads {name: messages} JSON, writes {"outputs": {case: text}, "converted": [...]}.
 _PROBE = r"""
@@ -98,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work, before, after = before_and_after(args.base, "same-manager-outputs-", sessions(), _PROBE)
     old, new = before["outputs"], after["outputs"]
-    differ = sorted(name for name in old if old[name] != new.get(name))
+    differ = differing(old, new)
     compactions = sum(text.count('"compacted": true') for text in old.values())
     print(
         f"{len(old)} cases, {compactions} compactions, {len(differ)} differ"
@@ -111,11 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{label}: messages the manager converted and counted per compaction, "
             f"median {median:g}, total {sum(converted)}"
         )
-    if differ:
-        print(f"outputs: {work}/before.json and {work}/after.json")
-        return 1
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return verdict(work, differ)
 
 
 if __name__ == "__main__":

@@ -99,18 +99,29 @@ def checkout(revision: str, into: Path) -> Path:
     return into
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/same_outputs.py", description=__doc__.splitlines()[0])
-    parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
-    args = parser.parse_args(argv)
-    work, before, after = before_and_after(args.base, "same-outputs-", cases(), _PROBE)
-    differ = sorted(name for name in before if before[name] != after.get(name))
-    print(f"{len(before)} cases, {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))
+def differing(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The cases whose output differs between the two trees, sorted."""
+    return sorted(name for name in before if before[name] != after.get(name))
+
+
+def verdict(work: Path, differ: list[str]) -> int:
+    """The exit status: 1 when some case differs (its outputs kept in ``work`` and named), else 0
+    (``work`` removed)."""
     if differ:
         print(f"outputs: {work}/before.json and {work}/after.json")
         return 1
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/same_outputs.py", description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
+    args = parser.parse_args(argv)
+    work, before, after = before_and_after(args.base, "same-outputs-", cases(), _PROBE)
+    differ = differing(before, after)
+    print(f"{len(before)} cases, {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))
+    return verdict(work, differ)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ of the cases that differ when any does.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.same_outputs import before_and_after  # noqa: E402
+from benchmarks.same_outputs import before_and_after, differing, verdict  # noqa: E402
 
 # Run with PYTHONPATH on a tree: reads {name: messages} JSON, writes {name: output}.
 _PROBE = r"""
@@ -122,14 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("base", help="a git revision of this repository, or the path of another checkout")
     args = parser.parse_args(argv)
     work, before, after = before_and_after(args.base, "same-paths-", sessions(), _PROBE)
-    differ = sorted(name for name in before if before[name] != after.get(name))
+    differ = differing(before, after)
     raised = sum(1 for text in after.values() if not text.startswith("{"))
     print(f"{len(before)} cases ({raised} raise), {len(differ)} differ" + (f": {', '.join(differ)}" if differ else ""))
-    if differ:
-        print(f"outputs: {work}/before.json and {work}/after.json")
-        return 1
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return verdict(work, differ)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from retry_waits import record_waits
 
 from compaction.summarizers.base import (
     EmptySummaryError,
@@ -42,21 +43,6 @@ def make(server: FakeProvider, route: str, *, model: str = "x", **kwargs: Any) -
 
 def request(max_tokens: int = 1000, **kwargs: Any) -> SummaryRequest:
     return SummaryRequest(**{"system_prompt": SYSTEM, "prompt": PROMPT, "max_tokens": max_tokens, **kwargs})
-
-
-def record_waits(summarizer: LLMSummarizer) -> list[float]:
-    """The waits the summarizer's retry policy computes after each failed attempt, in order: what a
-    timing bound was a proxy for, without the machine's load in it. Tenacity computes the wait
-    before its stop rule, so the wait after the last attempt is in the list but never slept."""
-    waits: list[float] = []
-    policy = summarizer._wait
-
-    def wait(state: Any) -> float:
-        waits.append(policy(state))
-        return waits[-1]
-
-    summarizer._wait = wait  # type: ignore[method-assign]
-    return waits
 
 
 async def warm_up(server: FakeProvider, route: str) -> None:

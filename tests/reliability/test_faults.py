@@ -37,6 +37,7 @@ from reliability_kit import (
     session,
     stopwatch,
 )
+from retry_waits import record_waits
 
 from compaction import CompactionError, Compactor
 from compaction.middleware import CompactionFailed, ContextManager
@@ -69,24 +70,6 @@ CLIENT_TIMEOUTS = {"timeout_no_answer", "slow_past_timeout"}
 # a healthy answer from turning into a retry (an empty answer is not retried; a timeout is).
 ANSWERED_TIMEOUT_S = 5.0
 PART_RE = re.compile(r"part (\d+) of (\d+)")
-
-
-def record_waits(summarizer: LLMSummarizer) -> list[float]:
-    """The waits the summarizer's retry policy chose after each failed attempt (every call).
-
-    What a wall-clock bound on a compaction stood for, without the machine's load in it: each
-    attempt is bounded by the client's own timeout, the attempts are counted exactly below, and
-    these are the sleeps between them. Tenacity computes a wait before its stop rule, so the wait
-    after a call's last attempt is listed too, but never slept."""
-    waits: list[float] = []
-    policy = summarizer._wait
-
-    def wait(state: Any) -> float:
-        waits.append(policy(state))
-        return waits[-1]
-
-    summarizer._wait = wait  # type: ignore[method-assign]
-    return waits
 
 
 class Attempts:
