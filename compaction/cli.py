@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from compaction.errors import CompactionError, TranscriptError
 
@@ -23,6 +23,8 @@ EXIT_USAGE, EXIT_FILE, EXIT_JSON, EXIT_TRANSCRIPT, EXIT_COMPACTION, EXIT_MODEL =
 EXIT_NO_MATCH, EXIT_NOT_FOUND = 1, 8
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 EXAMPLES = Path(__file__).resolve().parent / "examples"
+# What ``add_subparsers`` returns (argparse keeps the class's name private).
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _window_tokens(text: str) -> int:
@@ -39,13 +41,6 @@ def _positive(text: str) -> int:
     value = _integer(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 
@@ -118,13 +113,13 @@ def read_transcript_format(path: str) -> tuple[list[Any], Any, bool]:
 
 def _compactor(args: argparse.Namespace) -> Any:
     from compaction.compactor import Compactor
-    from compaction.config import CompactionConfig
+    from compaction.config_options import config_from_args
     from guards import ContextWindowTooSmall
 
-    options: dict[str, Any] = {"keep_recent_messages": args.keep_recent}
-    if args.window is not None:
-        options["window"] = args.window
-    config = CompactionConfig(**options)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:  # a combination of options the configuration refuses
+        raise CliError(str(exc), EXIT_USAGE) from None
     summarizer = None if args.summarizer in (None, "extractive") else args.summarizer
     try:
         compactor = Compactor(args.model, summarizer, config)
@@ -377,27 +372,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_inspect(sub)
+    _add_compact(sub)
+    _add_recall(sub)
+    _add_sessions(sub)
+    _add_demo(sub)
+    _add_serve(sub)
+    return parser
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("file", help="transcript: JSON list, {'messages', 'system'} object, or JSONL; '-' for stdin")
-        p.add_argument("--model", default="gpt-4o", help="the agent's model (chooses the tokenizer and window)")
-        p.add_argument("--window", type=_window_tokens, help="context window in tokens (overrides the model's)")
-        p.add_argument("--budget", type=_positive, help="target tokens after compaction (default: window - reserve)")
-        p.add_argument("--keep-recent", type=_non_negative, default=6, help="recent messages kept verbatim (default 6)")
-        p.add_argument("--summarizer", default="extractive", help="'extractive' (offline, default) or a litellm model")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
 
+def _add_transcript_options(parser: argparse.ArgumentParser) -> None:
+    """What ``inspect`` and ``compact`` share: the file, the model and every configuration field."""
+    from compaction.config_options import add_config_arguments
+
+    parser.add_argument("file", help="transcript: JSON list, {'messages', 'system'} object, or JSONL; '-' for stdin")
+    parser.add_argument("--model", default="gpt-4o", help="the agent's model (chooses the tokenizer and window)")
+    parser.add_argument("--budget", type=_positive, help="target tokens after compaction (default: window - reserve)")
+    parser.add_argument("--summarizer", default="extractive", help="'extractive' (offline, default) or a litellm model")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_config_arguments(parser)
+
+
+def _add_inspect(sub: _Subcommands) -> None:
     inspect = sub.add_parser("inspect", help="tokens by role and tool, largest messages, pair check, compaction plan")
-    common(inspect)
+    _add_transcript_options(inspect)
     inspect.set_defaults(func=cmd_inspect)
 
+
+def _add_compact(sub: _Subcommands) -> None:
     compact = sub.add_parser("compact", help="compact a transcript; the result goes to stdout or --out")
-    common(compact)
+    _add_transcript_options(compact)
     compact.add_argument("--instructions", help="what the summary should focus on (like /compact <focus>)")
     compact.add_argument("--out", help="write the compacted transcript here instead of stdout")
     compact.add_argument("--dry-run", action="store_true", help="show the plan and its cost; call no model")
     compact.set_defaults(func=cmd_compact)
 
+
+def _add_recall(sub: _Subcommands) -> None:
     recall = sub.add_parser("recall", help="search what compaction archived in a session store")
     recall.add_argument("db", help="the session store: a SQLite file or postgresql://user:pass@host/db")
     recall.add_argument("query", nargs="?", help="an exact identifier (path, URL, hash, id, command) or words")
@@ -408,11 +419,15 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--json", action="store_true", help="machine-readable output")
     recall.set_defaults(func=cmd_recall, trailing_positional="query")
 
+
+def _add_sessions(sub: _Subcommands) -> None:
     sessions = sub.add_parser("sessions", help="list the sessions of a session store (SQLite file or PostgreSQL URL)")
     sessions.add_argument("db", help="the session store: a SQLite file or postgresql://user:pass@host/db")
     sessions.add_argument("--json", action="store_true", help="machine-readable output")
     sessions.set_defaults(func=cmd_sessions)
 
+
+def _add_demo(sub: _Subcommands) -> None:
     demo = sub.add_parser("demo", help="compact the bundled example session offline (no API key)")
     demo.add_argument("--example", default="coding_session", help="bundled example name")
     demo.add_argument(
@@ -420,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=cmd_demo)
 
+
+def _add_serve(sub: _Subcommands) -> None:
     from compaction.server.options import add_arguments as add_serve_arguments  # no FastAPI import
 
     serve = sub.add_parser("serve", help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)")
@@ -432,7 +449,6 @@ def build_parser() -> argparse.ArgumentParser:
         "or postgresql://user:pass@host/db (the PostgreSQL store, 'postgres' extra)",
     )
     serve.set_defaults(func=cmd_serve)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

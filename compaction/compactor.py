@@ -220,7 +220,7 @@ class Compactor:
                 "version": 1,
                 "model": self.model,
                 "counter": getattr(self.counter, "name", type(self.counter).__name__),
-                "config": self.config.model_dump(mode="json"),
+                "config": self.config.to_flat(mode="json"),
                 "trigger": trigger,
                 "instructions": instructions,
                 "budget": budget,

@@ -453,7 +453,7 @@ def _derive_config(
     summary_prompt: str | None,
 ) -> CompactionConfig:
     """The engine's config for LangChain's trigger/keep; fields ``base`` sets explicitly win."""
-    explicit = base.model_fields_set
+    explicit = base.explicit_fields()
     update: dict[str, Any] = {"window": window}
     if "summary_placement" not in explicit:
         update["summary_placement"] = "message"  # one HumanMessage, as SummarizationMiddleware adds

@@ -10,6 +10,8 @@ import argparse
 import os
 from typing import Final
 
+from compaction.config_options import add_config_arguments
+
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments", "add_limit_arguments"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 20 * 1024 * 1024
@@ -31,14 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="extractive",
         help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
     )
-    parser.add_argument("--window", type=int, help="context window in tokens (overrides the model's)")
-    parser.add_argument("--keep-recent", type=int, default=6, help="recent messages kept verbatim (default 6)")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=0.8,
-        help="auto-compaction threshold: a fraction of the window, or tokens when > 1 (default 0.8)",
-    )
     parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request size limit (default 20 MiB)"
     )
@@ -53,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="log level"
     )
+    # Every configuration field (--window, --keep-recent, --threshold, ...): the server's
+    # CompactionConfig; checked after parsing, so every problem is reported at once.
+    add_config_arguments(parser, check=False)
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from compaction.config import CompactionConfig
+from compaction.config_options import config_from_args, config_option_errors
 from compaction.server.app import CompactionService, create_app
 from compaction.server.auth import load_keys
 from compaction.server.options import add_arguments
@@ -120,13 +120,15 @@ def option_errors(args: argparse.Namespace) -> list[str]:
     errors: list[str] = []
     if not 0 <= args.port <= 65_535:
         errors.append(f"--port must be 0-65535, got {args.port}")
+    problems = config_option_errors(args)  # every configuration option against its field's bounds
     window = getattr(args, "window", None)
     if window is not None and window < HARD_MIN_TOKENS:
-        errors.append(f"--window must be a number of tokens, at least {HARD_MIN_TOKENS:,}; got {window}")
-    if getattr(args, "keep_recent", 0) < 0:
-        errors.append(f"--keep-recent must be 0 or more, got {args.keep_recent}")
+        problems["window"] = f"--window must be a number of tokens, at least {HARD_MIN_TOKENS:,}; got {window}"
     if not getattr(args, "threshold", 1.0) > 0:
-        errors.append(f"--threshold must be a fraction of the window (0-1] or tokens (> 1), got {args.threshold:g}")
+        problems["threshold"] = (
+            f"--threshold must be a fraction of the window (0-1] or tokens (> 1), got {args.threshold:g}"
+        )
+    errors.extend(problems.values())
     if getattr(args, "max_body_bytes", 1) < 1:
         errors.append(f"--max-body-bytes must be positive, got {args.max_body_bytes}")
     if not getattr(args, "heartbeat", 1.0) > 0:
@@ -160,18 +162,14 @@ def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) ->
         from compaction.server.processes import serve_processes
 
         return serve_processes(args, run)
-    threshold: float | int = int(args.threshold) if args.threshold > 1 else args.threshold
     try:
-        options: dict[str, Any] = {"keep_recent_messages": args.keep_recent, "threshold": threshold}
-        if args.window is not None:
-            options["window"] = args.window
         app = create_app(
             store_path=args.db,
             store=open_store(args.db),  # a PostgreSQL URL; None: the SQLite file args.db
             model=args.model,
             summarizer=args.summarizer,
             max_body_bytes=args.max_body_bytes,
-            config=CompactionConfig(**options),
+            config=config_from_args(args),  # a one-line ValueError naming the options
             heartbeat_s=args.heartbeat,
             drain_timeout_s=args.drain_timeout,
             **_limits(args),

@@ -8,11 +8,16 @@ adapters, whose :class:`~compaction.errors.TranscriptError` names the message in
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+from annotated_types import Le, MaxLen, MinLen
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from compaction.config_options import RequestField, request_options_model
+
 __all__ = [
+    "NOT_PER_REQUEST",
+    "REQUEST_OPTIONS",
     "SESSION_ID_PATTERN",
     "AppendRequest",
     "AppendResponse",
@@ -116,32 +121,79 @@ class Health(BaseModel):
     event_subscribers: int | None = Field(default=None, description="only for a caller with a valid key")
 
 
-class CompactOptions(BaseModel):
-    """Per-request overrides of the server's :class:`~compaction.config.CompactionConfig`.
+# The configuration fields a request may override under ``options``, with the sizes a request may
+# carry; the model is generated from the configuration's own fields (type, bounds, description).
+REQUEST_OPTIONS: dict[str, RequestField] = {
+    "keep_recent_messages": RequestField(limits=(Le(100_000),)),
+    "keep_recent_tokens": RequestField(limits=(Le(MAX_TOKENS),)),
+    "protect_first_user_message": RequestField(),
+    "window": RequestField(limits=(Le(MAX_TOKENS),), note="At least 16,000 (a 400 otherwise)."),
+    "reserve_tokens": RequestField(limits=(Le(MAX_TOKENS),)),
+    "max_output_tokens": RequestField(limits=(Le(MAX_TOKENS),)),
+    "max_summary_tokens": RequestField(limits=(Le(1_000_000),)),
+    "summary_prompt": RequestField(
+        limits=(MinLen(1), MaxLen(100_000)), note="Needs the server's summary_prompt permission (403 otherwise)."
+    ),
+    "summary_placement": RequestField(),
+    "summary_role": RequestField(),
+    "failure_mode": RequestField(),
+    "strict": RequestField(note="A failure is a 422 compaction_failed."),
+    "max_messages": RequestField(limits=(Le(1_000_000),)),
+    "redact_secrets": RequestField(note="false needs the server's disable_redaction permission (403 otherwise)."),
+    "artifact_ledger": RequestField(),
+}
 
-    Fields left out (or null) keep the server's configuration."""
+_OPERATOR = "the operator's setting (a `compaction serve` option), the same for every request"
+_CAPACITY = "bounds the server's own work and its calls to the provider: the operator's setting"
+_SAFETY = "keeps the service's guarantees (untrusted tool output, redacted records): the operator's setting"
+# The configuration fields a request may not override, and why (a test checks every field is in
+# exactly one of the two tables, so a new field gets a decision).
+NOT_PER_REQUEST: dict[str, str] = {
+    "enabled": _OPERATOR,
+    "threshold": _OPERATOR,
+    "safety_margin": _OPERATOR,
+    "keep_recent_share": _OPERATOR,
+    "prune_min_chars": _OPERATOR,
+    "prune_head_chars": _OPERATOR,
+    "prune_tail_chars": _OPERATOR,
+    "prune_hard_clear_share": _OPERATOR,
+    "base_chunk_ratio": _CAPACITY,
+    "min_chunk_ratio": _CAPACITY,
+    "max_chunks": _CAPACITY,
+    "concurrency": _CAPACITY,
+    "summarizer_window": _OPERATOR,
+    "summary_mode": _OPERATOR,
+    "summarize_deadline_s": _CAPACITY,
+    "summarizer_tool_preview": _OPERATOR,
+    "summarizer_input_max_chars": _CAPACITY,
+    "system_prompt": _SAFETY,
+    "chunk_prompt": _OPERATOR,
+    "merge_prompt": _OPERATOR,
+    "summary_block_share": _OPERATOR,
+    "summary_block_max_tokens": _OPERATOR,
+    "ledger_share": _OPERATOR,
+    "ledger_max_tokens": _OPERATOR,
+    "redact_record": _SAFETY,
+    "ensure_alternation": _OPERATOR,
+    "summary_start_marker": _OPERATOR,
+    "summary_end_marker": _OPERATOR,
+    "acknowledgement": _OPERATOR,
+    "last_request_prefix": _OPERATOR,
+    "extractive_fallback": _OPERATOR,
+    "overflow_attempts": _OPERATOR,
+    "verify_rounds": "read by nothing: accepted only so saved configurations still load",
+}
 
-    model_config = _FORBID
+_COMPACT_OPTIONS_DOC = """Per-request overrides of the server's :class:`~compaction.config.CompactionConfig`.
 
-    keep_recent_messages: int | None = Field(default=None, ge=0, le=100_000, description="recent messages kept")
-    keep_recent_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS, description="verbatim tail by tokens")
-    protect_first_user_message: bool | None = None
-    window: int | None = Field(
-        default=None, ge=1, le=MAX_TOKENS, description="context window; must be >= 16000 (400 otherwise)"
+Fields left out (or null) keep the server's configuration."""
+
+if TYPE_CHECKING:
+    CompactOptions = BaseModel
+else:
+    CompactOptions = request_options_model(
+        "CompactOptions", REQUEST_OPTIONS, doc=_COMPACT_OPTIONS_DOC, model_config=_FORBID
     )
-    reserve_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
-    max_output_tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
-    max_summary_tokens: int | None = Field(default=None, ge=64, le=1_000_000)
-    summary_prompt: str | None = Field(
-        default=None, min_length=1, max_length=100_000, description="replaces the summary prompt (compact_prompt)"
-    )
-    summary_placement: Literal["first_user", "message"] | None = None
-    summary_role: Literal["user", "system"] | None = None
-    failure_mode: Literal["fallback", "trim"] | None = None
-    strict: bool | None = Field(default=None, description="fail (422 compaction_failed) instead of degrading")
-    max_messages: int | None = Field(default=None, ge=2, le=1_000_000)
-    redact_secrets: bool | None = None
-    artifact_ledger: bool | None = None
 
 
 class CompactRequest(BaseModel):
