@@ -381,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The usage line without the configuration's options (listed under --help, by section).
+TRANSCRIPT_USAGE = (
+    "%(prog)s [-h] [--model MODEL] [--budget N] [--summarizer NAME] [--json] [configuration options] file"
+)
+
+
 def _add_transcript_options(parser: argparse.ArgumentParser) -> None:
     """What ``inspect`` and ``compact`` share: the file, the model and every configuration field."""
     from compaction.config_options import add_config_arguments
@@ -394,13 +400,21 @@ def _add_transcript_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_inspect(sub: _Subcommands) -> None:
-    inspect = sub.add_parser("inspect", help="tokens by role and tool, largest messages, pair check, compaction plan")
+    inspect = sub.add_parser(
+        "inspect",
+        help="tokens by role and tool, largest messages, pair check, compaction plan",
+        usage=TRANSCRIPT_USAGE,
+    )
     _add_transcript_options(inspect)
     inspect.set_defaults(func=cmd_inspect)
 
 
 def _add_compact(sub: _Subcommands) -> None:
-    compact = sub.add_parser("compact", help="compact a transcript; the result goes to stdout or --out")
+    compact = sub.add_parser(
+        "compact",
+        help="compact a transcript; the result goes to stdout or --out",
+        usage=TRANSCRIPT_USAGE.replace(" file", " [--instructions TEXT] [--out FILE] [--dry-run] file"),
+    )
     _add_transcript_options(compact)
     compact.add_argument("--instructions", help="what the summary should focus on (like /compact <focus>)")
     compact.add_argument("--out", help="write the compacted transcript here instead of stdout")
@@ -439,7 +453,11 @@ def _add_demo(sub: _Subcommands) -> None:
 def _add_serve(sub: _Subcommands) -> None:
     from compaction.server.options import add_arguments as add_serve_arguments  # no FastAPI import
 
-    serve = sub.add_parser("serve", help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)",
+        usage="%(prog)s [-h] [server options, see below] [configuration options, see below]",
+    )
     add_serve_arguments(serve)
     serve.add_argument(
         "--workers",

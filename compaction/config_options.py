@@ -236,18 +236,21 @@ def config_from_args(args: argparse.Namespace, base: CompactionConfig | None = N
             return CompactionConfig(**overrides)
         return CompactionConfig.model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:
-        raise ValueError(_one_line(exc)) from None
+        raise ValueError(_one_line(exc, overrides)) from None
 
 
-def _one_line(exc: ValidationError) -> str:
+def _one_line(exc: ValidationError, given: Mapping[str, Any]) -> str:
+    """The configuration's validation errors in one line: each with the option and section.field it
+    is about (a check across a section's fields names the options given in that section)."""
     parts = []
     for error in exc.errors(include_url=False):
         location = [str(part) for part in error["loc"]]
         message = str(error["msg"]).removeprefix("Value error, ")
         if len(location) == 2 and location[1] in flat_field_names():
             parts.append(f"{flags_of(location[1])[0]} ({'.'.join(location)}): {message}")
-        else:
-            parts.append(message)
+            continue
+        options = [flags_of(name)[0] for name in given if location and section_of(name) == location[0]]
+        parts.append(f"{message} (given: {', '.join(options)})" if options else message)
     return "invalid configuration: " + "; ".join(parts)
 
 
