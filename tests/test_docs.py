@@ -9,6 +9,7 @@ API reference shows. ``nox -s docs`` builds the site with warnings as errors.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import runpy
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from compaction.cli import main
-from compaction.config import CompactionConfig
+from compaction.config import CompactionConfig, section_models
 from compaction.testing.fake_provider import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,14 +169,23 @@ def test_demo_reports_each_compaction_once_and_consistently(capsys: pytest.Captu
 
 
 def test_every_config_field_has_a_description() -> None:
-    """They appear in the API reference (docs/configuration.md) and the JSON schema."""
-    schema = CompactionConfig.model_json_schema()["properties"]
-    for name, field in CompactionConfig.model_fields.items():
-        assert field.description, f"CompactionConfig.{name} has no description"
-        assert len(field.description) > 15, field.description
-        assert "seed 0" not in field.description
-        assert schema[name]["description"] == field.description
-    assert "::: compaction.config.CompactionConfig" in (DOCS / "configuration.md").read_text(encoding="utf-8")
+    """They appear in the API reference (docs/configuration.md, section by section), the JSON
+    schema and the command line's help."""
+    schema = CompactionConfig.model_json_schema()
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    for section, model in section_models().items():
+        definition = schema["$defs"][model.__name__]
+        assert definition["description"] == inspect.cleandoc(model.__doc__ or ""), section
+        assert f"::: compaction.config.{model.__name__}" in page, f"{model.__name__} is not in the reference"
+        row = re.search(rf"^\| `{section}` \| (.+?) \|", page, re.M)
+        assert row, f"no row for section {section!r} in the table of sections"
+        assert re.findall(r"`(\w+)`", row.group(1)) == list(model.model_fields), f"the row of {section!r} drifted"
+        for name, field in model.model_fields.items():
+            assert field.description, f"{section}.{name} has no description"
+            assert len(field.description) > 15, field.description
+            assert "seed 0" not in field.description
+            assert definition["properties"][name]["description"] == field.description
+    assert "::: compaction.config.CompactionConfig" in page
 
 
 def test_docstrings_speak_of_behaviour_not_design_notes() -> None:
