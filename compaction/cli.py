@@ -389,12 +389,11 @@ TRANSCRIPT_USAGE = (
 
 def _add_transcript_options(parser: argparse.ArgumentParser) -> None:
     """What ``inspect`` and ``compact`` share: the file, the model and every configuration field."""
-    from compaction.config_options import add_config_arguments
+    from compaction.config_options import add_config_arguments, add_model_arguments
 
     parser.add_argument("file", help="transcript: JSON list, {'messages', 'system'} object, or JSONL; '-' for stdin")
-    parser.add_argument("--model", default="gpt-4o", help="the agent's model (chooses the tokenizer and window)")
+    add_model_arguments(parser)
     parser.add_argument("--budget", type=_positive, help="target tokens after compaction (default: window - reserve)")
-    parser.add_argument("--summarizer", default="extractive", help="'extractive' (offline, default) or a litellm model")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_config_arguments(parser)
 

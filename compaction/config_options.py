@@ -28,6 +28,7 @@ __all__ = [
     "NOT_ON_COMMAND_LINE",
     "RequestField",
     "add_config_arguments",
+    "add_model_arguments",
     "config_from_args",
     "config_option_errors",
     "config_overrides",
@@ -121,7 +122,7 @@ class _Kind:
 
 
 def _kind(name: str) -> _Kind:
-    members, _optional = _without_none(field_info(name).annotation)
+    members = _without_none(field_info(name).annotation)[0]
     if members == (bool,):
         return _Kind(boolean=True)
     if len(members) == 1 and get_origin(members[0]) is Literal:
@@ -142,14 +143,19 @@ def _kind(name: str) -> _Kind:
     )
 
 
+def _takes_none(name: str, kind: _Kind) -> bool:
+    """Whether the option reads the word ``none`` as None: a single value of an optional field."""
+    return _without_none(field_info(name).annotation)[1] and kind.parse is not None and not kind.pair
+
+
 def _value_parser(name: str, kind: _Kind, check: bool) -> Callable[[str], Any]:
     """Parse one option value; ``check``: refuse a value outside the field's bounds right away."""
     assert kind.parse is not None
     parse = kind.parse
-    optional = _without_none(field_info(name).annotation)[1] and not kind.pair
+    takes_none = _takes_none(name, kind)
 
     def value(text: str) -> Any:
-        if optional and text.strip().lower() == NONE_WORD:
+        if takes_none and text.strip().lower() == NONE_WORD:
             return None
         parsed = parse(text)
         problem = _bound_problem(name, parsed) if check else None
@@ -173,8 +179,7 @@ def _help(name: str) -> str:
         shown = "on" if default else "off"
     else:
         shown = "none" if default is None else f"{default}"
-    optional = _without_none(info.annotation)[1] and _kind(name).parse is not None and not _kind(name).pair
-    also = f"; '{NONE_WORD}' for none" if optional and default is not None else ""
+    also = f"; '{NONE_WORD}' for none" if _takes_none(name, _kind(name)) and default is not None else ""
     return f"{sentence} (default {shown}{also})".replace("%", "%%")
 
 
@@ -205,6 +210,19 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, check: bool = True)
             if kind.pair:
                 options["nargs"] = 2
         groups[section].add_argument(*flags_of(name), **options)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--model`` and ``--summarizer``: not configuration fields (they choose the compactor's model
+    and summarizer), but the command line and the server take them alike."""
+    parser.add_argument(
+        "--model", default="gpt-4o", help="the agent's model: chooses the tokenizer and the window (default gpt-4o)"
+    )
+    parser.add_argument(
+        "--summarizer",
+        default="extractive",
+        help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
+    )
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import Final
 
-from compaction.config_options import add_config_arguments
+from compaction.config_options import add_config_arguments, add_model_arguments
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments", "add_limit_arguments"]
 
@@ -27,12 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="session store: a SQLite file (default compaction.db, or $COMPACTION_DB; ':memory:' for none) "
         "or a postgresql://user:pass@host/db URL (needs the 'postgres' extra)",
     )
-    parser.add_argument("--model", default="gpt-4o", help="default agent model (tokenizer and window)")
-    parser.add_argument(
-        "--summarizer",
-        default="extractive",
-        help="'extractive' (offline, default) or a litellm model, e.g. openai/gpt-4o-mini (key from the environment)",
-    )
+    add_model_arguments(parser)  # the same --model and --summarizer as inspect and compact
     parser.add_argument(
         "--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request size limit (default 20 MiB)"
     )
