@@ -450,12 +450,13 @@ def _add_demo(sub: _Subcommands) -> None:
 
 
 def _add_serve(sub: _Subcommands) -> None:
+    from compaction.server.options import USAGE as SERVE_USAGE
     from compaction.server.options import add_arguments as add_serve_arguments  # no FastAPI import
 
     serve = sub.add_parser(
         "serve",
         help="run the HTTP service (FastAPI + uvicorn; needs the 'server' extra)",
-        usage="%(prog)s [-h] [server options, see below] [configuration options, see below]",
+        usage=SERVE_USAGE,
     )
     add_serve_arguments(serve)
     serve.add_argument(

@@ -12,9 +12,11 @@ from typing import Final
 
 from compaction.config_options import add_config_arguments, add_model_arguments
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "add_arguments", "add_limit_arguments"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "USAGE", "add_arguments", "add_limit_arguments"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 20 * 1024 * 1024
+# The usage line: the configuration's options are many, so --help lists them by section instead.
+USAGE: Final = "%(prog)s [-h] [server options, see below] [configuration options, see below]"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

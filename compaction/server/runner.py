@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from compaction.config_options import config_from_args, config_option_errors
 from compaction.server.app import CompactionService, create_app
 from compaction.server.auth import load_keys
-from compaction.server.options import add_arguments
+from compaction.server.options import USAGE, add_arguments
 from compaction.server.processes import open_store
 from compaction.server.protocol import header_timeout_h11
 from compaction.server.settings import ServerSettings
@@ -89,7 +89,9 @@ def _header_timeout(app: Any) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="compaction serve", description="Serve the compaction API over HTTP (FastAPI + uvicorn)."
+        prog="compaction serve",
+        description="Serve the compaction API over HTTP (FastAPI + uvicorn).",
+        usage=USAGE,
     )
     add_arguments(parser)
     return parser
