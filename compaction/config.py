@@ -352,7 +352,9 @@ class CompactionConfig(BaseModel):
     fallback: FallbackConfig = FallbackConfig()
     """What happens when the summarizer fails or the model reports an overflow."""
 
-    # The flat names: each reads the one value its section holds (the engine reads these).
+    # The flat names, which the engine and most callers read: each reads the one value its section
+    # holds. The declared type is the field's (tests/test_config_sections.py checks it), so mypy
+    # checks every reader; the import-time check below finds a field without its flat name.
     # trigger
     enabled: ClassVar[_Flat[bool]] = _Flat()
     threshold: ClassVar[_Flat[float | int]] = _Flat()
@@ -414,7 +416,9 @@ class CompactionConfig(BaseModel):
     verify_rounds: ClassVar[_Flat[int]] = _Flat()
 
     def __init__(self, /, **data: Any) -> None:
-        """Sections and flat field names as keyword arguments (see the class's description)."""
+        """Sections and flat field names as keyword arguments (see the class's description).
+
+        Declared so that type checkers accept the flat names, which are not pydantic fields."""
         super().__init__(**data)
 
     @model_validator(mode="before")
