@@ -335,7 +335,10 @@ def test_constraints_in_force_leave_out_values_a_later_one_of_the_same_rule_repl
     # Message 90 is not fed yet: until then the 9-day value is the one in force.
     assert bq.superseded(facts, fed=60) == {0}
     assert bq.superseded(facts, fed=100) == {0, 2}
-    text = "Only include roles posted in the last 9 days. Never apply to Contoso again. Only include roles posted in the last 6 days"
+    text = (
+        "Only include roles posted in the last 9 days. Never apply to Contoso again. "
+        "Only include roles posted in the last 6 days"
+    )
     kept = bq.retention_in_force(facts, 60, text, zone={10, 20, 30, 40, 50})
     assert kept["constraint"] == [2, 3]  # Contoso and 9 days of Contoso, Litware and 9 days
     assert kept["superseded"] == [1, 1]  # the 6-day value is stale and still shown

@@ -132,9 +132,8 @@ async def recall(
     way round are read the right way); an id the session never archived is a 422. The `answer` is
     the recall tool's text, secrets redacted."""
     if (from_id is not None or to_id is not None) and q is None:
-        raise ApiError(
-            422, "invalid_request", "from_id and to_id bound a search: give q too", field="from_id" if from_id else "to_id"
-        )
+        field = "from_id" if from_id is not None else "to_id"
+        raise ApiError(422, "invalid_request", "from_id and to_id bound a search: give q too", field=field)
     return await service.recall(session_id, q, archive_id, page, max_tokens, within=(from_id, to_id))
 
 
