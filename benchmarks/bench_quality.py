@@ -554,7 +554,8 @@ def diagnose_first(g: GeneratedTranscript, first: Mapping[str, Any]) -> list[dic
     everything = range(fed)
     zone = sorted(compacted_zone(g, fed, out_messages, out_system, everything))
     text = transcript_text(out_messages, out_system)
-    facts = [f for f in g.facts if f.message_index in set(zone) and f.value not in text]
+    gone = superseded(g.facts, fed)  # a replaced value is not missed
+    facts = [f for n, f in enumerate(g.facts) if f.message_index in set(zone) and f.value not in text and n not in gone]
     if not facts:
         return []
     calls = result.record.get("calls", [])
