@@ -63,6 +63,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import statistics
 import sys
 import time
@@ -200,6 +201,47 @@ def zone_retention(
 ) -> dict[str, tuple[int, int]]:
     """Per category ``(kept, total)`` of the facts in ``zone`` whose exact text is in the context."""
     return retention(facts, transcript_text(messages, system), zone)
+
+
+_QUANTITY = re.compile(r"^[+-]?\d+(?:[.,]\d+)*%?$")
+
+
+def rule_of(constraint: str) -> str:
+    """A planted constraint's rule: its words, lower case, with every standalone quantity masked
+    (``"... in the last 6 days"`` and ``"... in the last 9 days"`` are one rule with two values;
+    ``release/2025.08`` and ``release/2025.01`` are two branches, two rules)."""
+    words = (word.strip(".,;:!?()\"'") for word in constraint.lower().split())
+    return " ".join("#" if _QUANTITY.match(word) else word for word in words)
+
+
+def superseded(facts: Sequence[PlantedFact], fed: int) -> set[int]:
+    """Positions in ``facts`` of the planted constraints of the first ``fed`` messages that a later
+    one of them restates with another value (the same :func:`rule_of`): no longer in force, the
+    user having replaced the value. The target counts the constraints still in force."""
+    latest: dict[str, int] = {}
+    for n, fact in enumerate(facts):
+        if fact.category == "constraint" and fact.message_index < fed:
+            rule = rule_of(fact.value)
+            if rule not in latest or facts[latest[rule]].message_index <= fact.message_index:
+                latest[rule] = n
+    return {
+        n
+        for n, fact in enumerate(facts)
+        if fact.category == "constraint" and fact.message_index < fed and latest[rule_of(fact.value)] != n
+    }
+
+
+def retention_in_force(facts: Sequence[PlantedFact], fed: int, text: str, zone: Collection[int]) -> dict[str, Any]:
+    """:func:`retention` of the zone's facts with the constraints still in force only, and under
+    ``"superseded"`` ``(still shown, total)`` of the zone's superseded ones (a stale value the
+    context still shows, e.g. inside a quoted line of the ledger)."""
+    gone = superseded(facts, fed)
+    kept: dict[str, Any] = {
+        c: list(v) for c, v in retention([f for n, f in enumerate(facts) if n not in gone], text, zone).items()
+    }
+    stale = [facts[n] for n in sorted(gone) if facts[n].message_index in zone]
+    kept["superseded"] = [sum(f.value in text for f in stale), len(stale)]
+    return kept
 
 
 def share(kept: Mapping[str, Sequence[int]], categories: Iterable[str] = IDENTIFIER_CATEGORIES) -> tuple[int, int]:
@@ -429,7 +471,7 @@ async def drift(
                 lost_at.pop(n, None)
             elif n not in lost_at:
                 lost_at[n] = step
-        kept_by_cat = retention(g.facts, text, zone)
+        kept_by_cat = retention_in_force(g.facts, fed, text, zone)
         altered = altered_in_block(result, previous_block) if result.compacted else []
         previous_block = summary_block(result) or previous_block
         archive.add(result.archive)
@@ -471,7 +513,7 @@ async def drift(
                 "index_tokens": (count or estimate_tokens)(split_topic_index(summary_block(result))[1])
                 if step == 1
                 else None,
-                "retention": {c: list(v) for c, v in kept_by_cat.items()},
+                "retention": kept_by_cat,
             }
         )
         final_zone = zone
@@ -512,7 +554,8 @@ def diagnose_first(g: GeneratedTranscript, first: Mapping[str, Any]) -> list[dic
     everything = range(fed)
     zone = sorted(compacted_zone(g, fed, out_messages, out_system, everything))
     text = transcript_text(out_messages, out_system)
-    facts = [f for f in g.facts if f.message_index in set(zone) and f.value not in text]
+    gone = superseded(g.facts, fed)  # a replaced value is not missed
+    facts = [f for n, f in enumerate(g.facts) if f.message_index in set(zone) and f.value not in text and n not in gone]
     if not facts:
         return []
     calls = result.record.get("calls", [])
@@ -1013,6 +1056,22 @@ def _beyond_cap_table(f: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _superseded_line(f: Mapping[str, Any], key: str) -> str:
+    """How many planted constraints a later value of the same rule replaced (not counted in
+    constr.), and how many of those the compacted context still shows."""
+    cells = []
+    for s in f["sessions"]:
+        for kind, q in s["quality"].items():
+            shown, total = q[key].get("superseded", (0, 0))
+            if total:
+                cells.append(f"{s['scenario']} {s['messages']:,} {kind}: {total} ({shown} still shown)")
+    listed = "; ".join(cells) if cells else "none"
+    return (
+        "constr. counts the constraints still in force; those a later value of the same rule replaced "
+        f"(`rule_of`: the same words, another quantity) are not counted: {listed}."
+    )
+
+
 def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
     """The figures of :func:`run` as Markdown tables (``charts``: image paths to link)."""
     lat = f["latency"]
@@ -1071,7 +1130,7 @@ def markdown(f: Mapping[str, Any], *, charts: Sequence[str] = ()) -> str:
                     + " | ".join(f"{p[0]}/{p[1]} ({_pct(p)})" for p in other)
                     + " |"
                 )
-        out.append("")
+        out += ["", _superseded_line(f, key), ""]
         if key == "after1":
             out += _beyond_cap_table(f)
     out += [

@@ -265,6 +265,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     """Search (or read by archive id) what a stored session's compactions archived."""
     from compaction.recall import StoreRecall, recall
 
+    if (args.from_id is not None or args.to_id is not None) and args.query is None:
+        raise CliError("--from-id and --to-id bound a search: give a QUERY too", EXIT_USAGE)
     if args.query is None and args.id is None:
         raise CliError("give a QUERY or --id ARCHIVE_ID", EXIT_USAGE)
     if args.max_tokens < 200:
@@ -273,7 +275,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
     with store:
         if args.session not in store.sessions():
             raise CliError(f"no session {args.session!r} in {args.db}", EXIT_NOT_FOUND)
-        arguments = {"query": args.query, "archive_id": args.id, "page": args.page}
+        arguments = {
+            "query": args.query,
+            "archive_id": args.id,
+            "page": args.page,
+            "from_id": args.from_id,
+            "to_id": args.to_id,
+        }
         answer = recall(StoreRecall(store, args.session), arguments, max_tokens=args.max_tokens)
     if args.json:
         hits = [
@@ -428,6 +436,8 @@ def _add_recall(sub: _Subcommands) -> None:
     recall.add_argument("--session", required=True, help="the session id")
     recall.add_argument("--id", help="read this archived message (with QUERY: the part that holds it)")
     recall.add_argument("--page", type=int, help="page of hits, or part of the message (from 1)")
+    recall.add_argument("--from-id", help="search from this archive id on (a topic index line's first id)")
+    recall.add_argument("--to-id", help="search up to this archive id (a topic index line's last id)")
     recall.add_argument("--max-tokens", type=int, default=2_000, help="cap of the answer (default 2,000, chars/4)")
     recall.add_argument("--json", action="store_true", help="machine-readable output")
     recall.set_defaults(func=cmd_recall, trailing_positional="query")

@@ -315,3 +315,31 @@ def test_beyond_cap_splits_newest_quarter_and_looks_older_facts_up_in_the_index(
     elsewhere = render_topic_index([TopicLine(words[:12], "m_00000", "m_00000", 1)])
     assert first_older.message_index > 0
     assert not probe.from_index(first_older, f"m_{first_older.message_index:05d}", elsewhere)
+
+
+def test_constraints_in_force_leave_out_values_a_later_one_of_the_same_rule_replaced() -> None:
+    from benchmarks.generate import PlantedFact
+
+    assert bq.rule_of("Only include roles posted in the last 6 days") == bq.rule_of(
+        "only include roles posted in the last 14 days."
+    )
+    assert bq.rule_of("Never push directly to release/2025.08") != bq.rule_of("Never push directly to release/2025.01")
+    facts = [
+        PlantedFact("constraint", "Only include roles posted in the last 6 days", 10),
+        PlantedFact("constraint", "Never apply to Contoso again", 20),
+        PlantedFact("constraint", "Only include roles posted in the last 9 days", 30),
+        PlantedFact("constraint", "Never apply to Litware again", 40),
+        PlantedFact("constraint", "Only include roles posted in the last 3 days", 90),
+        PlantedFact("decision", "Use 2 workers", 50),
+    ]
+    # Message 90 is not fed yet: until then the 9-day value is the one in force.
+    assert bq.superseded(facts, fed=60) == {0}
+    assert bq.superseded(facts, fed=100) == {0, 2}
+    text = (
+        "Only include roles posted in the last 9 days. Never apply to Contoso again. "
+        "Only include roles posted in the last 6 days"
+    )
+    kept = bq.retention_in_force(facts, 60, text, zone={10, 20, 30, 40, 50})
+    assert kept["constraint"] == [2, 3]  # Contoso and 9 days of Contoso, Litware and 9 days
+    assert kept["superseded"] == [1, 1]  # the 6-day value is stale and still shown
+    assert kept["decision"] == [0, 1]

@@ -831,6 +831,30 @@ def test_cli_recall(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "is not a session store" in capsys.readouterr().err
 
 
+def test_cli_recall_searches_an_archive_id_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compaction.cli import main
+
+    db = tmp_path / "sessions.db"
+    with SQLiteSessionStore(db) as store:
+        save(store, "job-1", identifier_archive())
+    base = ["recall", str(db), "--session", "job-1"]
+    assert main([*base, PATH, "--from-id", "m_url", "--to-id", "m_path_result"]) == 0
+    out = capsys.readouterr().out
+    assert "from m_url to m_path_result" in out
+    assert "archive id m_path (assistant)" in out
+    assert main([*base, PATH, "--from-id", "m_hash", "--json"]) == 1  # the path is archived before the range
+    body = json.loads(capsys.readouterr().out)
+    assert body["total"] == 0
+    assert "from m_hash" in body["answer"]
+    cases = [
+        ([*base, "--from-id", "m_url", "--to-id", "m_path"], "give a QUERY too"),
+        ([*base, PATH, "--from-id", "m_zz"], "archive id 'm_zz' is not in the archive"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err
+
+
 def test_bench_recall_finds_every_archived_identifier(tmp_path: Path) -> None:
     from benchmarks import bench_recall
 

@@ -141,3 +141,30 @@ def test_a_store_without_ranges_still_answers_plain_calls() -> None:
     assert recall(source, {"query": "thumbnail"}).total == 8
     answer = answer_recall(source, {"query": "thumbnail", "from_id": "m_01", "to_id": "m_12"})
     assert answer.startswith("recall error: this store cannot search an archive-id range")
+
+
+def _copies_archive() -> dict[str, dict[str, Any]]:
+    """The same file read three times, then a statement sharing two of its words."""
+    page = "Scoring rubric: weight the stack, the remote policy and the salary; shortlist 7.0 and above."
+    out: dict[str, dict[str, Any]] = {f"m_read{k}": {"role": "tool", "content": page} for k in range(3)}
+    out["m_user"] = {"role": "user", "content": "Same rubric words: stack and salary, but said by the user."}
+    out["m_note"] = {"role": "assistant", "content": "I will weigh the salary against the stack later."}
+    return out
+
+
+def test_word_hits_show_each_content_once_and_verbatim_hits_every_copy(
+    make_source: Callable[[Archive], RecallSource],
+) -> None:
+    source = make_source(_copies_archive())
+    words = recall(source, {"query": "stack salary shortlist"}, page_size=3)
+    ids = [hit.archive_id for hit in words.hits]
+    assert ids[0] == "m_read2"  # the newest copy stands for the three
+    assert not {"m_read0", "m_read1"} & set(ids)
+    assert {"m_user", "m_note"} <= set(ids)
+    assert words.total == 3
+    scoped = recall(source, {"query": "stack salary", "from_id": "m_read0", "to_id": "m_read1"})
+    assert [hit.archive_id for hit in scoped.hits] == ["m_read1"]
+    # An exact piece of the text names every message holding it: copies included.
+    exact = recall(source, {"query": "shortlist 7.0 and above"})
+    assert exact.verbatim == exact.total == 3
+    assert {hit.archive_id for hit in exact.hits} == {"m_read0", "m_read1", "m_read2"}

@@ -205,3 +205,28 @@ def test_a_compaction_indexes_its_archive_for_recall_off_the_request_path(tmp_pa
     finally:
         running.stop()
         store.close()
+
+
+def test_a_search_within_an_archive_id_range(srv: Running) -> None:
+    ids = compacted_session(srv, "r_range")["archive_ids"]
+    holder = recall(srv, "r_range", q=COMMIT).json()["hits"][0]["archive_id"]
+    at = ids.index(holder)
+    scoped = recall(srv, "r_range", q=COMMIT, from_id=holder, to_id=holder)
+    assert scoped.status_code == 200, scoped.text
+    body = scoped.json()
+    assert [hit["archive_id"] for hit in body["hits"]] == [holder]
+    assert f"from {holder} to {holder}" in body["answer"]
+    after = recall(srv, "r_range", q=COMMIT, from_id=ids[at + 1], to_id=ids[-1]).json()
+    assert after["total"] == 0
+    assert f"from {ids[at + 1]} to {ids[-1]}" in after["answer"]
+    assert recall(srv, "r_range", q=COMMIT, to_id=holder).json()["total"] >= 1  # one end left open
+    unknown = recall(srv, "r_range", q=COMMIT, from_id="m_not_archived")
+    assert unknown.status_code == 422
+    assert "archive id 'm_not_archived' is not in the archive" in error_of(unknown)["message"]
+    alone = recall(srv, "r_range", from_id=holder)
+    assert alone.status_code == 422
+    error = error_of(alone)
+    assert error["field"] == "from_id"
+    assert "give q too" in error["message"]
+    too_long = recall(srv, "r_range", q=COMMIT, to_id="m" * 201)
+    assert too_long.status_code == 422

@@ -111,6 +111,8 @@ class MemoryRecallIndex:
         self._case_postings: dict[str, array[int]] = {}  # word as written -> messages holding it
         self._lengths = array("i")  # words of each message
         self._chars = array("i")  # characters of each message
+        self._content = array("i")  # each message's content number: copies (same role, same text) share one
+        self._contents: dict[tuple[str, str], int] = {}
         self._total_length = 0
         self._total_chars = 0
         self._vocab: _Vocabulary | None = None
@@ -155,6 +157,7 @@ class MemoryRecallIndex:
             self._ids.append(archive_id)
             self._roles.append(role)
             self._texts.append(text)
+            self._content.append(self._contents.setdefault((role, text), len(self._contents)))
             lowered = text.lower()
             self._lowered.append(lowered)
             self._total_chars += len(text)
@@ -195,8 +198,10 @@ class MemoryRecallIndex:
         ``within`` ``(first, last)``: only the messages archived from archive id ``first`` to
         ``last`` (both included, in the order they were archived; ``None`` leaves that end open,
         ids given the wrong way round are read the right way): what a topic index line of the
-        summary points at. Raises ``ValueError`` for a blank query, a negative ``limit`` /
-        ``offset`` or an archive id of ``within`` this index does not hold."""
+        summary points at. Messages sharing the query's words (no verbatim match) count and show
+        each content once: of identical messages (the same role and text: a file read twice, a
+        command re-run with the same output), the newest. Raises ``ValueError`` for a blank
+        query, a negative ``limit`` / ``offset`` or an archive id of ``within`` this index does not hold."""
         query = query.strip()
         if not query:
             raise ValueError("the query is empty")
@@ -221,11 +226,24 @@ class MemoryRecallIndex:
         if within is not None:
             others = others[(others >= lo) & (others <= hi)]
         # Best score first, then the later message (numpy: a word like "error" is in most of them).
-        page = others[np.lexsort((-others, -bm25[others]))][offset : offset + limit].tolist()
+        ranked = self._distinct(others[np.lexsort((-others, -bm25[others]))])
+        page = ranked[offset : offset + limit].tolist()
         hits = tuple(
             ArchiveHit(self._ids[doc], self._roles[doc], self._texts[doc], False, float(bm25[doc])) for doc in page
         )
-        return ArchiveSearch(hits, total=len(others), verbatim=0, offset=offset, complete=complete)
+        return ArchiveSearch(hits, total=len(ranked), verbatim=0, offset=offset, complete=complete)
+
+    def _distinct(self, ranked: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``ranked`` with each content once: its best-ranked copy (the newest, copies scoring the
+        same). An agent re-reads a file, re-runs a command: a page of word hits that showed every
+        copy would have room for little else, and a copy says nothing the first did not."""
+        if len(ranked) < 2:
+            return ranked
+        content = np.frombuffer(self._content, dtype=np.int32)[ranked]
+        _, first = np.unique(content, return_index=True)
+        if len(first) == len(ranked):
+            return ranked
+        return ranked[np.sort(first)]
 
     def _positions(self, within: IdRange | None) -> tuple[int, int]:
         """The first and last message (by position) of ``within``; the whole index without it."""

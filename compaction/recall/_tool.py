@@ -276,46 +276,35 @@ def _text_argument(arguments: Mapping[str, Any], name: str) -> str | None:
 # --- search ------------------------------------------------------------------------------
 
 
-def _search(
-    source: RecallSource,
-    query: str,
-    page: int,
-    count: Callable[[str], int],
-    max_tokens: int,
-    page_size: int,
-    within: IdRange | None = None,
-) -> RecallAnswer:
-    offset = (page - 1) * page_size
+def _find(source: RecallSource, query: str, offset: int, page_size: int, within: IdRange | None) -> ArchiveSearch:
+    """One page of the source's hits, within the archive-id range when there is one."""
     if within is None:
-        found = source.search(query, limit=page_size, offset=offset)
-    else:
-        if not _takes_range(source):
-            raise _BadCall("this archive cannot search an archive-id range; call again without from_id and to_id.")
-        try:
-            found = cast(_RangeSource, source).search(query, limit=page_size, offset=offset, within=within)
-        except ValueError as exc:
-            raise _BadCall(f"{exc}; use the archive ids of a topic index line or of a recall hit.") from None
-    pages = math.ceil(found.total / page_size)
-    shown = json.dumps(query, ensure_ascii=False)
-    where = "archived message" if within is None else f"archived message {_range_text(within)}"
-    if found.total == 0:
-        text = (
-            f"recall: no {where} matches {shown}. Try a shorter exact piece of it (a file name, an id) or other words."
-        )
-        return RecallAnswer(text, page=page)
-    if not found.hits:
-        return _error(f"page {page} is past the last page ({pages}) for {shown}.", page=page, pages=pages)
+        return source.search(query, limit=page_size, offset=offset)
+    if not _takes_range(source):
+        raise _BadCall("this archive cannot search an archive-id range; call again without from_id and to_id.")
+    try:
+        return cast(_RangeSource, source).search(query, limit=page_size, offset=offset, within=within)
+    except ValueError as exc:
+        raise _BadCall(f"{exc}; use the archive ids of a topic index line or of a recall hit.") from None
+
+
+def _head(found: ArchiveSearch, shown: str, page: int, pages: int, within: IdRange | None) -> str:
+    """The answer's first line: how many messages match, how, and which page this is."""
     noun = "message" if found.total == 1 else "messages"
     verb = "holds" if found.total == 1 else "hold"
     scope = "" if within is None else f" {_range_text(within)}"
     if found.verbatim:
-        head = f"recall: {found.total:,} archived {noun}{scope} {verb} {shown} verbatim (page {page} of {pages})."
-    else:
-        share = "message shares" if found.total == 1 else "messages share"
-        head = (
-            f"recall: no {where} holds {shown} verbatim; {found.total:,} {share} its words, "
-            f"best first (page {page} of {pages})."
-        )
+        return f"recall: {found.total:,} archived {noun}{scope} {verb} {shown} verbatim (page {page} of {pages})."
+    where = "archived message" if within is None else f"archived message {_range_text(within)}"
+    share = "message shares" if found.total == 1 else "messages share"
+    return (
+        f"recall: no {where} holds {shown} verbatim; {found.total:,} {share} its words, "
+        f"best first (page {page} of {pages})."
+    )
+
+
+def _tail(found: ArchiveSearch, shown: str, page: int, pages: int, within: IdRange | None) -> str:
+    """The answer's last line: the call for the next page, and whether the search stopped early."""
     more = (
         ""
         if within is None
@@ -332,6 +321,31 @@ def _search(
             "a longer or more exact query finds older ones."
         )
         tail = f"{tail} {budget}" if tail else budget
+    return tail
+
+
+def _search(
+    source: RecallSource,
+    query: str,
+    page: int,
+    count: Callable[[str], int],
+    max_tokens: int,
+    page_size: int,
+    within: IdRange | None = None,
+) -> RecallAnswer:
+    found = _find(source, query, (page - 1) * page_size, page_size, within)
+    pages = math.ceil(found.total / page_size)
+    shown = json.dumps(query, ensure_ascii=False)
+    if found.total == 0:
+        where = "archived message" if within is None else f"archived message {_range_text(within)}"
+        text = (
+            f"recall: no {where} matches {shown}. Try a shorter exact piece of it (a file name, an id) or other words."
+        )
+        return RecallAnswer(text, page=page)
+    if not found.hits:
+        return _error(f"page {page} is past the last page ({pages}) for {shown}.", page=page, pages=pages)
+    head = _head(found, shown, page, pages, within)
+    tail = _tail(found, shown, page, pages, within)
     words = query_words(query)
     phrase = Phrase(query)
 

@@ -118,11 +118,23 @@ async def recall(
     ),
     page: int | None = Query(default=None, ge=1, le=100_000, description="page of hits, or part of the message"),
     max_tokens: int = Query(default=2_000, ge=200, le=100_000, description="cap of the answer text"),
+    from_id: str | None = Query(
+        default=None, min_length=1, max_length=200, description="with q: search from this archive id on"
+    ),
+    to_id: str | None = Query(
+        default=None, min_length=1, max_length=200, description="with q: search up to this archive id"
+    ),
 ) -> RecallResponse:
     """Recall what this session's compactions archived: messages holding `q` verbatim (exact
     identifiers match as substrings), else sharing its words (BM25); or the message `archive_id`,
-    a part at a time. The `answer` is the recall tool's text, secrets redacted."""
-    return await service.recall(session_id, q, archive_id, page, max_tokens)
+    a part at a time. `from_id` / `to_id` (either may be left out) bound a search by `q` to the
+    messages archived from one to the other, as a topic index line names them (ids given the wrong
+    way round are read the right way); an id the session never archived is a 422. The `answer` is
+    the recall tool's text, secrets redacted."""
+    if (from_id is not None or to_id is not None) and q is None:
+        field = "from_id" if from_id is not None else "to_id"
+        raise ApiError(422, "invalid_request", "from_id and to_id bound a search: give q too", field=field)
+    return await service.recall(session_id, q, archive_id, page, max_tokens, within=(from_id, to_id))
 
 
 @router.get(

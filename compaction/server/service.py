@@ -239,7 +239,14 @@ class CompactionService:
         )
 
     async def recall(
-        self, session_id: str, query: str | None, archive_id: str | None, page: int | None, max_tokens: int
+        self,
+        session_id: str,
+        query: str | None,
+        archive_id: str | None,
+        page: int | None,
+        max_tokens: int,
+        *,
+        within: tuple[str | None, str | None] = (None, None),
     ) -> RecallResponse:
         from compaction.recall import StoreRecall, recall
 
@@ -247,7 +254,7 @@ class CompactionService:
             raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
         ctx = await self.state.context(session_id)
         counter = self.state.compactor(ctx.model or self.state.settings.model, session=True).counter
-        arguments = {"query": query, "archive_id": archive_id, "page": page}
+        arguments = {"query": query, "archive_id": archive_id, "page": page, "from_id": within[0], "to_id": within[1]}
         answer = await self.state.run_store(
             recall, StoreRecall(self.state.store, session_id), arguments, counter=counter, max_tokens=max_tokens
         )

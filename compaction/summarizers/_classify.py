@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from compaction.summarizers._segment import QUANTITY, Unit
 
@@ -553,16 +553,23 @@ def _measured(text: str) -> bool:
     return _HYPHEN_QUANTITY.search(text) is not None
 
 
-def labels_of(unit: Unit) -> frozenset[str]:
-    """The labels of one unit (see :data:`KINDS`)."""
-    if is_meter(unit.text):
-        return frozenset({"other"})  # a progress meter measures nothing anyone needs later
-    if unit.form == "output":
-        return frozenset({"number"})
-    if unit.form != "prose" or is_code_shaped(unit.text):
-        return frozenset({"other"})  # a meter or a code line is not a statement of anyone's
+@dataclass(frozen=True)
+class _Reading:
+    """What :func:`labels_of` reads of one prose unit before labelling it."""
+
+    text: str  # the unit's text, quoted code masked
+    body: str  # the text after a lead label ("Decision: ")
+    label_kind: str  # the speech act the lead label names ("" when none)
+    whole: str  # what is said: the body, or the whole text when the label names no speech act
+    clauses: list[str]
+    question: bool
+    commits: bool  # the speaker commits to something in the first person
+    introduces: bool  # a user's line introducing what follows
+    narrated: bool  # the assistant narrating its next move
+
+
+def _read(unit: Unit) -> _Reading:
     text = _CODE_SPAN.sub("`code`", unit.text)  # quoted code is not the speaker's wording
-    found: set[str] = set()
     lead = _LEAD_LABEL.match(text)
     body = text[lead.end() :] if lead else text
     label_kind = ""
@@ -571,50 +578,78 @@ def labels_of(unit: Unit) -> frozenset[str]:
             if pattern.match(lead.group(1)):
                 label_kind = kind
                 break
-    clauses = _clauses(body)
-    # A label that names no speech act ("Switching the parser to lxml: ...", "Left for later: ...")
-    # is part of what is said.
-    whole = text if lead and not label_kind else body
-    question = text.rstrip().endswith("?")
-    if _REASON.search(body) and not _ANNOUNCES.search(body):
+    return _Reading(
+        text=text,
+        body=body,
+        label_kind=label_kind,
+        # A label that names no speech act ("Switching the parser to lxml: ...", "Left for later:
+        # ...") is part of what is said.
+        whole=text if lead and not label_kind else body,
+        clauses=_clauses(body),
+        question=text.rstrip().endswith("?"),
+        commits=_FIRST_PERSON_COMMIT.search(body) is not None,
+        # A user's line that introduces what follows ("you MUST run this checklist:", a heading such
+        # as "Pending Tasks:") is no request, rule or pending step by itself: those are the lines
+        # after it.
+        introduces=unit.role == "user" and _INTRODUCES.search(body) is not None,
+        # The assistant narrating its next move states no pending work.
+        narrated=unit.role == "assistant" and label_kind != "next_step" and is_narration(body),
+    )
+
+
+def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
+    """The reason, request, constraint and question labels."""
+    found: set[str] = set()
+    if _REASON.search(r.body) and not _ANNOUNCES.search(r.body):
         found.add("reason")  # "Here's how we can change it to ensure ...:" announces, gives no reason
-    commits = _FIRST_PERSON_COMMIT.search(body) is not None
-    # A user's line that introduces what follows ("you MUST run this checklist:", a heading such as
-    # "Pending Tasks:") is no request, rule or pending step by itself: those are the lines after it.
-    introduces = unit.role == "user" and _INTRODUCES.search(body) is not None
-    if unit.role == "user" and not introduces:
+    if unit.role == "user" and not r.introduces:
         # What the user asks is a request; a rule they set is a constraint, unless they state it as
         # their own choice ("I've decided to ...", "let's ..."), which is a decision.
-        if question or _REQUEST.match(body) or any(_imperative(c) for c in clauses[:2]):
+        if r.question or _REQUEST.match(r.body) or any(_imperative(c) for c in r.clauses[:2]):
             found.add("request")
-        if not question and (label_kind == "rule" or (_constraint(body, clauses) and not commits)):
+        if not r.question and (r.label_kind == "rule" or (_constraint(r.body, r.clauses) and not r.commits)):
             found.add("constraint")
-    elif question:
+    elif r.question:
         found.add("question")
-    deferred = _DEFERRED.search(body) is not None
+    return found
+
+
+def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
+    """Does the unit state pending work (never the assistant reporting work done)?"""
+    body, whole = r.body, r.whole
     intent = _INTENT.search(body) is not None
-    # The assistant narrating its next move, or reporting work done, states no pending work.
-    narrated = unit.role == "assistant" and label_kind != "next_step" and is_narration(body)
-    done = unit.role == "assistant" and label_kind != "next_step" and _DONE.search(body) is not None
-    still_open = not question and (
+    deferred = _DEFERRED.search(body) is not None
+    done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
+    still_open = not r.question and (
         _STILL_OPEN.search(whole) is not None or (_NOT_YET.search(whole) is not None and not _SUPPOSED.search(whole))
     )
-    step = (not (narrated or introduces) and still_open) or (
-        not (narrated or done or introduces)
+    return (not (r.narrated or r.introduces) and still_open) or (
+        not (r.narrated or done or r.introduces)
         and bool(
-            label_kind == "next_step"
+            r.label_kind == "next_step"
             or _TODO.search(body)
             or _TODO_MARK.search(body)
             or _LATER.search(whole)
             or (
                 (deferred or _TRIGGER.search(body) is not None)
-                and (intent or "request" in found or commits or _MODAL.search(body))
+                and (intent or "request" in found or r.commits or _MODAL.search(body))
             )
         )
     )
+
+
+def _is_decision(unit: Unit, r: _Reading, found: set[str], step: bool) -> bool:
+    """Is the unit a choice with its reason, in whatever words?"""
+    body, whole = r.body, r.whole
+    if r.question:
+        return False
+    if r.label_kind == "decision":
+        return True
+    if r.narrated or _ANNOUNCES.search(body):
+        return False
     # A commitment that only says how a deferred step will be done is that step, not a decision.
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
-    # A choice with its reason, in whatever words: a reason word, or a second clause that gives one.
+    # A choice with its reason: a reason word, or a second clause that gives one.
     justified = "reason" in found or _reason_clause(whole)
     choice = _EXPLICIT_CHOICE.search(whole)
     # A reason in a second clause counts after the choice ("X instead of Y, it ..." describes).
@@ -622,32 +657,39 @@ def labels_of(unit: Unit) -> frozenset[str]:
     # Without a word of choice, an order or a move is a decision only with a reason proper ("as the
     # baseline" is no reason).
     strongly = _CAUSAL.search(body) is not None or _PURPOSE.search(body) is not None or _reason_clause(whole)
-    ordered = unit.role == "user" and "request" in found and bool(clauses) and _imperative(clauses[0])
-    if not question and (
-        label_kind == "decision"
-        or (
-            not narrated
-            and not _ANNOUNCES.search(body)
-            and (
-                (
-                    (choice is not None or _OVER_HEAD.match(whole))
-                    and (commits or unit.role == "user" or justified_after or _PURPOSE_TO.search(whole))
-                )
-                or (commits and (justified or method))
-                or (strongly and (ordered or _MOVE_START.match(whole) is not None))
-            )
+    ordered = unit.role == "user" and "request" in found and bool(r.clauses) and _imperative(r.clauses[0])
+    return bool(
+        (
+            (choice is not None or _OVER_HEAD.match(whole))
+            and (r.commits or unit.role == "user" or justified_after or _PURPOSE_TO.search(whole))
         )
-    ):
+        or (r.commits and (justified or method))
+        or (strongly and (ordered or _MOVE_START.match(whole) is not None))
+    )
+
+
+def labels_of(unit: Unit) -> frozenset[str]:
+    """The labels of one unit (see :data:`KINDS`)."""
+    if is_meter(unit.text):
+        return frozenset({"other"})  # a progress meter measures nothing anyone needs later
+    if unit.form == "output":
+        return frozenset({"number"})
+    if unit.form != "prose" or is_code_shaped(unit.text):
+        return frozenset({"other"})  # a meter or a code line is not a statement of anyone's
+    r = _read(unit)
+    found = _speech_acts(unit, r)
+    step = _is_step(unit, r, found)
+    if _is_decision(unit, r, found, step):
         found.add("decision")
     if step:
         found.add("next_step")
-    elif intent and not _IMMEDIATE.search(body) and not narrated:
+    elif _INTENT.search(r.body) is not None and not _IMMEDIATE.search(r.body) and not r.narrated:
         found.add("intent")
-    if _measured(text) and not narrated:
+    if _measured(r.text) and not r.narrated:
         found.add("number")
-    if unit.role == "assistant" and _PROGRESS.search(body):
+    if unit.role == "assistant" and _PROGRESS.search(r.body):
         found.add("progress")
-    if _PLEASANTRY.match(body) and len(body.split()) <= 3:
+    if _PLEASANTRY.match(r.body) and len(r.body.split()) <= 3:
         found.add("pleasantry")
     if unit.role == "tool":
         found -= {"decision", "next_step", "intent"}  # tool output reports; it neither decides nor plans

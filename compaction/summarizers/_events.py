@@ -137,50 +137,45 @@ def _fold_paths(paths: dict[str, PathFact]) -> dict[str, PathFact]:
     return paths
 
 
-def _files(facts: SpanFacts, lines: list[Line], span: int, terms: Sequence[str]) -> None:
-    paths = _fold_paths(dict(facts.paths))
-    mentioned: list[Line] = []
-    for fact in paths.values():
-        recency = 0.2 * fact.last / span
-        bonus = 0.6 if terms and matches_terms(tokens(fact.path.replace("/", " ")), terms) else 0.0
-        if fact.writes:
-            detail = "modified (" + ", ".join(f"{n} x{c}" for n, c in fact.writes.items()) + ")"
-            for label, counts in (("read", fact.reads), ("used in commands", fact.uses)):
-                if counts:
-                    detail += f"; {label} (" + ", ".join(f"{n} x{c}" for n, c in counts.items()) + ")"
-            if fact.snippet and fact.snippet.startswith("wrote "):
-                detail += "; " + truncate(fact.snippet, 120)
-            elif fact.snippet:
-                detail += "; last change: " + code(truncate(fact.snippet, 100))
-            lines.append(
-                Line(
-                    f"{code(fact.path)} - {detail}",
-                    2.0 + recency + bonus + 0.05 * min(sum(fact.writes.values()), 6),
-                    (0, fact.first, 0),
-                    alt=f"{code(fact.path)} - modified",
-                )
-            )
-        elif fact.reads or fact.uses:
-            details = []
-            if fact.reads:
-                details.append("read (" + ", ".join(f"{n} x{c}" for n, c in fact.reads.items()) + ")")
-            if fact.uses:
-                details.append("used in commands (" + ", ".join(f"{n} x{c}" for n, c in fact.uses.items()) + ")")
-            score = (0.9 if fact.reads else 0.6) + recency + bonus
-            lines.append(
-                Line(
-                    f"{code(fact.path)} - {'; '.join(details)}",
-                    score,
-                    (1, fact.first, 0),
-                    alt=f"{code(fact.path)} - {'read' if fact.reads else 'used in commands'}",
-                )
-            )
-        else:
-            where = "mentioned in conversation" if fact.talked_about else "seen in tool output"
-            score = (0.6 if fact.talked_about else 0.2) + recency + bonus + 0.03 * min(fact.mentions, 10)
-            mentioned.append(Line(f"{code(fact.path)} - {where}", score, (3, fact.first, 0), covers=(fact.path,)))
-    mentioned.sort(key=lambda ln: (-ln.score, ln.order))
-    lines.extend(mentioned[:40])
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} x{c}" for n, c in counts.items())
+
+
+def _path_line(fact: PathFact, recency: float, bonus: float) -> Line | None:
+    """The line of a file the span modified, read or used in commands (None for one only named)."""
+    if fact.writes:
+        detail = "modified (" + _counted(fact.writes) + ")"
+        for label, counts in (("read", fact.reads), ("used in commands", fact.uses)):
+            if counts:
+                detail += f"; {label} (" + _counted(counts) + ")"
+        if fact.snippet and fact.snippet.startswith("wrote "):
+            detail += "; " + truncate(fact.snippet, 120)
+        elif fact.snippet:
+            detail += "; last change: " + code(truncate(fact.snippet, 100))
+        return Line(
+            f"{code(fact.path)} - {detail}",
+            2.0 + recency + bonus + 0.05 * min(sum(fact.writes.values()), 6),
+            (0, fact.first, 0),
+            alt=f"{code(fact.path)} - modified",
+        )
+    if fact.reads or fact.uses:
+        details = []
+        if fact.reads:
+            details.append("read (" + _counted(fact.reads) + ")")
+        if fact.uses:
+            details.append("used in commands (" + _counted(fact.uses) + ")")
+        score = (0.9 if fact.reads else 0.6) + recency + bonus
+        return Line(
+            f"{code(fact.path)} - {'; '.join(details)}",
+            score,
+            (1, fact.first, 0),
+            alt=f"{code(fact.path)} - {'read' if fact.reads else 'used in commands'}",
+        )
+    return None
+
+
+def _link_lines(facts: SpanFacts, lines: list[Line], span: int) -> None:
+    """The span's links (at most 60), and one line for the crowd of footer links."""
     links: list[Line] = []
     crowd: list[str] = []
     for url in facts.urls.values():
@@ -200,6 +195,24 @@ def _files(facts: SpanFacts, lines: list[Line], span: int, terms: Sequence[str])
         shown = crowd[:30]
         text = "Other links seen in tool output: " + ", ".join(shown) + (" ..." if len(crowd) > 30 else "")
         lines.append(Line(text, 0.1, (4, 0, 0)))
+
+
+def _files(facts: SpanFacts, lines: list[Line], span: int, terms: Sequence[str]) -> None:
+    paths = _fold_paths(dict(facts.paths))
+    mentioned: list[Line] = []
+    for fact in paths.values():
+        recency = 0.2 * fact.last / span
+        bonus = 0.6 if terms and matches_terms(tokens(fact.path.replace("/", " ")), terms) else 0.0
+        line = _path_line(fact, recency, bonus)
+        if line is not None:
+            lines.append(line)
+        else:
+            where = "mentioned in conversation" if fact.talked_about else "seen in tool output"
+            score = (0.6 if fact.talked_about else 0.2) + recency + bonus + 0.03 * min(fact.mentions, 10)
+            mentioned.append(Line(f"{code(fact.path)} - {where}", score, (3, fact.first, 0), covers=(fact.path,)))
+    mentioned.sort(key=lambda ln: (-ln.score, ln.order))
+    lines.extend(mentioned[:40])
+    _link_lines(facts, lines, span)
 
 
 _ARCHIVED = re.compile(r"^(?:ok|failed): \[[^\]]*\barchived as (\S+?)\]$")

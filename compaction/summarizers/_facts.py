@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from compaction.injection import addresses_model, guard
 from compaction.patterns import OpenFile, diff_paths, final_code_block, relays_terminal, search_replace_paths, truncate
@@ -233,60 +234,70 @@ def _url_label(text: str, start: int, url: str) -> str:
     return truncate(clean(before), 130) if before else ""
 
 
-def extract(messages: Sequence[Message]) -> SpanFacts:
-    """Read a span of canonical messages into facts."""
-    users: list[UserTurn] = []
-    events: list[ToolEvent] = []
-    by_call: dict[str, ToolEvent] = {}
-    collector = _Collector()
-    phase = 0
-    chars = 0
-    last_assistant = -1
-    last_user = -1
-    for index, message in enumerate(messages):
-        chars += message_chars(message)
-        if message.role == "system":
-            continue
+@dataclass
+class _SpanReader:
+    """The state of :func:`extract` while it reads a span, message by message."""
+
+    messages: Sequence[Message]
+    users: list[UserTurn] = field(default_factory=list)
+    events: list[ToolEvent] = field(default_factory=list)
+    by_call: dict[str, ToolEvent] = field(default_factory=dict)
+    collector: _Collector = field(default_factory=_Collector)
+    phase: int = 0
+    last_assistant: int = -1
+    last_user: int = -1
+
+    def read_text(self, index: int, message: Message) -> None:
+        """A user turn's or an assistant's text: the turn, what it names and what it edits."""
+        collector = self.collector
         if message.role == "user" and message.is_user_turn:
-            phase += 1
+            self.phase += 1
             text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
             images = sum(1 for _ in message.iter_images())
-            users.append(UserTurn(msg=index, phase=phase, text=text, images=images))
-            last_user = index
+            self.users.append(UserTurn(msg=index, phase=self.phase, text=text, images=images))
+            self.last_user = index
             collector.scan(text, index, talked=True)
         elif message.role == "assistant":
             text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
             if text.strip():
-                last_assistant = index
+                self.last_assistant = index
                 collector.scan(text, index, talked=True)
                 collector.written(search_replace_paths(text), index, "SEARCH/REPLACE")
-                if index + 1 < len(messages) and relays_terminal(messages[index + 1], message):
+                if index + 1 < len(self.messages) and relays_terminal(self.messages[index + 1], message):
                     # A tool-less agent's command, the code block its turn ends with, answered
                     # by the terminal's output in the next turn: what it changes is modified.
                     action = final_code_block(text) or ""
                     verb = action.split(maxsplit=1)[0] if action.strip() else "command"
                     collector.written(collector.editor.command(action), index, verb)
+
+    def read_parts(self, index: int, message: Message) -> None:
+        """A message's tool calls (new events) and tool results (attached to their call's event)."""
+        events = self.events
         for part in message.parts:
             if isinstance(part, ToolCallPart):
-                event = _new_event(part, index, phase, len(events), collector)
+                event = _new_event(part, index, self.phase, len(events), self.collector)
                 events.append(event)
-                by_call.setdefault(part.id, event)
+                self.by_call.setdefault(part.id, event)
             elif isinstance(part, ToolResultPart):
-                found = by_call.get(part.call_id)
+                found = self.by_call.get(part.call_id)
                 if found is not None and found.result is None:
                     event = found
                 else:
                     event = ToolEvent(
                         seq=len(events),
                         index=index,
-                        phase=phase,
+                        phase=self.phase,
                         call_id=part.call_id,
                         name="(unknown tool)",
                         kind="other",
                         args={},
                     )
                     events.append(event)
-                _attach_result(event, part, index, collector)
+                _attach_result(event, part, index, self.collector)
+
+
+def _link_resolutions(events: Sequence[ToolEvent]) -> None:
+    """Each failed event's ``resolved_by``: the first later event that resolves it."""
     for i, event in enumerate(events):
         if not event.failed:
             continue
@@ -294,17 +305,107 @@ def extract(messages: Sequence[Message]) -> SpanFacts:
             if resolves(event, later):
                 event.resolved_by = later.seq
                 break
+
+
+def extract(messages: Sequence[Message]) -> SpanFacts:
+    """Read a span of canonical messages into facts."""
+    reader = _SpanReader(messages)
+    chars = 0
+    for index, message in enumerate(messages):
+        chars += message_chars(message)
+        if message.role == "system":
+            continue
+        reader.read_text(index, message)
+        reader.read_parts(index, message)
+    _link_resolutions(reader.events)
+    collector = reader.collector
     return SpanFacts(
         messages=len(messages),
         chars=chars,
-        user_turns=users,
-        events=events,
+        user_turns=reader.users,
+        events=reader.events,
         paths=collector.paths,
         urls=collector.urls,
         ids=collector.ids,
-        last_assistant_msg=last_assistant,
-        last_user_msg=last_user,
+        last_assistant_msg=reader.last_assistant,
+        last_user_msg=reader.last_user,
     )
+
+
+def _argument_paths(event: ToolEvent, args: dict[str, Any], collector: _Collector) -> None:
+    """The paths the call's arguments name (``arg_paths``) and those it writes (``written``)."""
+    for key in PATH_KEYS:
+        value = args.get(key)
+        values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for item in values:
+            if isinstance(item, str) and item.strip() and "\n" not in item and len(item) <= 260:
+                if "://" in item:
+                    continue
+                event.arg_paths.append(item.strip())
+                if event.kind == "write" and key not in PLACE_KEYS:
+                    event.written.append(item.strip())
+    if event.command:
+        body = normalize_command(event.command)
+        url_spans = [(s, s + len(u)) for s, u in find_urls(body)]
+        event.arg_paths.extend(p for _, p in find_paths(body, url_spans))
+        # Only what the command writes is changed: not every path or module name it mentions.
+        # Read as written (``event.command`` has its white space folded, here-documents with it).
+        raw = next((v for k in COMMAND_KEYS if isinstance(v := args.get(k), str) and v.strip()), event.command)
+        event.written.extend(collector.editor.command(raw))
+
+
+def _argument_urls_and_snippet(event: ToolEvent, args: dict[str, Any]) -> None:
+    for key in URL_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            event.arg_urls.append(value.strip())
+    for key in CONTENT_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            event.snippet, event.snippet_telling = _change_snippet(key, value)
+            break
+
+
+def _edited_files(event: ToolEvent, part: ToolCallPart, args: dict[str, Any], collector: _Collector) -> None:
+    """Add what an edit of the open file or a patch argument changes; every written path is named."""
+    event.written.extend(collector.editor.call(part.name, args))  # an edit of the open file, naming none
+    if event.kind != "exec":  # a patch passed as an argument changes the files its headers name
+        for value in args.values():
+            if isinstance(value, str) and "\n" in value:
+                event.written.extend(diff_paths(value))
+    event.written = list(dict.fromkeys(event.written))
+    event.arg_paths.extend(path for path in event.written if path not in event.arg_paths)
+
+
+def _count_uses(event: ToolEvent, index: int, collector: _Collector) -> None:
+    """Each named path's writes, uses or reads by this tool; each fetched URL's fetcher."""
+    written = set(event.written)
+    for raw in dict.fromkeys(event.arg_paths):
+        fact = collector.path(raw, index)
+        if fact is None:
+            continue
+        changed = raw in written
+        counts = fact.writes if changed else fact.uses if event.kind == "exec" else fact.reads
+        counts[event.name] = counts.get(event.name, 0) + 1
+        if changed and event.snippet and (event.snippet_telling or not fact.snippet):
+            fact.snippet = event.snippet
+    for url in event.arg_urls:
+        url_fact = collector.url(url, index)
+        if url_fact is not None:
+            url_fact.fetched_by = event.name
+
+
+def _scan_arguments(args: dict[str, Any], index: int, collector: _Collector) -> None:
+    """Links and ids in the call's other string arguments."""
+    for key, value in args.items():
+        if not isinstance(value, str) or key in PATH_KEYS or key in URL_KEYS:
+            continue
+        if key in CONTENT_KEYS:
+            # What the assistant writes is its own statement: links and ids in it count as named.
+            collector.scan(value, index, talked=True)
+        else:
+            for start, kind_, ident in find_ids(value):
+                collector.ident(kind_, ident, index, context_snippet(value, start, ident), False)
 
 
 def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: _Collector) -> ToolEvent:
@@ -320,63 +421,11 @@ def _new_event(part: ToolCallPart, index: int, phase: int, seq: int, collector: 
         args=args,
         command=_command_of(args) if kind == "exec" else None,
     )
-    for key in PATH_KEYS:
-        value = args.get(key)
-        values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-        for item in values:
-            if isinstance(item, str) and item.strip() and "\n" not in item and len(item) <= 260:
-                if "://" in item:
-                    continue
-                event.arg_paths.append(item.strip())
-                if kind == "write" and key not in PLACE_KEYS:
-                    event.written.append(item.strip())
-    if event.command:
-        body = normalize_command(event.command)
-        url_spans = [(s, s + len(u)) for s, u in find_urls(body)]
-        event.arg_paths.extend(p for _, p in find_paths(body, url_spans))
-        # Only what the command writes is changed: not every path or module name it mentions.
-        # Read as written (``event.command`` has its white space folded, here-documents with it).
-        raw = next((v for k in COMMAND_KEYS if isinstance(v := args.get(k), str) and v.strip()), event.command)
-        event.written.extend(collector.editor.command(raw))
-    for key in URL_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and value.startswith(("http://", "https://")):
-            event.arg_urls.append(value.strip())
-    for key in CONTENT_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            event.snippet, event.snippet_telling = _change_snippet(key, value)
-            break
-    event.written.extend(collector.editor.call(part.name, args))  # an edit of the open file, naming none
-    if kind != "exec":  # a patch passed as an argument changes the files its headers name
-        for value in args.values():
-            if isinstance(value, str) and "\n" in value:
-                event.written.extend(diff_paths(value))
-    event.written = list(dict.fromkeys(event.written))
-    event.arg_paths.extend(path for path in event.written if path not in event.arg_paths)
-    written = set(event.written)
-    for raw in dict.fromkeys(event.arg_paths):
-        fact = collector.path(raw, index)
-        if fact is None:
-            continue
-        changed = raw in written
-        counts = fact.writes if changed else fact.uses if kind == "exec" else fact.reads
-        counts[event.name] = counts.get(event.name, 0) + 1
-        if changed and event.snippet and (event.snippet_telling or not fact.snippet):
-            fact.snippet = event.snippet
-    for url in event.arg_urls:
-        url_fact = collector.url(url, index)
-        if url_fact is not None:
-            url_fact.fetched_by = event.name
-    for key, value in args.items():
-        if not isinstance(value, str) or key in PATH_KEYS or key in URL_KEYS:
-            continue
-        if key in CONTENT_KEYS:
-            # What the assistant writes is its own statement: links and ids in it count as named.
-            collector.scan(value, index, talked=True)
-        else:
-            for start, kind_, ident in find_ids(value):
-                collector.ident(kind_, ident, index, context_snippet(value, start, ident), False)
+    _argument_paths(event, args, collector)
+    _argument_urls_and_snippet(event, args)
+    _edited_files(event, part, args, collector)
+    _count_uses(event, index, collector)
+    _scan_arguments(args, index, collector)
     return event
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._events import UNRESOLVED_PREFIX
@@ -265,15 +265,34 @@ def _relabel(line: Line, old: str, new: str, penalty: float, *, unpin: bool = Fa
     )
 
 
-def merge_sources(sources: Sequence[Sections]) -> Sections:
-    """Merge several sources' sections (oldest source first) into one set of sections.
+@dataclass(frozen=True)
+class _Later:
+    """What the sources newer than one source ran: commands that succeeded, errors still open."""
 
-    Goals and the timeline stay oldest first; the other sections list the newest source first.
-    Only the newest source's actions are "last"; only the oldest source's first request is the
-    primary one; an older unresolved error whose command a newer source ran successfully moves
-    to section 5 as resolved; the next step comes from the newest source that has one.
-    """
-    merged = empty_sections()
+    succeeded: set[str]
+    open_errors: list[set[str]]
+
+
+def _merged_line(line: Line, s: int, newest: bool, have_primary: bool, later: _Later) -> tuple[int, Line] | None:
+    """Where one line of an older or the newest source goes (section, line), or None to drop it."""
+    if s == 0 and line.text.startswith(REQUEST_PREFIX):
+        if have_primary:
+            line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
+    elif s == 4 and not newest:
+        for old, new in _STALE_PREFIXES:
+            if line.text.startswith(old):
+                return s, _relabel(line, old, new, 0.5)
+    elif s == 5 and not newest and line.text.startswith(UNRESOLVED_PREFIX):
+        command = _first_command(line.text)
+        if command and any(command in errors for errors in later.open_errors):
+            return None  # the newer source reports the same failing command
+        if command and any(_same_or_broader(command, ok) for ok in later.succeeded):
+            return 4, _relabel(line, UNRESOLVED_PREFIX, "Resolved later: ", 0.3)
+    return s, line
+
+
+def _merge_sections(sources: Sequence[Sections], merged: Sections) -> None:
+    """Sections 0-5 of every source into ``merged`` (see :func:`merge_sources`)."""
     count = len(sources)
     succeeded = [_succeeded_commands(sections) for sections in sources]
     open_errors = [
@@ -283,34 +302,26 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     have_primary = False  # an older source already covers the start of the session
     for rank, sections in enumerate(sources):
         newest = rank == count - 1
-        later_ok: set[str] = set().union(*succeeded[rank + 1 :]) if not newest else set()
+        later = _Later(set().union(*succeeded[rank + 1 :]) if not newest else set(), open_errors[rank + 1 :])
         for s in range(6):
             direction = rank if s in _CHRONOLOGICAL else -rank
             for line in sections[s]:
-                target = s
-                if s == 0 and line.text.startswith(REQUEST_PREFIX):
-                    if have_primary:
-                        line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
-                elif s == 4 and not newest:
-                    for old, new in _STALE_PREFIXES:
-                        if line.text.startswith(old):
-                            line = _relabel(line, old, new, 0.5)
-                            break
-                elif s == 5 and not newest and line.text.startswith(UNRESOLVED_PREFIX):
-                    command = _first_command(line.text)
-                    if command and any(command in errors for errors in open_errors[rank + 1 :]):
-                        continue  # the newer source reports the same failing command
-                    if command and any(_same_or_broader(command, ok) for ok in later_ok):
-                        line = _relabel(line, UNRESOLVED_PREFIX, "Resolved later: ", 0.3)
-                        target = 4
+                placed = _merged_line(line, s, newest, have_primary, later)
+                if placed is None:
+                    continue
+                target, line = placed
                 bonus = 0.5 if s == 4 and newest else 0.0
                 merged[target].append(replace(line, order=(float(direction), *line.order), score=line.score + bonus))
         if any(sections):
             have_primary = True
-    # Next step: the newest source's lines; older lines only for prefixes the newer ones lack.
+
+
+def _merge_next_steps(sources: Sequence[Sections], merged: Sections) -> None:
+    """Next step: the newest source's lines; older lines only for prefixes the newer ones lack (an
+    older "last" request the newer ones do not repeat becomes a later request of section 0)."""
     seen_prefixes: set[str] = set()
     newest_with_lines = True
-    for rank in range(count - 1, -1, -1):
+    for rank in range(len(sources) - 1, -1, -1):
         lines = sources[rank][6]
         if not lines:
             continue
@@ -320,23 +331,39 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
             if newest_with_lines or (prefix is not None and prefix not in seen_prefixes):
                 merged[6].append(replace(line, order=(float(-rank), *line.order)))
             elif line.text.startswith(LAST_REQUEST_PREFIX):
-                # A superseded "last" request is still something the user asked for (unless the
-                # same summary already lists it as a request).
-                request = line.text[len(LAST_REQUEST_PREFIX) :]
-                listed = [
-                    ln.text.split(": ", 1)[1][:60]
-                    for ln in sources[rank][0]
-                    if ln.text.startswith((REQUEST_PREFIX, "Later request: "))
-                ]
-                if not any(head and head in request for head in listed):
-                    kept = [p for p in split_sentences(request) if not is_pleasantry(p)] or [request]
-                    later = replace(line, text="Later request: " + " ".join(kept), pinned=False, alt=None)
-                    merged[0].append(replace(later, order=(float(rank), 1e9, 0.0)))
+                later = _superseded_last_request(line, sources[rank][0], rank)
+                if later is not None:
+                    merged[0].append(later)
         for line in lines:
             match = _OUR_PREFIX.match(line.text)
             if match:
                 seen_prefixes.add(match.group(1))
         newest_with_lines = False
+
+
+def _superseded_last_request(line: Line, goals: Sequence[Line], rank: int) -> Line | None:
+    """A superseded "last" request is still something the user asked for (unless the same summary
+    already lists it as a request): as a later request, or None."""
+    request = line.text[len(LAST_REQUEST_PREFIX) :]
+    listed = [ln.text.split(": ", 1)[1][:60] for ln in goals if ln.text.startswith((REQUEST_PREFIX, "Later request: "))]
+    if any(head and head in request for head in listed):
+        return None
+    kept = [p for p in split_sentences(request) if not is_pleasantry(p)] or [request]
+    later = replace(line, text="Later request: " + " ".join(kept), pinned=False, alt=None)
+    return replace(later, order=(float(rank), 1e9, 0.0))
+
+
+def merge_sources(sources: Sequence[Sections]) -> Sections:
+    """Merge several sources' sections (oldest source first) into one set of sections.
+
+    Goals and the timeline stay oldest first; the other sections list the newest source first.
+    Only the newest source's actions are "last"; only the oldest source's first request is the
+    primary one; an older unresolved error whose command a newer source ran successfully moves
+    to section 5 as resolved; the next step comes from the newest source that has one.
+    """
+    merged = empty_sections()
+    _merge_sections(sources, merged)
+    _merge_next_steps(sources, merged)
     return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(merged)]
 
 
