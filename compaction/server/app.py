@@ -90,8 +90,10 @@ def create_app(
     gives each key its own sessions and a rate limit of ``rate_limit`` requests/s (bursts of
     ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
-    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
-    extractive compactions in that many worker processes (:mod:`compaction.server.pool`).
+    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`): the
+    stateless ones, and stored sessions' when the store is a file or a PostgreSQL database (the
+    process opens it itself: :mod:`compaction.server.session_job`).
     ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond);
     with API keys, ``max_storage_bytes_per_key`` (413) and ``max_sessions_per_key`` (429) cap what
     each key stores (:mod:`compaction.server.quota`)."""
