@@ -24,8 +24,7 @@ from compaction.adapters import message_format, to_canonical
 from compaction.errors import TranscriptError
 from compaction.store import SessionContext
 from compaction.stores.rows import ContextHead, CountedBatch
-from compaction.tokens import TokenCounter
-from compaction.tokens._base import BaseTokenCounter
+from compaction.tokens import BaseTokenCounter, TokenCounter
 from compaction.transcript import TranscriptFormat
 
 __all__ = ["counted_batch", "first_format", "head_format", "is_additive", "last_id", "message_tokens"]
