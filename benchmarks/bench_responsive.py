@@ -18,7 +18,9 @@ the compaction processes, which open the store themselves.
    single-message appends (``POST .../messages``, one short user message, sequential) are timed.
    Appends per second at 5,000 messages against 50: the acceptance is within 1.2x.
 
-Run ``python benchmarks/bench_responsive.py`` (``--rounds N``, ``--cycles N``, ``--json``).
+Run ``python benchmarks/bench_responsive.py`` (``--rounds N``, ``--cycles N``, ``--json``);
+``--in-process`` measures only this tree's append rates, in one process (no server to share the
+cores with), alternating the two sessions.
 """
 
 from __future__ import annotations
@@ -93,6 +95,41 @@ async def _append_rate(base: str, sid: str, count: int, tag: str) -> float:
             response = await client.post(f"/v1/sessions/{sid}/messages", json=body)
             response.raise_for_status()
         return count / (time.perf_counter() - began)
+
+
+def in_process_appends(reps: int = 6, count: int = 40) -> dict[str, Any]:
+    """This tree only, in one process (FastAPI's TestClient, no HTTP server or other process to
+    share the cores with): appends per second at a 50- and a 5,000-message session, alternating,
+    and the ratio of each adjacent pair (the fairer measure on a machine whose load moves)."""
+    from fastapi.testclient import TestClient
+
+    from compaction.server.app import create_app
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp, TestClient(create_app(store_path=str(Path(tmp) / "s.db"))) as client:
+        base = str(client.base_url)
+        sessions = {size: _fill_sync(client, size, seed=900 + size) for size in (SHORT, LONG)}
+        for rep in range(reps):
+            rate: dict[int, float] = {}
+            for size in (SHORT, LONG) if rep % 2 == 0 else (LONG, SHORT):
+                began = time.perf_counter()
+                for i in range(count):
+                    body = {"messages": [{"role": "user", "content": f"note {rep}-{i}: the build passed"}]}
+                    client.post(f"/v1/sessions/{sessions[size]}/messages", json=body).raise_for_status()
+                rate[size] = count / (time.perf_counter() - began)
+            rows.append({"short": rate[SHORT], "long": rate[LONG], "load": os.getloadavg()[0]})
+    ratios = [r["short"] / r["long"] for r in rows]
+    return {"base": base, "rows": rows, "median_ratio": statistics.median(ratios), "ratios": ratios}
+
+
+def _fill_sync(client: Any, size: int, seed: int) -> str:
+    from benchmarks.generate import generate
+
+    work = workload([dict(m) for m in generate("coding", size, seed=seed).messages], appends=max(1, size // 100))
+    sid = str(client.post("/v1/sessions", json={"system": work.system}).json()["session_id"])
+    for batch in work.batches:
+        client.post(f"/v1/sessions/{sid}/messages", json={"messages": batch}).raise_for_status()
+    return sid
 
 
 def _variants(processes: int) -> list[Variant]:
@@ -170,7 +207,14 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--in-process", action="store_true", help="only the append rates of this tree, in one process")
     args = parser.parse_args()
+    if args.in_process:
+        found = in_process_appends()
+        for k, r in enumerate(found["rows"]):
+            print(f"| {k + 1} | {r['short']:.1f} | {r['long']:.1f} | {r['short'] / r['long']:.2f}x | {r['load']:.1f} |")
+        print(f"median {SHORT} / {LONG:,}: {found['median_ratio']:.2f}x")
+        return
     figures = run(args.rounds, args.cycles, args.processes, args.bursts)
     print(markdown(figures))
     if args.json:
