@@ -25,11 +25,15 @@ from typing import Any, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """A message as stored: a store-assigned increasing id and the provider-format message."""
+    """A message as stored: a store-assigned increasing id and the provider-format message.
+    ``tokens``: its token count as the writer counted it when it was appended (None: not counted,
+    e.g. a row of a database made before the column existed; see
+    :class:`compaction.stores.rows.CountedBatch`)."""
 
     id: int
     message: dict[str, Any]
     created_at: float = 0.0
+    tokens: int | None = None
 
 
 @dataclass(frozen=True)

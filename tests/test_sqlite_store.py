@@ -53,7 +53,7 @@ def test_unicode_and_cjk_round_trip_and_are_stored_unescaped(db: Path, store: SQ
 
 def test_context_and_messages_after_use_the_index(store: SQLiteSessionStore) -> None:
     conn = sqlite3.connect(store.path)
-    sql = "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
+    sql = "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
     assert sql in inspect.getsource(SQLiteSessionStore.context)
     assert sql in inspect.getsource(SQLiteSessionStore.messages)
     plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("s1", 9000)))
@@ -70,7 +70,7 @@ def test_wal_mode_schema_version_and_pragmas(db: Path) -> None:
         store.create_session("s1")
         raw = sqlite3.connect(db)
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "compactions", "archive"} <= tables
         raw.close()

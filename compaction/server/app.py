@@ -33,8 +33,8 @@ catch-all 500), ``settings``, ``compaction_loop`` (the event loop compactions ru
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -90,33 +90,21 @@ def create_app(
     gives each key its own sessions and a rate limit of ``rate_limit`` requests/s (bursts of
     ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
     (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
-    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs stateless
-    extractive compactions in that many worker processes (:mod:`compaction.server.pool`).
+    the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs
+    extractive compactions in that many worker processes (:mod:`compaction.server.pool`): the
+    stateless ones, and stored sessions' when the store is a file or a PostgreSQL database (the
+    process opens it itself: :mod:`compaction.server.session_job`).
     ``max_event_streams`` and ``max_event_streams_per_key`` cap the open SSE streams (429 beyond);
     with API keys, ``max_storage_bytes_per_key`` (413) and ``max_sessions_per_key`` (429) cap what
     each key stores (:mod:`compaction.server.quota`)."""
-    settings = ServerSettings(
-        store_path=store_path,
-        model=model,
-        summarizer=summarizer,
-        config=config or CompactionConfig(),
-        max_body_bytes=max_body_bytes,
-        heartbeat_s=heartbeat_s,
-        drain_timeout_s=drain_timeout_s,
-        api_keys=api_keys,
-        rate_limit=rate_limit,
-        rate_burst=rate_burst,
-        header_timeout_s=header_timeout_s,
-        body_timeout_s=body_timeout_s,
-        client_permissions=frozenset(client_permissions),
-        compact_processes=compact_processes,
-        max_event_streams=max_event_streams,
-        max_event_streams_per_key=max_event_streams_per_key,
-        max_storage_bytes_per_key=max_storage_bytes_per_key,
-        max_sessions_per_key=max_sessions_per_key,
-    )
-    service = CompactionService(settings, store)
+    fields = dict(locals())  # every parameter but ``store`` is the ServerSettings field of its name
+    del fields["store"]
+    fields.update(config=config or CompactionConfig(), client_permissions=frozenset(client_permissions))
+    settings = ServerSettings(**fields)
+    return _application(CompactionService(settings, store), settings)
 
+
+def _lifespan(service: CompactionService) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
@@ -127,6 +115,11 @@ def create_app(
         finally:  # a failed drain must still stop the compaction loop and close the store
             service.state.close()
 
+    return lifespan
+
+
+def _application(service: CompactionService, settings: ServerSettings) -> FastAPI:
+    """The FastAPI app serving ``service``: admission, error handlers, the routers, the OpenAPI."""
     app = FastAPI(
         title="compaction",
         version=__version__,
@@ -138,7 +131,7 @@ def create_app(
             "`compaction.failed` events whose `data` is JSON (schemas `CompactionStartedEvent`, "
             "`CompactionFinishedEvent`, `CompactionFailedEvent`)."
         ),
-        lifespan=lifespan,
+        lifespan=_lifespan(service),
         responses=error_responses(401, 429, 500),
     )
     app.state.service = service

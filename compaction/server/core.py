@@ -22,6 +22,7 @@ from compaction.event_log import EventLog
 from compaction.middleware.store_mode import summary_message
 from compaction.server.auth import public_session_id
 from compaction.server.compaction_loop import CompactionLoop
+from compaction.server.context_size import first_format, is_additive, last_id
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -35,6 +36,7 @@ from compaction.server.schemas import (
 from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
 from compaction.store import SessionContext, SessionStore
 from compaction.store_usage import UsageMeter
+from compaction.stores.rows import ContextHead
 
 if TYPE_CHECKING:
     from compaction.server.pool import CompactionPool
@@ -54,6 +56,20 @@ class SessionInput:
     system: Any
     offset: int  # index of stored context message 0 in ``messages`` (1 after an injected system message)
     ids: list[int]
+
+
+@dataclass(frozen=True)
+class AppendView:
+    """What an append needs to know of its session (see ``CompactionService.append``)."""
+
+    system: Any
+    format: SessionFormat
+    model: str | None
+    """The model as stored (None: the server's default)."""
+    seen: str | None
+    """The format of the context's first message that shows one (None: none does)."""
+    empty: bool
+    """Whether the context holds no message (only known when the whole context was read)."""
 
 
 class ServiceState:
@@ -96,6 +112,10 @@ class ServiceState:
             from compaction.server.pool import CompactionPool
 
             self.pool = CompactionPool(settings.compact_processes)
+        # What a compaction process opens the store from to compact stored sessions there (None:
+        # a store only this process can use, e.g. an in-memory one; they compact here).
+        reopen = getattr(store, "reopen_target", None)
+        self.session_db: str | None = reopen if self.pool is not None and isinstance(reopen, str) else None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -227,6 +247,45 @@ class ServiceState:
         out.extend(rest)
         ids.extend(data.ids)
         return data, out, ids
+
+    async def head(self, session_id: str) -> ContextHead | None:
+        """The session's row without its messages, when the store keeps one (a SQL store)."""
+        read = getattr(self.store, "context_head", None)
+        if not callable(read):
+            return None
+        try:
+            head: ContextHead = await self.run_store(read, session_id)
+        except KeyError:
+            raise not_found("session", public_session_id(session_id)) from None
+        return head
+
+    async def context_size(self, session_id: str) -> tuple[int, bool]:
+        """The context's tokens and whether they reach the threshold: the store's running total
+        when it has one, else the whole context counted (and the total set for the next append;
+        see :mod:`compaction.server.context_size`)."""
+        head = await self.head(session_id)
+        if head is not None and head.context_tokens is not None:
+            compactor = self.compactor(head.model or self.settings.model, session=True)
+            return head.context_tokens, compactor.decide(head.context_tokens).should_compact
+        ctx = await self.context(session_id)
+        tokens, reached = await anyio.to_thread.run_sync(self.measure, ctx)
+        if head is not None and tokens > 0:
+            await self.run_store(self._set_total, ctx, tokens)
+        return tokens, reached
+
+    def _set_total(self, ctx: SessionContext, tokens: int) -> None:
+        """Remember a recount as the session's running total, if the session is still as read."""
+        if not is_additive(self.compactor(ctx.model or self.settings.model, session=True).counter):
+            return
+        set_total = getattr(self.store, "set_context_tokens")  # noqa: B009 - a SQL store's, checked by head()
+        set_total(
+            ctx.session_id,
+            tokens,
+            context_format=first_format([m.message for m in ctx.messages]),
+            model=ctx.model,
+            summary_through_id=ctx.summary_through_id,
+            last_id=last_id(ctx),
+        )
 
     def measure(self, ctx: SessionContext) -> tuple[int, bool]:
         data, messages, _ = self.render_context(ctx)

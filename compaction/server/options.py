@@ -90,7 +90,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "--compact-processes",
         type=int,
         default=0,
-        help="worker processes for stateless extractive compactions (default 0: a thread in the server process)",
+        help="worker processes for extractive compactions: stateless ones, and stored sessions' when --db is a "
+        "file or a PostgreSQL URL (default 0: a thread in the server process)",
     )
     parser.add_argument(
         "--otel",

@@ -6,44 +6,49 @@ With ``compact_processes=N`` they run in N spawned processes instead, each keepi
 compactors; the result comes back as JSON bytes (orjson), so the server's loop neither builds nor
 validates the large response model. Only the offline extractive summarizer runs there (a custom
 summarizer object cannot cross a process boundary; an LLM summarizer is I/O-bound anyway).
+
+Stored sessions are compacted there too when the store can be opened again from another process
+(a SQLite file or a PostgreSQL URL: :mod:`compaction.server.session_job`): the process opens the
+store itself, compacts and saves with the store's compare-and-swap.
+
+A process that dies while running a job (killed, out of memory) breaks the executor: every job it
+held fails with :class:`~compaction.server.session_job.CompactionProcessLost`, a new executor takes
+over for the next jobs, and a session compaction that was running is not saved (the session is
+unchanged: the save is one transaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import multiprocessing
-from collections import OrderedDict
+import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
 
 import orjson
 
-from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError, TranscriptError
 from compaction.server.answer import result_dict
 from compaction.server.errors import ApiError, one_line, transcript_api_error
+from compaction.server.session_job import (
+    CompactionProcessLost,
+    JobAnswer,
+    SessionJob,
+    compact_session_job,
+    compactor_for,
+)
 from compaction.summarizers.base import SummarizerError
 from compaction.tokens import active_count_cache_partition, count_cache_partition
 
-__all__ = ["CompactionPool", "compact_job"]
+__all__ = ["CompactionPool", "compact_job", "compactor_for"]
 
-_COMPACTORS: OrderedDict[tuple[str, str], Compactor] = OrderedDict()
-_CACHE_SIZE = 32
-
-
-def _compactor(model: str, config_json: str) -> Compactor:
-    key = (model, config_json)
-    compactor = _COMPACTORS.get(key)
-    if compactor is None:
-        from compaction.summarizers.extractive import ExtractiveSummarizer
-
-        config = CompactionConfig.model_validate_json(config_json)
-        compactor = _COMPACTORS[key] = Compactor(model, ExtractiveSummarizer(), config)
-        while len(_COMPACTORS) > _CACHE_SIZE:
-            _COMPACTORS.popitem(last=False)
-    return compactor
+_log = logging.getLogger("compaction.server.pool")
+T = TypeVar("T")
 
 
 def compact_job(
@@ -59,7 +64,7 @@ def compact_job(
 def _compact(model: str, config_json: str, request: bytes, fields: tuple[str, ...]) -> tuple[str, Any]:
     body = orjson.loads(request)
     try:
-        result = _compactor(model, config_json).compact(
+        result = compactor_for(model, config_json).compact(
             body["messages"],
             body.get("instructions"),
             system=body.get("system"),
@@ -81,7 +86,7 @@ def _compact(model: str, config_json: str, request: bytes, fields: tuple[str, ..
 
 def _warm() -> None:
     """Import and build the default compactor once per process (tokenizer tables included)."""
-    _compactor("gpt-4o", CompactionConfig().model_dump_json())
+    compactor_for("gpt-4o", CompactionConfig().model_dump_json())
     # What is alive now (modules, the compactor) lives as long as the process: frozen, it is not
     # traversed again by the collections that every compaction's many short-lived objects trigger.
     gc.collect()
@@ -95,21 +100,47 @@ class CompactionPool:
         if processes < 1:
             raise ValueError(f"compact_processes must be at least 1, got {processes}")
         self.processes = processes
-        self._executor = ProcessPoolExecutor(
-            max_workers=processes, mp_context=multiprocessing.get_context("spawn"), initializer=_warm
+        self._lock = threading.Lock()
+        self._closed = False
+        self._executor = self._new_executor()
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.processes, mp_context=multiprocessing.get_context("spawn"), initializer=_warm
         )
 
+    async def _run(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` in a worker process; :class:`CompactionProcessLost` when the process
+        running it (or another of the executor's) died, after which a new executor serves."""
+        executor = self._executor
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, func, *args)
+        except BrokenProcessPool as exc:
+            self._replace(executor)
+            raise CompactionProcessLost(
+                "the compaction process exited unexpectedly before it answered (killed, or out of memory)"
+            ) from exc
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """A new executor in place of ``broken`` (once, however many of its jobs failed)."""
+        with self._lock:
+            if self._executor is not broken or self._closed:
+                return
+            _log.error("a compaction process died; starting new ones")
+            self._executor = self._new_executor()
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    async def compact_session(self, job: SessionJob) -> JobAnswer:
+        """Compact a stored session in a worker process (:mod:`compaction.server.session_job`)."""
+        return await self._run(compact_session_job, job)
+
     async def compact(self, model: str, config: CompactionConfig, request: bytes, fields: tuple[str, ...]) -> bytes:
-        loop = asyncio.get_running_loop()
-        kind, value = await loop.run_in_executor(
-            self._executor,
-            compact_job,
-            model,
-            config.model_dump_json(),
-            request,
-            fields,
-            active_count_cache_partition(),
-        )
+        try:
+            kind, value = await self._run(
+                compact_job, model, config.model_dump_json(), request, fields, active_count_cache_partition()
+            )
+        except CompactionProcessLost as exc:
+            raise ApiError(503, "unavailable", f"{exc}; retry", headers={"Retry-After": "1"}) from None
         if kind == "ok":
             answer: bytes = value
             return answer
@@ -121,4 +152,6 @@ class CompactionPool:
         raise ApiError(502, "summarizer_failed", value)
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         self._executor.shutdown(wait=True, cancel_futures=True)

@@ -29,7 +29,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from compaction.store import SessionStore
@@ -150,28 +150,44 @@ def serve_processes(args: argparse.Namespace, run: ServeOne) -> int:
         context.Process(target=_worker, args=(child_args, shared, run), name=f"compaction-worker-{i}", daemon=False)
         for i in range(workers)
     ]
-    stopping = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for process in processes:
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    supervisor = _Supervisor(processes)
+    previous = {sig: signal.signal(sig, supervisor.forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for process in processes:
             process.start()
         _log.info("compaction serve: %d workers on %s:%d (pids %s)", workers, args.host, args.port,
                   ", ".join(str(p.pid) for p in processes))  # fmt: skip
+        return supervisor.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+
+
+class _Supervisor:
+    """Passes signals on to the worker processes and waits for them (see the module docstring)."""
+
+    def __init__(self, processes: Sequence[multiprocessing.process.BaseProcess]) -> None:
+        self.processes = processes
+        self.stopping = False
+
+    def forward(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+        for process in self.processes:
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signum)
+
+    def wait(self) -> int:
+        """Wait for every worker; 0 when all exited cleanly, else 1. A worker that dies takes the
+        others down."""
+        processes = self.processes
         failed = False
         while any(p.is_alive() for p in processes):
             time.sleep(0.2)
             dead = [p for p in processes if not p.is_alive() and p.exitcode not in (0, None)]
-            if dead and not stopping:  # one worker died: take the others down, report failure
+            if dead and not self.stopping:  # one worker died: take the others down, report failure
                 _log.error("worker %s exited with %s; stopping the others", dead[0].name, dead[0].exitcode)
-                failed = stopping = True
+                failed = self.stopping = True
                 for process in processes:
                     if process.is_alive():
                         process.terminate()
@@ -179,7 +195,3 @@ def serve_processes(args: argparse.Namespace, run: ServeOne) -> int:
             process.join()
         codes = [p.exitcode for p in processes]
         return 1 if failed or any(code not in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else 0
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        sock.close()

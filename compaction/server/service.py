@@ -16,7 +16,8 @@ from compaction.idempotency import IdempotencyKeyReused, check_key
 from compaction.redact import redact_json
 from compaction.server.answer import result_dict
 from compaction.server.auth import NAMESPACE_SEPARATOR, public_session_id
-from compaction.server.core import ServiceState
+from compaction.server.context_size import counted_batch, first_format, head_format
+from compaction.server.core import AppendView, ServiceState
 from compaction.server.errors import (
     ApiError,
     not_found,
@@ -43,6 +44,7 @@ from compaction.server.session_status import compaction_status
 from compaction.server.settings import ServerSettings
 from compaction.server.telemetry import annotate_request
 from compaction.store import SessionContext, SessionStore
+from compaction.stores.rows import CountedBatch
 from compaction.summarizers.base import SummarizerError
 
 
@@ -125,47 +127,24 @@ class CompactionService:
                 check_key(idempotency_key)
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
-        ctx = await self.state.context(session_id)
-        await anyio.to_thread.run_sync(self._validate_batch, ctx, body.messages)
-        batch: list[dict[str, Any]] = list(body.messages)
-        hoisted: list[int | None] = []
-        first = batch[0]
-        plain_system = set(first) == {"role", "content"} and first["role"] == "system"
-        if plain_system and isinstance(first["content"], str) and not ctx.messages and ctx.system is None:
-            # The OpenAI system prompt becomes the session's system prompt: it then leads every
-            # context instead of being a stored message that compaction could never move past.
-            await self.state.run_store(self.state.store.create_session, session_id, system=first["content"])
-            batch, hoisted = batch[1:], [None]
-        elif idempotency_key is not None and plain_system and first["content"] == ctx.system:
-            batch, hoisted = batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
-        options = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
+        view = await self._append_view(session_id, body.messages[0])
+        await anyio.to_thread.run_sync(self._validate_batch, view.system, view.format, body.messages)
+        batch, hoisted = await self._hoist_system(session_id, view, list(body.messages), idempotency_key)
         owner, size = "", 0
         if self.state.quota is not None and NAMESPACE_SEPARATOR in session_id:
             owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
             size = await anyio.to_thread.run_sync(stored_size, batch)
             await self.state.quota.check_append(owner, size)
-        try:
-            ids = await self.state.run_store(self.state.store.append, session_id, batch, **options) if batch else []
-        except KeyError:
-            raise not_found("session", public_session_id(session_id)) from None
-        except IdempotencyKeyReused as exc:
-            raise ApiError(422, "idempotency_key_reused", str(exc), field="Idempotency-Key") from None
-        except TypeError as exc:
-            if options and "idempotency_key" in str(exc):
-                message = "this server's session store does not take an Idempotency-Key"
-                raise ApiError(400, "invalid_request", message, field="Idempotency-Key") from None
-            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
-        except ValueError as exc:
-            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        counted = await anyio.to_thread.run_sync(self._counted, view, batch) if batch else None
+        ids = await self._store_batch(session_id, batch, idempotency_key, counted)
         if owner and self.state.quota is not None:
             self.state.quota.appended(owner, size)
-        ctx = await self.state.context(session_id)
-        tokens, reached = await anyio.to_thread.run_sync(self.state.measure, ctx)
+        tokens, reached = await self.state.context_size(session_id)
         compaction = status = None
         if body.auto_compact and reached:
             self.state.check_accepting()
             compaction = await self.compactions.compact_session(session_id, None, trigger="threshold")
-            tokens, reached = await anyio.to_thread.run_sync(self.state.measure, await self.state.context(session_id))
+            tokens, reached = await self.state.context_size(session_id)
             status = await self.compaction_status(session_id)
         return AppendResponse(
             session_id=public_session_id(session_id),
@@ -176,13 +155,71 @@ class CompactionService:
             compaction_status=status,
         )
 
-    def _validate_batch(self, ctx: SessionContext, batch: Sequence[Mapping[str, Any]]) -> None:
+    async def _append_view(self, session_id: str, first: Mapping[str, Any]) -> AppendView:
+        """What an append needs to know of the session: from its row alone when the store keeps
+        the context's running token total (:mod:`compaction.server.context_size`), else (or when
+        the batch may become the system prompt) from the whole context, as before."""
+        head = await self.state.head(session_id)
+        hoistable = set(first) == {"role", "content"} and first["role"] == "system"
+        if head is not None and head.context_tokens is not None and not (hoistable and head.system is None):
+            return AppendView(head.system, head_format(head), head.model, head.context_format, empty=False)
+        ctx = await self.state.context(session_id)
+        data = self.state.session_input(ctx)
+        seen = first_format([m.message for m in ctx.messages])
+        return AppendView(ctx.system, data.format, ctx.model, seen, empty=not ctx.messages)
+
+    async def _hoist_system(
+        self, session_id: str, view: AppendView, batch: list[dict[str, Any]], idempotency_key: str | None
+    ) -> tuple[list[dict[str, Any]], list[int | None]]:
+        """The batch to store and the ids of what was not stored (a leading system message)."""
+        first = batch[0]
+        plain_system = set(first) == {"role", "content"} and first["role"] == "system"
+        if plain_system and isinstance(first["content"], str) and view.empty and view.system is None:
+            # The OpenAI system prompt becomes the session's system prompt: it then leads every
+            # context instead of being a stored message that compaction could never move past.
+            await self.state.run_store(self.state.store.create_session, session_id, system=first["content"])
+            return batch[1:], [None]
+        if idempotency_key is not None and plain_system and first["content"] == view.system:
+            return batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
+        return batch, []
+
+    def _counted(self, view: AppendView, batch: Sequence[Mapping[str, Any]]) -> CountedBatch | None:
+        """The batch's token counts for the store (None for a store that keeps none)."""
+        if not callable(getattr(self.state.store, "context_head", None)):
+            return None
+        counter = self.state.compactor(view.model or self.state.settings.model, session=True).counter
+        return counted_batch(counter, batch, view.model, view.system, view.seen)
+
+    async def _store_batch(
+        self,
+        session_id: str,
+        batch: list[dict[str, Any]],
+        idempotency_key: str | None,
+        counted: CountedBatch | None,
+    ) -> list[int]:
+        options: dict[str, Any] = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
+        if counted is not None:
+            options["counted"] = counted
+        try:
+            return await self.state.run_store(self.state.store.append, session_id, batch, **options) if batch else []
+        except KeyError:
+            raise not_found("session", public_session_id(session_id)) from None
+        except IdempotencyKeyReused as exc:
+            raise ApiError(422, "idempotency_key_reused", str(exc), field="Idempotency-Key") from None
+        except TypeError as exc:
+            if idempotency_key is not None and "idempotency_key" in str(exc):
+                message = "this server's session store does not take an Idempotency-Key"
+                raise ApiError(400, "invalid_request", message, field="Idempotency-Key") from None
+            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_transcript", one_line(exc)) from None
+
+    def _validate_batch(self, system: Any, fmt: str, batch: Sequence[Mapping[str, Any]]) -> None:
         """The new messages must read as a transcript (index = index in the batch): in Anthropic format
         once the session is known to be Anthropic, else in the format they show."""
-        data = self.state.session_input(ctx)
-        probe_system = data.system if data.format == "anthropic" else None
+        probe_system = system if fmt == "anthropic" else None
         try:
-            to_canonical(list(batch), probe_system, format="anthropic" if data.format == "anthropic" else None)
+            to_canonical(list(batch), probe_system, format="anthropic" if fmt == "anthropic" else None)
         except TranscriptError as exc:
             raise transcript_error(exc) from None
 

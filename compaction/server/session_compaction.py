@@ -6,40 +6,27 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio.to_thread
 
+from compaction.compactor import Compactor
 from compaction.errors import CompactionError, TranscriptError
-from compaction.middleware.events import CompactionEvent, CompactionFinished, CompactionStarted
+from compaction.middleware.events import CompactionEvent, CompactionStarted
 from compaction.recall import StoreRecall
-from compaction.redact import redact_if_needed
 from compaction.result import CompactionResult
-from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
 from compaction.server.core import ServiceState
-from compaction.server.errors import (
-    REQUEST_ID,
-    ApiError,
-    one_line,
-    public_error,
-    transcript_error,
-)
-from compaction.server.events import (
-    COMPACTION_FAILED,
-    COMPACTION_FINISHED,
-    COMPACTION_STARTED,
-)
-from compaction.server.schemas import (
-    CompactionFailedEvent,
-    CompactionFinishedEvent,
-    CompactionStartedEvent,
-    SessionCompactResult,
-)
+from compaction.server.errors import REQUEST_ID, ApiError, one_line, transcript_api_error, transcript_error
+from compaction.server.events import COMPACTION_FAILED
+from compaction.server.schemas import CompactionFailedEvent, ErrorBody, SessionCompactResult
+from compaction.server.session_events import Compacted, compacted, event_payload
+from compaction.server.session_job import CompactionProcessLost, SessionJob
 from compaction.server.telemetry import annotate_request
 from compaction.store import SessionContext
 from compaction.summarizers.base import SummarizerError
+from compaction.tokens import active_count_cache_partition
 
 logger = logging.getLogger("compaction.server")
 
@@ -77,28 +64,32 @@ class SessionCompaction:
         include_removed: bool = True,
         include_record: bool = True,
     ) -> SessionCompactResult | None:
-        """Compact a stored session with the middleware's :class:`ContextManager` in store mode.
+        """Compact a stored session with the middleware's :class:`ContextManager` in store mode:
+        in a compaction process when the server has them and the store can be opened there
+        (:mod:`compaction.server.session_job`), else on the compaction loop.
 
         ``trigger="threshold"`` compacts only when the session is over the threshold (and returns
         None otherwise, or when the automatic compaction failed: the failure is an event)."""
         self.state.check_accepting()
-        await self.state.context(session_id)  # 404 before any event
-        outcome = await self.state.tracked(self._compact_session(session_id, instructions, trigger))
+        await self._session_model(session_id)  # 404 before any event
+        run = Run(session_id, instructions, trigger, include_removed, include_record, REQUEST_ID.get())
+        outcome = await self.state.tracked(self._compact_session(run))
         if outcome is None:
             return None
-        result, ctx, started, finished = outcome
-        annotate_request(result)  # here: the request's span lives in this task's context
-        # Off the event loop: redacting the removed originals of a full answer takes ~35 ms for 200
-        # messages, which every other request on this loop (health checks included) would wait for.
-        answer = partial(self._answer, session_id, result, ctx, started, finished, include_removed, include_record)
-        done = await anyio.to_thread.run_sync(answer)
-        if result.compacted:
+        done, ctx, result = outcome
+        if result is not None:
+            annotate_request(result)  # here: the request's span lives in this task's context
+        # Off the event loop: the answer validates the whole response model.
+        answer = await anyio.to_thread.run_sync(self._answer, session_id, done, ctx)
+        if done.compacted:
             self.warm_recall(session_id)
-        return done
+        return answer
 
     def warm_recall(self, session_id: str) -> None:
         """Index the session's newly archived messages for recall now, in a thread, instead of in
-        the first recall request after the compaction (a 20,000-message archive takes seconds)."""
+        the first recall request after the compaction (a 20,000-message archive takes seconds).
+        Recall is exact without it: the archive's rows are committed with the compaction, before
+        its answer, and a search brings the session's index up to date from them first."""
         store = self.state.store
         if self.state.draining or not callable(getattr(store, "search_archive", None)):
             return
@@ -112,141 +103,150 @@ class SessionCompaction:
             # The next recall builds the index itself (and reports what fails there).
             logger.warning("recall index warm-up failed: %s", one_line(future.exception() or Exception()))
 
-    def _answer(
-        self,
-        session_id: str,
-        result: CompactionResult,
-        ctx: SessionContext,
-        started: CompactionStarted | None,
-        finished: CompactionFinished | None,
-        include_removed: bool,
-        include_record: bool,
-    ) -> SessionCompactResult:
+    def _answer(self, session_id: str, done: Compacted, ctx: SessionContext) -> SessionCompactResult:
         """The answer to a session compaction (in a worker thread)."""
-        data = result_dict(result, include_removed=include_removed, include_record=include_record)
+        data = dict(done.data)
         after, messages, _ = self.state.render_context(ctx)
-        compacted = result.compacted
-        tokens_before = finished.tokens_before if finished else started.tokens_before if started else 0
-        tokens_after = finished.tokens_after if finished else tokens_before
         data.update(
             session_id=public_session_id(session_id),
             messages=messages,
             system=after.system,
             format=after.format,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            tokens_saved=max(0, tokens_before - tokens_after),
+            tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after,
+            tokens_saved=max(0, done.tokens_before - done.tokens_after),
             summary_through_id=ctx.summary_through_id,
-            messages_compacted=result.messages_removed if compacted else 0,
-            archive_ids=list(result.archive) if compacted else [],
+            messages_compacted=done.messages_removed if done.compacted else 0,
+            archive_ids=done.archive_ids if done.compacted else [],
         )
-        if not compacted:
+        if not done.compacted:
             data.update(summary=ctx.summary, fallback_level="none", removed=[], archive={}, messages_removed=0)
         return SessionCompactResult.model_validate(data)
 
-    async def _compact_session(
-        self, session_id: str, instructions: str | None, trigger: str
-    ) -> tuple[CompactionResult, SessionContext, CompactionStarted | None, CompactionFinished | None] | None:
+    async def _session_model(self, session_id: str) -> str:
+        """The session's model (404 for an unknown session), from its row alone when the store has one."""
+        head = await self.state.head(session_id)
+        model = head.model if head is not None else (await self.state.context(session_id)).model
+        return model or self.state.settings.model
+
+    async def _compact_session(self, run: Run) -> tuple[Compacted, SessionContext, CompactionResult | None] | None:
+        async with self.session_lock(run.session_id):
+            model = await self._session_model(run.session_id)
+            compactor = self.state.compactor(model, session=True)
+            result: CompactionResult | None = None
+            if self.state.pool is not None and self.state.session_db is not None:
+                done = await self._in_pool(run, model, compactor.config.model_dump_json())
+            else:
+                done, result = await self._in_process(run, compactor)
+            if done is None:
+                return None
+            ctx = await self.state.context(run.session_id)
+        return done, ctx, result
+
+    async def _in_process(self, run: Run, compactor: Compactor) -> tuple[Compacted | None, CompactionResult | None]:
+        """The compaction on the compaction loop, its events published as they come."""
         from compaction.middleware import ContextManager
 
         seen: list[CompactionEvent] = []
         loop = asyncio.get_running_loop()
-        request_id = REQUEST_ID.get()
 
         def on_event(event: CompactionEvent) -> None:  # called on the compaction loop
             started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
             seen.append(event)
-            loop.call_soon_threadsafe(self._publish, session_id, event, instructions, request_id, started)
+            loop.call_soon_threadsafe(self._publish, run, event, started)
 
-        async with self.session_lock(session_id):
-            ctx = await self.state.context(session_id)
-            compactor = self.state.compactor(ctx.model or self.state.settings.model, session=True)
-
-            async def job() -> CompactionResult | None:  # on the compaction loop
-                try:
-                    manager = ContextManager(
-                        compactor, session_id=session_id, store=self.state.store, on_event=on_event, recall=False
-                    )  # it only compacts: no model call to offer the recall tool to (clients use /recall)
-                except TranscriptError as exc:  # a stored message the adapters reject
-                    raise transcript_error(exc) from None
-                try:
-                    if trigger == "threshold":
-                        return await manager.before_turn()
-                    return await manager.compact_now(instructions)
-                except TranscriptError as exc:  # index into the stored context (after an OpenAI system message)
-                    raise transcript_error(exc, index_offset=self.state.session_input(ctx).offset) from None
-
+        async def job() -> tuple[Compacted | None, CompactionResult | None]:  # on the compaction loop
+            store = self.state.store
+            try:  # it only compacts: no model call to offer the recall tool to (clients use /recall)
+                manager = ContextManager(
+                    compactor, session_id=run.session_id, store=store, on_event=on_event, recall=False
+                )
+            except TranscriptError as exc:  # a stored message the adapters reject
+                raise transcript_error(exc) from None
             try:
-                result = await self.state.compaction_loop.run(job())
-            except CompactionError as exc:
-                raise ApiError(422, "compaction_failed", one_line(exc)) from None
-            except SummarizerError as exc:
-                raise ApiError(502, "summarizer_failed", one_line(exc)) from None
+                result = await (
+                    manager.before_turn() if run.trigger == "threshold" else manager.compact_now(run.instructions)
+                )
+            except TranscriptError as exc:  # index into the stored context (after an OpenAI system message)
+                ctx = store.context(run.session_id)
+                raise transcript_error(exc, index_offset=self.state.session_input(ctx).offset) from None
             if result is None:
-                return None
-            ctx = await self.state.context(session_id)
-        started = next((e for e in seen if isinstance(e, CompactionStarted)), None)
-        finished = next((e for e in seen if isinstance(e, CompactionFinished)), None)
-        return result, ctx, started, finished
+                return None, None
+            # Here, off the server's loop: redacting a full answer's removed originals takes ~35 ms
+            # for 200 messages, which every other request (health checks included) would wait for.
+            options = {"include_removed": run.include_removed, "include_record": run.include_record}
+            return compacted(result, seen, **options), result
 
-    def _publish(
-        self,
-        session_id: str,
-        event: CompactionEvent,
-        instructions: str | None,
-        request_id: str | None,
-        started_event: CompactionStarted | None = None,
-    ) -> None:
-        """The middleware's events as SSE events."""
-        if isinstance(event, CompactionStarted):
-            started = CompactionStartedEvent(
-                session_id=public_session_id(session_id),
-                trigger=event.trigger,
-                messages=event.messages,
-                tokens_before=event.tokens_before,
-                threshold=event.threshold,
-                # Redacted: the stream is a second channel (proxies, log shippers) for what the client sent.
-                instructions=redact_if_needed(instructions) if instructions and event.trigger == "manual" else None,
+        try:
+            return await self.state.compaction_loop.run(job())
+        except CompactionError as exc:
+            raise ApiError(422, "compaction_failed", one_line(exc)) from None
+        except SummarizerError as exc:
+            raise ApiError(502, "summarizer_failed", one_line(exc)) from None
+
+    async def _in_pool(self, run: Run, model: str, config_json: str) -> Compacted | None:
+        """The compaction in a compaction process, which opens the store itself; its events are
+        published when it answers."""
+        assert self.state.pool is not None
+        assert self.state.session_db is not None
+        job = SessionJob(
+            db=self.state.session_db,
+            session_id=run.session_id,
+            model=model,
+            config_json=config_json,
+            instructions=run.instructions,
+            trigger=run.trigger,
+            include_removed=run.include_removed,
+            include_record=run.include_record,
+            request_id=run.request_id,
+            partition=active_count_cache_partition(),
+        )
+        try:
+            kind, value, events = await self.state.pool.compact_session(job)
+        except CompactionProcessLost as exc:
+            error = ErrorBody(
+                type="internal_error", message=f"{exc}; the session is unchanged", request_id=run.request_id
             )
-            self.state.bus.publish(session_id, COMPACTION_STARTED, started.model_dump(mode="json"))
-        elif isinstance(event, CompactionFinished):
-            r = event.result
-            finished = CompactionFinishedEvent(
-                session_id=public_session_id(session_id),
-                compacted=True,
-                reason=r.reason,
-                trigger=event.trigger,
-                tokens_before=event.tokens_before,
-                tokens_after=event.tokens_after,
-                tokens_saved=event.tokens_saved,
-                messages_compacted=event.messages_compacted,
-                messages_before=event.messages_before,
-                messages_after=event.messages_after,
-                fallback_level=r.fallback_level,
-                duration_s=r.duration_s,
-                text=(
-                    f"Compacted {event.messages_compacted} messages, "
-                    f"tokens {event.tokens_before} -> {event.tokens_after}"
-                ),
-            )
-            self.state.bus.publish(session_id, COMPACTION_FINISHED, finished.model_dump(mode="json"))
-        elif event.exception is None:  # ran, but nothing to compact: not a failure for a client
-            tokens = started_event.tokens_before if started_event is not None else 0
-            messages = started_event.messages if started_event is not None else 0
-            quiet = CompactionFinishedEvent(
-                session_id=public_session_id(session_id),
-                compacted=False,
-                reason=event.error,
-                trigger=event.trigger,
-                tokens_before=tokens,
-                tokens_after=tokens,
-                messages_before=messages,
-                messages_after=messages,
-                text=f"No compaction needed: {event.error}",
-            )
-            self.state.bus.publish(session_id, COMPACTION_FINISHED, quiet.model_dump(mode="json"))
-        else:
             failed = CompactionFailedEvent(
-                session_id=public_session_id(session_id), trigger=event.trigger, error=public_error(event, request_id)
+                session_id=public_session_id(run.session_id), trigger=run.trigger, error=error
             )
-            self.state.bus.publish(session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))
+            self.state.bus.publish(run.session_id, COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True))
+            message = f"{exc}; the session is unchanged, retry"
+            raise ApiError(503, "unavailable", message, headers={"Retry-After": "1"}) from None
+        for name, data in events:
+            self.state.bus.publish(run.session_id, name, data)
+        return _job_outcome(kind, value)
+
+    def _publish(self, run: Run, event: CompactionEvent, started: CompactionStarted | None) -> None:
+        """A middleware event as an SSE event."""
+        name, data = event_payload(run.session_id, event, run.instructions, run.request_id, started)
+        self.state.bus.publish(run.session_id, name, data)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One session compaction request."""
+
+    session_id: str
+    instructions: str | None
+    trigger: Literal["manual", "threshold"]
+    include_removed: bool
+    include_record: bool
+    request_id: str | None
+
+
+def _job_outcome(kind: str, value: Any) -> Compacted | None:
+    """A compaction process's answer (:data:`~compaction.server.session_job.JobAnswer`) as the
+    in-process path gives it: the outcome, or the same error."""
+    if kind == "ok":
+        done: Compacted = value
+        return done
+    if kind == "none":
+        return None
+    if kind == "transcript":
+        raise transcript_api_error(*value)
+    if kind == "compaction":
+        raise ApiError(422, "compaction_failed", value)
+    if kind == "summarizer":
+        raise ApiError(502, "summarizer_failed", value)
+    raise RuntimeError(f"session compaction in a compaction process failed: {value}")

@@ -16,12 +16,13 @@ atomic: the compaction that takes the lock second sees the first one's ``summary
 returns ``False``. Reads run in ``REPEATABLE READ`` transactions where one answer takes several
 statements (one consistent snapshot).
 
-Schema (version 2, in ``compaction_meta``; created on first open under an advisory lock, so many
-processes may open a new database at once; a version 1 database gets ``sessions.tail`` on open)::
+Schema (version 3, in ``compaction_meta``; created on first open under an advisory lock, so many
+processes may open a new database at once; a version 1 database gets ``sessions.tail`` on open, a
+version 2 one the token columns)::
 
     sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at,
-                 tail)
-    messages    (id BIGINT IDENTITY PRIMARY KEY, session_id, message, created_at)
+                 tail, context_tokens, context_format, tokens_from_id)
+    messages    (id BIGINT IDENTITY PRIMARY KEY, session_id, message, created_at, tokens)
                 INDEX messages_by_session (session_id, id)
     compactions (id BIGINT IDENTITY PRIMARY KEY, session_id, at, tokens_before, tokens_after,
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["POSTGRES", "SCHEMA_VERSION", "PostgresSessionStore", "redact_url"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 # pg_advisory_xact_lock key for schema creation ("compacti" as an int64), so that processes that
 # open a new database at the same time do not race on CREATE TABLE.
@@ -75,6 +76,15 @@ END $$"""
 # open for databases made before it existed.
 _ARCHIVE_BY_SESSION: Final = "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)"
 
+# Version 2 -> 3: each message's token count and the context's running total (as in SQLite's
+# version 5: compaction.stores.rows.ContextHead).
+_TOKENS_V3: Final[tuple[str, ...]] = (
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS tokens INTEGER",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS context_tokens BIGINT",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS context_format TEXT",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tokens_from_id BIGINT NOT NULL DEFAULT 0",
+)
+
 _SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE compaction_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE sessions (
@@ -85,13 +95,17 @@ _SCHEMA: Final[tuple[str, ...]] = (
         summary_through_id BIGINT,
         created_at DOUBLE PRECISION NOT NULL,
         updated_at DOUBLE PRECISION NOT NULL,
-        tail TEXT
+        tail TEXT,
+        context_tokens BIGINT,
+        context_format TEXT,
+        tokens_from_id BIGINT NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE messages (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         session_id TEXT NOT NULL REFERENCES sessions(id),
         message TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL
+        created_at DOUBLE PRECISION NOT NULL,
+        tokens INTEGER
     )""",
     "CREATE INDEX messages_by_session ON messages (session_id, id)",
     """CREATE TABLE compactions (
@@ -254,6 +268,10 @@ class PostgresSessionStore(SQLSessionStore):
                     )
                 if version < 2:  # the last compaction's tail, as it returned it
                     conn.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tail TEXT")
+                if version < 3:  # token counts: each message's, and the context's running total
+                    for statement in _TOKENS_V3:
+                        conn.execute(statement)
+                if version < SCHEMA_VERSION:
                     conn.execute(
                         "UPDATE compaction_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
                     )
@@ -286,16 +304,28 @@ class PostgresSessionStore(SQLSessionStore):
         return self._tx()
 
     def _insert_messages(
-        self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str, rows: Sequence[str], now: float
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        session_id: str,
+        rows: Sequence[str],
+        now: float,
+        tokens: Sequence[int | None],
     ) -> list[int]:
         """The batch in one statement. Ids are drawn in the batch's order (``ORDER BY n``); the
         order of ``RETURNING`` is not promised, so they are sorted."""
         ids = conn.execute(
-            "INSERT INTO messages (session_id, message, created_at)"
-            " SELECT %s, m, %s FROM unnest(%s::text[]) WITH ORDINALITY AS b(m, n) ORDER BY n RETURNING id",
-            (session_id, now, list(rows)),
+            "INSERT INTO messages (session_id, message, created_at, tokens)"
+            " SELECT %s, m, %s, t FROM unnest(%s::text[], %s::integer[]) WITH ORDINALITY AS b(m, t, n)"
+            " ORDER BY n RETURNING id",
+            (session_id, now, list(rows), list(tokens)),
         ).fetchall()
         return sorted(int(row[0]) for row in ids)
+
+    @property
+    def reopen_target(self) -> str:
+        """What :func:`compaction.stores.open_store` opens this store again from, in another
+        process: the connection string, password included (never log it: :attr:`url` masks it)."""
+        return self._url
 
     def close(self) -> None:
         """Close the pool and its connections (idempotent)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -16,9 +17,12 @@ from compaction.store import CompactedTail, CompactionEntry, SessionContext, Sto
 
 __all__ = [
     "NO_ARCHIVE",
+    "ContextHead",
+    "CountedBatch",
     "SessionNotFound",
     "archive_rows",
     "check_compaction",
+    "check_counted",
     "check_model",
     "check_owner",
     "check_search",
@@ -27,6 +31,7 @@ __all__ = [
     "dumps",
     "dumps_tail",
     "entry_row",
+    "head_of",
     "history_entries",
     "loads_message",
     "loads_tail",
@@ -38,6 +43,47 @@ __all__ = [
 ]
 
 NO_ARCHIVE: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class CountedBatch:
+    """An append's token counts, one per message, as a writer counted them (each message on its
+    own, with the session's counter, in the context's format), and the session state they were
+    counted against: the stored ``model`` and ``context_format`` the writer read
+    (:class:`ContextHead`). The store adds their sum to the session's running total only while the
+    session still has that model and format, and keeps the per-message counts in the rows.
+
+    ``new_format`` is the context's format after the batch (the first message that shows one);
+    ``keep_total`` False drops the running total instead (the writer knows the batch changes what
+    earlier messages count, e.g. the first message that shows a format other than the default)."""
+
+    tokens: tuple[int, ...]
+    model: str | None
+    context_format: str | None
+    new_format: str | None
+    keep_total: bool = True
+
+
+@dataclass(frozen=True)
+class ContextHead:
+    """A session's row without its messages: what an append needs to know in O(1).
+
+    ``context_tokens`` is the running total of the context's tokens as the writer that set it
+    counted them (None: unknown; recounted from the whole context and set again with
+    ``set_context_tokens``); ``context_format`` the format of the context's first message that
+    shows one (None: none does yet); message rows with an id at or below ``tokens_from_id`` hold
+    counts made for another model or format (ignore them); ``last_id`` the session's newest
+    message id (0: none)."""
+
+    session_id: str
+    system: Any
+    model: str | None
+    summary: str | None
+    summary_through_id: int | None
+    context_tokens: int | None
+    context_format: str | None
+    tokens_from_id: int
+    last_id: int
 
 
 class SessionNotFound(KeyError):
@@ -99,8 +145,44 @@ def message_rows(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def stored_messages(rows: Sequence[Sequence[Any]], error: type[Exception] = ValueError) -> list[StoredMessage]:
-    """``(id, message, created_at)`` rows as :class:`StoredMessage`, in row order."""
-    return [StoredMessage(id=row[0], message=loads_message(row[1], error), created_at=row[2]) for row in rows]
+    """``(id, message, created_at[, tokens])`` rows as :class:`StoredMessage`, in row order."""
+    return [
+        StoredMessage(
+            id=row[0],
+            message=loads_message(row[1], error),
+            created_at=row[2],
+            tokens=None if len(row) < 4 or row[3] is None else int(row[3]),
+        )
+        for row in rows
+    ]
+
+
+def head_of(session_id: str, row: Sequence[Any]) -> ContextHead:
+    """A ``(system, model, summary, summary_through_id, context_tokens, context_format,
+    tokens_from_id, last_id)`` row as a :class:`ContextHead`."""
+    system_json, model, summary, through, tokens, fmt, tokens_from, last = row
+    return ContextHead(
+        session_id=session_id,
+        system=None if system_json is None else json.loads(system_json),
+        model=model,
+        summary=None if summary is None else from_column(summary),
+        summary_through_id=through,
+        context_tokens=None if tokens is None else int(tokens),
+        context_format=fmt,
+        tokens_from_id=int(tokens_from or 0),
+        last_id=int(last or 0),
+    )
+
+
+def check_counted(counted: CountedBatch | None, size: int) -> None:
+    """``ValueError`` unless ``counted`` has one non-negative count per message of the batch."""
+    if counted is None:
+        return
+    if len(counted.tokens) != size:
+        raise ValueError(f"counted.tokens has {len(counted.tokens)} counts for a batch of {size} messages")
+    for index, tokens in enumerate(counted.tokens):
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"counted.tokens[{index}] must be a non-negative int, got {tokens!r}")
 
 
 def session_context(

@@ -27,9 +27,12 @@ from compaction.store_usage import Usage, prefix_bounds
 from compaction.stores.events import SQLEventLog
 from compaction.stores.rows import (
     NO_ARCHIVE,
+    ContextHead,
+    CountedBatch,
     SessionNotFound,
     archive_rows,
     check_compaction,
+    check_counted,
     check_model,
     check_owner,
     check_search,
@@ -38,6 +41,7 @@ from compaction.stores.rows import (
     dumps,
     dumps_tail,
     entry_row,
+    head_of,
     history_entries,
     loads_message,
     message_rows,
@@ -62,11 +66,16 @@ class SQLSessionStore(SQLEventLog):
 
     _recall_indexes: SessionIndexes
 
-    def _insert_messages(self, conn: Any, session_id: str, rows: Sequence[str], now: float) -> list[int]:
-        """Insert a batch of message rows in order; their ids, in order (a subclass may do it in one
-        statement)."""
-        statement = "INSERT INTO messages (session_id, message, created_at) VALUES (?, ?, ?)"
-        return [self._insert_id(conn, statement, (session_id, text, now), "id") for text in rows]
+    def _insert_messages(
+        self, conn: Any, session_id: str, rows: Sequence[str], now: float, tokens: Sequence[int | None]
+    ) -> list[int]:
+        """Insert a batch of message rows in order, each with its token count (None: not counted);
+        their ids, in order (a subclass may do it in one statement)."""
+        statement = "INSERT INTO messages (session_id, message, created_at, tokens) VALUES (?, ?, ?, ?)"
+        return [
+            self._insert_id(conn, statement, (session_id, text, now, count), "id")
+            for text, count in zip(rows, tokens, strict=True)
+        ]
 
     def _lock_session(self, conn: Any, session_id: str) -> tuple[Any, ...]:
         """Hold the session's row to the end of this write; its ``summary_through_id``."""
@@ -98,7 +107,14 @@ class SQLSessionStore(SQLEventLog):
                 "  system = COALESCE(excluded.system, sessions.system),"
                 "  model = COALESCE(excluded.model, sessions.model),"
                 "  updated_at = CASE WHEN excluded.system IS NULL AND excluded.model IS NULL"
-                "               THEN sessions.updated_at ELSE excluded.updated_at END",
+                "               THEN sessions.updated_at ELSE excluded.updated_at END,"
+                # A new system prompt or model changes what the context counts: recount it.
+                "  context_tokens = CASE WHEN excluded.system IS NULL AND excluded.model IS NULL"
+                "                   THEN sessions.context_tokens END,"
+                "  tokens_from_id = CASE WHEN excluded.model IS NULL"
+                f"   OR excluded.model {self.dialect.same_as} sessions.model"
+                "                   THEN sessions.tokens_from_id ELSE"
+                "                   (SELECT coalesce(max(id), 0) FROM messages WHERE session_id = excluded.id) END",
                 (session_id, system_json, model, now, now),
             )
 
@@ -114,7 +130,10 @@ class SQLSessionStore(SQLEventLog):
         check_model(model)
         with self._write() as conn:
             cursor = self._execute(
-                conn, "UPDATE sessions SET model = ?, updated_at = ? WHERE id = ?", (model, time.time(), session_id)
+                conn,
+                "UPDATE sessions SET model = ?, updated_at = ?, context_tokens = NULL,"
+                " tokens_from_id = (SELECT coalesce(max(id), 0) FROM messages WHERE session_id = ?) WHERE id = ?",
+                (model, time.time(), session_id, session_id),
             )
             if cursor.rowcount == 0:
                 raise SessionNotFound(session_id)
@@ -122,7 +141,12 @@ class SQLSessionStore(SQLEventLog):
     # -- messages ---------------------------------------------------------------------------
 
     def append(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, idempotency_key: str | None = None
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+        counted: CountedBatch | None = None,
     ) -> list[int]:
         """Append ``messages`` in one transaction and return their ids, in order.
 
@@ -132,11 +156,16 @@ class SQLSessionStore(SQLEventLog):
         naming the index of a message that is not JSON-serializable (nothing of the batch is stored
         then). With ``idempotency_key``, a batch already appended with that key (an empty one too)
         is not stored again: its ids are returned (see :mod:`compaction.idempotency`).
+
+        ``counted``: the batch's token counts (:class:`~compaction.stores.rows.CountedBatch`), kept
+        in the rows and added to the session's running total (``context_head().context_tokens``);
+        without it the rows hold no count and the running total becomes unknown.
         """
         check_session_id(session_id)
         if idempotency_key is not None:
             idempotency.check_key(idempotency_key)
         rows = message_rows(messages)
+        check_counted(counted, len(rows))
         now = time.time()
         with self._write() as conn:
             self._lock_session(conn, session_id)
@@ -145,12 +174,43 @@ class SQLSessionStore(SQLEventLog):
                 stored = self._replayed(conn, session_id, idempotency_key, batch_digest)
                 if stored is not None:
                     return stored
-            ids = self._insert_messages(conn, session_id, rows, now) if rows else []
+            tokens = counted.tokens if counted is not None else (None,) * len(rows)
+            ids = self._insert_messages(conn, session_id, rows, now, tokens) if rows else []
             if ids:
-                self._execute(conn, "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+                self._count_appended(conn, session_id, ids[0], counted, now)
             if idempotency_key is not None:
                 self._remember_key(conn, session_id, idempotency_key, batch_digest, ids)
         return ids
+
+    def _count_appended(
+        self, conn: Any, session_id: str, first_id: int, counted: CountedBatch | None, now: float
+    ) -> None:
+        """Add an append's counts to the session's running total, if the session still has the
+        model and context format they were counted against; else the total becomes unknown (and
+        rows before the batch are marked as counted for something else when the batch changed it)."""
+        same = self.dialect.same_as
+        if counted is None or not counted.keep_total:
+            self._execute(
+                conn,
+                "UPDATE sessions SET updated_at = ?, context_tokens = NULL,"
+                " tokens_from_id = CASE WHEN ? THEN tokens_from_id ELSE ? END WHERE id = ?",
+                (now, counted is None, first_id - 1, session_id),
+            )
+            return
+        matches = f"model {same} CAST(? AS TEXT) AND context_format {same} CAST(? AS TEXT)"
+        self._execute(
+            conn,
+            f"UPDATE sessions SET updated_at = ?,"
+            f" context_tokens = CASE WHEN {matches} THEN context_tokens + ? END,"
+            f" context_format = CASE WHEN {matches} THEN CAST(? AS TEXT) ELSE context_format END"
+            " WHERE id = ?",
+            (
+                now,
+                *(counted.model, counted.context_format, sum(counted.tokens)),
+                *(counted.model, counted.context_format, counted.new_format),
+                session_id,
+            ),
+        )
 
     def _replayed(self, conn: Any, session_id: str, key: str, batch_digest: str) -> list[int] | None:
         """The ids a former append with ``key`` got (None when there was none); raises
@@ -182,7 +242,7 @@ class SQLSessionStore(SQLEventLog):
         with self._read() as conn:
             rows = self._execute(
                 conn,
-                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
                 (session_id, 0 if after_id is None else after_id),
             ).fetchall()
             if not rows:
@@ -204,10 +264,54 @@ class SQLSessionStore(SQLEventLog):
                 raise SessionNotFound(session_id)
             rows = self._execute(
                 conn,
-                "SELECT id, message, created_at FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
+                "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
                 (session_id, context_after(head)),
             ).fetchall()
         return session_context(session_id, head, rows, self.dialect.data_error)
+
+    # -- the context's running token total ----------------------------------------------------
+
+    def context_head(self, session_id: str) -> ContextHead:
+        """The session's row without its messages (:class:`~compaction.stores.rows.ContextHead`):
+        one indexed read, whatever the session's length."""
+        check_session_id(session_id)
+        with self._snapshot() as conn:
+            row = self._execute(
+                conn,
+                "SELECT system, model, summary, summary_through_id, context_tokens, context_format, tokens_from_id,"
+                " (SELECT max(id) FROM messages WHERE session_id = ?) FROM sessions WHERE id = ?",
+                (session_id, session_id),
+            ).fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return head_of(session_id, row)
+
+    def set_context_tokens(
+        self,
+        session_id: str,
+        tokens: int,
+        *,
+        context_format: str | None,
+        model: str | None,
+        summary_through_id: int | None,
+        last_id: int,
+    ) -> bool:
+        """Set the running total after a recount of the whole context, if the session is still as
+        the recount read it: the same ``model``, ``summary_through_id`` and newest message
+        ``last_id`` (0: none), its total still unknown. True when it was set."""
+        check_session_id(session_id)
+        same = self.dialect.same_as
+        with self._write() as conn:
+            self._lock_session(conn, session_id)
+            cursor = self._execute(
+                conn,
+                "UPDATE sessions SET context_tokens = ?, context_format = CAST(? AS TEXT)"
+                f" WHERE id = ? AND context_tokens IS NULL AND model {same} CAST(? AS TEXT)"
+                f" AND summary_through_id {same} CAST(? AS BIGINT)"
+                " AND coalesce((SELECT max(id) FROM messages WHERE session_id = ?), 0) = ?",
+                (int(tokens), context_format, session_id, model, summary_through_id, session_id, int(last_id)),
+            )
+            return bool(cursor.rowcount == 1)
 
     # -- background-prepared summary (compaction.store.PreparedStateStore) --------------------
 
@@ -283,22 +387,8 @@ class SQLSessionStore(SQLEventLog):
             head = self._lock_session(conn, session_id)
             if head[0] != expected_through_id:
                 return False  # lost the race: another worker compacted first
-            # "pragma: no mutate" on SQL text: the case of keywords and unquoted identifiers is not
-            # behaviour in SQLite or PostgreSQL, so its mutants could never be killed.
-            owner_sql = "SELECT session_id FROM messages WHERE id = ?"  # pragma: no mutate
-            owner = self._execute(conn, owner_sql, (new_through_id,)).fetchone()
-            check_owner(owner, new_through_id, session_id)
-            if tail is not None and tail.through_id != new_through_id:
-                owner = self._execute(conn, owner_sql, (tail.through_id,))
-                check_owner(owner.fetchone(), tail.through_id, session_id, "tail.through_id")
-            cursor = self._execute(
-                conn,
-                "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?"  # pragma: no mutate
-                f" WHERE id = ? AND summary_through_id {self.dialect.same_as} ?",
-                (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
-            )
-            if cursor.rowcount != 1:  # cannot happen with the row held; never write on a lost swap
-                raise self.dialect.data_error(f"compare-and-swap on session {session_id!r} matched no row")
+            self._check_compacted_ids(conn, session_id, new_through_id, tail)
+            self._swap_context(conn, session_id, expected_through_id, new_through_id, summary, tail_json, now)
             self._execute(
                 conn,
                 "INSERT INTO compactions (session_id, at, tokens_before, tokens_after,"  # pragma: no mutate
@@ -308,17 +398,57 @@ class SQLSessionStore(SQLEventLog):
                 entry_row(session_id, entry, record_json),
             )
             if archived:
-                # pragma: no mutate start
-                columns = ("session_id", "archive_id", "message", "role", "text", *self.dialect.archive_columns)
-                # pragma: no mutate end
-                values = ", ".join("?" * len(columns))
-                self._execute_many(
-                    conn,
-                    f"INSERT INTO archive ({', '.join(columns)}, created_at) VALUES ({values}, ?)"
-                    " ON CONFLICT (session_id, archive_id) DO NOTHING",  # pragma: no mutate
-                    [(*row, now) for row in archived],
-                )
+                self._insert_archive(conn, archived, now)
         return True
+
+    def _check_compacted_ids(self, conn: Any, session_id: str, new_through_id: int, tail: CompactedTail | None) -> None:
+        """``ValueError`` unless ``new_through_id`` (and the tail's ``through_id``) are messages of
+        this session."""
+        # "pragma: no mutate" on SQL text: the case of keywords and unquoted identifiers is not
+        # behaviour in SQLite or PostgreSQL, so its mutants could never be killed.
+        owner_sql = "SELECT session_id FROM messages WHERE id = ?"  # pragma: no mutate
+        owner = self._execute(conn, owner_sql, (new_through_id,)).fetchone()
+        check_owner(owner, new_through_id, session_id)
+        if tail is not None and tail.through_id != new_through_id:
+            owner = self._execute(conn, owner_sql, (tail.through_id,))
+            check_owner(owner.fetchone(), tail.through_id, session_id, "tail.through_id")
+
+    def _swap_context(
+        self,
+        conn: Any,
+        session_id: str,
+        expected_through_id: int | None,
+        new_through_id: int,
+        summary: str | None,
+        tail_json: str | None,
+        now: float,
+    ) -> None:
+        """The compare-and-swap itself, with the session's row held: the new summary, through id and
+        tail; the running token total becomes unknown (the next reader recounts the compacted
+        context, which is small)."""
+        cursor = self._execute(
+            conn,
+            "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?,"  # pragma: no mutate
+            " context_tokens = NULL, context_format = NULL"
+            f" WHERE id = ? AND summary_through_id {self.dialect.same_as} ?",
+            (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
+        )
+        if cursor.rowcount != 1:  # cannot happen with the row held; never write on a lost swap
+            raise self.dialect.data_error(f"compare-and-swap on session {session_id!r} matched no row")
+
+    def _insert_archive(self, conn: Any, archived: Sequence[tuple[Any, ...]], now: float) -> None:
+        """The archived originals with their searchable text; an archive id the session already
+        stored keeps its first message."""
+        # pragma: no mutate start
+        columns = ("session_id", "archive_id", "message", "role", "text", *self.dialect.archive_columns)
+        # pragma: no mutate end
+        values = ", ".join("?" * len(columns))
+        self._execute_many(
+            conn,
+            f"INSERT INTO archive ({', '.join(columns)}, created_at) VALUES ({values}, ?)"
+            " ON CONFLICT (session_id, archive_id) DO NOTHING",  # pragma: no mutate
+            [(*row, now) for row in archived],
+        )
 
     def _archive_rows(self, session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         """The archive's rows (:func:`compaction.stores.rows.archive_rows`) with the dialect's extra

@@ -16,11 +16,11 @@ SQLite's file lock instead of failing half-way. Within one process each thread g
 connection (see :class:`SQLiteSessionStore` for why); ``":memory:"`` stores, which exist only inside
 one connection, share a single connection behind a lock instead.
 
-Schema (version 4, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
+Schema (version 5, in ``PRAGMA user_version``; created on first open, older files migrated on open)::
 
     sessions    (id TEXT PRIMARY KEY, system, model, summary, summary_through_id, created_at, updated_at,
-                 tail)
-    messages    (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, message, created_at)
+                 tail, context_tokens, context_format, tokens_from_id)
+    messages    (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, message, created_at, tokens)
                 INDEX messages_by_session (session_id, id)
     compactions (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, at, tokens_before, tokens_after,
                  messages_compacted, fallback_level, summary, summary_through_id, "trigger", record)
@@ -50,6 +50,11 @@ JSON (``{"through_id": id, "messages": [[id, message], ...]}``), or NULL: the me
 holds, in the form the compaction returned them, before the stored messages after ``through_id``.
 It is replaced by each compaction (it is the context, not history: the originals stay in
 ``messages`` and the archive). Older files get the column, NULL, on open.
+
+``messages.tokens`` and ``sessions.context_tokens`` / ``context_format`` / ``tokens_from_id``
+(version 5) carry token counts so that an append counts only its own messages
+(:class:`~compaction.stores.rows.ContextHead`). A count is not part of the message: the column is
+set once, by the append, and older files get NULL (counted lazily by the next recount).
 """
 
 from __future__ import annotations
@@ -69,7 +74,7 @@ from compaction.stores.sql import SQLSessionStore
 
 __all__ = ["SCHEMA_VERSION", "SQLITE", "SQLiteSessionStore", "SessionNotFound"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 # Statements run in order, in one transaction, on a database whose user_version is 0.
 _SCHEMA: Final[tuple[str, ...]] = (
@@ -186,6 +191,17 @@ _ARCHIVE_V3: Final[tuple[str, ...]] = (
     "DROP TABLE IF EXISTS archive_phrases",
     "DROP TABLE IF EXISTS archive_words",
     "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)",
+)
+
+
+# Version 4 -> 5: each message's token count as its writer counted it, and the context's running
+# total (see compaction.stores.rows.ContextHead). Rows of older files have no count: they are
+# counted when a reader recounts the context, and the total starts unknown.
+_TOKENS_V5: Final[tuple[str, ...]] = (
+    "ALTER TABLE messages ADD COLUMN tokens INTEGER",
+    "ALTER TABLE sessions ADD COLUMN context_tokens INTEGER",
+    "ALTER TABLE sessions ADD COLUMN context_format TEXT",
+    "ALTER TABLE sessions ADD COLUMN tokens_from_id INTEGER NOT NULL DEFAULT 0",
 )
 
 
@@ -311,6 +327,9 @@ class SQLiteSessionStore(SQLSessionStore):
                     conn.execute(statement)
             if version < 4:  # the last compaction's tail, as it returned it (see the module docstring)
                 conn.execute("ALTER TABLE sessions ADD COLUMN tail TEXT")
+            if version < 5:  # token counts: each message's, and the context's running total
+                for statement in _TOKENS_V5:
+                    conn.execute(statement)
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             for statement in side_tables(SQLITE):  # outside the versioned schema: any version gets them
@@ -383,6 +402,12 @@ class SQLiteSessionStore(SQLSessionStore):
     def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         """The connection, outside any transaction: each SELECT reads the last committed state."""
         return self._connection()
+
+    @property
+    def reopen_target(self) -> str | None:
+        """What :func:`compaction.stores.open_store` opens this store again from, in another
+        process: the file's path (None for ``":memory:"``, which only this store can see)."""
+        return None if self._memory else self._path
 
     def close(self) -> None:
         """Close every connection of this store (idempotent). Do not call it while other threads

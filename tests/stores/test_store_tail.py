@@ -15,6 +15,15 @@ from store_support import entry, msgs
 
 from compaction.sqlite_store import SQLiteSessionStore
 from compaction.store import CompactedTail, StoredMessage
+from compaction.stores.postgres import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
+from compaction.stores.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+
+TOKEN_COLUMNS = (
+    ("messages", "tokens"),
+    ("sessions", "context_tokens"),
+    ("sessions", "context_format"),
+    ("sessions", "tokens_from_id"),
+)
 
 
 def save(store: Any, through: int, tail: CompactedTail | None, expected: int | None = None) -> bool:
@@ -103,6 +112,8 @@ def test_a_version_3_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
         ids = store.append("s1", msgs(3))
     raw = sqlite3.connect(path)
     raw.execute("ALTER TABLE sessions DROP COLUMN tail")
+    for table, column in TOKEN_COLUMNS:  # a version 3 file had neither the tail nor the counts
+        raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     raw.execute("PRAGMA user_version = 3")
     raw.commit()
     raw.close()
@@ -111,7 +122,7 @@ def test_a_version_3_sqlite_file_gets_the_tail_column(tmp_path: Path) -> None:
         kept = CompactedTail(messages=(StoredMessage(ids[1], {"role": "user", "content": "kept"}),), through_id=ids[1])
         assert save(store, ids[0], kept)
         assert [m.message["content"] for m in store.context("s1").messages] == ["kept", "m2"]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SQLITE_SCHEMA_VERSION
 
 
 def test_a_version_1_postgres_database_gets_the_tail_column(postgres: Any) -> None:
@@ -125,6 +136,8 @@ def test_a_version_1_postgres_database_gets_the_tail_column(postgres: Any) -> No
         ids = store.append("s1", msgs(3))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER TABLE sessions DROP COLUMN tail")
+        for table, column in TOKEN_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         conn.execute("UPDATE compaction_meta SET value = '1' WHERE key = 'schema_version'")
     with PostgresSessionStore(url) as store:
         kept = CompactedTail(messages=(StoredMessage(ids[1], {"role": "user", "content": "kept"}),), through_id=ids[1])
@@ -133,4 +146,4 @@ def test_a_version_1_postgres_database_gets_the_tail_column(postgres: Any) -> No
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT value FROM compaction_meta WHERE key = 'schema_version'").fetchone()
         assert row is not None
-        assert row[0] == "2"
+        assert row[0] == str(POSTGRES_SCHEMA_VERSION)
