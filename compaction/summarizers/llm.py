@@ -124,7 +124,6 @@ from compaction.summarizers.llm_errors import (
     is_timeout,
 )
 from compaction.summarizers.llm_reply import CUT_FINISH, MAX_CHARS_PER_TOKEN, mark_cut_reply, reported_usage
-from compaction.summarizers.llm_reply import CUT_NOTE as CUT_NOTE
 from compaction.summarizers.llm_request import (
     OPENAI_REASONING,
     REASONING,
@@ -133,6 +132,7 @@ from compaction.summarizers.llm_request import (
     text_of,
     with_note,
 )
+from compaction.summarizers.reply_check import CUT_NOTE as CUT_NOTE
 from compaction.summarizers.reply_check import (
     ReplyCheck,
     check_reply,

@@ -8,13 +8,11 @@ import re
 from typing import Any
 
 from compaction.patterns import ELLIPSIS
+from compaction.summarizers.reply_check import CUT_NOTE
 
 # finish_reason values of an answer stopped by its output cap (litellm maps Anthropic's
 # "max_tokens" to "length"; the raw value is accepted too).
 CUT_FINISH = frozenset({"length", "max_tokens"})
-
-
-CUT_NOTE = "[... the summarizer reached its output limit here ...]"
 
 
 # No tokenizer packs more than this many characters into a token on average over a summary, so a
