@@ -311,46 +311,26 @@ class CompactingProvider(CustomLLM):
         self.hook = hook or CompactionHook()
         self.last_compactions: list[CompactionResult] = []
 
-    async def acompletion(  # type: ignore[override]  # litellm passes every argument by keyword
-        self,
-        model: str,
-        messages: list[Any],
-        api_base: str | None = None,
-        api_key: Any = None,
-        optional_params: dict[str, Any] | None = None,
-        headers: Any = None,
-        timeout: Any = None,
-        **unused: Any,  # litellm's other handler arguments (logging, encoding, ...): not needed here
-    ) -> Any:
+    # litellm calls the handler with keyword arguments only: model, messages, api_base, api_key,
+    # optional_params, headers, timeout and others (logging, encoding, ...) not needed here.
+    async def acompletion(self, model: str, messages: list[Any], **handler: Any) -> Any:  # type: ignore[override]
         import litellm
 
-        params = _params(optional_params or {}, stream=False)
-        extra = _extra(api_base, api_key, timeout, headers)
-        upstream = _upstream(model)
+        upstream, params, extra = _request(model, handler, stream=False)
 
         async def call(current: list[dict[str, Any]], system: Any) -> Any:
             return await litellm.acompletion(model=upstream, messages=_with_system(current, system), **params, **extra)
 
         return await self._complete(upstream, messages, call, params.get("tools") or ())
 
-    async def astreaming(  # type: ignore[override]  # an async generator, by keyword, which litellm iterates
-        self,
-        model: str,
-        messages: list[Any],
-        api_base: str | None = None,
-        api_key: Any = None,
-        optional_params: dict[str, Any] | None = None,
-        headers: Any = None,
-        timeout: Any = None,
-        **unused: Any,  # litellm's other handler arguments (logging, encoding, ...): not needed here
+    async def astreaming(  # type: ignore[override]  # an async generator, which litellm iterates
+        self, model: str, messages: list[Any], **handler: Any
     ) -> AsyncIterator[Any]:
         """The upstream's stream chunks (litellm ``ModelResponseStream`` objects, tool-call deltas
         and usage included), after compact-and-retry on an overflow."""
         import litellm
 
-        params = _params(optional_params or {}, stream=True)
-        extra = _extra(api_base, api_key, timeout, headers)
-        upstream = _upstream(model)
+        upstream, params, extra = _request(model, handler, stream=True)
 
         async def call(current: list[dict[str, Any]], system: Any) -> tuple[Any, Any]:
             stream = await litellm.acompletion(
@@ -430,6 +410,13 @@ def _with_result(
     }
     out[key] = metadata
     return out
+
+
+def _request(model: str, handler: Mapping[str, Any], *, stream: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The upstream model, the parameters and the connection arguments of a handler call."""
+    params = _params(handler.get("optional_params") or {}, stream=stream)
+    extra = _extra(handler.get("api_base"), handler.get("api_key"), handler.get("timeout"), handler.get("headers"))
+    return _upstream(model), params, extra
 
 
 def _params(optional_params: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
