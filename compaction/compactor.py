@@ -32,7 +32,7 @@ from compaction.stages.prune import prune_tool_results
 from compaction.summarizers.base import OfflineSummarizer, Summarizer
 from compaction.tokens import TokenCounter, counter_for_model
 from compaction.transcript import Transcript, TranscriptFormat
-from guards import ContextWindowGuard, ErrorKind, GuardDecision, ModelRegistry, classify_error
+from guards import ContextWindowGuard, ErrorClassification, ErrorKind, GuardDecision, ModelRegistry, classify_error
 
 T = TypeVar("T")
 logger = logging.getLogger("compaction")
@@ -254,8 +254,7 @@ class Compactor:
         do_call = call or self._litellm_call(kwargs, tools)
         current, current_system = [dict(m) for m in messages], system
         outcome = CompletionOutcome(response=None, messages=current, system=current_system)
-        attempts = 0
-        aggression = 0
+        escalation = _Escalation()
         while True:
             try:
                 outcome.response = await do_call(current, current_system)
@@ -266,28 +265,8 @@ class Compactor:
                 if info.kind != ErrorKind.CONTEXT_OVERFLOW:
                     raise
                 last_error: BaseException = exc
-            tighter = None
-            if info.allowed_tokens:
-                tighter = max(1, info.allowed_tokens - self.config.max_output_tokens - self.config.reserve_tokens // 4)
-            compacted = None
-            while attempts < self.config.overflow_attempts and compacted is None:
-                attempts += 1
-                aggression += 1
-                try:
-                    result = await self.acompact(
-                        current,
-                        system=current_system,
-                        tools=tools,
-                        trigger="overflow",
-                        budget=tighter,
-                        aggression=aggression,
-                    )
-                except CompactionError as exc:  # compaction cannot fit it: truncation is the next step
-                    last_error = exc
-                    break
-                if result.compacted and result.tokens_after < result.tokens_before:
-                    compacted = result
-                # A compaction that removed nothing escalates at once instead of burning a model call.
+            compacted, failure = await self._compact_harder(current, current_system, tools, info, escalation)
+            last_error = failure or last_error
             if compacted is not None:
                 outcome.compactions.append(compacted)
                 current, current_system = compacted.messages, compacted.system
@@ -299,13 +278,46 @@ class Compactor:
                     current, current_system = truncated
                     continue
             raise ContextOverflowError(
-                f"the request still overflows the context window of {self.model} after {attempts} compaction "
-                f"attempts and a truncation of oversized tool results (requested "
+                f"the request still overflows the context window of {self.model} after {escalation.attempts} "
+                f"compaction attempts and a truncation of oversized tool results (requested "
                 f"{info.requested_tokens or 'unknown'} tokens, allowed {info.allowed_tokens or self.guard.window})",
-                attempts=attempts,
+                attempts=escalation.attempts,
                 requested_tokens=info.requested_tokens,
                 allowed_tokens=info.allowed_tokens,
             ) from last_error
+
+    async def _compact_harder(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        system: Any,
+        tools: Sequence[Mapping[str, Any]],
+        info: ErrorClassification,
+        escalation: _Escalation,
+    ) -> tuple[CompactionResult | None, CompactionError | None]:
+        """After an overflow: compactions at growing aggression (to the budget the error names, when
+        it names one) until one removes something, within ``overflow_attempts`` in all. The result,
+        or None and the error of a compaction that could not fit the request."""
+        tighter = None
+        if info.allowed_tokens:
+            tighter = max(1, info.allowed_tokens - self.config.max_output_tokens - self.config.reserve_tokens // 4)
+        while escalation.attempts < self.config.overflow_attempts:
+            escalation.attempts += 1
+            escalation.aggression += 1
+            try:
+                result = await self.acompact(
+                    messages,
+                    system=system,
+                    tools=tools,
+                    trigger="overflow",
+                    budget=tighter,
+                    aggression=escalation.aggression,
+                )
+            except CompactionError as exc:  # compaction cannot fit it: truncation is the next step
+                return None, exc
+            if result.compacted and result.tokens_after < result.tokens_before:
+                return result, None
+            # A compaction that removed nothing escalates at once instead of burning a model call.
+        return None, None
 
     def recover_overflow(self, func: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[CompletionOutcome]]:
         """Decorator form of :meth:`complete` for ``async def call(messages, system, ...)``."""
@@ -472,3 +484,11 @@ def missing_api_keys(model: str) -> list[str]:
     if report.get("keys_in_environment", True):
         return []
     return [str(key) for key in report.get("missing_keys") or []]
+
+
+@dataclass
+class _Escalation:
+    """How far :meth:`Compactor.complete` has gone: compactions tried, and the aggression of the last."""
+
+    attempts: int = 0
+    aggression: int = 0

@@ -21,7 +21,10 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when a replay runs: the demo's import stays light
+    from compaction.middleware import CompactionFinished, ContextManager
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 DEMO_MODEL = "gpt-4o"
@@ -78,15 +81,6 @@ async def _replay(example: str, window: int) -> int:
         if isinstance(event, CompactionFinished):
             finished.append(event)
 
-    def report(event: CompactionFinished, seconds: float) -> None:
-        print(
-            f"Turn {turn}: Compacted #{len(finished)} ({event.trigger}): {event.tokens_before:,} -> "
-            f"{event.tokens_after:,} tokens, {event.messages_compacted} messages compacted, "
-            f"{event.fallback_level} summary, {event.messages_before} -> {event.messages_after} messages, "
-            f"{seconds:.2f}s",
-            flush=True,
-        )
-
     cm = ContextManager(compactor, session_id=f"demo:{example}", system=system, on_event=show, prepare=False)
     guard = cm.work_compactor.guard
     total = compactor.count(messages, system=system)
@@ -104,7 +98,7 @@ async def _replay(example: str, window: int) -> int:
             turn_started = time.perf_counter()
             await cm.before_turn()
             if len(finished) > done:
-                report(finished[-1], time.perf_counter() - turn_started)
+                _print_compaction(turn, len(finished), finished[-1], time.perf_counter() - turn_started)
             # The "model call": its prompt is the context as it stands, its answer this message.
             prompt = cm.tokens
             answer = compactor.counter.count_message(to_canonical([message]).messages[0])
@@ -113,15 +107,32 @@ async def _replay(example: str, window: int) -> int:
     await cm.aclose()
     elapsed = time.perf_counter() - started
 
+    _print_end(cm, finished, turn, total, guard.window, elapsed)
+    return 0
+
+
+def _print_compaction(turn: int, number: int, event: CompactionFinished, seconds: float) -> None:
+    print(
+        f"Turn {turn}: Compacted #{number} ({event.trigger}): {event.tokens_before:,} -> "
+        f"{event.tokens_after:,} tokens, {event.messages_compacted} messages compacted, "
+        f"{event.fallback_level} summary, {event.messages_before} -> {event.messages_after} messages, "
+        f"{seconds:.2f}s",
+        flush=True,
+    )
+
+
+def _print_end(
+    cm: ContextManager, finished: list[CompactionFinished], turn: int, total: int, window: int, elapsed: float
+) -> None:
+    """The replay's figures and the summary the next model call sees."""
     print(
         f"\nSession replayed in {elapsed:.2f}s: {turn} turns, {len(finished)} automatic compactions. "
         f"Final context: {len(cm.messages)} messages, {cm.tokens:,} tokens "
-        f"(of {total:,} without compaction; window {guard.window:,})."
+        f"(of {total:,} without compaction; window {window:,})."
     )
     summary = finished[-1].result.summary if finished else None
     if not summary:
         print("No compaction happened (try a smaller --window).")
-        return 0
+        return
     print("\nThe summary the next model call sees (from the last compaction):\n")
     print(summary.rstrip())
-    return 0

@@ -233,6 +233,35 @@ def validate(
         raise TypeError("system= goes with provider messages; a Transcript carries its own system prompt")
     messages = transcript.messages
     pending = set(pending_calls(messages)[1]) if allow_pending else set()
+    violations, call_at = _duplicate_calls(messages)
+    answers = _Answers()
+    for index, message in enumerate(messages):
+        if message.role == "assistant" and message.has_tool_calls:
+            violations.extend(_answers_of(messages, index, answers, pending))
+    violations.extend(_stray_results(messages, call_at, answers))
+    if forbid_trailing_tool and messages and messages[-1].role == "tool":
+        violations.append(
+            PairViolation("trailing_tool_message", len(messages) - 1, None, "the transcript ends on a tool message")
+        )
+    if require_alternation or (require_alternation is None and transcript.format == "anthropic"):
+        violations.extend(_alternation_violations(messages, strict=bool(require_alternation)))
+    return violations
+
+
+@dataclass
+class _Answers:
+    """What :func:`validate` found of the results right after their calls."""
+
+    answered: dict[str, int] = field(default_factory=dict)
+    """Call id -> index of the adjacent result that answers it."""
+    adjacent: set[tuple[int, int]] = field(default_factory=set)
+    """(message, part) of every result in the turns right after a call that holds its id."""
+    reported_elsewhere: set[tuple[int, str]] = field(default_factory=set)
+    """(message, call id) of results already reported as not adjacent to their call."""
+
+
+def _duplicate_calls(messages: Sequence[Message]) -> tuple[list[PairViolation], dict[str, int]]:
+    """A call id used twice; and where each call id is first used."""
     violations: list[PairViolation] = []
     call_at: dict[str, int] = {}
     for index, message in enumerate(messages):
@@ -248,68 +277,74 @@ def validate(
                 )
             else:
                 call_at[call.id] = index
+    return violations, call_at
 
-    answered: dict[str, int] = {}  # call id -> index of the adjacent result that answers it
-    adjacent_results: set[tuple[int, int]] = set()
-    reported_not_adjacent: set[tuple[int, str]] = set()
-    for index, message in enumerate(messages):
-        if not (message.role == "assistant" and message.has_tool_calls):
+
+def _answers_of(messages: Sequence[Message], index: int, answers: _Answers, pending: set[str]) -> list[PairViolation]:
+    """Check the results in the turns right after the calls of message ``index`` (noting them in
+    ``answers``), then each call of it left without one there."""
+    ids = [c.id for c in messages[index].tool_calls]
+    violations: list[PairViolation] = []
+    j = index + 1
+    before: tuple[int, Part] | None = None  # the turn's first block that is not a tool result
+    while j < len(messages) and messages[j].has_tool_results and messages[j].role != "assistant":
+        misplaced = False
+        for k, part in enumerate(messages[j].parts):
+            if not isinstance(part, ToolResultPart):
+                before = before or (j, part)
+            elif before is not None and not misplaced:
+                misplaced = True
+                violations.append(
+                    PairViolation(
+                        "results_not_first",
+                        j,
+                        part.call_id,
+                        f"a {_block_name(before[1])} block (message {before[0]}) comes before the tool_result "
+                        "blocks of the turn after the call: tool_result blocks must come first",
+                    )
+                )
+            if isinstance(part, ToolResultPart) and part.call_id in ids:
+                if part.call_id in answers.answered:
+                    violations.append(
+                        PairViolation("duplicate_result", j, part.call_id, "a second result for the same call")
+                    )
+                else:
+                    answers.answered[part.call_id] = j
+                answers.adjacent.add((j, k))
+        j += 1
+    for call_id in ids:
+        if call_id in answers.answered:
             continue
-        ids = [c.id for c in message.tool_calls]
-        j = index + 1
-        before: tuple[int, Part] | None = None  # the turn's first block that is not a tool result
-        while j < len(messages) and messages[j].has_tool_results and messages[j].role != "assistant":
-            misplaced = False
-            for k, part in enumerate(messages[j].parts):
-                if not isinstance(part, ToolResultPart):
-                    before = before or (j, part)
-                elif before is not None and not misplaced:
-                    misplaced = True
-                    violations.append(
-                        PairViolation(
-                            "results_not_first",
-                            j,
-                            part.call_id,
-                            f"a {_block_name(before[1])} block (message {before[0]}) comes before the tool_result "
-                            "blocks of the turn after the call: tool_result blocks must come first",
-                        )
-                    )
-                if isinstance(part, ToolResultPart) and part.call_id in ids:
-                    if part.call_id in answered:
-                        violations.append(
-                            PairViolation("duplicate_result", j, part.call_id, "a second result for the same call")
-                        )
-                    else:
-                        answered[part.call_id] = j
-                    adjacent_results.add((j, k))
-            j += 1
-        for call_id in ids:
-            if call_id not in answered:
-                elsewhere = _result_indices(messages, call_id)
-                if elsewhere:
-                    reported_not_adjacent.add((elsewhere[0], call_id))
-                    violations.append(
-                        PairViolation(
-                            "result_not_adjacent",
-                            elsewhere[0],
-                            call_id,
-                            f"the result is at message {elsewhere[0]}, not directly after its call at {index}",
-                        )
-                    )
-                elif call_id not in pending:
-                    violations.append(PairViolation("missing_result", index, call_id, "the call has no result"))
+        elsewhere = _result_indices(messages, call_id)
+        if elsewhere:
+            answers.reported_elsewhere.add((elsewhere[0], call_id))
+            violations.append(
+                PairViolation(
+                    "result_not_adjacent",
+                    elsewhere[0],
+                    call_id,
+                    f"the result is at message {elsewhere[0]}, not directly after its call at {index}",
+                )
+            )
+        elif call_id not in pending:
+            violations.append(PairViolation("missing_result", index, call_id, "the call has no result"))
+    return violations
 
+
+def _stray_results(messages: Sequence[Message], call_at: dict[str, int], answers: _Answers) -> list[PairViolation]:
+    """Results not right after their call: orphans, duplicates, and ones elsewhere not yet reported."""
+    violations: list[PairViolation] = []
     for index, message in enumerate(messages):
         for k, part in enumerate(message.parts):
-            if not isinstance(part, ToolResultPart) or (index, k) in adjacent_results:
+            if not isinstance(part, ToolResultPart) or (index, k) in answers.adjacent:
                 continue
             if part.call_id not in call_at:
                 violations.append(PairViolation("orphan_result", index, part.call_id, "no tool call has this id"))
-            elif part.call_id in answered:
+            elif part.call_id in answers.answered:
                 violations.append(
                     PairViolation("duplicate_result", index, part.call_id, "a second result for the same call")
                 )
-            elif (index, part.call_id) not in reported_not_adjacent:
+            elif (index, part.call_id) not in answers.reported_elsewhere:
                 violations.append(
                     PairViolation(
                         "result_not_adjacent",
@@ -318,13 +353,6 @@ def validate(
                         "the result is not directly after its call",
                     )
                 )
-
-    if forbid_trailing_tool and messages and messages[-1].role == "tool":
-        violations.append(
-            PairViolation("trailing_tool_message", len(messages) - 1, None, "the transcript ends on a tool message")
-        )
-    if require_alternation or (require_alternation is None and transcript.format == "anthropic"):
-        violations.extend(_alternation_violations(messages, strict=bool(require_alternation)))
     return violations
 
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.patterns import _COUNT_VALUE, _LABEL, _MEASURE_LINE, QUANTITY
+from compaction.patterns import QUANTITY
+from compaction.patterns.measurements import _COUNT_VALUE, _LABEL, _MEASURE_LINE
 from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._extract import clean
 from compaction.summarizers._facts import extract

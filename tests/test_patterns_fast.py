@@ -17,15 +17,16 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction import patterns as p
+from compaction.patterns import important, measurements, references
 from compaction.redact import redact_if_needed
 
 # --- the plain forms --------------------------------------------------------------------------
 
 PLAIN_PATH_RE = re.compile(
     rf"(?<![\w.@+\-~/\\:%$])(?:"
-    rf"(?P<sep>(?:[A-Za-z]:)?{p._SEG}{{0,255}}(?:[/\\]{p._SEG}{{0,255}})+)"
-    rf"|(?P<bare>[\w@+\-]{p._SEG}{{0,255}}\.(?i:{p._EXTENSIONS})(?![\w@+\-/\\]|\.\w)|{p._DOTFILES}(?![\w/\\])"
-    rf"|{p._SPECIAL_FILES}(?![\w./\\]))"
+    rf"(?P<sep>(?:[A-Za-z]:)?{references._SEG}{{0,255}}(?:[/\\]{references._SEG}{{0,255}})+)"
+    rf"|(?P<bare>[\w@+\-]{references._SEG}{{0,255}}\.(?i:{references._EXTENSIONS})(?![\w@+\-/\\]|\.\w)|{references._DOTFILES}(?![\w/\\])"
+    rf"|{references._SPECIAL_FILES}(?![\w./\\]))"
     rf")"
 )
 PLAIN_ID_RE = re.compile(
@@ -33,8 +34,8 @@ PLAIN_ID_RE = re.compile(
     r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-])"
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
-    rf"|\b{p._ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
-    rf"|(?!{p._TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-]|[./]\w)"
+    rf"|\b{references._ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"
+    rf"|(?!{references._TICKET_STOP}-)(?P<ticket>[A-Z][A-Z0-9]{{1,9}}-\d{{1,7}})(?![\w-]|[./]\w)"
     r"|(?P<opaque>[A-Za-z][A-Za-z0-9]{1,11}[_-](?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,})(?![\w-]|[./]\w)"
     r"|(?P<hash>(?=[0-9a-f]{0,39}[0-9])(?=[0-9a-f]{0,39}[a-f])[0-9a-f]{7,40})(?![\w-]|[./]\w)"
     r"|(?P<code>[A-Z]{2,5}\d{5,12}[A-Z]{0,2})(?![\w-]|[./]\w)"
@@ -66,16 +67,16 @@ PLAIN_QUANTITY = re.compile(
 
 def plain_accept_path(path: str) -> bool:
     segments = [s for s in re.split(r"[/\\]", path) if s]
-    if not segments or not any(p._LETTER.search(s) for s in segments):
+    if not segments or not any(references._LETTER.search(s) for s in segments):
         return False
     seps = len(path) - len(re.sub(r"[/\\]", "", path))
-    has_ext = bool(p._EXT_TAIL.search(path))
+    has_ext = bool(references._EXT_TAIL.search(path))
     anchored = path.startswith(("/", "./", "../", "~/", ".\\", "..\\", "\\\\")) or bool(re.match(r"[A-Za-z]:", path))
     if "\\" in path and not anchored and not has_ext:
         return False
     if anchored:
         return not (path.startswith("/") and seps == 1 and not has_ext and len(segments) == 1)
-    if p._DOMAIN_HEAD.match(segments[0]):
+    if references._DOMAIN_HEAD.match(segments[0]):
         return False
     return seps >= 2 or has_ext
 
@@ -86,15 +87,14 @@ def plain_reports_quantity(line: str) -> bool:
         return False
     if p.measurement(stripped) is not None:
         return True
-    if p._NOT_REPORT.search(stripped):
+    if measurements._NOT_REPORT.search(stripped):
         return False
-    units = [
-        m for m in PLAIN_QUANTITY.finditer(stripped) if any(ch.isalpha() or ch in p._UNIT_CHARS for ch in m.group())
-    ]
+    unit_chars = measurements._UNIT_CHARS
+    units = [m for m in PLAIN_QUANTITY.finditer(stripped) if any(ch.isalpha() or ch in unit_chars for ch in m.group())]
     if not units:
         return False
-    rest = PLAIN_QUANTITY.sub(" ", p._RULE.sub(" ", stripped)).split()
-    words = sum(1 for token in rest if p._PLAIN_WORD.match(token))
+    rest = PLAIN_QUANTITY.sub(" ", measurements._RULE.sub(" ", stripped)).split()
+    words = sum(1 for token in rest if measurements._PLAIN_WORD.match(token))
     return words >= 1 and words * 2 >= len(rest) and len(units) <= 3
 
 
@@ -129,7 +129,7 @@ def plain_mark_lines(
 ) -> None:
     pos = 0
     while (m := pattern.search(text, pos)) is not None:
-        start, end = p._line_bounds(text, m.start())
+        start, end = important._line_bounds(text, m.start())
         if start in marked or accept(m) is not None:
             marked.add(start)
             pos = end + 1
@@ -138,14 +138,14 @@ def plain_mark_lines(
 
 
 def plain_important_lines(text: str, limit: int) -> tuple[list[str], int]:
-    errors = {start for start, _ in p._error_line_bounds(text)}
+    errors = {start for start, _ in important._error_line_bounds(text)}
     others = set(errors)
-    plain_mark_lines(text, p._URL_RE, lambda m: m, others)
-    plain_mark_lines(text, PLAIN_ID_RE, p._id_value, others)
-    plain_mark_lines(text, PLAIN_PATH_RE, p._path_value, others)
+    plain_mark_lines(text, references.URL_RE, lambda m: m, others)
+    plain_mark_lines(text, PLAIN_ID_RE, references.id_value, others)
+    plain_mark_lines(text, PLAIN_PATH_RE, references.path_value, others)
     first: dict[str, int] = {}
     for start in sorted(errors) + sorted(others - errors):
-        line = text[start : p._line_bounds(text, start)[1]].strip()
+        line = text[start : important._line_bounds(text, start)[1]].strip()
         if line and line not in first:
             first[line] = start
     chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
@@ -249,10 +249,10 @@ def spans(
 @example("x" * 254 + "/a " + "y" * 255 + "/b " + "z" * 256 + "/c/" + "w" * 300, 0)
 def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
     pairs = (
-        (p._PATH_RE, PLAIN_PATH_RE),
-        (p._ID_RE, PLAIN_ID_RE),
+        (references.PATH_RE, PLAIN_PATH_RE),
+        (references.ID_RE, PLAIN_ID_RE),
         (p.QUANTITY, PLAIN_QUANTITY),
-        (p._ERROR_RE, PLAIN_ERROR_RE),
+        (important._ERROR_RE, PLAIN_ERROR_RE),
     )
     for fast, plain in pairs:
         assert spans(fast, text, pos) == spans(plain, text, pos), plain.pattern[:30]
@@ -269,7 +269,7 @@ def test_gated_regexes_match_the_plain_ones(text: str, pos: int) -> None:
 @example("\\www.x.com/a.py")
 @example("/a\\b")
 def test_accept_path_unchanged(path: str) -> None:
-    assert p._accept_path(path) == plain_accept_path(path)
+    assert references._accept_path(path) == plain_accept_path(path)
 
 
 @common
@@ -278,7 +278,7 @@ def test_accept_path_unchanged(path: str) -> None:
 @example("E  x E\tx ERR exi Fata")
 def test_grouped_error_cues_start_where_the_plain_ones_do(text: str) -> None:
     for pos in range(len(text) + 1):
-        fast, plain = p._ERROR_CUE.search(text, pos), PLAIN_ERROR_CUE.search(text, pos)
+        fast, plain = important._ERROR_CUE.search(text, pos), PLAIN_ERROR_CUE.search(text, pos)
         assert (fast and fast.start()) == (plain and plain.start())
 
 
@@ -289,9 +289,9 @@ def test_grouped_error_cues_start_where_the_plain_ones_do(text: str) -> None:
 @example("see https://x.io/a", 0, 14)
 @example("see HTTPS://x.io/a and ftp://b", 4, 60)
 def test_url_search_is_the_regex_search(text: str, pos: int, endpos: int) -> None:
-    fast, plain = p._url_search(text, pos), p._URL_RE.search(text, pos)
+    fast, plain = references.url_search(text, pos), references.URL_RE.search(text, pos)
     assert (fast and fast.span()) == (plain and plain.span())
-    fast, plain = p._url_search(text, pos, endpos), p._URL_RE.search(text, pos, endpos)
+    fast, plain = references.url_search(text, pos, endpos), references.URL_RE.search(text, pos, endpos)
     assert (fast and fast.span()) == (plain and plain.span())
 
 
@@ -299,13 +299,13 @@ def test_url_search_is_the_regex_search(text: str, pos: int, endpos: int) -> Non
 @given(texts)
 def test_url_spans_unchanged(text: str) -> None:
     spans_plain: list[tuple[int, int, str]] = []
-    for m in p._URL_RE.finditer(text):
-        url = m.group().rstrip(p._URL_TRAILING)
+    for m in references.URL_RE.finditer(text):
+        url = m.group().rstrip(references._URL_TRAILING)
         while url.endswith(")") and url.count(")") > url.count("("):
-            url = url[:-1].rstrip(p._URL_TRAILING)
+            url = url[:-1].rstrip(references._URL_TRAILING)
         if "://" in url and not url.endswith("://"):
             spans_plain.append((m.start(), m.start() + len(url), url))
-    assert p._url_spans(text) == spans_plain
+    assert references._url_spans(text) == spans_plain
 
 
 @common
@@ -316,7 +316,7 @@ def test_url_spans_unchanged(text: str) -> None:
 @example("1. took 3 ms")
 @example("$ took 3 ms")
 def test_not_report_split_matches_the_regex(line: str) -> None:
-    assert p._not_report(line) == bool(p._NOT_REPORT.search(line))
+    assert measurements._not_report(line) == bool(measurements._NOT_REPORT.search(line))
 
 
 @common
@@ -325,8 +325,8 @@ def test_not_report_split_matches_the_regex(line: str) -> None:
 @example("\u2460 items")
 @example("\u0663")
 def test_digit_and_unit_checks_match_the_loops(line: str) -> None:
-    assert p._has_digit(line) == any(ch.isdigit() for ch in line)
-    assert p._has_unit(line) == any(ch.isalpha() or ch in p._UNIT_CHARS for ch in line)
+    assert measurements._has_digit(line) == any(ch.isdigit() for ch in line)
+    assert measurements._has_unit(line) == any(ch.isalpha() or ch in measurements._UNIT_CHARS for ch in line)
 
 
 @common
@@ -336,7 +336,8 @@ def test_digit_and_unit_checks_match_the_loops(line: str) -> None:
 @example("---5 ms")
 def test_words_around_is_the_plain_substitution(line: str) -> None:
     quantities = list(p.QUANTITY.finditer(line))
-    assert p._words_around(line, quantities) == PLAIN_QUANTITY.sub(" ", p._RULE.sub(" ", line)).split()
+    plain = PLAIN_QUANTITY.sub(" ", measurements._RULE.sub(" ", line)).split()
+    assert measurements._words_around(line, quantities) == plain
 
 
 @common
@@ -346,8 +347,8 @@ def test_words_around_is_the_plain_substitution(line: str) -> None:
 @example("1,234 items and 1,234")
 @example("passed 5/10")
 def test_unit_cue_holds_where_a_quantity_has_a_unit(line: str) -> None:
-    if any(p._has_unit(m.group()) for m in PLAIN_QUANTITY.finditer(line)):
-        assert p._UNIT_CUE.search(line)
+    if any(measurements._has_unit(m.group()) for m in PLAIN_QUANTITY.finditer(line)):
+        assert measurements._UNIT_CUE.search(line)
 
 
 @common

@@ -56,9 +56,16 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from compaction.adapters import from_canonical, to_canonical
-from compaction.budget import block_cap
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
+from compaction.integrations._langchain_sizes import (
+    check_size,
+    clause_met,
+    derive_config,
+    normalize_trigger,
+    smallest_message_trigger,
+    smallest_token_trigger,
+)
 from compaction.integrations._messages import LC_SOURCE, Conversions, MessageMap, message_key, pairs_intact
 from compaction.pairs import repair, validate
 from compaction.recall import RECALL_TOOL_NAME, MemoryRecallIndex, answer_recall
@@ -77,9 +84,8 @@ from compaction.transcript import Transcript
 
 __all__ = ["ChatModelSummarizer", "CompactionMiddleware", "LangChainCompaction"]
 
-LOGGER = logging.getLogger("compaction.integrations.langchain")
 
-_KINDS = ("tokens", "messages", "fraction")
+LOGGER = logging.getLogger("compaction.integrations.langchain")
 
 
 class ChatModelSummarizer:
@@ -218,11 +224,11 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.trigger = trigger
         self.keep = keep
         self.token_counter = token_counter
-        self._clauses = _normalize_trigger(trigger)
+        self._clauses = normalize_trigger(trigger)
         if keep is not None:
-            _check_size(keep, "keep")
+            check_size(keep, "keep")
         engine = _summarizer(summarizer)
-        self.compactor = Compactor(name, engine, _derive_config(base, window, self._clauses, keep, summary_prompt))
+        self.compactor = Compactor(name, engine, derive_config(base, window, self._clauses, keep, summary_prompt))
         self._threads: dict[str, _Thread] = {}
         self._lock = threading.Lock()
         self.tools = [self.recall_tool()] if recall else []
@@ -299,7 +305,7 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             fire = decision.should_compact
         else:
             window = self.compactor.guard.window
-            fire = any(_clause_met(clause, tokens, count, window) for clause in self._clauses)
+            fire = any(clause_met(clause, tokens, count, window) for clause in self._clauses)
         thread = self._thread(None)
         if not fire:
             thread.wait = None  # the state is back under the trigger: the next crossing compacts at once
@@ -348,13 +354,13 @@ class CompactionMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if not self._should_compact_ignoring_wait(tokens, count):
             return None
         threshold = self.compactor.guard.threshold_tokens or tokens
-        step = max(1, _smallest_token_trigger(self._clauses, self.compactor.guard.window) or threshold) // 4
-        return tokens + step, count + max(2, _smallest_message_trigger(self._clauses) // 4)
+        step = max(1, smallest_token_trigger(self._clauses, self.compactor.guard.window) or threshold) // 4
+        return tokens + step, count + max(2, smallest_message_trigger(self._clauses) // 4)
 
     def _should_compact_ignoring_wait(self, tokens: int, count: int) -> bool:
         if self._clauses is None:
             return self.compactor.decide(tokens).should_compact
-        return any(_clause_met(c, tokens, count, self.compactor.guard.window) for c in self._clauses)
+        return any(clause_met(c, tokens, count, self.compactor.guard.window) for c in self._clauses)
 
     def _repair(self, plan: _Plan, thread: _Thread) -> dict[str, Any]:
         """Failure mode A without a compaction: the state's broken tool pairs fixed before the model
@@ -382,96 +388,6 @@ def _unarchived(plan: _Plan, gone: Sequence[BaseMessage], archive: Mapping[str, 
         for i, (m, d) in enumerate(zip(plan.messages, plan.dicts, strict=True))
         if id(m) in gone_ids and message_key(d) not in archived
     }
-
-
-# --- trigger and keep, as SummarizationMiddleware spells them ---
-def _check_size(size: Any, name: str) -> tuple[str, float]:
-    if not isinstance(size, tuple) or len(size) != 2:
-        raise ValueError(f"{name} must be a (kind, value) tuple such as ('tokens', 3000), got {size!r}")
-    kind, value = size
-    if kind not in _KINDS:
-        raise ValueError(f"Unsupported context size type {kind!r} for {name} (expected tokens, messages or fraction)")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} value must be numeric, got {value!r}")
-    if kind == "fraction" and not 0 < value <= 1:
-        raise ValueError(f"Fractional {name} values must be between 0 and 1, got {value}.")
-    if kind != "fraction" and (not isinstance(value, int) or value <= 0):
-        raise ValueError(f"{name} {kind} must be a positive integer, got {value!r}")
-    return str(kind), float(value)
-
-
-def _normalize_trigger(trigger: Any) -> list[dict[str, float]] | None:
-    """OR over clauses, AND within one; None when no trigger was given."""
-    if trigger is None:
-        return None
-    items = trigger if isinstance(trigger, list) else [trigger]
-    clauses: list[dict[str, float]] = []
-    for item in items:
-        if isinstance(item, tuple):
-            kind, value = _check_size(item, "trigger")
-            clauses.append({kind: value})
-        elif isinstance(item, Mapping):
-            if not item:
-                raise ValueError("trigger clause must specify at least one of 'tokens', 'messages', 'fraction'")
-            clauses.append(dict(_check_size((k, v), "trigger") for k, v in item.items()))
-        else:
-            raise TypeError(f"Unsupported trigger item type: {type(item).__name__}")
-    return clauses
-
-
-def _clause_met(clause: Mapping[str, float], tokens: int, count: int, window: int) -> bool:
-    for kind, value in clause.items():
-        if kind == "messages" and count < value:
-            return False
-        if kind == "tokens" and tokens < value:
-            return False
-        if kind == "fraction" and tokens < max(1, int(window * value)):
-            return False
-    return True
-
-
-def _smallest_token_trigger(clauses: list[dict[str, float]] | None, window: int) -> int | None:
-    values = [
-        int(v) if k == "tokens" else max(1, int(window * v))
-        for clause in clauses or ()
-        for k, v in clause.items()
-        if k in ("tokens", "fraction")
-    ]
-    return min(values) if values else None
-
-
-def _smallest_message_trigger(clauses: list[dict[str, float]] | None) -> int:
-    values = [int(v) for clause in clauses or () for k, v in clause.items() if k == "messages"]
-    return min(values) if values else 0
-
-
-def _derive_config(
-    base: CompactionConfig,
-    window: int,
-    clauses: list[dict[str, float]] | None,
-    keep: ContextSize | None,
-    summary_prompt: str | None,
-) -> CompactionConfig:
-    """The engine's config for LangChain's trigger/keep; fields ``base`` sets explicitly win."""
-    explicit = base.explicit_fields()
-    update: dict[str, Any] = {"window": window}
-    if "summary_placement" not in explicit:
-        update["summary_placement"] = "message"  # one HumanMessage, as SummarizationMiddleware adds
-    if keep is not None:
-        kind, value = keep
-        if kind == "messages":
-            update["keep_recent_messages"] = int(value)
-        else:
-            update["keep_recent_tokens"] = int(value) if kind == "tokens" else max(1, int(window * value))
-    reference = _smallest_token_trigger(clauses, window)
-    if reference is not None:
-        if "summary_block_max_tokens" not in explicit:
-            update["summary_block_max_tokens"] = max(256, min(block_cap(base, window), reference // 4))
-        if "keep_recent_share" not in explicit:
-            update["keep_recent_share"] = min(base.keep_recent_share, max(1, reference // 2) / window)
-    if summary_prompt is not None:
-        update["summary_prompt"] = summary_prompt.replace("{messages}", "(the conversation follows)")
-    return base.model_copy(update=update)
 
 
 def _summarizer(summarizer: Any) -> Summarizer | str | None:

@@ -224,30 +224,8 @@ class CompactionHook(CustomLogger):
             return out
         tools: Sequence[Mapping[str, Any]] = escape_surrogates(data.get("tools") or ())
         system = escape_surrogates(data.get("system")) if anthropic else None
-        originals = messages
-        # What clients send and the engine's reader refuses (a lone surrogate, a tool call whose id
-        # is None or ""): escaped and repaired, so such a session still compacts.
-        if anthropic:
-            lenient = LenientMessages([escape_message(m) for m in messages], [], [])
-            lenient.escaped = [i for i, (a, b) in enumerate(zip(lenient.messages, messages, strict=True)) if a is not b]
-        else:
-            lenient = lenient_openai(messages)
-        messages = lenient.messages
-        compactor = self.compactor_for(model)
-
-        kwargs: dict[str, Any] = {
-            "system": system,
-            "tools": tools,
-            "trigger": "threshold",
-            "format": "anthropic" if anthropic else None,
-        }
-        result: CompactionResult | None = None
-        if _text_size((messages, system, tools), limit=self.inline_chars) <= self.inline_chars:
-            if compactor.should_compact(messages, system=system, tools=tools).should_compact:
-                result = await compactor.acompact(messages, **kwargs)  # on a worker
-        else:
-            target = getattr(compactor, "spec", None) or compactor
-            result = await self.workers.run(target, messages, (), kwargs, check=True)
+        lenient = _lenient(messages, anthropic=anthropic)
+        result = await self._run(model, lenient.messages, system, tools, anthropic=anthropic)
         if result is None:
             return out
         with self._lock:
@@ -263,21 +241,33 @@ class CompactionHook(CustomLogger):
             result.messages_removed,
             result.fallback_level,
         )
-        out["messages"] = _restore_escaped(result.messages, lenient, originals)
-        if anthropic and result.system is not None:
-            out["system"] = result.system
-        # litellm's own metadata field: "metadata" for chat completions, "litellm_metadata" where
-        # the provider's API has a "metadata" of its own (Anthropic's /v1/messages).
-        key = "litellm_metadata" if anthropic or "litellm_metadata" in out else "metadata"
-        metadata = dict(out.get(key) or {})
-        metadata["compaction"] = {
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-            "messages_removed": result.messages_removed,
-            "fallback_level": result.fallback_level,
+        return _with_result(out, result, _restore_escaped(result.messages, lenient, messages), anthropic=anthropic)
+
+    async def _run(
+        self,
+        model: str,
+        messages: list[Any],
+        system: Any,
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        anthropic: bool,
+    ) -> CompactionResult | None:
+        """The compaction of a request over its threshold (a large one on a worker process); None
+        under the threshold."""
+        compactor = self.compactor_for(model)
+        kwargs: dict[str, Any] = {
+            "system": system,
+            "tools": tools,
+            "trigger": "threshold",
+            "format": "anthropic" if anthropic else None,
         }
-        out[key] = metadata
-        return out
+        if _text_size((messages, system, tools), limit=self.inline_chars) <= self.inline_chars:
+            if compactor.should_compact(messages, system=system, tools=tools).should_compact:
+                return await compactor.acompact(messages, **kwargs)  # on a worker
+            return None
+        target = getattr(compactor, "spec", None) or compactor
+        result: CompactionResult | None = await self.workers.run(target, messages, (), kwargs, check=True)
+        return result
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
@@ -321,30 +311,12 @@ class CompactingProvider(CustomLLM):
         self.hook = hook or CompactionHook()
         self.last_compactions: list[CompactionResult] = []
 
-    async def acompletion(
-        self,
-        model: str,
-        messages: list[Any],
-        api_base: str | None,
-        custom_prompt_dict: dict[str, Any],
-        model_response: Any,
-        print_verbose: Any,
-        encoding: Any,
-        api_key: Any,
-        logging_obj: Any,
-        optional_params: dict[str, Any],
-        acompletion: Any = None,
-        litellm_params: Any = None,
-        logger_fn: Any = None,
-        headers: Any = None,
-        timeout: Any = None,
-        client: Any = None,
-    ) -> Any:
+    # litellm calls the handler with keyword arguments only: model, messages, api_base, api_key,
+    # optional_params, headers, timeout and others (logging, encoding, ...) not needed here.
+    async def acompletion(self, model: str, messages: list[Any], **handler: Any) -> Any:  # type: ignore[override]
         import litellm
 
-        params = _params(optional_params, stream=False)
-        extra = _extra(api_base, api_key, timeout, headers)
-        upstream = _upstream(model)
+        upstream, params, extra = _request(model, handler, stream=False)
 
         async def call(current: list[dict[str, Any]], system: Any) -> Any:
             return await litellm.acompletion(model=upstream, messages=_with_system(current, system), **params, **extra)
@@ -352,31 +324,13 @@ class CompactingProvider(CustomLLM):
         return await self._complete(upstream, messages, call, params.get("tools") or ())
 
     async def astreaming(  # type: ignore[override]  # an async generator, which litellm iterates
-        self,
-        model: str,
-        messages: list[Any],
-        api_base: str | None,
-        custom_prompt_dict: dict[str, Any],
-        model_response: Any,
-        print_verbose: Any,
-        encoding: Any,
-        api_key: Any,
-        logging_obj: Any,
-        optional_params: dict[str, Any],
-        acompletion: Any = None,
-        litellm_params: Any = None,
-        logger_fn: Any = None,
-        headers: Any = None,
-        timeout: Any = None,
-        client: Any = None,
+        self, model: str, messages: list[Any], **handler: Any
     ) -> AsyncIterator[Any]:
         """The upstream's stream chunks (litellm ``ModelResponseStream`` objects, tool-call deltas
         and usage included), after compact-and-retry on an overflow."""
         import litellm
 
-        params = _params(optional_params, stream=True)
-        extra = _extra(api_base, api_key, timeout, headers)
-        upstream = _upstream(model)
+        upstream, params, extra = _request(model, handler, stream=True)
 
         async def call(current: list[dict[str, Any]], system: Any) -> tuple[Any, Any]:
             stream = await litellm.acompletion(
@@ -424,6 +378,45 @@ class CompactingProvider(CustomLLM):
             ) from exc
         self.last_compactions = list(outcome.compactions)
         return outcome.response
+
+
+def _lenient(messages: list[Any], *, anthropic: bool) -> LenientMessages:
+    """What clients send and the engine's reader refuses (a lone surrogate, a tool call whose id is
+    None or ""): escaped and repaired, so such a session still compacts."""
+    if anthropic:
+        lenient = LenientMessages([escape_message(m) for m in messages], [], [])
+        lenient.escaped = [i for i, (a, b) in enumerate(zip(lenient.messages, messages, strict=True)) if a is not b]
+        return lenient
+    return lenient_openai(messages)
+
+
+def _with_result(
+    out: dict[str, Any], result: CompactionResult, messages: list[Any], *, anthropic: bool
+) -> dict[str, Any]:
+    """The request ``out`` with the compacted ``messages`` (and system), and what was done in
+    litellm's metadata."""
+    out["messages"] = messages
+    if anthropic and result.system is not None:
+        out["system"] = result.system
+    # litellm's own metadata field: "metadata" for chat completions, "litellm_metadata" where
+    # the provider's API has a "metadata" of its own (Anthropic's /v1/messages).
+    key = "litellm_metadata" if anthropic or "litellm_metadata" in out else "metadata"
+    metadata = dict(out.get(key) or {})
+    metadata["compaction"] = {
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "messages_removed": result.messages_removed,
+        "fallback_level": result.fallback_level,
+    }
+    out[key] = metadata
+    return out
+
+
+def _request(model: str, handler: Mapping[str, Any], *, stream: bool) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """The upstream model, the parameters and the connection arguments of a handler call."""
+    params = _params(handler.get("optional_params") or {}, stream=stream)
+    extra = _extra(handler.get("api_base"), handler.get("api_key"), handler.get("timeout"), handler.get("headers"))
+    return _upstream(model), params, extra
 
 
 def _params(optional_params: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:

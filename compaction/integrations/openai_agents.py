@@ -38,14 +38,14 @@ what it stored).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from compaction.compactor import Compactor
 from compaction.config import CompactionConfig
+from compaction.integrations._responses import ChatView, items_to_chat
 from compaction.middleware import store_mode
 from compaction.result import CompactionResult
 from compaction.sqlite_store import SQLiteSessionStore
@@ -60,133 +60,6 @@ LOGGER = logging.getLogger("compaction.integrations.openai_agents")
 
 MARKER_TYPE = "compaction.session_marker"
 """The ``type`` of the marker items ``pop_item`` and ``clear_session`` append (never returned)."""
-
-_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
-_UNKNOWN_PREVIEW = 2_000  # characters of an unknown item's JSON that the summarizer may read
-
-
-@dataclass
-class ChatView:
-    """Items as chat messages: ``messages[k]`` stands for ``items[j]`` for every ``j`` in ``covers[k]``."""
-
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    covers: list[list[int]] = field(default_factory=list)
-
-
-def _text_of(content: Any) -> str:
-    """The readable text of a Responses content field (a string or a list of parts)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False, default=str)
-    texts: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, Mapping):
-            kind = part.get("type")
-            if kind in _TEXT_PARTS or "text" in part:
-                texts.append(str(part.get("text", "")))
-            elif kind == "refusal":
-                texts.append(f"[refusal] {part.get('refusal', '')}")
-            elif kind == "input_image":
-                texts.append("[image]")
-            elif kind == "input_file":
-                texts.append(f"[file {part.get('filename') or part.get('file_id') or ''}]".replace(" ]", "]"))
-            else:
-                texts.append(f"[{kind}]")
-    return "\n".join(t for t in texts if t)
-
-
-def _item_kind(item: Mapping[str, Any]) -> str:
-    kind = item.get("type")
-    if kind is None or kind == "message":
-        return "message" if "role" in item else "unknown"
-    return str(kind)
-
-
-def _unknown_text(item: Mapping[str, Any]) -> str:
-    text = json.dumps(dict(item), ensure_ascii=False, default=str)
-    if len(text) > _UNKNOWN_PREVIEW:
-        text = text[:_UNKNOWN_PREVIEW] + " ..."
-    return f"[{item.get('type', 'item')}] {text}"
-
-
-def items_to_chat(items: Sequence[Mapping[str, Any]]) -> ChatView:
-    """OpenAI chat messages for Responses-API ``items``, to count and summarize them.
-
-    An assistant turn (consecutive assistant messages, ``reasoning``, ``function_call`` and items of
-    other types) becomes one assistant message, each ``function_call`` one of its ``tool_calls``;
-    each ``function_call_output`` becomes a tool message right after it. An output whose call is
-    not in ``items`` becomes a user message (a tool message could not stand alone). Raises
-    ``TypeError`` naming the index of an item that is not a mapping.
-
-    >>> view = items_to_chat([
-    ...     {"role": "user", "content": "weather in Paris?"},
-    ...     {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"},
-    ...     {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
-    ... ])
-    >>> [m["role"] for m in view.messages], view.covers
-    (['user', 'assistant', 'tool'], [[0], [1], [2]])
-    """
-    view = ChatView()
-    open_turn: dict[str, Any] | None = None  # the assistant message still taking items
-    calls: set[str] = set()
-    for index, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise TypeError(f"session item {index} is a {type(item).__name__}, not a mapping")
-        kind = _item_kind(item)
-        role = item.get("role")
-        if kind == "function_call_output":
-            call_id = str(item.get("call_id", ""))
-            output = _text_of(item.get("output"))
-            open_turn = None
-            if call_id in calls:
-                view.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
-            else:
-                view.messages.append({"role": "user", "content": f"[tool output {call_id}] {output}"})
-            view.covers.append([index])
-            continue
-        if kind == "message" and role != "assistant":
-            open_turn = None
-            chat_role = role if role in ("system", "developer", "user") else "user"
-            view.messages.append({"role": chat_role, "content": _text_of(item.get("content"))})
-            view.covers.append([index])
-            continue
-        if open_turn is None and kind.endswith("_output") and view.messages and view.messages[-1]["role"] == "tool":
-            # The output of another call type among function outputs (its call is in the turn
-            # before them): it joins them, so no cut can fall between it and its call.
-            tool = view.messages[-1]
-            tool["content"] = f"{tool['content']}\n\n{_unknown_text(item)}"
-            view.covers[-1].append(index)
-            continue
-        if open_turn is None:
-            open_turn = {"role": "assistant", "content": None}
-            view.messages.append(open_turn)
-            view.covers.append([])
-        view.covers[-1].append(index)
-        if kind == "function_call":
-            call_id = str(item.get("call_id") or item.get("id") or f"call_{index}")
-            calls.add(call_id)
-            call = {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))},
-            }
-            open_turn.setdefault("tool_calls", []).append(call)
-            continue
-        if kind == "message":
-            text = _text_of(item.get("content"))
-        elif kind == "reasoning":
-            text = _text_of(item.get("summary"))
-        else:
-            text = _unknown_text(item)
-        if text:
-            open_turn["content"] = f"{open_turn['content']}\n\n{text}" if open_turn["content"] else text
-    for message in view.messages:  # chat requires text or calls on an assistant message
-        if message["role"] == "assistant" and message["content"] is None and "tool_calls" not in message:
-            message["content"] = ""
-    return view
 
 
 @dataclass(frozen=True)

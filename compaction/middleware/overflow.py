@@ -117,23 +117,7 @@ async def apply_recovery(
         final += session.open_turn  # summarized with the request, but its results are still to come
     messages_before = len(session.context)
     if session.store is not None:
-        if outcome.compactions:
-            config = session.work.config
-            stored = session.context.stored()
-            through = store_mode.overflow_through(final, stored, config)
-            inner = store_mode.summary_block_text(final, config)
-            if through is not None and session.through_id is not None and through <= session.through_id:
-                through = None  # only the stored summary was compacted again: nothing to move past
-            if through is not None and inner is not None:
-                merged, archive = merged_recovery(outcome)
-                tail = store_mode.compacted_tail(final, stored, through, config, tail_through=session.tail_through)
-                saved = session.save_compaction(merged, through, inner, "overflow", tokens_before, archive, tail)
-                if not saved.compacted:
-                    session.logger.warning("Compaction not applied: %s", store_mode.LOST_RACE)
-        else:
-            session.logger.warning(
-                "Overflow recovery truncated tool results for this call only; the store keeps the originals"
-            )
+        _save_recovery(session, outcome, final, tokens_before)
     else:
         session.adopt(final, outcome.system, prepended=False)
         for compaction in outcome.compactions:
@@ -141,6 +125,46 @@ async def apply_recovery(
     if outcome.compactions:
         await recount_after(session)
     after = session.measure()
+    await _report_recovery(session, preparer, outcome, request_len)
+    if outcome.compactions:
+        session.logger.info(
+            "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
+            messages_before,
+            len(session.context),
+            f"{after.tokens:,}",
+            f"{tokens_before:,}",
+        )
+
+
+def _save_recovery(
+    session: SessionState, outcome: CompletionOutcome, final: list[dict[str, Any]], tokens_before: int
+) -> None:
+    """In store mode: save the recovery's compactions as one (when they moved past the stored
+    summary); a truncation alone changes only that call's request."""
+    if not outcome.compactions:
+        session.logger.warning(
+            "Overflow recovery truncated tool results for this call only; the store keeps the originals"
+        )
+        return
+    config = session.work.config
+    stored = session.context.stored()
+    through = store_mode.overflow_through(final, stored, config)
+    inner = store_mode.summary_block_text(final, config)
+    if through is not None and session.through_id is not None and through <= session.through_id:
+        through = None  # only the stored summary was compacted again: nothing to move past
+    if through is None or inner is None:
+        return
+    merged, archive = merged_recovery(outcome)
+    tail = store_mode.compacted_tail(final, stored, through, config, tail_through=session.tail_through)
+    saved = session.save_compaction(merged, through, inner, "overflow", tokens_before, archive, tail)
+    if not saved.compacted:
+        session.logger.warning("Compaction not applied: %s", store_mode.LOST_RACE)
+
+
+async def _report_recovery(
+    session: SessionState, preparer: Preparer | None, outcome: CompletionOutcome, request_len: int
+) -> None:
+    """Each of the recovery's compactions as its started and finished events, log line and history entry."""
     previous_len = request_len
     for result in outcome.compactions:
         start_event = CompactionStarted(
@@ -160,11 +184,3 @@ async def apply_recovery(
         )
         await emit(session.handlers, finished, session.logger)
         previous_len = len(result.messages)
-    if outcome.compactions:
-        session.logger.info(
-            "Context after overflow recovery: %s messages -> %s messages, ~%s tokens (was ~%s)",
-            messages_before,
-            len(session.context),
-            f"{after.tokens:,}",
-            f"{tokens_before:,}",
-        )

@@ -22,6 +22,7 @@ from dataclasses import replace
 from compaction.compactor import CompactionDecision, Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer, compact_prepared
+from compaction.middleware.context import ContextEntry
 from compaction.middleware.events import CompactionFailed, CompactionFinished, CompactionStarted, emit
 from compaction.middleware.guard import EventTrigger, growth_point
 from compaction.middleware.measure import ContextMeasure, Reading, decide, scale
@@ -58,77 +59,24 @@ async def run_compaction(
     the turn, for the log line. ``completion``: swap in the background job that landed after the
     last threshold (no call; see :meth:`~compaction.middleware.background.Preparer.completion`)."""
     manual = trigger == "manual"
-    threshold = session.settings.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
     messages_before = len(session.context)
-    await emit(
-        session.handlers,
-        CompactionStarted(session.session_id, trigger, measure.tokens, threshold, messages_before),
-        session.logger,
-    )
-    context = session.context
-    planned = planned_zone(
-        context.canon(), context.counts(), context.ids(), session.work.config, stored_only=session.store is not None
-    )
-    line = start_line(trigger, measure, threshold, decision, iteration=iteration, planned=planned)
-    session.logger.info("%s", line)
+    await _announce(session, trigger, measure, decision, iteration)
     started = time.perf_counter()
-    acompact_trigger: Trigger = "manual" if manual else "threshold"
     marks = session.hold_pending()  # a turn whose calls still wait for results stays open, as it is
     try:
-        prepared = None
-        if preparer is not None and instructions is None:
-            prepared = await compact_prepared(
-                session, preparer, acompact_trigger, trigger, measure, completion=completion
-            )
-        elif preparer is not None:  # a focused summary: nothing prepared fits it
-            await preparer.cancel()
-        # Nothing prepared (or a focused summary): with background preparation on, the turn waits
-        # on one call, not a chunk round and a merge (Preparer.one_call).
-        work = preparer.one_call(session) if preparer is not None and not manual else session.work
-        if prepared is not None:
-            result = prepared
-        elif session.store is not None:
-            result = await compact_stored(session, acompact_trigger, trigger, measure, instructions, work)
-        else:
-            result = await compact_memory(session, acompact_trigger, instructions, work)
+        result = await _compact(session, preparer, trigger, measure, instructions, completion=completion)
     except Exception as exc:
         session.release_pending(marks)
-        if not manual:
-            wait_for_growth(session, decision.effective_tokens)
-        status = session.compaction_status = session.compaction_status.failed(trigger, exc)
-        if status.consecutive_failures == 1:
-            session.logger.warning("Compaction failed: %s. Continuing with the context as it is.", status.last_error)
-        else:
-            session.logger.warning(
-                "Compaction failed: %s (%d failures in a row, the first %.0f s ago; none succeeded since). "
-                "Continuing with the context as it is.",
-                status.last_error,
-                status.consecutive_failures,
-                (status.last_failure_at or 0.0) - (status.failing_since or 0.0),
-            )
-        event = CompactionFailed(session.session_id, trigger, status.last_error or type(exc).__name__, exc)
-        await emit(session.handlers, event, session.logger)
+        await _report_failure(session, trigger, decision, exc)
         if manual:
             raise
         return None
     held = session.held
     if session.release_pending(marks) and result.compacted:
-        # The result describes the context: the compaction's output and the open turn after it.
-        request, system, _ = session.request(session.context.messages())
-        result = replace(
-            result,
-            messages=[*result.messages, *(e.message for e in held)],
-            tokens_after=session.work.count(request, system=system, tools=session.tools_after_compaction()),
-        )
+        result = _with_open_turn(session, result, held)
     session.last_result = result
     if not result.compacted:
-        if not manual:
-            wait_for_growth(session, decision.effective_tokens)
-        if result.reason == LOST_RACE:
-            session.logger.warning("Compaction not applied: %s", result.reason)
-        else:
-            session.logger.info("Compaction: nothing compacted - %s", result.reason)
-        await emit(session.handlers, CompactionFailed(session.session_id, trigger, result.reason), session.logger)
+        await _report_nothing_compacted(session, trigger, decision, result)
         return result
     session.compaction_status = session.compaction_status.succeeded()
     await recount_after(session)
@@ -144,6 +92,96 @@ async def run_compaction(
     else:
         session.wait_until = None
     return result
+
+
+async def _announce(
+    session: SessionState, trigger: EventTrigger, measure: ContextMeasure, decision: CompactionDecision, iteration: int
+) -> None:
+    """Emit :class:`CompactionStarted` and log the start line with the zone planned."""
+    threshold = session.settings.every_n_iterations if trigger == "iterations" else decision.threshold_tokens
+    await emit(
+        session.handlers,
+        CompactionStarted(session.session_id, trigger, measure.tokens, threshold, len(session.context)),
+        session.logger,
+    )
+    context = session.context
+    planned = planned_zone(
+        context.canon(), context.counts(), context.ids(), session.work.config, stored_only=session.store is not None
+    )
+    line = start_line(trigger, measure, threshold, decision, iteration=iteration, planned=planned)
+    session.logger.info("%s", line)
+
+
+async def _compact(
+    session: SessionState,
+    preparer: Preparer | None,
+    trigger: EventTrigger,
+    measure: ContextMeasure,
+    instructions: str | None,
+    *,
+    completion: bool,
+) -> CompactionResult:
+    """The compaction itself: the summary prepared in the background when it fits, else the stored
+    session or the in-memory context compacted now."""
+    manual = trigger == "manual"
+    acompact_trigger: Trigger = "manual" if manual else "threshold"
+    prepared = None
+    if preparer is not None and instructions is None:
+        prepared = await compact_prepared(session, preparer, acompact_trigger, trigger, measure, completion=completion)
+    elif preparer is not None:  # a focused summary: nothing prepared fits it
+        await preparer.cancel()
+    # Nothing prepared (or a focused summary): with background preparation on, the turn waits
+    # on one call, not a chunk round and a merge (Preparer.one_call).
+    work = preparer.one_call(session) if preparer is not None and not manual else session.work
+    if prepared is not None:
+        return prepared
+    if session.store is not None:
+        return await compact_stored(session, acompact_trigger, trigger, measure, instructions, work)
+    return await compact_memory(session, acompact_trigger, instructions, work)
+
+
+async def _report_failure(
+    session: SessionState, trigger: EventTrigger, decision: CompactionDecision, exc: Exception
+) -> None:
+    """A compaction that raised: the status, the wait for growth (automatic ones), a warning and
+    :class:`CompactionFailed`."""
+    if trigger != "manual":
+        wait_for_growth(session, decision.effective_tokens)
+    status = session.compaction_status = session.compaction_status.failed(trigger, exc)
+    if status.consecutive_failures == 1:
+        session.logger.warning("Compaction failed: %s. Continuing with the context as it is.", status.last_error)
+    else:
+        session.logger.warning(
+            "Compaction failed: %s (%d failures in a row, the first %.0f s ago; none succeeded since). "
+            "Continuing with the context as it is.",
+            status.last_error,
+            status.consecutive_failures,
+            (status.last_failure_at or 0.0) - (status.failing_since or 0.0),
+        )
+    event = CompactionFailed(session.session_id, trigger, status.last_error or type(exc).__name__, exc)
+    await emit(session.handlers, event, session.logger)
+
+
+def _with_open_turn(session: SessionState, result: CompactionResult, held: list[ContextEntry]) -> CompactionResult:
+    """The result describing the context: the compaction's output and the open turn after it."""
+    request, system, _ = session.request(session.context.messages())
+    return replace(
+        result,
+        messages=[*result.messages, *(e.message for e in held)],
+        tokens_after=session.work.count(request, system=system, tools=session.tools_after_compaction()),
+    )
+
+
+async def _report_nothing_compacted(
+    session: SessionState, trigger: EventTrigger, decision: CompactionDecision, result: CompactionResult
+) -> None:
+    if trigger != "manual":
+        wait_for_growth(session, decision.effective_tokens)
+    if result.reason == LOST_RACE:
+        session.logger.warning("Compaction not applied: %s", result.reason)
+    else:
+        session.logger.info("Compaction: nothing compacted - %s", result.reason)
+    await emit(session.handlers, CompactionFailed(session.session_id, trigger, result.reason), session.logger)
 
 
 async def compact_memory(

@@ -99,25 +99,40 @@ import asyncio
 import copy
 import math
 import random
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_any
-from tenacity.stop import stop_base
 
 from compaction.litellm_loader import load_litellm
-from compaction.patterns import ELLIPSIS
 from compaction.summarizers.base import (
     EmptySummaryError,
     SummarizerError,
-    SummarizerOverflowError,
     SummaryRequest,
     SummaryResponse,
     SummaryUsage,
     UnusableReplyError,
 )
+from compaction.summarizers.llm_errors import (
+    DROPPABLE,
+    REJECTED_PARAM,
+    AttemptTimeout,
+    StopWhen,
+    classify,
+    final_error,
+    is_timeout,
+)
+from compaction.summarizers.llm_reply import CUT_FINISH, MAX_CHARS_PER_TOKEN, mark_cut_reply, reported_usage
+from compaction.summarizers.llm_request import (
+    OPENAI_REASONING,
+    REASONING,
+    cache_minimum,
+    chat_messages,
+    text_of,
+    with_note,
+)
+from compaction.summarizers.reply_check import CUT_NOTE as CUT_NOTE
 from compaction.summarizers.reply_check import (
     ReplyCheck,
     check_reply,
@@ -126,40 +141,20 @@ from compaction.summarizers.reply_check import (
     requested_sections,
     texts_of,
 )
-from guards.overflow import ErrorClassification, ErrorKind, classify_error
+from guards.overflow import ErrorKind
 
 __all__ = ["LLMSummarizer", "mark_cut_reply"]
 
-_EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
 _WATCHDOG_GRACE_S = 0.5
+
+
 FIRST_TOKEN_S = 30.0
+
+
 """The default of ``first_token_s``: reading a long prompt before the first output token."""
-# finish_reason values of an answer stopped by its output cap (litellm maps Anthropic's
-# "max_tokens" to "length"; the raw value is accepted too).
-_CUT_FINISH = frozenset({"length", "max_tokens"})
-CUT_NOTE = "[... the summarizer reached its output limit here ...]"
-# Models that reason before answering on every request: their output cap covers the reasoning too,
-# and OpenAI's reject any temperature but the default.
-_OPENAI_REASONING = re.compile(r"(?:^|/)(?:o\d+(?:-mini|-pro|-preview)?|gpt-5(?!-chat)[\w.-]*)(?:-\d{4}-\d{2}-\d{2})?$")
-_REASONING = re.compile(
-    r"(?:^|/)(?:o\d+(?:-\w+)?|gpt-5(?!-chat)[\w.-]*|gpt-oss[\w.:-]*|deepseek-r1[\w.:-]*|deepseek-reasoner|qwq[\w.:-]*|"
-    r"gemini-(?:2\.5|3)[\w.-]*|[\w.-]*-thinking[\w.-]*|magistral[\w.-]*)$"
-)
-# A 400 that names a parameter the model does not take: OpenAI ("Unsupported value: 'temperature'",
-# "Unsupported parameter: 'max_tokens'"), Anthropic ("`temperature` may only be set to 1 when thinking
-# is enabled"), litellm ("does not support parameters: ['temperature']").
-_REJECTED_PARAM = re.compile(
-    r"[Uu]nsupported (?:value|parameter):? ['\"`]?(\w+)|['\"`](\w+)['\"`] (?:may only be set to|is not supported)|"
-    r"does not support parameters: \[?['\"](\w+)|[Uu]nrecognized request argument supplied: (\w+)"
-)
-_DROPPABLE = frozenset(
-    {"temperature", "top_p", "max_tokens", "reasoning_effort", "seed", "frequency_penalty", "presence_penalty"}
-)
-# No tokenizer packs more than this many characters into a token on average over a summary, so a
-# reply longer than this per token of its cap is not an answer within the cap: a broken or hostile
-# endpoint. It is cut before anything reads it (a 50 MB reply once took minutes to process).
-_MAX_CHARS_PER_TOKEN = 16
-_BULLET_ONLY = re.compile(r"^\s*(?:[-*+>]|\d+[.)]|#+)?\s*$")
+
+
 # Callers must not undo the policy this class exists to enforce.
 _RESERVED_KWARGS = frozenset(
     {
@@ -176,153 +171,10 @@ _RESERVED_KWARGS = frozenset(
 )
 
 
-class _StopWhen(stop_base):
-    """A tenacity stop condition from a plain predicate."""
-
-    def __init__(self, predicate: Callable[[RetryCallState], bool]) -> None:
-        self._predicate = predicate
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self._predicate(retry_state)
-
-
-class _AttemptTimeout(TimeoutError):
-    """The watchdog cut an attempt that the HTTP client let run past its timeout."""
-
-
-def _transient_timeout() -> ErrorClassification:
-    return ErrorClassification(kind=ErrorKind.TRANSIENT, matched="watchdog")
-
-
-def _describe(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    if len(text) > 300:
-        text = text[:297] + "..."
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _has_cache_control(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return "cache_control" in value or any(_has_cache_control(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_cache_control(v) for v in value)
-    return False
-
-
-def _mark(message: dict[str, Any]) -> bool:
-    """Put an ephemeral breakpoint on the last content block of ``message``; False if it has none."""
-    content = message.get("content")
-    if isinstance(content, str):
-        if not content:
-            return False
-        message["content"] = [{"type": "text", "text": content, "cache_control": dict(_EPHEMERAL)}]
-        return True
-    if isinstance(content, list) and content and isinstance(content[-1], dict):
-        content[-1]["cache_control"] = dict(_EPHEMERAL)
-        return True
-    return False
-
-
-def _text_of(content: Any) -> str:
-    """Message content as text: a string, or the text parts of a content list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "text":
-                parts.append(str(part.get("text") or ""))
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    return ""
-
-
-def mark_cut_reply(text: str) -> str:
-    r"""An answer stopped at its output limit, with the cut made visible.
-
-    The provider stops mid-token, so the last token may be part of a longer one: it is dropped
-    (and a list bullet left alone on its line with it). A line that stops short gets the ellipsis
-    glued to what remains, as the extractive summarizer marks its cuts, an open code span is
-    closed, and a note line says the summary stops there.
-
-    >>> print(mark_cut_reply("## Files\n- src/app/main.py\n- src/storage/e"))
-    ## Files
-    - src/app/main.py
-    [... the summarizer reached its output limit here ...]
-    >>> print(mark_cut_reply("ran `pytest tests/test_a"))
-    ran `pytest...`
-    [... the summarizer reached its output limit here ...]
-    """
-    body = text.rstrip()
-    whole_line = "\n" in text[len(body) :]  # the model had ended its last line
-    if body == text:  # the last token may be part of a longer one
-        space = max(body.rfind(" "), body.rfind("\n"), body.rfind("\t"))
-        body = body[:space] if space > 0 else body
-    lines = body.rstrip(" \t,;:-(").split("\n")
-    while len(lines) > 1 and _BULLET_ONLY.match(lines[-1]):
-        lines.pop()
-        whole_line = True
-    body = "\n".join(lines).rstrip(" \t,;:-(")
-    if body.endswith("`") and body.count("`") % 2 == 1:
-        body = body[:-1].rstrip(" \t,;:-(")
-    if body and not whole_line and not body.endswith(("\u2026", ELLIPSIS)):
-        body += ELLIPSIS
-    if body.count("`") % 2 == 1:
-        body += "`"
-    return f"{body}\n{CUT_NOTE}" if body else CUT_NOTE
-
-
 def _output_cap(kwargs: Mapping[str, Any]) -> int:
     """The answer's token cap as sent (``extra_kwargs`` may have raised it)."""
     caps = [v for k in ("max_tokens", "max_completion_tokens") if isinstance(v := kwargs.get(k), int) and v > 0]
     return max(caps, default=1)
-
-
-def _is_timeout(error: BaseException) -> bool:
-    """Whether ``error`` is an attempt that ran out of time (ours, litellm's, httpx's or the SDK's)."""
-    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
-
-
-def _prefix_tokens(messages: list[dict[str, Any]], tools_chars: int) -> list[int]:
-    """For each message, the estimated tokens (chars/4) of the request up to and including it."""
-    out: list[int] = []
-    chars = tools_chars
-    for message in messages:
-        chars += len(_text_of(message.get("content"))) + len(repr(message.get("tool_calls") or ""))
-        out.append(chars // 4)
-    return out
-
-
-def _with_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
-    """``messages`` with ``note`` appended to the last one's text (a new user message when the last
-    is not the user's); the prefix before it, and so the provider's prompt cache, is unchanged."""
-    out = list(messages)
-    last = dict(out[-1]) if out else {}
-    if last.get("role") != "user":
-        return [*out, {"role": "user", "content": note}]
-    content = last.get("content")
-    if isinstance(content, str):
-        last["content"] = f"{content}\n\n{note}"
-    elif isinstance(content, list):
-        last["content"] = [*content, {"type": "text", "text": note}]
-    else:
-        return [*out, {"role": "user", "content": note}]
-    out[-1] = last
-    return out
-
-
-def _usage(response: Any) -> tuple[int, int, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return 0, 0, 0
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion = int(getattr(usage, "completion_tokens", 0) or 0)
-    details = getattr(usage, "prompt_tokens_details", None)
-    # litellm normalizes Anthropic's cache_read_input_tokens into prompt_tokens_details too;
-    # the raw field is the fallback for responses that skipped normalization.
-    cached = getattr(details, "cached_tokens", None) or getattr(usage, "cache_read_input_tokens", None) or 0
-    return prompt, completion, int(cached)
 
 
 class LLMSummarizer:
@@ -439,7 +291,7 @@ class LLMSummarizer:
         effort = self.extra_kwargs.get("reasoning_effort")
         if self._thinking_budget() or (isinstance(effort, str) and effort not in ("none", "minimal")):
             return True
-        return _REASONING.search(self.model.lower()) is not None
+        return REASONING.search(self.model.lower()) is not None
 
     def _headroom(self, answer_cap: int) -> int:
         """Output tokens added to the answer's cap for reasoning."""
@@ -453,46 +305,13 @@ class LLMSummarizer:
         if "temperature" in self._rejected:
             return False
         # OpenAI's reasoning models take only the default temperature; Anthropic's with thinking too.
-        return not (_OPENAI_REASONING.search(self.model.lower()) or self._thinking_budget())
+        return not (OPENAI_REASONING.search(self.model.lower()) or self._thinking_budget())
 
     # -- request building --------------------------------------------------------------------
 
-    def _cache_minimum(self) -> int:
-        """The fewest prompt tokens Anthropic caches for this model (a breakpoint on a shorter
-        prefix is ignored by the provider)."""
-        name = self.model.lower()
-        if re.search(r"haiku-4|opus-4-5|opus-4\.5|haiku-4\.5", name):
-            return 4096
-        if "haiku" in name:
-            return 2048
-        return 1024
-
     def build_messages(self, request: SummaryRequest) -> list[dict[str, Any]]:
         """The chat messages sent for ``request`` (see the module docstring for the two modes)."""
-        cache = self.uses_cache_control
-        minimum = self._cache_minimum()
-        if request.provider_messages is not None:
-            # Deep copy: litellm's provider transforms may edit messages in place.
-            messages = [copy.deepcopy(dict(m)) for m in request.provider_messages]
-            if cache and not _has_cache_control(messages):
-                tools_chars = len(repr(request.provider_tools)) if request.provider_tools else 0
-                prefix = _prefix_tokens(messages, tools_chars)
-                system = next((i for i, m in enumerate(messages) if m.get("role") in ("system", "developer")), None)
-                if system is not None and prefix[system] >= minimum:
-                    _mark(messages[system])
-                if len(messages) >= 2 and len(messages) - 2 != system and prefix[len(messages) - 2] >= minimum:
-                    _mark(messages[-2])
-            return messages
-        messages = []
-        if request.system_prompt.strip():
-            # A breakpoint on a block shorter than the model's cacheable minimum has no effect.
-            if cache and len(request.system_prompt) // 4 >= minimum:
-                block = {"type": "text", "text": request.system_prompt, "cache_control": dict(_EPHEMERAL)}
-                messages.append({"role": "system", "content": [block]})
-            else:
-                messages.append({"role": "system", "content": request.system_prompt})
-        messages.append({"role": "user", "content": request.prompt})
-        return messages
+        return chat_messages(request, cache=self.uses_cache_control, minimum=cache_minimum(self.model))
 
     def completion_kwargs(self, request: SummaryRequest) -> dict[str, Any]:
         """Everything passed to ``litellm.acompletion`` for ``request``.
@@ -516,7 +335,7 @@ class LLMSummarizer:
             kwargs["temperature"] = 0
         cap_name = "max_completion_tokens" if self.reasons or "max_tokens" in self._rejected else "max_tokens"
         kwargs[cap_name] = cap
-        if _OPENAI_REASONING.search(self.model.lower()) and "reasoning_effort" not in self._rejected:
+        if OPENAI_REASONING.search(self.model.lower()) and "reasoning_effort" not in self._rejected:
             kwargs["reasoning_effort"] = "low"  # a summary needs little deliberation; less latency and cost
         if request.provider_messages is not None and request.provider_tools:
             # The agent's tools keep the request's prefix identical to the agent's own (prompt cache);
@@ -562,7 +381,7 @@ class LLMSummarizer:
             return self._accepted(first, check, calls, ())
         retry = dict(kwargs)
         if check.unusable:  # the same request, the note after it: the bad reply is not shown again
-            retry["messages"] = _with_note(kwargs["messages"], corrective_note(check))
+            retry["messages"] = with_note(kwargs["messages"], corrective_note(check))
         else:  # the model continues its own summary with the missing sections
             extra = [{"role": "assistant", "content": first.text}, {"role": "user", "content": corrective_note(check)}]
             retry["messages"] = [*kwargs["messages"], *extra]
@@ -617,12 +436,12 @@ class LLMSummarizer:
         def too_many_timeouts(state: RetryCallState) -> bool:
             return timeouts >= 2  # a timeout is retried once: a model that slow twice will be again
 
-        for _ in range(len(_DROPPABLE) + 1):
+        for _ in range(len(DROPPABLE) + 1):
             retrying = AsyncRetrying(
                 stop=stop_any(
                     stop_after_attempt(self.attempts),
-                    _StopWhen(self._retry_after_too_long),
-                    _StopWhen(too_many_timeouts),
+                    StopWhen(self._retry_after_too_long),
+                    StopWhen(too_many_timeouts),
                 ),
                 wait=self._wait,
                 retry=retry_if_exception(self._retryable),
@@ -635,7 +454,7 @@ class LLMSummarizer:
                         try:
                             response = await self._attempt(litellm, kwargs)
                         except Exception as exc:
-                            if _is_timeout(exc):
+                            if is_timeout(exc):
                                 timeouts += 1
                             raise
                 result, cut = self._to_response(litellm, response, calls, answer_cap)
@@ -655,11 +474,11 @@ class LLMSummarizer:
         """Leave out (or rename) a parameter the provider said the model does not take; whether
         anything changed. Remembered for later requests."""
         text = str(error)
-        match = _REJECTED_PARAM.search(text)
+        match = REJECTED_PARAM.search(text)
         if match is None:
             return False
         name = next(g for g in match.groups() if g)
-        if name not in _DROPPABLE or name in self.extra_kwargs or name not in kwargs:
+        if name not in DROPPABLE or name in self.extra_kwargs or name not in kwargs:
             return False
         self._rejected.add(name)
         value = kwargs.pop(name)
@@ -673,19 +492,19 @@ class LLMSummarizer:
             async with asyncio.timeout(limit):
                 return await litellm.acompletion(**kwargs)
         except TimeoutError as exc:
-            if isinstance(exc, _AttemptTimeout) or type(exc) is not TimeoutError:
+            if isinstance(exc, AttemptTimeout) or type(exc) is not TimeoutError:
                 raise
-            raise _AttemptTimeout(f"no answer within {limit:.1f} s") from exc
+            raise AttemptTimeout(f"no answer within {limit:.1f} s") from exc
 
     def _to_response(self, litellm: Any, response: Any, calls: int, max_tokens: int) -> tuple[SummaryResponse, bool]:
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise EmptySummaryError(f"{self.model} returned no choices")
         message = getattr(choices[0], "message", None)
-        text = _text_of(getattr(message, "content", None))
-        limit = max_tokens * _MAX_CHARS_PER_TOKEN
+        text = text_of(getattr(message, "content", None))
+        limit = max_tokens * MAX_CHARS_PER_TOKEN
         finish = str(getattr(choices[0], "finish_reason", None) or "")
-        cut = finish in _CUT_FINISH
+        cut = finish in CUT_FINISH
         if len(text) > limit:
             text, cut = mark_cut_reply(text[:limit]), True
         elif text.strip() and cut:
@@ -700,7 +519,7 @@ class LLMSummarizer:
                     "(raise reasoning_headroom)"
                 )
             raise EmptySummaryError(f"{self.model} returned an empty or whitespace-only summary")
-        prompt, completion, cached = _usage(response)
+        prompt, completion, cached = reported_usage(response)
         usage = SummaryUsage(
             input_tokens=prompt,
             output_tokens=completion,
@@ -726,51 +545,26 @@ class LLMSummarizer:
 
     # -- retry policy ------------------------------------------------------------------------
 
-    @staticmethod
-    def _classify(error: BaseException) -> ErrorClassification:
-        if isinstance(error, _AttemptTimeout):
-            return _transient_timeout()
-        return classify_error(error)
-
     def _retryable(self, error: BaseException) -> bool:
         if isinstance(error, SummarizerError) or not isinstance(error, Exception):
             return False  # empty answers (see module docstring) and cancellation
-        return self._classify(error).kind in (ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT)
+        return classify(error).kind in (ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT)
 
     def _retry_after_too_long(self, state: RetryCallState) -> bool:
         error = state.outcome.exception() if state.outcome is not None else None
         if error is None:
             return False
-        retry_after = self._classify(error).retry_after
+        retry_after = classify(error).retry_after
         return retry_after is not None and retry_after > self.max_retry_after
 
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
         if error is not None:
-            retry_after = self._classify(error).retry_after
+            retry_after = classify(error).retry_after
             if retry_after is not None:
                 return retry_after  # the server knows best; the stop rule caps it
         base = self.backoff_min * float(2 ** (state.attempt_number - 1))
         return min(self.backoff_max, base + random.uniform(0, self.backoff_min))
 
     def _final_error(self, error: Exception, calls: int) -> SummarizerError:
-        c = self._classify(error)
-        cause = _describe(error)
-        if c.kind is ErrorKind.CONTEXT_OVERFLOW:
-            numbers = ""
-            if c.requested_tokens is not None and c.allowed_tokens is not None:
-                numbers = f" ({c.requested_tokens} > {c.allowed_tokens} tokens)"
-            return SummarizerOverflowError(
-                f"{self.model}: the summarization request does not fit the model's context window{numbers}: {cause}",
-                requested_tokens=c.requested_tokens,
-                allowed_tokens=c.allowed_tokens,
-            )
-        if c.kind in (ErrorKind.RATE_LIMIT, ErrorKind.TRANSIENT):
-            if c.retry_after is not None and c.retry_after > self.max_retry_after and calls < self.attempts:
-                return SummarizerError(
-                    f"{self.model}: gave up after {calls} attempt(s): the server asked to retry after "
-                    f"{c.retry_after:g} s (more than max_retry_after={self.max_retry_after:g} s); "
-                    f"last error: {cause}"
-                )
-            return SummarizerError(f"{self.model}: gave up after {calls} attempt(s); last error: {cause}")
-        return SummarizerError(f"{self.model}: summarization failed: {cause}")
+        return final_error(self.model, error, calls, attempts=self.attempts, max_retry_after=self.max_retry_after)
