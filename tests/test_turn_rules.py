@@ -240,3 +240,36 @@ def test_inspect_reports_with_the_compactors_turn_rules(alternation: bool | None
     c = compactor(ensure_alternation=alternation)
     report = inspect_transcript(c, to_canonical(SAME_ROLE, "sys", format="anthropic"))
     assert [v["kind"] for v in report["pair_violations"]] == ["role_alternation"] * expected
+
+
+def test_openai_tool_messages_merged_to_restore_alternation_are_written_back_as_they_came() -> None:
+    """Repair merges consecutive OpenAI tool messages into one canonical turn (here after writing the
+    missing result of ``c1``); each is written back with its own fields in its own key order, not the
+    first one's fields spread over the others, and none is archived as changed."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+                {"id": "c3", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+            ],
+        },
+        {"tool_call_id": "c2", "role": "tool", "content": "two", "x_b": 2},
+        {"role": "tool", "content": "three", "tool_call_id": "c3", "x_c": {"ms": 3}},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "again"},
+    ]
+    sent = copy.deepcopy(messages)
+    config = CompactionConfig(window=64_000, keep_recent_messages=500, ensure_alternation=True)
+    result = Compactor("gpt-4o", ScriptedSummarizer(default="S"), config).compact(messages)
+    assert messages == sent
+    assert result.record["repair"]["synthesized"] == ["c1"]
+    assert result.record["repair"]["merged"] >= 1
+    tools = [m for m in result.messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tools] == ["c1", "c2", "c3"]
+    assert set(tools[0]) == {"role", "tool_call_id", "content"}  # the written result has no one else's fields
+    assert [json.dumps(m) for m in tools[1:]] == [json.dumps(m) for m in sent[2:4]]
+    assert result.archive == {}

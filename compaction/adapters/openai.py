@@ -153,7 +153,9 @@ def _read_tool_message(raw: Mapping[str, Any], index: int) -> Message:
             field="content",
         )
     extra, order = split_known(raw, ("role", "content", "tool_call_id"))
-    result = ToolResultPart(call_id=call_id, content=result_content)
+    # The result carries its message's own fields too: repair may merge consecutive tool messages
+    # into one canonical message, and each must still be written back as it came.
+    result = ToolResultPart(call_id=call_id, content=result_content, extra=extra, key_order=order)
     return Message(
         role="tool",
         parts=(result,),
@@ -254,10 +256,13 @@ def _write_tool_result(message: Message, result: ToolResultPart) -> dict[str, An
     content: Any
     content = result.content if isinstance(result.content, str) else [_write_content_part(p) for p in result.content]
     fields: dict[str, Any] = {"role": "tool", "tool_call_id": result.call_id, "content": content}
-    if message.role == "tool":
+    if "tool_call_id" in result.key_order:  # read from an OpenAI tool message: that message's fields
+        fields.update(copy_json(result.extra))
+        return ordered(fields, result.key_order)
+    if message.role == "tool" and len(message.parts) == 1:
         fields.update(copy_json(message.extra))
         return ordered(fields, message.key_order)
-    return fields
+    return fields  # a result repair wrote, or one merged into another message: its own fields only
 
 
 def _write_content_part(part: Part) -> dict[str, Any]:
