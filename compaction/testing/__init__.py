@@ -1,4 +1,8 @@
-"""Test helpers: a fake LLM provider server speaking the OpenAI and Anthropic wire formats."""
+"""Test helpers: a fake LLM provider server speaking the OpenAI and Anthropic wire formats.
+
+:mod:`compaction.testing.transcripts` (imported on its own, not from here) generates seeded synthetic
+agent sessions with planted facts, for tests and benchmarks.
+"""
 
 from compaction.testing.fake_provider import (
     Action,
