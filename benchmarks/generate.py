@@ -1,5 +1,6 @@
 """The transcript generator, now :mod:`compaction.testing.transcripts` (tests import it from there
-without importing ``benchmarks``); re-exported here for the benchmarks that import it by this name.
+without importing ``benchmarks``); re-exported here for the benchmarks that import it by this name
+(``_strings`` too: ``bench_quality`` reads every string of a message with it).
 
     python -m benchmarks.generate --scenario coding --messages 2000 --out session.json
 """
@@ -20,6 +21,7 @@ from compaction.testing.transcripts import (
     Phrasing,
     PlantedFact,
     Scenario,
+    _strings,
     blank_png_base64,
     generate,
     main,
@@ -44,6 +46,7 @@ __all__ = [
     "Phrasing",
     "PlantedFact",
     "Scenario",
+    "_strings",
     "blank_png_base64",
     "generate",
     "main",
