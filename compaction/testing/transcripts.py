@@ -2130,6 +2130,14 @@ def _strings(value: Any, out: list[str]) -> None:
             _strings(item, out)
 
 
+def text_strings(value: Any) -> list[str]:
+    """Every string of a provider-format value (a message, a list of them, a system prompt), tool
+    arguments decoded, image payloads left out: what :func:`message_text` joins."""
+    out: list[str] = []
+    _strings(value, out)
+    return out
+
+
 def message_text(message: Mapping[str, Any]) -> str:
     """Every string of a provider-format message (text, tool arguments decoded, tool results),
     without image payloads: what a verbatim fact check looks in."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.bench_server import transcripts
 from benchmarks.bench_sessions import HEADING, _ratios, _split, markdown, workload
+from benchmarks.common import transcripts
 
 
 def test_the_transcript_is_sent_whole_in_order_and_no_batch_splits_a_tool_call_from_its_result() -> None:

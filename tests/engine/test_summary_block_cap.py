@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from benchmarks.bench_quality import summary_block
+from benchmarks.common import summary_block
 from compaction import CompactionConfig, Compactor
 from compaction.budget import block_cap, within_block_cap
 from compaction.testing.transcripts import generate

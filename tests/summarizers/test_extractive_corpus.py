@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_quality import message_strings
+from benchmarks.common import message_strings
 from benchmarks.corpus import corpus_files, load_corpus, read_corpus_file, request_indices
 from compaction.adapters import to_canonical
 from compaction.patterns import relays_terminal

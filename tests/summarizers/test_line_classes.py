@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_quality import message_strings
+from benchmarks.common import message_strings
 from benchmarks.corpus import load_corpus
 from compaction.summarizers._classify import classify, is_meter, is_narration
 from compaction.summarizers._segment import Unit, line_form
