@@ -91,13 +91,13 @@ def package(session: nox.Session) -> None:
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the core with mutmut, one module at a time (about an hour; not in CI).
 
-    ``nox -s mutation`` runs every target of tests/mutation_run.py; ``nox -s mutation -- pairs
+    ``nox -s mutation`` runs every target of tests/tools/mutation_run.py; ``nox -s mutation -- pairs
     budget`` runs those; ``-- overflow --reuse`` re-runs a target's survivors and unrun mutants
     after tests were added. Prints each target's score and its surviving mutants
     (tests/MUTATION.md says which survivors are equivalent); fails below 90 %.
     """
     session.install("-e", ".[test]", "mutmut>=3.8,<4")
-    session.run("python", "tests/mutation_run.py", *session.posargs, env=ENV)
+    session.run("python", "tests/tools/mutation_run.py", *session.posargs, env=ENV)
 
 
 @nox.session(python=PYTHON)

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_quality import summary_block  # noqa: E402
+from benchmarks.common import summary_block  # noqa: E402
 from benchmarks.corpus import (  # noqa: E402
     altered,
     archived_indices,

@@ -170,7 +170,7 @@ def markdown(figures: dict[str, dict[str, float]], rounds: int) -> str:
         "| tree | warm ms | cold ms |",
         "|---|---:|---:|",
     ]
-    from benchmarks.bench_server import OLD_COMMIT, OLD_TREE
+    from benchmarks.common import OLD_COMMIT, OLD_TREE
 
     names = {str(ROOT): "this tree", str(OLD_TREE): f"the old service (commit {OLD_COMMIT})"}
     for tree, row in figures.items():
@@ -180,7 +180,7 @@ def markdown(figures: dict[str, dict[str, float]], rounds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.bench_server import OLD_TREE
+    from benchmarks.common import OLD_TREE
 
     parser = argparse.ArgumentParser(prog="python benchmarks/bench_cpu.py", description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs="*", type=Path, help="other checkouts to measure beside this one")

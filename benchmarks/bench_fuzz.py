@@ -1,6 +1,6 @@
 """Fuzzing pairs and ids: adversarial OpenAI and Anthropic transcripts through the whole compactor.
 
-The generator here is written independently of ``tests/strategies.py``: it builds raw provider
+The generator here is written independently of ``tests/support/strategies.py``: it builds raw provider
 messages (never canonical ones) with the defects real agent histories carry and the engine's own
 strategies do not aim at:
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_tokens import _appended, synthetic_transcript  # noqa: E402
+from benchmarks.common import appended_message, synthetic_transcript  # noqa: E402
 from compaction.compactor import Compactor  # noqa: E402
 from compaction.config import CompactionConfig  # noqa: E402
 from compaction.middleware import ContextManager  # noqa: E402
@@ -64,7 +64,7 @@ def run(seed: int = 0, n: int = N_MESSAGES, repeats: int = 300) -> dict[str, Any
     figures: dict[str, Any] = {"messages": len(raw), "tokens": cm.tokens, "load_s": load_s}
 
     rng = random.Random(seed + 1)
-    extra = [_appended(rng, i) for i in range(repeats * 3)]
+    extra = [appended_message(rng, i) for i in range(repeats * 3)]
     feed = iter(extra)
 
     # append one message + the should-compact decision

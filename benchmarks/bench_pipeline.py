@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import io
-import pstats
 import statistics
 import sys
 import time
@@ -38,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import RecallProbe, profile_top, recount  # noqa: E402
 from benchmarks.generate import (  # noqa: E402
     CATEGORIES,
     GeneratedTranscript,
@@ -55,7 +54,7 @@ from compaction.run_state import Run  # noqa: E402
 from compaction.stages.ledger import collect_artifacts  # noqa: E402
 from compaction.summarizers.base import SummaryRequest, SummaryResponse  # noqa: E402
 from compaction.summarizers.scripted import ScriptedSummarizer  # noqa: E402
-from compaction.tokens import TiktokenCounter, counter_for_model  # noqa: E402
+from compaction.tokens import counter_for_model  # noqa: E402
 from compaction.transcript import Transcript  # noqa: E402
 
 MODEL = "gpt-4o"
@@ -112,12 +111,6 @@ def compacted_indices(g: GeneratedTranscript, result: CompactionResult) -> list[
     offset = _provider_index(transcript, g.format, g.system)
     archived = set(result.archive)
     return [i - offset for i, m in enumerate(transcript.messages) if i >= offset and m.id in archived]
-
-
-def recount(result: CompactionResult) -> int:
-    """An independent exact count of the result: a fresh counter, no shared caches."""
-    transcript = to_canonical(result.messages, result.system)
-    return TiktokenCounter("o200k_base").count_messages(transcript.messages)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,34 +171,6 @@ def bench_fit(cases: Sequence[tuple[str, str, int]], *, repeats: int = 1, seed: 
 def _make_run(compactor: Compactor, transcript: Transcript) -> Run:
     """The Run that ``Compactor.acompact`` builds (same fields, same budget)."""
     return compactor.plan_run(transcript)
-
-
-def profile_top(profiler: cProfile.Profile, runs: int, limit: int = 8) -> dict[str, list[dict[str, Any]]]:
-    """The hot spots of a profile: by self time (anything), and by cumulative time (functions of
-    the library, without the wrappers that contain everything), per run, with their share."""
-    stats = pstats.Stats(profiler, stream=io.StringIO())
-    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
-    total = sum(v[2] for v in raw.values())
-    rows = []
-    for (filename, line, name), (_cc, ncalls, tottime, cumtime, _callers) in raw.items():
-        short = filename.replace(str(ROOT) + "/", "")
-        if "site-packages/" in short:
-            short = short.split("site-packages/", 1)[1]
-        rows.append(
-            {
-                "function": f"{short}:{line}({name})",
-                "calls": ncalls // runs,
-                "self_ms": tottime * 1e3 / runs,
-                "cum_ms": cumtime * 1e3 / runs,
-                "self_share": tottime / total if total else 0.0,
-                "cum_share": cumtime / total if total else 0.0,
-            }
-        )
-    by_self = sorted(rows, key=lambda r: r["self_ms"], reverse=True)[:limit]
-    wrappers = ("(acompact)", "(compact)", "(run_sync)", "(run_pipeline)", "(prepare)")
-    library = [r for r in rows if r["function"].startswith("compaction/") and not r["function"].endswith(wrappers)]
-    by_cum = sorted(library, key=lambda r: r["cum_ms"], reverse=True)[:limit]
-    return {"self": by_self, "cumulative": by_cum}
 
 
 def _profile_rows(profile: dict[str, list[dict[str, Any]]], n: int = 6) -> list[str]:
@@ -403,8 +368,6 @@ def bench_latency(*, repeats: int = 3, seed: int = 0, profile: bool | None = Non
 def bench_tool_heavy(
     *, n: int = 2000, seed: int = 0, formats: Sequence[str] = ("openai", "anthropic")
 ) -> list[dict[str, Any]]:
-    from benchmarks.bench_quality import RecallProbe  # bench_quality imports this module
-
     rows = []
     for fmt in formats:
         g = generate("coding", n, seed=seed, format=fmt, tool_heavy=True)

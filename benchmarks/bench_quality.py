@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import re
@@ -75,12 +74,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_pipeline import recount  # noqa: E402
+from benchmarks.common import RecallProbe, message_strings, recount, summary_block  # noqa: E402
 from benchmarks.generate import (  # noqa: E402
     CATEGORIES,
     GeneratedTranscript,
     PlantedFact,
-    _strings,
     generate,
     retention,
     transcript_text,
@@ -166,13 +164,6 @@ def safe_end(messages: Sequence[Mapping[str, Any]], k: int) -> int:
     while k < len(messages) and _is_tool_result(messages[k]):
         k += 1
     return k
-
-
-def message_strings(value: Any) -> list[str]:
-    """The non-blank strings of a message (or a list of them): what the verbatim checks compare."""
-    out: list[str] = []
-    _strings(value, out)
-    return [s for s in out if s.strip()]
 
 
 def fact_indices(g: GeneratedTranscript) -> list[int]:
@@ -297,15 +288,6 @@ def split_summary(summary: str | None) -> tuple[str, str]:
 # ------------------------------------------------------------------------------------------------
 
 
-def summary_block(result: CompactionResult) -> str:
-    """The rendered summary block of a result, markers included ("" when there is none)."""
-    start, end = _CONFIG.summary_start_marker, _CONFIG.summary_end_marker
-    for text in [*message_strings(list(result.messages)), *message_strings(result.system)]:
-        if start in text and end in text:
-            return text[text.index(start) : text.index(end) + len(end)]
-    return ""
-
-
 def altered_in_block(result: CompactionResult, previous_block: str = "") -> list[str]:
     """The identifiers the summary block of ``result`` shows that occur verbatim in none of the
     originals it compacted (``result.archive``, their archive ids) nor in the earlier block."""
@@ -319,65 +301,6 @@ def altered_in_block(result: CompactionResult, previous_block: str = "") -> list
 def _block_tokens(result: CompactionResult, count: Callable[[str], int] | None) -> int:
     block = summary_block(result)
     return count(block) if count else estimate_tokens(block)
-
-
-class RecallProbe:
-    """The archives of a session's compactions in one recall index (what the recall tool searches):
-    which planted facts of the compacted zone one recall call with the fact's exact text finds."""
-
-    def __init__(self) -> None:
-        from compaction.recall import MemoryRecallIndex
-
-        self.index = MemoryRecallIndex()
-        self.order: dict[str, int] = {}
-        self.ids: dict[str, str] = {}
-
-    def add(self, archive: Mapping[str, Mapping[str, Any]]) -> None:
-        self.index.add_archive(archive)
-        for archive_id, message in archive.items():
-            self.order.setdefault(archive_id, len(self.order))
-            self.ids.setdefault(_message_key(message), archive_id)
-
-    def archive_id(self, message: Mapping[str, Any]) -> str | None:
-        """The archive id of an original message (None when it was never archived)."""
-        return self.ids.get(_message_key(message))
-
-    def from_index(self, fact: PlantedFact, archive_id: str | None, block: str) -> bool:
-        """Is ``fact`` found by one recall call made from what the summary shows, as an agent makes
-        it: the topic index line (of ``block``) whose archive-id range covers the fact's message,
-        its words as ``query`` and its range as ``from_id`` / ``to_id`` (the recall tool's
-        arguments), the fact's exact text in the answer the agent reads (the first page, within
-        the tool's default token cap). Never the fact's own words."""
-        from compaction.recall import recall
-
-        position = self.order.get(archive_id) if archive_id is not None else None
-        if position is None:
-            return False
-        for line in parse_topic_index(split_topic_index(block)[1]):
-            first, last = self.order.get(line.first), self.order.get(line.last)
-            if first is not None and last is not None and first <= position <= last:
-                answer = recall(self.index, {"query": line.query, "from_id": line.first, "to_id": line.last})
-                return answer.error is None and fact.value in answer.text
-        return False
-
-    def recallable(
-        self, facts: Sequence[PlantedFact], zone: Collection[int], categories: Iterable[str]
-    ) -> dict[str, tuple[int, int]]:
-        """Per category ``(found, total)``: a fact is found when the first page of one query for its
-        exact text names a message that contains it."""
-        wanted = set(categories)
-        out: dict[str, list[int]] = {}
-        for fact in facts:
-            if fact.category not in wanted or fact.message_index not in zone:
-                continue
-            pair = out.setdefault(fact.category, [0, 0])
-            pair[1] += 1
-            pair[0] += any(fact.value in hit.text for hit in self.index.search(fact.value))
-        return {c: (v[0], v[1]) for c, v in out.items()}
-
-
-def _message_key(message: Mapping[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def beyond_cap(

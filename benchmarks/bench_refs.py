@@ -7,10 +7,10 @@
   (two recent messages kept, so every transcript is compacted): references the block shows that
   are not whole (:func:`compaction.fidelity.fragment_references`), altered identifiers, and files
   listed as modified (summary section 4, its timeline, the ledger's edited files) that no edit
-  names (:func:`benchmarks.corpus.modified_without_an_edit`, the check ``tests/test_files_changed.py``
+  names (:func:`benchmarks.corpus.modified_without_an_edit`, the check ``tests/stages/test_files_changed.py``
   runs).
 * The task larger than the budget: a ~8,400-token issue as the first message at the 16,000-token
-  minimum (budget 8,000), the session of ``tests/test_task_cut.py``: does it compact, fit, keep
+  minimum (budget 8,000), the session of ``tests/engine/test_task_cut.py``: does it compact, fit, keep
   pairs, archive the whole task.
 * The offline summary of generated job_search and coding sessions under OpenBLAS forced onto
   three kernels (``OPENBLAS_CORETYPE``): the SHA-256 of each summary.
@@ -31,8 +31,8 @@ from benchmarks.corpus import altered, fragments, load_corpus, modified_without_
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.pairs import validate
-from tests.test_task_cut import _issue as task_issue
-from tests.test_task_cut import _session as task_session
+from tests.engine.test_task_cut import _issue as task_issue
+from tests.engine.test_task_cut import _session as task_session
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOWS = (16_000, 32_000, 128_000)
@@ -80,7 +80,7 @@ def corpus_rows() -> list[str]:
 
 
 def task_cut() -> str:
-    messages = task_session(task_issue(random.Random(7), 205))  # the fixture of tests/test_task_cut.py
+    messages = task_session(task_issue(random.Random(7), 205))  # the fixture of tests/engine/test_task_cut.py
     compactor = Compactor("gpt-4o", None, CompactionConfig(window=16_000))
     task_tokens = compactor.count([messages[0]])
     result = compactor.compact(copy.deepcopy(messages))

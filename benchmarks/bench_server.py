@@ -33,13 +33,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,135 +44,19 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import (  # noqa: E402
+    OLD_COMMIT,
+    Variant,
+    cpu_seconds,
+    old_tree,
+    percentile,
+    start_server,
+    stop_server,
+    transcripts,
+)
+
 N_MESSAGES = 200
-MODEL = "gpt-4o"
-OLD_COMMIT = "790e96f"
-OLD_TREE = Path(os.environ.get("COMPACTION_BENCH_OLD", "/tmp/bench-old"))
 HEADING = "## HTTP service"
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    tree: Path
-    workers: int | None  # None: the old server (python -m compaction.server, no such options)
-    processes: int
-    shape: str  # "full" or "lean": what the body asks for ("default" bodies name no flag)
-    body_flags: bool  # send include_removed / include_record explicitly
-    same: bool = False  # every request the same transcript (the servers' text memos hit from the 2nd on)
-
-    @property
-    def cores(self) -> int:
-        return (self.workers or 1) * self.processes
-
-
-def transcripts(count: int, first_seed: int) -> list[list[dict[str, Any]]]:
-    """``count`` distinct 200-message coding sessions (seeds ``first_seed`` ...): each request of a
-    run compacts one the server has not seen, as a fleet's requests mostly are. (The engine keeps
-    process-wide memos of the scans of texts it has seen; one transcript sent again and again
-    would measure those memos, not a compaction.)"""
-    from benchmarks.generate import generate
-
-    return [
-        [dict(m) for m in generate("coding", N_MESSAGES, seed=seed).messages]
-        for seed in range(first_seed, first_seed + count)
-    ]
-
-
-def old_tree() -> Path:
-    """The old service's source: a git worktree at ``OLD_COMMIT`` (made once, reused)."""
-    if not (OLD_TREE / "compaction" / "server").is_dir():
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(OLD_TREE), OLD_COMMIT],
-            cwd=ROOT,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return OLD_TREE
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _start_server(tree: Path, db: Path | str, variant: Variant) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``variant`` on a free port with ``--db db`` (a SQLite file or a PostgreSQL URL)."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tree),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    options = ["--host", "127.0.0.1", "--port", str(port), "--db", str(db), "--model", MODEL]
-    options += ["--summarizer", "extractive", "--log-level", "warning"]
-    if variant.workers is None:
-        command = [sys.executable, "-m", "compaction.server", *options]
-    else:  # `compaction serve` (the CLI owns --workers); -c: no script for spawned processes to re-import
-        options += ["--workers", str(variant.workers), "--compact-processes", str(variant.processes)]
-        launcher = f"import sys; from compaction.cli import main; sys.exit(main(['serve', *{options!r}]))"
-        command = [sys.executable, "-c", launcher]
-    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            err = process.stderr.read().decode(errors="replace") if process.stderr else ""
-            raise RuntimeError(f"the server exited with {process.returncode}: {err[-2000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.terminate()
-    raise RuntimeError("the server did not start within 60 s")
-
-
-def _stop_server(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()  # SIGTERM: the graceful path (the compute pool's processes end with it)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def cpu_by_process(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) of each live process of the tree under ``pid``; {} without psutil."""
-    try:
-        import psutil
-    except ImportError:
-        return {}
-    out: dict[int, float] = {}
-    try:
-        root = psutil.Process(pid)
-        for proc in [root, *root.children(recursive=True)]:
-            times = proc.cpu_times()
-            out[proc.pid] = times.user + times.system
-    except psutil.Error:  # a process that ended meanwhile: the others still count
-        pass
-    return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU time of a process and its live children; NaN without psutil."""
-    per_process = cpu_by_process(pid)
-    return sum(per_process.values()) if per_process else float("nan")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 async def _load(base: str, bodies: list[bytes], clients: int, pid: int) -> dict[str, Any]:
@@ -215,11 +96,11 @@ async def _load(base: str, bodies: list[bytes], clients: int, pid: int) -> dict[
 
         stop = asyncio.Event()
         probe = asyncio.create_task(prober(stop))
-        cpu_before = _cpu_seconds(pid)
+        cpu_before = cpu_seconds(pid)
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         wall = time.perf_counter() - began
-        cpu = _cpu_seconds(pid) - cpu_before
+        cpu = cpu_seconds(pid) - cpu_before
         stop.set()
         await probe
     return {
@@ -228,12 +109,12 @@ async def _load(base: str, bodies: list[bytes], clients: int, pid: int) -> dict[
         "errors": errors,
         "seconds": wall,
         "rps": len(latencies) / wall,
-        "p50_ms": 1000 * _percentile(latencies, 0.5),
-        "p99_ms": 1000 * _percentile(latencies, 0.99),
+        "p50_ms": 1000 * percentile(latencies, 0.5),
+        "p99_ms": 1000 * percentile(latencies, 0.99),
         "mean_ms": 1000 * statistics.fmean(latencies),
         "response_bytes": int(statistics.median(sizes)),
-        "health_p50_ms": 1000 * _percentile(health, 0.5),
-        "health_p99_ms": 1000 * _percentile(health, 0.99),
+        "health_p50_ms": 1000 * percentile(health, 0.5),
+        "health_p99_ms": 1000 * percentile(health, 0.99),
         "cpu_ms_per_request": 1000 * cpu / max(1, len(latencies)),
     }
 
@@ -266,8 +147,8 @@ def run(quick: bool = True) -> dict[str, Any]:
 
     loads = ((1, 8), (10, 30), (50, 60)) if quick else ((1, 30), (10, 100), (50, 200))
     warmups = 12  # >= 6 per compaction process of the largest variant (see below)
-    sessions = transcripts(sum(n for _, n in loads), first_seed=1)
-    warm_sessions = transcripts(warmups, first_seed=10_001)
+    sessions = transcripts(sum(n for _, n in loads), first_seed=1, n_messages=N_MESSAGES)
+    warm_sessions = transcripts(warmups, first_seed=10_001, n_messages=N_MESSAGES)
     sizes = sorted(len(json.dumps({"messages": m}).encode()) for m in sessions)
     figures: dict[str, Any] = {
         "transcript": f"benchmarks.generate coding seeds 1-{len(sessions)}, a new one per request",
@@ -280,7 +161,7 @@ def run(quick: bool = True) -> dict[str, Any]:
     }
     for variant in variants():
         with tempfile.TemporaryDirectory() as tmp:
-            process, base = _start_server(variant.tree, Path(tmp) / "bench.db", variant)
+            process, base = start_server(variant.tree, Path(tmp) / "bench.db", variant)
             try:
                 headers = {"content-type": "application/json"}
                 # Warm imports, tokenizer and every worker process: each request opens a connection,
@@ -302,7 +183,7 @@ def run(quick: bool = True) -> dict[str, Any]:
                     row |= {"shape": variant.shape, "cores": variant.cores, "same": variant.same}
                     figures["rows"].append(row)
             finally:
-                _stop_server(process)
+                stop_server(process)
     example = figures.pop("example")
     figures |= {k: example[k] for k in ("tokens_before", "tokens_after", "fallback_level")}
     _ratios(figures)

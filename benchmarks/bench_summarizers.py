@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_pipeline import profile_top  # noqa: E402
+from benchmarks.common import profile_top  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.render import render_messages  # noqa: E402

@@ -10,7 +10,6 @@ after appending one message (with and without re-converting the dicts), and the 
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import appended_message, synthetic_transcript  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.tokens import EstimateCounter, HFTokenizerCounter, TiktokenCounter  # noqa: E402
 from compaction.transcript import Message  # noqa: E402
@@ -32,91 +32,6 @@ N_MESSAGES = 2_000
 TARGET_COLD_TOKENS_PER_S = 1_000_000
 TARGET_WARM_MS = 0.5
 TARGET_IMPORT_S = 0.3
-
-_WORDS = (
-    *("cache", "key", "value", "index", "parser", "token", "buffer", "config", "request", "response"),
-    *("handler", "session", "worker", "queue", "result", "error", "state", "model", "message"),
-    *("transcript", "summary", "budget", "window", "chunk", "offset", "limit", "retry"),
-)
-_TOOLS = ("read_file", "grep", "run_tests", "list_dir", "edit_file")
-
-
-def _ident(rng: random.Random) -> str:
-    return "_".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 3)))
-
-
-def _code_line(rng: random.Random) -> str:
-    kind = rng.random()
-    indent = " " * (4 * rng.randint(0, 3))
-    if kind < 0.25:
-        args = ", ".join(_ident(rng) for _ in range(rng.randint(0, 3)))
-        return f"{indent}def {_ident(rng)}(self, {args}) -> {rng.choice(['int', 'str', 'None', 'dict[str, Any]'])}:"
-    if kind < 0.5:
-        return f"{indent}{_ident(rng)} = self.{_ident(rng)}[{rng.randint(0, 999)}] + {rng.random():.4f}"
-    if kind < 0.75:
-        return f"{indent}if {_ident(rng)} is None or len({_ident(rng)}) > {rng.randint(1, 4096)}:"
-    return f"{indent}return {_ident(rng)}({_ident(rng)}, {_ident(rng)}={rng.choice(['True', 'False', 'None'])})"
-
-
-def _log_line(rng: random.Random) -> str:
-    level = rng.choice(["INFO", "INFO", "DEBUG", "WARNING", "ERROR"])
-    day, hour, minute = rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59)
-    stamp = f"2025-03-{day:02d}T{hour:02d}:{minute:02d}:{rng.randint(0, 59):02d}"
-    if rng.random() < 0.3:
-        outcome = rng.choice(["PASSED", "PASSED", "FAILED", "SKIPPED"])
-        return f"tests/test_{_ident(rng)}.py::test_{_ident(rng)} {outcome} [{rng.randint(0, 100):3d}%]"
-    return f"{stamp} {level} {_ident(rng)}[{rng.randint(1, 64)}] {_ident(rng)} took {rng.randint(1, 9999)}ms"
-
-
-def _blob(rng: random.Random, size: int) -> str:
-    make = _code_line if rng.random() < 0.5 else _log_line
-    lines: list[str] = []
-    length = 0
-    while length < size:
-        line = make(rng)
-        lines.append(line)
-        length += len(line) + 1
-    return "\n".join(lines)[:size]
-
-
-def synthetic_transcript(seed: int = 0, n: int = N_MESSAGES) -> list[dict[str, Any]]:
-    """OpenAI-format messages of a coding agent: user asks, the assistant calls tools, tool results
-    of heavy-tailed sizes (200-20,000 chars of code and logs)."""
-    rng = random.Random(seed)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. " + _blob(rng, 600)}]
-    call = 0
-    while len(messages) < n:
-        if rng.random() < 0.15 or messages[-1]["role"] == "system":
-            messages.append({"role": "user", "content": f"Please fix {_ident(rng)} in src/{_ident(rng)}.py. "})
-        tool = rng.choice(_TOOLS)
-        args: dict[str, Any] = (
-            {"path": f"src/{_ident(rng)}.py"} if tool != "grep" else {"pattern": _ident(rng), "path": "src"}
-        )
-        if tool == "run_tests":
-            args = {"target": f"tests/test_{_ident(rng)}.py", "verbose": rng.random() < 0.5}
-        call += 1
-        call_id = f"call_{call:06d}"
-        messages.append(
-            {
-                "role": "assistant",
-                "content": f"Let me look at {_ident(rng)}." if rng.random() < 0.4 else None,
-                "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
-                ],
-            }
-        )
-        size = int(min(20_000, max(200, rng.lognormvariate(7.0, 1.1))))
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": _blob(rng, size)})
-    return messages[:n]
-
-
-def _appended(rng: random.Random, i: int) -> dict[str, Any]:
-    args = json.dumps({"path": f"src/{_ident(rng)}_{i}.py", "pattern": _ident(rng), "context_lines": 3})
-    return {
-        "role": "assistant",
-        "content": f"Next I will check {_ident(rng)} ({i}).",
-        "tool_calls": [{"id": f"call_new_{i}", "type": "function", "function": {"name": "grep", "arguments": args}}],
-    }
 
 
 def _median_time(fn: Callable[[], object], repeats: int) -> float:
@@ -146,7 +61,7 @@ def _import_seconds(statement: str, runs: int = 5) -> float:
 
 def run(seed: int = 0, repeats: int = 7) -> dict[str, Any]:
     """Run the benchmark and return its figures."""
-    raw = synthetic_transcript(seed)
+    raw = synthetic_transcript(seed, N_MESSAGES)
     messages = list(to_canonical(raw).messages)
     chars = sum(len(m.text) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
 
@@ -171,7 +86,7 @@ def run(seed: int = 0, repeats: int = 7) -> dict[str, Any]:
     counter = TiktokenCounter("o200k_base")
     counter.count_messages(messages)
     rng = random.Random(seed + 1)
-    extra = [to_canonical([_appended(rng, i)]).messages[0] for i in range(repeats)]
+    extra = [to_canonical([appended_message(rng, i)]).messages[0] for i in range(repeats)]
     growing = list(messages)
     times = []
     for new in extra:
@@ -196,7 +111,7 @@ def run(seed: int = 0, repeats: int = 7) -> dict[str, Any]:
     counter = TiktokenCounter("o200k_base")
     counter.count_messages(list(to_canonical(raw).messages))
     convert_times, count_times = [], []
-    for d in [_appended(rng, repeats + i) for i in range(repeats)]:
+    for d in [appended_message(rng, repeats + i) for i in range(repeats)]:
         start = time.perf_counter()
         fresh: list[Message] = list(to_canonical([*raw, d]).messages)
         middle = time.perf_counter()

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_quality import message_strings, summary_block
+from benchmarks.common import message_strings, summary_block
 from compaction.adapters import to_canonical
 from compaction.fidelity import altered_identifiers, fragment_references, source_strings
 from compaction.patterns import relays_terminal

@@ -3,7 +3,7 @@ reports as decisions, constraints and pending work are statements, not narration
 next move nor a tool's progress meter; the goal is stated when the first user message is a task;
 questions for the user appear only where a user turn can answer them.
 
-Used by ``tests/test_corpus_summary.py`` (every corpus transcript, after one compaction and after a
+Used by ``tests/summarizers/test_corpus_summary.py`` (every corpus transcript, after one compaction and after a
 turn-by-turn replay) and by ``python -m benchmarks.bench_corpus_summary`` (the figures in
 ``benchmarks/RESULTS.md``, "Real transcripts").
 """

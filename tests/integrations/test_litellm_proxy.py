@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 require("litellm")
 
 import litellm
-from serve_ports import logged_port
 
 from compaction import CompactionConfig
 from compaction.adapters import to_canonical
@@ -33,6 +33,7 @@ from compaction.integrations.litellm_proxy import CompactingProvider, Compaction
 from compaction.pairs import validate
 from compaction.testing import FakeProvider
 from compaction.testing.fake_provider import Fault
+from tests.support.serve_ports import logged_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_KEY = f"sk-{secrets.token_hex(32)}"

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 agents = require("agents")
 

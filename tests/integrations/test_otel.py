@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 require("opentelemetry.sdk")
 

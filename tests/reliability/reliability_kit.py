@@ -40,7 +40,8 @@ FAST: dict[str, Any] = {
     "backoff_max": 0.02,
     "max_retry_after": 0.5,
     # These tests script bare one-line replies to follow fault paths; the reply checks (sections,
-    # refusals, echoes) have their own tests in tests/test_model_path.py and tests/test_reply_check.py.
+    # refusals, echoes) have their own tests in tests/summarizers/test_model_path.py and
+    # tests/summarizers/test_reply_check.py.
     "check_replies": False,
 }
 

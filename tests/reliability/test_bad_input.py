@@ -46,7 +46,7 @@ from compaction.cli import CliError, main, read_transcript
 from compaction.errors import TranscriptError
 from compaction.summarizers.base import SummaryRequest, SummaryResponse
 from compaction.summarizers.scripted import ScriptedSummarizer
-from tests.strategies import json_values, valid_transcripts
+from tests.support.strategies import json_values, valid_transcripts
 
 BAD = 6  # the index every corpus defect is planted at (in the summarized span)
 TEN_MB = 10 * 1024 * 1024

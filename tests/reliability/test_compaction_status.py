@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
 
 from compaction import CompactionConfig, Compactor
 from compaction.middleware import CompactionFailed, CompactionStatus, ContextManager
 from compaction.sqlite_store import SQLiteSessionStore
+from tests.support.installed import require
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
 FAILURE = f'invalid byte sequence for encoding "UTF8": 0x00 (row aws_access_key_id={SECRET})'
@@ -110,7 +110,7 @@ def test_context_manager_reports_a_run_of_failures_and_its_end(caplog: pytest.Lo
 require("fastapi")
 require("uvicorn")
 
-from tests.test_server import Running, coding_session, start
+from tests.server.test_server import Running, coding_session, start
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

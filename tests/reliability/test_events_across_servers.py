@@ -1,6 +1,6 @@
 """Events ride on the session store: two servers on one store (two workers behind one port, or two
 instances on one PostgreSQL) show a subscriber every compaction of its session, whichever server ran
-it, numbered per session. Real uvicorn servers on 127.0.0.1 (the fixtures of tests/test_server.py)."""
+it, numbered per session. Real uvicorn servers on 127.0.0.1 (the fixtures of tests/server/test_server.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from compaction.event_log import KEEP_EVENTS, EventLog
 from compaction.sqlite_store import SQLiteSessionStore
-from tests import test_server
-from tests.test_server import Running, SSEReader, chat
+from tests.server import test_server
+from tests.server.test_server import Running, SSEReader, chat
 
 launch = test_server.launch  # the fixture: servers started on 127.0.0.1, stopped after the test
 COMPACTIONS = 20

@@ -37,13 +37,13 @@ from reliability_kit import (
     session,
     stopwatch,
 )
-from retry_waits import record_waits
 
 from compaction import CompactionError, Compactor
 from compaction.middleware import CompactionFailed, ContextManager
 from compaction.stages.summarize import MAX_SPLIT_DEPTH
 from compaction.summarizers.llm import LLMSummarizer
 from compaction.testing import FakeProvider, Fault, RecordedRequest, Reply
+from tests.support.retry_waits import record_waits
 
 # fault id -> (fault factory, how the summarizer treats it)
 FAULTS: dict[str, tuple[Callable[[], Fault], str]] = {

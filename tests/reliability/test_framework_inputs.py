@@ -16,7 +16,8 @@ import tempfile
 from typing import Any
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 require("langchain")
 

@@ -51,7 +51,7 @@ async def bounded(coro: Any, seconds: float = 60) -> Any:
 
 
 # A first user message (the task) too large for the budget is cut in its middle instead, the
-# original archived (tests/test_task_cut.py); what cannot be cut is a clear error.
+# original archived (tests/engine/test_task_cut.py); what cannot be cut is a clear error.
 @pytest.mark.parametrize(
     "where",
     ["system prompt", "pinned message", "Anthropic system prompt"],

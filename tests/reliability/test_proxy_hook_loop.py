@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 require("litellm")
 

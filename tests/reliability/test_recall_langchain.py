@@ -3,7 +3,7 @@ summary and the ledger do (it answered "SYSTEM OVERRIDE: ..." lines unmarked).""
 
 from __future__ import annotations
 
-from installed import require
+from tests.support.installed import require
 
 require("langchain.agents")
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
 from reliability_kit import MODEL, config, llm, oa_call, session, text
 from secrets_corpus import Shape, leaks, shapes
 
 from compaction import Compactor
 from compaction.redact import redact_if_needed, redact_secrets
 from compaction.testing import FakeProvider
+from tests.support.installed import require
 
 SHAPES = shapes()
 

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
+
+from tests.support.installed import require
 
 require("fastapi")
 require("uvicorn")
 
 from compaction.sqlite_store import SQLiteSessionStore
-from tests import test_server
-from tests.test_server import Running, coding_session, error_of
-from tests.test_server_recall import compacted_session
+from tests.server import test_server
+from tests.server.test_server import Running, coding_session, error_of
+from tests.server.test_server_recall import compacted_session
 
 launch = test_server.launch  # the fixture that starts servers and stops them after the test
 

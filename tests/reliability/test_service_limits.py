@@ -1,6 +1,6 @@
 """The service's limits and what it echoes: event streams capped per key and per server, a
 Last-Event-ID that is not an id, secrets not served back, /health without a key, bodies that are
-not JSON objects. A real uvicorn server on 127.0.0.1 (the fixtures of tests/test_server.py)."""
+not JSON objects. A real uvicorn server on 127.0.0.1 (the fixtures of tests/server/test_server.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from compaction.server.auth import KeyRing
-from tests import test_server
-from tests.test_server import Running, SSEReader, coding_session, error_of, new_session
+from tests.server import test_server
+from tests.server.test_server import Running, SSEReader, coding_session, error_of, new_session
 
 launch = test_server.launch  # the fixture: servers started on 127.0.0.1, stopped after the test
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from installed import require
+from tests.support.installed import require
 
 require("fastapi")
 

@@ -1,5 +1,5 @@
 """The SessionStore contract, run against every store: SQLite (a file) and PostgreSQL (a real server
-that the tests start, see tests/pg.py): sessions, append-only messages, summary +
+that the tests start, see tests/support/pg.py): sessions, append-only messages, summary +
 ``summary_through_id``, compare-and-swap compactions, history, the archive, errors.
 
 Recall: test_store_recall.py; threads, processes and the prepared-state CAS: test_store_concurrency.py.
