@@ -353,7 +353,7 @@ class CompactionConfig(BaseModel):
     """What happens when the summarizer fails or the model reports an overflow."""
 
     # The flat names, which the engine and most callers read: each reads the one value its section
-    # holds. The declared type is the field's (tests/test_config_sections.py checks it), so mypy
+    # holds. The declared type is the field's (tests/engine/test_config_sections.py checks it), so mypy
     # checks every reader; the import-time check below finds a field without its flat name.
     # trigger
     enabled: ClassVar[_Flat[bool]] = _Flat()

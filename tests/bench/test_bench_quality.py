@@ -318,7 +318,7 @@ def test_beyond_cap_splits_newest_quarter_and_looks_older_facts_up_in_the_index(
 
 
 def test_constraints_in_force_leave_out_values_a_later_one_of_the_same_rule_replaced() -> None:
-    from benchmarks.generate import PlantedFact
+    from compaction.testing.transcripts import PlantedFact
 
     assert bq.rule_of("Only include roles posted in the last 6 days") == bq.rule_of(
         "only include roles posted in the last 14 days."

@@ -56,6 +56,11 @@ MAPPING: dict[str, str] = {
     "test_turn_rules.py": "adapters/test_turn_rules.py",
     # the engine: the Compactor, the pipeline, the budget, the outcome and its results
     "test_pipeline.py": "engine/test_pipeline.py",
+    "test_orchestrator_trace.py": "engine/test_orchestrator_trace.py",
+    "test_config_options.py": "engine/test_config_options.py",
+    "test_config_sections.py": "engine/test_config_sections.py",
+    "test_server_session_pool.py": "server/test_server_session_pool.py",
+    "test_view_sizes.py": "stages/test_view_sizes.py",
     "test_pipeline_properties.py": "engine/test_pipeline_properties.py",
     "test_compactor_reports.py": "engine/test_compactor_reports.py",
     "test_outcome_shape.py": "engine/test_outcome_shape.py",

@@ -24,7 +24,7 @@ from compaction import CompactionConfig, Compactor
 from compaction.summarizers.llm import LLMSummarizer
 from compaction.testing import FakeProvider
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORCHESTRATOR = ROOT / "compaction" / "pipeline.py"
 PROJECT = str(ROOT / "compaction") + "/"
 

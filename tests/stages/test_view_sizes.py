@@ -16,10 +16,10 @@ import pytest
 
 import compaction.stages.plan as plan
 import compaction.stages.view as view
-from benchmarks.generate import generate
 from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.testing import FakeProvider
+from compaction.testing.transcripts import generate
 from compaction.tokens import TiktokenCounter
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 

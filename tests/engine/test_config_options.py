@@ -23,9 +23,9 @@ from compaction.config_options import (
     flags_of,
 )
 from compaction.server.schemas import NOT_PER_REQUEST, REQUEST_OPTIONS, CompactOptions
-from tests.test_config_sections import OLD_FIELDS
+from tests.engine.test_config_sections import OLD_FIELDS
 
-EXAMPLE = str(Path(__file__).resolve().parents[1] / "compaction" / "examples" / "coding_session.json")
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "compaction" / "examples" / "coding_session.json")
 ON_COMMAND_LINE = [name for name in flat_field_names() if name not in NOT_ON_COMMAND_LINE]
 
 

@@ -157,7 +157,7 @@ def _full_count(client: TestClient, session_id: str) -> int:
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_the_running_total_is_the_count_of_the_whole_context(tmp_path: Path, fmt: str) -> None:
-    from benchmarks.generate import generate
+    from compaction.testing.transcripts import generate
 
     transcript = generate("coding", 120, seed=3, format=fmt)
     messages = [dict(m) for m in transcript.messages]
