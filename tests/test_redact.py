@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.redact import looks_like_secret, redact_if_needed, redact_secrets
+from compaction.redact import (
+    looks_like_secret,
+    redact_if_needed,
+    redact_json,
+    redact_message,
+    redact_record,
+    redact_secrets,
+)
 
 RNG = random.Random(1234)
 ALNUM = string.ascii_letters + string.digits
@@ -347,6 +354,18 @@ def test_a_long_text_is_redacted_from_its_first_character_and_on_line_boundaries
     assert _cue_windows(first, first.lower())[0][0] == 0
 
 
+def test_a_window_reaches_two_non_blank_lines_past_its_cue() -> None:
+    """A .netrc entry spread over lines: the cue ("machine <host>" up to "login") ends on the second
+    line, and the password sits two non-blank lines further, past an ``account`` line and a blank
+    one that hold no cue. Only the cue's window reaches it in a long text."""
+    filler = "".join(f"plain log line {i}\n" for i in range(300))
+    entry = "machine example.com\n  login alice\n  account main\n\n  password hunter22x9\n"
+    expected = "machine example.com\n  login alice\n  account main\n\n  password [REDACTED:password]\n"
+    assert redact_secrets(entry) == (expected, 1)
+    text = filler + entry + filler
+    assert redact_if_needed(text) == filler + expected + filler
+
+
 def test_the_plugin_shapes_are_the_installed_detect_secrets_denylists() -> None:
     """The plugins' patterns are copied (importing detect-secrets is slow): entry by entry, pattern
     and flags, they must be what the installed version's plugins match."""
@@ -382,3 +401,101 @@ def test_redaction_does_not_import_detect_secrets() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# -- records, JSON values and messages --------------------------------------------------------------
+
+SECRET = "token=abcd1234efgh5678"
+REDACTED = "token=[REDACTED:token]"
+
+
+def test_redact_json_redacts_every_string_but_the_skipped_keys_and_keeps_the_rest() -> None:
+    value = {
+        "content": f"use {SECRET}",
+        "n": 3,
+        "flag": None,
+        "nested": [{"text": SECRET}, (SECRET, 4.5)],
+        "prompt": SECRET,
+        7: SECRET,
+    }
+    out = redact_json(value, skip_keys=frozenset({"prompt"}))
+    assert out == {
+        "content": f"use {REDACTED}",
+        "n": 3,
+        "flag": None,
+        "nested": [{"text": REDACTED}, [REDACTED, 4.5]],
+        "prompt": SECRET,  # a skipped key's value stays
+        7: REDACTED,  # a non-string key skips nothing
+    }
+    assert value["content"] == f"use {SECRET}"  # a copy: the argument is unchanged
+    # the key of the top value counts too; a skipped key's nested strings are not skipped
+    assert redact_json(SECRET, skip_keys=frozenset({"prompt"}), key="prompt") == SECRET
+    assert redact_json(SECRET, skip_keys=frozenset({"prompt"}), key="other") == REDACTED
+    assert redact_json({"prompt": [SECRET]}, skip_keys=frozenset({"prompt"})) == {"prompt": [REDACTED]}
+    assert redact_json(SECRET) == REDACTED
+    # a long text goes through the windowed pass, as redact_if_needed does
+    filler = "".join(f"plain log line {i}\n" for i in range(400))
+    assert redact_json({"content": filler + SECRET}) == {"content": filler + REDACTED}
+
+
+def test_redact_record_skips_the_prompts_only_when_the_run_sent_them_redacted() -> None:
+    entries = {"prompt": SECRET, "system_prompt": SECRET, "instructions": SECRET, "calls": [{"summary": SECRET}]}
+    redacted_entries = {"instructions": REDACTED, "calls": [{"summary": REDACTED}]}
+    for config in ({"redact_secrets": True, "note": SECRET}, {"note": SECRET}):
+        record = {**entries, "config": config}
+        out = redact_record(record)
+        # the config entry as it is; the prompts, sent redacted, are not redacted again
+        assert out == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET, "config": config}
+    no_config = redact_record(entries)  # no config at all: the default (redacted when sent)
+    assert no_config == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET}
+    not_a_mapping = redact_record({**entries, "config": "x"})
+    assert not_a_mapping == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET, "config": "x"}
+    sent_plain = redact_record({**entries, "config": {"redact_secrets": False}})
+    assert sent_plain == {
+        **redacted_entries,
+        "prompt": REDACTED,
+        "system_prompt": REDACTED,
+        "config": {"redact_secrets": False},
+    }
+
+
+def test_redact_message_redacts_texts_arguments_and_results_and_keeps_what_is_clean() -> None:
+    from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+    clean_text = TextPart(text="plain words")
+    clean_call = ToolCallPart(id="c1", name="run", arguments='{"cmd": "ls"}')
+    clean_result = ToolResultPart(call_id="c1", content="file.txt")
+    clean_blocks = ToolResultPart(call_id="c2", content=(TextPart(text="a"), TextPart(text="b")))
+    clean = Message(role="assistant", id="m0", parts=(clean_text, clean_call, clean_result, clean_blocks))
+    assert redact_message(clean) is clean  # nothing to redact: the message itself
+
+    message = Message(
+        role="assistant",
+        id="m1",
+        parts=(
+            TextPart(text=f"set {SECRET}"),
+            clean_text,
+            ToolCallPart(id="c1", name="run", arguments=f'{{"cmd": "export {SECRET}"}}'),
+            clean_call,
+            ToolResultPart(call_id="c1", content=f"echo {SECRET}"),
+            clean_result,
+            ToolResultPart(call_id="c2", content=(TextPart(text="fine"), TextPart(text=SECRET))),
+            clean_blocks,
+        ),
+    )
+    out = redact_message(message)
+    assert out is not message
+    assert message.parts[0].text == f"set {SECRET}"  # the caller's message is unchanged
+    text, same_text, call, same_call, result, same_result, blocks, same_blocks = out.parts
+    assert text.text == f"set {REDACTED}"
+    assert call.arguments == f'{{"cmd": "export {REDACTED}"}}'
+    assert (call.id, call.name) == ("c1", "run")
+    assert result.content == f"echo {REDACTED}"
+    assert [b.text for b in blocks.content] == ["fine", REDACTED]
+    assert blocks.content[0] is message.parts[6].content[0]  # the clean block kept as it is
+    # parts without a secret are the same objects (their cached views stay)
+    assert same_text is clean_text
+    assert same_call is clean_call
+    assert same_result is clean_result
+    assert same_blocks is clean_blocks
+    assert (out.role, out.id) == ("assistant", "m1")
