@@ -108,20 +108,17 @@ IGNORED = shutil.ignore_patterns(".git", ".nox", "mutants", "__pycache__", "*.py
 
 
 # Refreshed from the checkout when a scratch copy is reused: new tests (mutmut finds them and
-# records which functions they call) and the rest of the code. A reused copy's mutated module must
-# be the checkout's: otherwise the copy starts afresh.
+# records which functions they call) and the code, the mutated module included: mutmut keeps a hash
+# of each function and runs again the mutants of the functions whose code changed. A change outside
+# any function (a module constant) keeps the earlier results: run without --reuse for a score of
+# the new module as a whole.
 REFRESHED = ("compaction", "guards", "tests")
 
 
 def _scratch_copy(name: str, target: Target, *, reuse: bool) -> tuple[Path, bool]:
     """The target's scratch copy, and whether it was reused (mutmut's results kept)."""
     where = SCRATCH / name.replace("/", "_")
-    module = where / target.module
-    if (
-        reuse
-        and (where / "mutants" / "mutmut-stats.json").is_file()
-        and module.read_bytes() == (ROOT / target.module).read_bytes()
-    ):
+    if reuse and (where / "mutants" / "mutmut-stats.json").is_file():
         for folder in REFRESHED:
             shutil.copytree(ROOT / folder, where / folder, ignore=IGNORED, dirs_exist_ok=True)
         return where, True

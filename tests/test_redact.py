@@ -366,6 +366,24 @@ def test_a_window_reaches_two_non_blank_lines_past_its_cue() -> None:
     assert redact_if_needed(text) == filler + expected + filler
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "machine example.com\nlogin alice\naccount main\nport 22\npassword hunter22x9\n",
+        "default\nlogin alice\naccount main\nport 22\npassword hunter22x9\n",
+        "machine\nexample.com\nlogin\nalice\npassword\nhunter22x9\n",
+        "machine example.com login alice password hunter22x9\n",
+    ],
+)
+def test_a_netrc_entry_item_by_item_is_redacted_in_a_long_text_too(entry: str) -> None:
+    """A .netrc entry may put each item on its own line (login, account, port, then password): the
+    windows of a long text must reach the password as the full pass of a short text does."""
+    filler = "".join(f"plain log line {i}\n" for i in range(300))
+    expected = entry.replace("hunter22x9", "[REDACTED:password]")
+    assert redact_secrets(entry) == (expected, 1)
+    assert redact_if_needed(filler + entry + filler) == filler + expected + filler
+
+
 def test_the_plugin_shapes_are_the_installed_detect_secrets_denylists() -> None:
     """The plugins' patterns are copied (importing detect-secrets is slow): entry by entry, pattern
     and flags, they must be what the installed version's plugins match."""
