@@ -517,3 +517,87 @@ def test_redact_message_redacts_texts_arguments_and_results_and_keeps_what_is_cl
     assert same_result is clean_result
     assert same_blocks is clean_blocks
     assert (out.role, out.id) == ("assistant", "m1")
+
+
+# -- the long-text path: its windows, its shortcuts and the counts -----------------------------------
+
+FILLER = "".join(f"plain log line {i}\n" for i in range(300))  # long: redacted in windows
+
+
+def test_cue_windows_are_the_cue_line_and_two_non_blank_lines_merged_when_adjacent() -> None:
+    """The windows themselves (the redaction inside a wider window is the same, so only they show a
+    window that grew or shrank): whole lines, two non-blank one-character lines taken past a blank
+    one, adjacent windows merged, windows one blank line apart kept apart."""
+    from compaction.redact import _cue_windows
+
+    lines = ["intro", "token=abcd1234efgh5678", "a", "", "b", "password=hunter2hunter2", "c", "d", ""]
+    lines += ["api_key=zyxw9876vuts5432", "e", "f", "g", "h"]
+    text = "\n".join(lines)
+
+    def span(first: int, last: int) -> tuple[int, int]:
+        start = sum(len(line) + 1 for line in lines[:first])
+        return start, start + len("\n".join(lines[first : last + 1]))
+
+    assert _cue_windows(text, text.lower()) == [span(1, 7), span(9, 11)]
+    assert _cue_windows("\n" + lines[1], "\n" + lines[1]) == [(1, 1 + len(lines[1]))]
+
+
+def test_a_cue_at_the_start_of_a_taken_line_opens_its_own_window() -> None:
+    """A .netrc entry right after a token line: its "machine" cue sits on a line the token's window
+    takes along, and its own window must still run to the password four lines further."""
+    entry = "token=abcd1234efgh5678\nmachine example.com\nlogin alice\naccount main\nport 22\npassword hunter22x9\n"
+    expected = entry.replace("abcd1234efgh5678", "[REDACTED:token]").replace("hunter22x9", "[REDACTED:password]")
+    assert redact_if_needed(FILLER + entry + FILLER) == FILLER + expected + FILLER
+
+
+def test_the_cue_shortcuts_rule_out_only_what_cannot_match() -> None:
+    from compaction.redact import _has_cue, _possible_cues
+
+    assert not _has_cue("plain log line 12\nall good")
+    assert _has_cue("x token=abc")
+    assert _has_cue("machine example.com login alice password pw")
+    assert _possible_cues("plain words") == (0, 3, 4, 6, 7, 8)  # no key word, no "password"
+    assert _possible_cues("the token: x") == (0, 1, 2, 3, 4, 6, 7, 8)
+    assert _possible_cues("password") == tuple(range(9))
+
+
+def test_colour_codes_are_kept_unless_they_hid_a_secret() -> None:
+    coloured = "\x1b[31mtoken=abcd1234efgh5678 \x1b[0mdone"
+    for redact in (lambda t: redact_secrets(t)[0], redact_if_needed):
+        long_coloured = FILLER + coloured + "\n" + FILLER
+        assert redact(coloured) == "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone"
+        assert redact(long_coloured) == FILLER + "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone\n" + FILLER
+        hidden = "token=abcd1234\x1b[1mefgh5678\x1b[0m"  # the codes split the value: the plain text shows it
+        assert redact(hidden) == "token=[REDACTED:token]"
+        assert redact(FILLER + hidden + "\n" + FILLER) == FILLER + "token=[REDACTED:token]\n" + FILLER
+    assert redact_secrets("token=abcd1234\x1b[1mefgh5678\x1b[0m")[1] == 1
+
+
+def test_a_private_key_block_in_a_long_text_is_redacted_whole() -> None:
+    """A key block spans more lines than a window: a long text holding one is redacted in one pass."""
+    block = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----\n"
+    short, count = redact_secrets(block)
+    assert count == 1
+    assert PEM_BODY.splitlines()[2] not in short
+    assert redact_if_needed(FILLER + block + FILLER) == FILLER + short + FILLER
+
+
+def test_a_text_whose_lower_case_is_longer_is_redacted_at_the_right_offsets() -> None:
+    """ "İ".lower() is two characters: the windows, found in the lower-cased text, would sit at the
+    wrong offsets; such a text is redacted in one pass."""
+    text = "İ" * 200 + "\n" + FILLER + "token=abcd1234efgh5678\n" + FILLER
+    assert redact_if_needed(text) == "İ" * 200 + "\n" + FILLER + "token=[REDACTED:token]\n" + FILLER
+
+
+def test_a_long_text_with_a_cue_and_nothing_to_redact_is_returned_itself() -> None:
+    text = FILLER + "access_token = self._token_repo.get(token_id)\n" + FILLER  # a cue, code after it
+    assert redact_if_needed(text) is text
+
+
+def test_the_count_adds_every_steps_replacements() -> None:
+    """A cue's secret, a key body without its armour, and a Kubernetes Secret's two values: 4."""
+    manifest = "kind: Secret\ndata:\n  user: YWRtaW4=\n  host: ZGIubG9jYWw=\n"
+    text = f"token=abcd1234efgh5678\n{PEM_BODY}\n\n{manifest}"
+    redacted, count = redact_secrets(text)
+    assert count == 4
+    assert redacted.count("[REDACTED:") == 4
