@@ -567,10 +567,11 @@ def test_colour_codes_are_kept_unless_they_hid_a_secret() -> None:
         long_coloured = FILLER + coloured + "\n" + FILLER
         assert redact(coloured) == "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone"
         assert redact(long_coloured) == FILLER + "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone\n" + FILLER
-        hidden = "token=abcd1234\x1b[1mefgh5678\x1b[0m"  # the codes split the value: the plain text shows it
-        assert redact(hidden) == "token=[REDACTED:token]"
-        assert redact(FILLER + hidden + "\n" + FILLER) == FILLER + "token=[REDACTED:token]\n" + FILLER
-    assert redact_secrets("token=abcd1234\x1b[1mefgh5678\x1b[0m")[1] == 1
+        # the codes split a key's shape: only the text without them shows it, and is returned
+        hidden = "key ghp_A1b2C3d4E5f6G7h8J9\x1b[1mk0L1m2N3p4Q5r6S7t8\x1b[0m end"
+        assert redact(hidden) == "key [REDACTED:github_token] end"
+        assert redact(FILLER + hidden + "\n" + FILLER) == FILLER + "key [REDACTED:github_token] end\n" + FILLER
+    assert redact_secrets("key ghp_A1b2C3d4E5f6G7h8J9\x1b[1mk0L1m2N3p4Q5r6S7t8\x1b[0m end")[1] == 1
 
 
 def test_a_private_key_block_in_a_long_text_is_redacted_whole() -> None:
