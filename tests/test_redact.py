@@ -602,3 +602,24 @@ def test_the_count_adds_every_steps_replacements() -> None:
     redacted, count = redact_secrets(text)
     assert count == 4
     assert redacted.count("[REDACTED:") == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "Authorization: Token [REDACTED:auth_token]"),
+        ("RAILS_MASTER_KEY=8f3e2a9c1b7d4e6f0a5c", "RAILS_MASTER_KEY=[REDACTED:api_key]"),
+        ("db.example.com:5432:app:alice:s3cretPw9", "db.example.com:5432:app:alice:[REDACTED:password]"),
+        (
+            "https://b.s3.amazonaws.com/k?X-Amz-Signature=abc123def456&x=1",
+            "https://b.s3.amazonaws.com/k?X-Amz-Signature=[REDACTED:url_signature]&x=1",
+        ),
+        ("passphrase: plum Kx7!r9 lantern", "passphrase: [REDACTED:password]"),
+        ("Cookie: session=abc123def456; theme=dark", "Cookie: session=[REDACTED:cookie]; theme=[REDACTED:cookie]"),
+        # no digit, but it decodes to user:password
+        ("Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l", "Authorization: Basic [REDACTED:bearer_token]"),
+        ("postgres://u:ab@host/db", "postgres://u:[REDACTED]@host/db"),  # two characters are a password
+    ],
+)
+def test_each_step_writes_its_own_label_and_keeps_the_context(text: str, expected: str) -> None:
+    assert redact_secrets(text) == (expected, expected.count("[REDACTED"))
