@@ -927,14 +927,16 @@ _CUES: tuple[re.Pattern[str], ...] = (
     re.compile(rf"--{_trie(_KEY_WORD_LIST)}[= ]"),
     re.compile(r":(?:\\?/){2}[^\s/@]*:[^\s@/]+@"),
     re.compile(r"-u\s*['\"]?[^\s:'\"]+:"),
-    re.compile(r"(?:machine\s+\S+|default)\s+(?:login|password)"),
+    # a .netrc entry up to its password: the entry's items may take a line each, and the window
+    # must reach the value (on the password's line or the next non-blank one, as _NETRC_RE allows)
+    re.compile(r"(?:machine\s+\S+|default)(?:\s+(?:login|account|port)\s+\S+){0,3}\s+password"),
     re.compile(r"_(?:key|auth|credentials?|salt|seed|key_base)\s?=\s?['\"]?[a-z0-9+/=_.:-]{12}"),
     re.compile(r":(?:\d+|\*):[^\s:]+:[^\s:]+:\S"),  # a .pgpass line's port and what follows
     re.compile(r"auth\\?[\"']\s*:"),
 )
 
 
-# Every key word holds one of these, and the last cue needs "login" or "password": two or four
+# Every key word holds one of these, and the .netrc cue needs "password": two to six
 # substring checks (much faster than a regex scan) rule out the key-word cues and the .netrc cue
 # for most texts. Computed, not assumed: a key word without an anchor turns the shortcut off.
 _KEY_ANCHORS = ("key", "token", "secret", "pass", "pwd")
@@ -952,7 +954,7 @@ def _keyed(lowered: str) -> bool:
 
 def _netrc_worded(lowered: str) -> bool:
     """False when the .netrc cue (_CUES[5]) cannot match ``lowered``."""
-    return "login" in lowered or "password" in lowered
+    return "password" in lowered
 
 
 def _possible_cues(lowered: str) -> tuple[int, ...]:

@@ -310,6 +310,34 @@ def test_a_result_ahead_of_its_call_is_moved_after_it_not_replaced(fmt: Format) 
     assert kept in fixed.messages[call_at + 1].parts
 
 
+def test_a_result_after_its_call_wins_over_one_before_and_the_reasons_are_named(fmt: Format) -> None:
+    """A call with a result before it and one after it keeps the one after (where it belongs); the
+    one before is reported as a duplicate, and a result no call asked for as an orphan, each with
+    its reason."""
+    carrier = "tool" if fmt == "openai" else "user"
+
+    def result(message_id: str, call_id: str, text: str) -> Message:
+        return Message(id=message_id, role=carrier, parts=(ToolResultPart(call_id=call_id, content=text),))
+
+    early, late, orphan = result("m1", "c1", "early"), result("m3", "c1", "late"), result("m4", "zz", "lost")
+    messages = (
+        Message(id="m0", role="user", parts=(TextPart(text="go"),)),
+        early,
+        Message(id="m2", role="assistant", parts=(ToolCallPart(id="c1", name="f", arguments="{}"),)),
+        late,
+        orphan,
+        Message(id="m5", role="user", parts=(TextPart(text="ok"),)),
+    )
+    fixed, report = repair(Transcript(format=fmt, messages=messages), alternation=False)
+    assert validate(fixed) == []
+    assert [(p.call_id, p.content) for m in fixed.messages for p in m.tool_results] == [("c1", "late")]
+    assert [(r.index, r.message_id, r.call_id, r.reason) for r in report.removed] == [
+        (1, "m1", "c1", "duplicate result"),
+        (4, "m4", "zz", "orphan result: no tool call has this id"),
+    ]
+    assert (report.moved, report.synthesized) == ([], [])
+
+
 @given(data=st.data())
 def test_repair_report_matches_the_change(fmt: Format, data: st.DataObject) -> None:
     transcript = _draw(data, fmt)

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.redact import looks_like_secret, redact_if_needed, redact_secrets
+from compaction.redact import (
+    looks_like_secret,
+    redact_if_needed,
+    redact_json,
+    redact_message,
+    redact_record,
+    redact_secrets,
+)
 
 RNG = random.Random(1234)
 ALNUM = string.ascii_letters + string.digits
@@ -347,6 +354,36 @@ def test_a_long_text_is_redacted_from_its_first_character_and_on_line_boundaries
     assert _cue_windows(first, first.lower())[0][0] == 0
 
 
+def test_a_window_reaches_two_non_blank_lines_past_its_cue() -> None:
+    """A .netrc entry spread over lines: the cue ("machine <host>" up to "login") ends on the second
+    line, and the password sits two non-blank lines further, past an ``account`` line and a blank
+    one that hold no cue. Only the cue's window reaches it in a long text."""
+    filler = "".join(f"plain log line {i}\n" for i in range(300))
+    entry = "machine example.com\n  login alice\n  account main\n\n  password hunter22x9\n"
+    expected = "machine example.com\n  login alice\n  account main\n\n  password [REDACTED:password]\n"
+    assert redact_secrets(entry) == (expected, 1)
+    text = filler + entry + filler
+    assert redact_if_needed(text) == filler + expected + filler
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "machine example.com\nlogin alice\naccount main\nport 22\npassword hunter22x9\n",
+        "default\nlogin alice\naccount main\nport 22\npassword hunter22x9\n",
+        "machine\nexample.com\nlogin\nalice\npassword\nhunter22x9\n",
+        "machine example.com login alice password hunter22x9\n",
+    ],
+)
+def test_a_netrc_entry_item_by_item_is_redacted_in_a_long_text_too(entry: str) -> None:
+    """A .netrc entry may put each item on its own line (login, account, port, then password): the
+    windows of a long text must reach the password as the full pass of a short text does."""
+    filler = "".join(f"plain log line {i}\n" for i in range(300))
+    expected = entry.replace("hunter22x9", "[REDACTED:password]")
+    assert redact_secrets(entry) == (expected, 1)
+    assert redact_if_needed(filler + entry + filler) == filler + expected + filler
+
+
 def test_the_plugin_shapes_are_the_installed_detect_secrets_denylists() -> None:
     """The plugins' patterns are copied (importing detect-secrets is slow): entry by entry, pattern
     and flags, they must be what the installed version's plugins match."""
@@ -382,3 +419,207 @@ def test_redaction_does_not_import_detect_secrets() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# -- records, JSON values and messages --------------------------------------------------------------
+
+SECRET = "token=abcd1234efgh5678"
+REDACTED = "token=[REDACTED:token]"
+
+
+def test_redact_json_redacts_every_string_but_the_skipped_keys_and_keeps_the_rest() -> None:
+    value = {
+        "content": f"use {SECRET}",
+        "n": 3,
+        "flag": None,
+        "nested": [{"text": SECRET}, (SECRET, 4.5)],
+        "prompt": SECRET,
+        7: SECRET,
+    }
+    out = redact_json(value, skip_keys=frozenset({"prompt"}))
+    assert out == {
+        "content": f"use {REDACTED}",
+        "n": 3,
+        "flag": None,
+        "nested": [{"text": REDACTED}, [REDACTED, 4.5]],
+        "prompt": SECRET,  # a skipped key's value stays
+        7: REDACTED,  # a non-string key skips nothing
+    }
+    assert value["content"] == f"use {SECRET}"  # a copy: the argument is unchanged
+    # the key of the top value counts too; a skipped key's nested strings are not skipped
+    assert redact_json(SECRET, skip_keys=frozenset({"prompt"}), key="prompt") == SECRET
+    assert redact_json(SECRET, skip_keys=frozenset({"prompt"}), key="other") == REDACTED
+    assert redact_json({"prompt": [SECRET]}, skip_keys=frozenset({"prompt"})) == {"prompt": [REDACTED]}
+    assert redact_json(SECRET) == REDACTED
+    # a long text goes through the windowed pass, as redact_if_needed does
+    filler = "".join(f"plain log line {i}\n" for i in range(400))
+    assert redact_json({"content": filler + SECRET}) == {"content": filler + REDACTED}
+
+
+def test_redact_record_skips_the_prompts_only_when_the_run_sent_them_redacted() -> None:
+    entries = {"prompt": SECRET, "system_prompt": SECRET, "instructions": SECRET, "calls": [{"summary": SECRET}]}
+    redacted_entries = {"instructions": REDACTED, "calls": [{"summary": REDACTED}]}
+    for config in ({"redact_secrets": True, "note": SECRET}, {"note": SECRET}):
+        record = {**entries, "config": config}
+        out = redact_record(record)
+        # the config entry as it is; the prompts, sent redacted, are not redacted again
+        assert out == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET, "config": config}
+    no_config = redact_record(entries)  # no config at all: the default (redacted when sent)
+    assert no_config == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET}
+    not_a_mapping = redact_record({**entries, "config": "x"})
+    assert not_a_mapping == {**redacted_entries, "prompt": SECRET, "system_prompt": SECRET, "config": "x"}
+    sent_plain = redact_record({**entries, "config": {"redact_secrets": False}})
+    assert sent_plain == {
+        **redacted_entries,
+        "prompt": REDACTED,
+        "system_prompt": REDACTED,
+        "config": {"redact_secrets": False},
+    }
+
+
+def test_redact_message_redacts_texts_arguments_and_results_and_keeps_what_is_clean() -> None:
+    from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+    clean_text = TextPart(text="plain words")
+    clean_call = ToolCallPart(id="c1", name="run", arguments='{"cmd": "ls"}')
+    clean_result = ToolResultPart(call_id="c1", content="file.txt")
+    clean_blocks = ToolResultPart(call_id="c2", content=(TextPart(text="a"), TextPart(text="b")))
+    clean = Message(role="assistant", id="m0", parts=(clean_text, clean_call, clean_result, clean_blocks))
+    assert redact_message(clean) is clean  # nothing to redact: the message itself
+
+    message = Message(
+        role="assistant",
+        id="m1",
+        parts=(
+            TextPart(text=f"set {SECRET}"),
+            clean_text,
+            ToolCallPart(id="c1", name="run", arguments=f'{{"cmd": "export {SECRET}"}}'),
+            clean_call,
+            ToolResultPart(call_id="c1", content=f"echo {SECRET}"),
+            clean_result,
+            ToolResultPart(call_id="c2", content=(TextPart(text="fine"), TextPart(text=SECRET))),
+            clean_blocks,
+        ),
+    )
+    out = redact_message(message)
+    assert out is not message
+    assert message.parts[0].text == f"set {SECRET}"  # the caller's message is unchanged
+    text, same_text, call, same_call, result, same_result, blocks, same_blocks = out.parts
+    assert text.text == f"set {REDACTED}"
+    assert call.arguments == f'{{"cmd": "export {REDACTED}"}}'
+    assert (call.id, call.name) == ("c1", "run")
+    assert result.content == f"echo {REDACTED}"
+    assert [b.text for b in blocks.content] == ["fine", REDACTED]
+    assert blocks.content[0] is message.parts[6].content[0]  # the clean block kept as it is
+    # parts without a secret are the same objects (their cached views stay)
+    assert same_text is clean_text
+    assert same_call is clean_call
+    assert same_result is clean_result
+    assert same_blocks is clean_blocks
+    assert (out.role, out.id) == ("assistant", "m1")
+
+
+# -- the long-text path: its windows, its shortcuts and the counts -----------------------------------
+
+FILLER = "".join(f"plain log line {i}\n" for i in range(300))  # long: redacted in windows
+
+
+def test_cue_windows_are_the_cue_line_and_two_non_blank_lines_merged_when_adjacent() -> None:
+    """The windows themselves (the redaction inside a wider window is the same, so only they show a
+    window that grew or shrank): whole lines, two non-blank one-character lines taken past a blank
+    one, adjacent windows merged, windows one blank line apart kept apart."""
+    from compaction.redact import _cue_windows
+
+    lines = ["intro", "token=abcd1234efgh5678", "a", "", "b", "password=hunter2hunter2", "c", "d", ""]
+    lines += ["api_key=zyxw9876vuts5432", "e", "f", "g", "h"]
+    text = "\n".join(lines)
+
+    def span(first: int, last: int) -> tuple[int, int]:
+        start = sum(len(line) + 1 for line in lines[:first])
+        return start, start + len("\n".join(lines[first : last + 1]))
+
+    assert _cue_windows(text, text.lower()) == [span(1, 7), span(9, 11)]
+    assert _cue_windows("\n" + lines[1], "\n" + lines[1]) == [(1, 1 + len(lines[1]))]
+
+
+def test_a_cue_at_the_start_of_a_taken_line_opens_its_own_window() -> None:
+    """A .netrc entry right after a token line: its "machine" cue sits on a line the token's window
+    takes along, and its own window must still run to the password four lines further."""
+    entry = "token=abcd1234efgh5678\nmachine example.com\nlogin alice\naccount main\nport 22\npassword hunter22x9\n"
+    expected = entry.replace("abcd1234efgh5678", "[REDACTED:token]").replace("hunter22x9", "[REDACTED:password]")
+    assert redact_if_needed(FILLER + entry + FILLER) == FILLER + expected + FILLER
+
+
+def test_the_cue_shortcuts_rule_out_only_what_cannot_match() -> None:
+    from compaction.redact import _has_cue, _possible_cues
+
+    assert not _has_cue("plain log line 12\nall good")
+    assert _has_cue("x token=abc")
+    assert _has_cue("machine example.com login alice password pw")
+    assert _possible_cues("plain words") == (0, 3, 4, 6, 7, 8)  # no key word, no "password"
+    assert _possible_cues("the token: x") == (0, 1, 2, 3, 4, 6, 7, 8)
+    assert _possible_cues("password") == tuple(range(9))
+
+
+def test_colour_codes_are_kept_unless_they_hid_a_secret() -> None:
+    coloured = "\x1b[31mtoken=abcd1234efgh5678 \x1b[0mdone"
+    for redact in (lambda t: redact_secrets(t)[0], redact_if_needed):
+        long_coloured = FILLER + coloured + "\n" + FILLER
+        assert redact(coloured) == "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone"
+        assert redact(long_coloured) == FILLER + "\x1b[31mtoken=[REDACTED:token] \x1b[0mdone\n" + FILLER
+        # the codes split a key's shape: only the text without them shows it, and is returned
+        hidden = "key ghp_A1b2C3d4E5f6G7h8J9\x1b[1mk0L1m2N3p4Q5r6S7t8\x1b[0m end"
+        assert redact(hidden) == "key [REDACTED:github_token] end"
+        assert redact(FILLER + hidden + "\n" + FILLER) == FILLER + "key [REDACTED:github_token] end\n" + FILLER
+    assert redact_secrets("key ghp_A1b2C3d4E5f6G7h8J9\x1b[1mk0L1m2N3p4Q5r6S7t8\x1b[0m end")[1] == 1
+
+
+def test_a_private_key_block_in_a_long_text_is_redacted_whole() -> None:
+    """A key block spans more lines than a window: a long text holding one is redacted in one pass."""
+    block = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----\n"
+    short, count = redact_secrets(block)
+    assert count == 1
+    assert PEM_BODY.splitlines()[2] not in short
+    assert redact_if_needed(FILLER + block + FILLER) == FILLER + short + FILLER
+
+
+def test_a_text_whose_lower_case_is_longer_is_redacted_at_the_right_offsets() -> None:
+    """ "İ".lower() is two characters: the windows, found in the lower-cased text, would sit at the
+    wrong offsets; such a text is redacted in one pass."""
+    text = "İ" * 200 + "\n" + FILLER + "token=abcd1234efgh5678\n" + FILLER
+    assert redact_if_needed(text) == "İ" * 200 + "\n" + FILLER + "token=[REDACTED:token]\n" + FILLER
+
+
+def test_a_long_text_with_a_cue_and_nothing_to_redact_is_returned_itself() -> None:
+    text = FILLER + "access_token = self._token_repo.get(token_id)\n" + FILLER  # a cue, code after it
+    assert redact_if_needed(text) is text
+
+
+def test_the_count_adds_every_steps_replacements() -> None:
+    """A cue's secret, a key body without its armour, and a Kubernetes Secret's two values: 4."""
+    manifest = "kind: Secret\ndata:\n  user: YWRtaW4=\n  host: ZGIubG9jYWw=\n"
+    text = f"token=abcd1234efgh5678\n{PEM_BODY}\n\n{manifest}"
+    redacted, count = redact_secrets(text)
+    assert count == 4
+    assert redacted.count("[REDACTED:") == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "Authorization: Token [REDACTED:auth_token]"),
+        ("RAILS_MASTER_KEY=8f3e2a9c1b7d4e6f0a5c", "RAILS_MASTER_KEY=[REDACTED:api_key]"),
+        ("db.example.com:5432:app:alice:s3cretPw9", "db.example.com:5432:app:alice:[REDACTED:password]"),
+        (
+            "https://b.s3.amazonaws.com/k?X-Amz-Signature=abc123def456&x=1",
+            "https://b.s3.amazonaws.com/k?X-Amz-Signature=[REDACTED:url_signature]&x=1",
+        ),
+        ("passphrase: plum Kx7!r9 lantern", "passphrase: [REDACTED:password]"),
+        ("Cookie: session=abc123def456; theme=dark", "Cookie: session=[REDACTED:cookie]; theme=[REDACTED:cookie]"),
+        # no digit, but it decodes to user:password
+        ("Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l", "Authorization: Basic [REDACTED:bearer_token]"),
+        ("postgres://u:ab@host/db", "postgres://u:[REDACTED]@host/db"),  # two characters are a password
+    ],
+)
+def test_each_step_writes_its_own_label_and_keeps_the_context(text: str, expected: str) -> None:
+    assert redact_secrets(text) == (expected, expected.count("[REDACTED"))

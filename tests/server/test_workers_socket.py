@@ -87,6 +87,9 @@ def _sockets_on(pid: int, port: int, state: str) -> int:
     return count
 
 
+STARTUP_GUARD_S = 300.0
+
+
 def test_two_workers_each_take_connections_of_clients_that_connect_together(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "compaction.cli", "serve", "--host", "127.0.0.1", "--port", "0"]
     command += ["--db", str(tmp_path / "s.db"), "--workers", "2", "--log-level", "warning"]
@@ -94,14 +97,16 @@ def test_two_workers_each_take_connections_of_clients_that_connect_together(tmp_
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     clients: list[socket.socket] = []
     try:
-        deadline = time.monotonic() + 60
-        port = listening_port(server, deadline_s=60)  # the port the supervisor took for its workers
+        # A hang guard, not a target: the supervisor and its two workers each import the app, which
+        # took more than 60 s in 4 runs of 20 at load 13-24 on 2 cores.
+        deadline = time.monotonic() + STARTUP_GUARD_S
+        port = listening_port(server, deadline_s=STARTUP_GUARD_S)  # the port the supervisor took for its workers
         while len(_children(server.pid)) < 2 or not _ready(port):
             assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
-            assert time.monotonic() < deadline, "the workers did not start in 60 s"
+            assert time.monotonic() < deadline, f"the workers did not start in {STARTUP_GUARD_S:g} s"
             time.sleep(0.2)
         while sum(_sockets_on(pid, port, "0A") for pid in _children(server.pid)) < 2:  # 0A: LISTEN
-            assert time.monotonic() < deadline, "the workers did not both listen in 60 s"
+            assert time.monotonic() < deadline, f"the workers did not both listen in {STARTUP_GUARD_S:g} s"
             time.sleep(0.2)
         # A burst: 24 connections made at once, as a client pool opens them. With one shared
         # listening socket, the first worker to wake accepts the whole queue.

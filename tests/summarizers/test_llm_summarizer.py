@@ -33,10 +33,21 @@ async def server() -> AsyncIterator[FakeProvider]:
         yield s
 
 
+# The client timeout of the tests that are not about timeouts: only a hang guard. A process's first
+# call through litellm pays its first-use costs inside the attempt (1.8 s of CPU, 13 s of wall time
+# at load 11 on 2 cores): a 5 s timeout cut that attempt under load, and the retry made an exact
+# call count one too many. Tests about timeouts pass their own after a warm-up call.
+HANG_GUARD_S = 600.0
+# The timeout of the tests where an attempt times out and the retry must answer within it: a warm
+# call to the local fake provider takes 0.1 s at load 11 and took 0.28 s at load 14, past the
+# 0.2 s these tests once used. A hang waits all of it out, so it stays a few seconds.
+RETRY_TIMEOUT_S = 3.0
+
+
 def make(server: FakeProvider, route: str, *, model: str = "x", **kwargs: Any) -> LLMSummarizer:
     """A summarizer for ``route`` with tiny backoff so retry tests stay fast."""
     base = server.openai_api_base if route == "openai" else server.anthropic_api_base
-    options: dict[str, Any] = {"api_key": "sk-fake", "timeout": 5.0, "backoff_min": 0.01, "backoff_max": 0.02}
+    options: dict[str, Any] = {"api_key": "sk-fake", "timeout": HANG_GUARD_S, "backoff_min": 0.01, "backoff_max": 0.02}
     options.update(kwargs)
     return LLMSummarizer(f"{route}/{model}", api_base=base, **options)
 
@@ -259,11 +270,11 @@ async def test_rate_limits_exhausted(server: FakeProvider, route: str) -> None:
 async def test_hang_times_out_and_is_retried(server: FakeProvider, route: str) -> None:
     await warm_up(server, route)
     server.fail_next(Fault.hang())
-    summarizer = make(server, route, timeout=0.2)
+    summarizer = make(server, route, timeout=RETRY_TIMEOUT_S)
     waits = record_waits(summarizer)
     started = time.monotonic()
     response = await summarizer.summarize(request())
-    assert time.monotonic() - started >= 0.2  # the first attempt waited out its timeout
+    assert time.monotonic() - started >= RETRY_TIMEOUT_S  # the first attempt waited out its timeout
     assert response.calls == 2
     assert len(waits) == 1
     assert waits[0] <= 0.02  # then the short backoff, not a long wait
@@ -286,8 +297,9 @@ async def test_hang_on_every_attempt_is_bounded(server: FakeProvider) -> None:
 
 
 async def test_slow_answer_past_timeout_counts_as_a_timeout(server: FakeProvider) -> None:
-    server.script([Fault.slow(0.5), "on time"])
-    response = await make(server, "anthropic", timeout=0.2).summarize(request())
+    await warm_up(server, "anthropic")  # the retry must answer within the timeout: no first-use costs
+    server.script([Fault.slow(2 * RETRY_TIMEOUT_S), "on time"])
+    response = await make(server, "anthropic", timeout=RETRY_TIMEOUT_S).summarize(request())
     assert response.text == "on time"
     assert response.calls == 2
 
@@ -534,7 +546,7 @@ async def test_a_missing_api_key_fails_at_once_without_retries(monkeypatch: pyte
     # reports that as a 500. Retrying cannot help, so one attempt, and the error says what is missing.
     for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    summarizer = LLMSummarizer("openai/gpt-4o", timeout=5.0, backoff_min=2.0, backoff_max=2.0, attempts=3)
+    summarizer = LLMSummarizer("openai/gpt-4o", timeout=HANG_GUARD_S, backoff_min=2.0, backoff_max=2.0, attempts=3)
     with pytest.raises(SummarizerError) as info:
         await summarizer.summarize(request())
     assert info.value.calls == 1

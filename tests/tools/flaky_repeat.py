@@ -103,7 +103,9 @@ def _outcomes(junit: Path, reasons: dict[str, str]) -> Counter[tuple[str, bool]]
         problem = case.find("failure")
         problem = problem if problem is not None else case.find("error")
         if problem is not None:
-            reasons.setdefault(name, (problem.get("message") or "")[:300])
+            # the message's start names the error; the report's end holds the failing assertion
+            message, report = (problem.get("message") or "")[:300], (problem.text or "").strip()[-700:]
+            reasons.setdefault(name, f"{message}\n        ...{report}" if report else message)
         counts[name, problem is None] += 1
     return counts
 
@@ -132,10 +134,21 @@ def run(
             started = time.monotonic()
             for k in range(1 if not fresh else rounds):
                 junit = Path(tmp) / f"run{k}.xml"
+                run_started = time.monotonic()
                 _pytest(target, env, junit, extra)
                 if junit.exists():
-                    totals.update(_outcomes(junit, reasons))
+                    outcomes = _outcomes(junit, reasons)
+                    totals.update(outcomes)
                     junit.unlink()
+                    if fresh:  # a line per run: a long series can be read (or stopped) as it goes
+                        passed = sum(n for (_, ok), n in outcomes.items() if ok)
+                        failed = sum(n for (_, ok), n in outcomes.items() if not ok)
+                        print(
+                            f"# {target} run {k + 1}/{rounds}: {passed} passed, {failed} failed,"
+                            f" {time.monotonic() - run_started:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             print(f"# {target}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     names = sorted({name for name, _ in totals})
     return {name: (totals[name, True], totals[name, True] + totals[name, False]) for name in names}
