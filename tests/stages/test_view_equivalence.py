@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from installed import require
 
 import compaction.stages.prune as prune
 import compaction.stages.view as view
@@ -28,6 +27,7 @@ from compaction.stages.prune import MIN_RESULT_CHARS, PruneSettings, fit_results
 from compaction.testing import FakeProvider
 from compaction.testing.transcripts import generate
 from compaction.transcript import Message, Part, ToolResultPart
+from tests.support.installed import require
 
 require("litellm")  # the test extra installs it: a failure in CI, a skip elsewhere
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from installed import require
 from store_support import Backend, msgs
 
 from compaction.stores import PostgresSessionStore, SQLiteSessionStore, is_postgres_url, open_store
+from tests.support.installed import require
 
 
 def test_a_path_opens_sqlite_and_a_url_opens_postgres(backend: Backend) -> None:
