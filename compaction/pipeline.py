@@ -104,7 +104,7 @@ async def _prepare(run: Run) -> Prepared:
     job, blocker = summarize_job(run, config, messages, layout, earlier.summary)
     if blocker is not None:
         run.record["summary_mode"] = f"rendered: {blocker}"
-    chunked = plan_zone(run, job, view.visible, settings, config, view.sizes)
+    chunked = plan_zone(run, job, view.visible, settings, config)
     run.record["summarizer_window"] = chunked.window
     run.record["reads_rendered_prompt"] = chunked.rendered
     if chunked.escalation:

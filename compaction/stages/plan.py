@@ -27,7 +27,7 @@ from compaction.stages.chunk import ChunkPlan, fit_message, plan_chunks
 from compaction.stages.protect import Partition
 from compaction.stages.prune import PrunedItem, PruneSettings, prepare_for_summarizer, prune_tool_results
 from compaction.stages.summarize import SummarizeJob
-from compaction.stages.view import RenderedSizes, rendered_counts, summarizer_view, task_text, view_room
+from compaction.stages.view import rendered_counts, summarizer_view, task_text, view_room
 from compaction.summarizers.base import reads_rendered_prompt
 from compaction.transcript import Message, Transcript
 
@@ -47,9 +47,6 @@ class ZoneView:
     """What the summarizer is shown (for a model: fitted to the room its chunks leave)."""
     view_record: dict[str, Any] | None
     """The model summarizer's view, for the record (None: the offline summarizer reads the pruned zone)."""
-    sizes: RenderedSizes | None = None
-    """What the model summarizer's view was planned with, for the chunk plan to measure the same way
-    (None: the offline summarizer, planned on the messages' exact counts)."""
 
 
 def summarizer_window(run: Run, config: CompactionConfig) -> int:
@@ -70,12 +67,10 @@ def zone_view(run: Run, config: CompactionConfig, zone: list[Message], settings:
     )
     visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
     view_record = None
-    sizes = None
     if reads_rendered_prompt(run.summarizer):
         room = view_room(config, run.counts(visible), summarizer_window(run, config))
-        sizes = RenderedSizes(run.counter, zone)  # the counts it carries (redaction keeps ids)
-        visible, view_record = summarizer_view(sizes, readable, room, settings)
-    return ZoneView(readable, tuple(pruned.items), visible, view_record, sizes)
+        visible, view_record = summarizer_view(run.counter, readable, room, settings)
+    return ZoneView(readable, tuple(pruned.items), visible, view_record)
 
 
 _PROVIDER_MESSAGE_FIELDS = frozenset({"name", "refusal", "audio", "function_call"})
@@ -149,19 +144,13 @@ class Chunked:
 
 
 def plan_zone(
-    run: Run,
-    job: SummarizeJob,
-    visible: list[Message],
-    settings: PruneSettings,
-    config: CompactionConfig,
-    sizes: RenderedSizes | None = None,
+    run: Run, job: SummarizeJob, visible: list[Message], settings: PruneSettings, config: CompactionConfig
 ) -> Chunked:
     """Chunk the zone the summarizer is shown; more chunks than ``max_chunks``: cut tool results to
     previews, then summarize the oldest part offline (into the job's earlier summary).
 
     For a model summarizer the plan measures what will be sent: each message as rendered for the
-    prompt, plus the request's fixed part (system prompt, instructions, the task), with ``sizes``
-    (the estimate the view was fitted with) when given, else exactly."""
+    prompt, plus the request's fixed part (system prompt, instructions, the task)."""
     window = summarizer_window(run, config)
     rendered = reads_rendered_prompt(run.summarizer)
     count_text = run.counter.count_text
@@ -172,9 +161,7 @@ def plan_zone(
     overhead = fixed + config.max_summary_tokens + (count_text(job.previous_summary) if job.previous_summary else 0)
 
     def counts_of(msgs: list[Message]) -> npt.NDArray[np.int64]:
-        if not rendered:
-            return run.counts(msgs)
-        return sizes.counts(msgs) if sizes is not None else rendered_counts(run.counter, msgs)
+        return rendered_counts(run.counter, msgs) if rendered else run.counts(msgs)
 
     def make(msgs: list[Message]) -> ChunkPlan:
         cuts = np.array(safe_cut_points(msgs), dtype=np.int64)

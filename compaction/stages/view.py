@@ -45,17 +45,12 @@ the one before it, both (kept alive, so their ids are not reused) and the count.
 
 
 def rendered_counts(
-    counter: TokenCounter,
-    messages: Sequence[Message],
-    cache: RenderedCache | None = None,
-    *,
-    picked: Sequence[int] | None = None,
+    counter: TokenCounter, messages: Sequence[Message], cache: RenderedCache | None = None
 ) -> npt.NDArray[np.int64]:
     """Each message's tokens as the summarizer's prompt renders it (its lines and the line break
-    after them) after the message before it, exactly (:class:`RenderedSizes` estimates them for
-    planning). Calls that measure the same messages again may share ``cache``: a message after the
-    same message is looked up, not rendered, nor its call checked, again. ``picked``: only the
-    messages at these positions (in that order)."""
+    after them) after the message before it: what the chunk planner measures for a model summarizer.
+    Calls that measure the same messages again (the view's rounds) may share ``cache``: a message
+    after the same message is looked up, not rendered, nor its call checked, again."""
     count = counter.count_text
 
     def tokens(message: Message, after: str | None) -> int:
@@ -76,102 +71,12 @@ def rendered_counts(
         cache[key] = (previous, message, value)
         return value
 
-    positions = range(len(messages)) if picked is None else picked
+    previous = [None, *messages[:-1]] if messages else []
     return np.fromiter(
-        (measured(messages[i - 1] if i > 0 else None, messages[i]) for i in positions),
+        (measured(p, m) for p, m in zip(previous, messages, strict=True)),
         dtype=np.int64,
-        count=len(positions),
+        count=len(messages),
     )
-
-
-class RenderedSizes:
-    """Each message's tokens as the summarizer's prompt renders it, estimated for planning (the
-    view's rounds and the chunk plan): its rendered characters times the tokens per character of
-    the zone message it was made from, which that message's exact count (counted once, when it
-    arrived) gives for free, corrected by one ratio per run measured on an exact sample of the view.
-
-    Why an estimate is enough here: these counts only plan (how far results are cut, where chunks
-    end). The chunks are planned within the guard's safety margin and a summarizer call that
-    overflows anyway is recovered; what is returned to the caller is counted exactly elsewhere.
-    Why this estimate: a result cut for the view keeps lines of the result it came from, so that
-    result's own tokens per character fits it far better than one figure for the whole zone (JSON
-    logs run ~2.5 characters a token, prose ~4); the sample corrects what the rendering adds
-    (markers, ``key: value`` arguments), which no zone message shows."""
-
-    SAMPLE_EVERY = 8
-    """One message in this many is counted exactly to calibrate (all of a short view)."""
-    _MIN_OWN_CHARS = 200  # a message this short takes the zone's ratio (its overhead would skew its own)
-
-    def __init__(self, counter: TokenCounter, zone: Sequence[Message]) -> None:
-        self.counter = counter
-        per_char: dict[str, float] = {}
-        total_tokens = total_chars = 0
-        for message in zone:
-            chars = _content_chars(message)
-            tokens = counter.count_message(message)
-            total_tokens += tokens
-            total_chars += chars
-            if chars >= self._MIN_OWN_CHARS:
-                per_char[message.id] = tokens / chars
-        self._per_char = per_char
-        self._zone_per_char = total_tokens / total_chars if total_chars else 0.3
-        self.calibration = 1.0
-        """Exact over estimated tokens on the sample (1.0 until :meth:`calibrate`)."""
-        self._chars: RenderedCache = {}
-
-    def _rendered_chars(self, previous: Message | None, message: Message) -> int:
-        key = (id(previous), id(message))
-        seen = self._chars.get(key)
-        if seen is not None and seen[0] is previous and seen[1] is message:
-            return seen[2]
-        after = follows_its_call(previous, message)
-        value = message.memo(
-            ("render.chars", after is not None),
-            lambda: len(render_for_summarizer([message], nonce=_MEASURING_NONCE, after_call=after).text),
-        )
-        self._chars[key] = (previous, message, value)
-        return value
-
-    def _estimates(
-        self, messages: Sequence[Message], after: Sequence[Message | None] | None = None
-    ) -> npt.NDArray[np.float64]:
-        """Uncalibrated estimates, each message after the one before it (or after ``after``'s)."""
-        previous = after if after is not None else [None, *messages[:-1]] if messages else []
-        zone_ratio = self._zone_per_char
-        ratios = self._per_char
-        return np.fromiter(
-            (
-                self._rendered_chars(p, m) * ratios.get(m.id, zone_ratio)
-                for p, m in zip(previous, messages, strict=True)
-            ),
-            dtype=np.float64,
-            count=len(messages),
-        )
-
-    def calibrate(self, messages: Sequence[Message]) -> float:
-        """Set :attr:`calibration` from an exact count of every :attr:`SAMPLE_EVERY`-th message of
-        ``messages`` as rendered (the view to be planned), and return it."""
-        step = self.SAMPLE_EVERY if len(messages) >= 8 * self.SAMPLE_EVERY else 1
-        sample = range(0, len(messages), step)
-        exact = rendered_counts(self.counter, messages, picked=sample)
-        # Both sides without the line break after each message (one token, not estimated).
-        estimated = float(
-            self._estimates([messages[i] for i in sample], [messages[i - 1] if i else None for i in sample]).sum()
-        )
-        if estimated > 0:
-            self.calibration = min(2.0, max(0.5, (int(exact.sum()) - len(sample)) / estimated))
-        return self.calibration
-
-    def counts(self, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
-        """The estimated rendered tokens of each of ``messages`` (in order, each after the one before)."""
-        estimates = self._estimates(messages) * self.calibration
-        return np.ceil(estimates).astype(np.int64) + 1
-
-
-def _content_chars(message: Message) -> int:
-    """Characters of what :meth:`~compaction.tokens.TokenCounter.count_message` tokenizes in
-    ``message``: its text, and each call's name and arguments."""
-    return len(message.text) + sum(len(call.name) + len(call.arguments) for call in message.tool_calls)
 
 
 _VIEW_ROUNDS = 3
@@ -205,25 +110,24 @@ _VIEW_OVER = 1.01  # nor is one this little over worth a round (the chunks are f
 
 
 def summarizer_view(
-    sizes: RenderedSizes, zone: Sequence[Message], room: int, settings: PruneSettings
+    counter: TokenCounter, zone: Sequence[Message], room: int, settings: PruneSettings
 ) -> tuple[list[Message], dict[str, Any]]:
     """The zone as a model summarizer reads it, within ``room`` rendered tokens: tool results share
     what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
     per token the first guess assumed. Returns the messages shown and what the view took (for the
     record)."""
-    # A first guess from what the zone's other messages take and a result's usual characters per
-    # token; each round then corrects it on the view (estimated: these counts only plan, see
-    # RenderedSizes, calibrated on an exact sample of the first round's view).
-    other = int(sizes.counts([m for m in zone if not m.has_tool_results]).sum())
+    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
+    # result's usual characters per token; each round then corrects it on the rendered view.
+    other = int(rendered_counts(counter, [m for m in zone if not m.has_tool_results]).sum())
     results = sum(len(m.tool_results) for m in zone)
     room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
     # Rounds share the fitted messages: a message cut to the same limits again is the same object,
-    # so it is neither cut, prepared nor rendered and measured again.
+    # so it is neither cut, prepared nor rendered and counted again.
     fitted: FitCache = {}
+    measured: RenderedCache = {}
     view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
     shown = list(prepare_for_summarizer(view, settings=settings))
-    sizes.calibrate(shown)
-    counts = sizes.counts(shown)
+    counts = rendered_counts(counter, shown, measured)
     for _ in range(_VIEW_ROUNDS):
         total = int(counts.sum())
         if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
@@ -236,7 +140,5 @@ def summarizer_view(
         room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
         view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
         shown = list(prepare_for_summarizer(view, settings=settings))
-        counts = sizes.counts(shown)
-    record: dict[str, Any] = {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
-    record["calibration"] = round(sizes.calibration, 4)  # exact / estimated rendered tokens, on the sample
-    return shown, record
+        counts = rendered_counts(counter, shown, measured)
+    return shown, {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
