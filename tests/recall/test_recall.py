@@ -485,7 +485,8 @@ def test_an_old_database_gets_the_index_on_open(tmp_path: Path) -> None:
         save(store, "old", {"m_new": {"role": "user", "content": f"again {PATH}"}})
         assert [h.archive_id for h in store.search_archive("old", PATH)] == ["m_new", "m_path"]
     raw = sqlite3.connect(db)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert "tokens" in {row[1] for row in raw.execute("PRAGMA table_info(messages)")}  # counts carried (5)
     tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "archive" in tables
     assert not tables & {"archive_v1", "archive_phrases", "archive_words"}  # no index shared by all sessions

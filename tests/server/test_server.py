@@ -931,7 +931,7 @@ def test_worker_loop_ends_without_pending_litellm_tasks() -> None:
     tests = [
         f"{Path(__file__).name}::test_litellm_summarizer_on_the_worker_loop",
         # a later test's own loop is where the stale task used to be reported
-        "reliability/test_secrets.py::test_the_record_keeps_originals_only_when_asked",
+        f"{Path(__file__).parents[1] / 'reliability' / 'test_secrets.py'}::test_the_record_keeps_originals_only_when_asked",
     ]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
     # in the order listed (no random order): the second test is the later loop the symptom showed on

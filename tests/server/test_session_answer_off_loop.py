@@ -16,7 +16,7 @@ from tests.support.installed import require
 require("fastapi")
 httpx = require("httpx")
 
-import compaction.server.session_compaction as session_compaction
+import compaction.server.session_events as session_events
 from compaction.config import CompactionConfig
 from compaction.server import create_app
 
@@ -37,13 +37,13 @@ def test_the_answer_is_built_off_the_event_loop_and_still_redacts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[int] = []
-    build = session_compaction.result_dict
+    build = session_events.result_dict
 
     def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
         threads.append(threading.get_ident())
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(session_compaction, "result_dict", recording)
+    monkeypatch.setattr(session_events, "result_dict", recording)
     config = CompactionConfig(window=32_000, keep_recent_messages=4, threshold=3_000)
     app = create_app(str(tmp_path / "s.db"), config=config)
 

@@ -172,7 +172,7 @@ def test_coding_session_keeps_constraints_identifiers_and_errors() -> None:
         assert re.search(rf"`{re.escape(path)}` - modified", files), path
     assert "`docs/ledger-rounding.md` - read" in files
     # Errors: resolved ones in section 5 with the command and the error line, open ones in 6.
-    assert "`python -m pytest -q tests/stages/test_ledger.py`" in active
+    assert "`python -m pytest -q tests/test_ledger.py`" in active  # move_tests: keep (the transcript's command)
     assert "AssertionError: assert '66.7' == '66.70'" in active
     assert 'Argument 1 to "quantize" of "Decimal" has incompatible type "str"' in active
     assert "tests/integration/test_gateway.py::test_webhook_retry" in open_items

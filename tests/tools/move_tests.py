@@ -60,7 +60,6 @@ MAPPING: dict[str, str] = {
     "test_config_options.py": "engine/test_config_options.py",
     "test_config_sections.py": "engine/test_config_sections.py",
     "test_server_session_pool.py": "server/test_server_session_pool.py",
-    "test_view_sizes.py": "stages/test_view_sizes.py",
     "test_pipeline_properties.py": "engine/test_pipeline_properties.py",
     "test_compactor_reports.py": "engine/test_compactor_reports.py",
     "test_outcome_shape.py": "engine/test_outcome_shape.py",
@@ -237,6 +236,7 @@ TEXT_SUFFIXES = {".md", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".txt"}
 TEXT_NAMES = {"run", "Dockerfile", ".dockerignore", ".gitignore"}
 # Never rewritten: the record of past runs, data, and sample sessions whose text merely looks
 # like test paths.
+KEEP_MARK = "move_tests: keep"
 SKIPPED = ("benchmarks/RESULTS.md", "tests/corpus/", "compaction/examples/", ".git/", ".nox/", "site/")
 
 GENERATOR_OLD = "benchmarks.generate"
@@ -490,13 +490,19 @@ def rewrite_python(text: str, moves: list[Move], path: Path) -> str:
 
 def rewrite_paths(text: str, moves: list[Move], path: Path) -> str:
     """``tests/test_x.py`` (also with ``::test_id``) everywhere; inside tests/ docs, also the
-    paths relative to tests/ (``test_x.py``, as tables of tests/*.md write them)."""
+    paths relative to tests/ (``test_x.py``, as tables of tests/*.md write them). A line marked
+    ``move_tests: keep`` is left as it is."""
     relative = path.parent == TESTS and path.suffix == ".md"
-    for move in moves:
-        text = re.sub(rf"(?<![\w./-])tests/{re.escape(move.old)}(?![\w/])", f"tests/{move.new}", text)
-        if relative:
-            text = re.sub(rf"(?<![\w./-]){re.escape(move.old)}(?![\w/])", move.new, text)
-    return text
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if KEEP_MARK in line:  # a path that is data (a transcript's command), not a test module
+            continue
+        for move in moves:
+            line = re.sub(rf"(?<![\w./-])tests/{re.escape(move.old)}(?![\w/])", f"tests/{move.new}", line)
+            if relative:
+                line = re.sub(rf"(?<![\w./-]){re.escape(move.old)}(?![\w/])", move.new, line)
+        lines[i] = line
+    return "".join(lines)
 
 
 def candidates() -> list[Path]:
