@@ -924,6 +924,9 @@ def test_compactions_in_worker_processes_answer_as_in_process(launch: Callable[.
     }
 
 
+RELIABILITY = Path(__file__).resolve().parents[1] / "reliability"
+
+
 def test_worker_loop_ends_without_pending_litellm_tasks() -> None:
     """The server's worker loop is long-lived: when it stops, litellm's HTTP sessions and its
     logging worker task on it are wound down (no "Task was destroyed but it is pending" or "Event
@@ -931,7 +934,7 @@ def test_worker_loop_ends_without_pending_litellm_tasks() -> None:
     tests = [
         f"{Path(__file__).name}::test_litellm_summarizer_on_the_worker_loop",
         # a later test's own loop is where the stale task used to be reported
-        f"{Path(__file__).parents[1] / 'reliability' / 'test_secrets.py'}::test_the_record_keeps_originals_only_when_asked",
+        f"{RELIABILITY / 'test_secrets.py'}::test_the_record_keeps_originals_only_when_asked",
     ]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
     # in the order listed (no random order): the second test is the later loop the symptom showed on
