@@ -5,7 +5,6 @@ counts only its own messages, its running total equal to a count of the whole co
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -20,14 +19,7 @@ from fastapi.testclient import TestClient
 
 from compaction.server.app import create_app
 from compaction.stores import SQLiteSessionStore
-
-EXAMPLE = "compaction/examples/coding_session.json"
-
-
-def coding_session(repeat: int = 1) -> list[dict[str, Any]]:
-    with open(EXAMPLE, encoding="utf-8") as f:
-        messages: list[dict[str, Any]] = json.load(f)
-    return messages[:1] + messages[1:] * repeat
+from tests.server.test_server_pool import coding_session
 
 
 def _comparable(body: dict[str, Any]) -> dict[str, Any]:
