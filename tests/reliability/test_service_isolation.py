@@ -127,6 +127,7 @@ def test_slow_headers_are_cut_off(launch: Callable[..., Running]) -> None:
     can stretch the wait, not turn a closed connection into an open one."""
     srv = launch(header_timeout_s=1.0)
     port = int(srv.base_url.rsplit(":", 1)[1])
+    started = time.monotonic()  # before connecting: the server's header timer starts at the connection
     socks = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(20)]
     stop = threading.Event()
     dead: set[int] = set()
@@ -147,7 +148,6 @@ def test_slow_headers_are_cut_off(launch: Callable[..., Running]) -> None:
             time.sleep(0.2)
 
     dripper = threading.Thread(target=drip, daemon=True)
-    started = time.monotonic()
     dripper.start()
     try:
         assert srv.client.get("/health").status_code == 200  # still served during the attack
@@ -164,11 +164,11 @@ def test_slow_headers_are_cut_off(launch: Callable[..., Running]) -> None:
 def test_a_slow_body_is_cut_off_with_408(launch: Callable[..., Running]) -> None:
     srv = launch(body_timeout_s=1.0)
     port = int(srv.base_url.rsplit(":", 1)[1])
+    started = time.monotonic()  # before sending: the body's deadline may start as the headers arrive
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(
             b"POST /v1/compact HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
         )
-        started = time.monotonic()
         answer = b""
         # A byte every 0.3 s until the answer (a hang guard of 60 s ends the loop otherwise): an idle
         # timer would be reset by each byte, the body's deadline is not.
