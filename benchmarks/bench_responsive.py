@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_server import Variant, _start_server, _stop_server, transcripts  # noqa: E402
+from benchmarks.common import Variant, start_server, stop_server, transcripts  # noqa: E402
 from benchmarks.bench_sessions import _cycle, _load, _Stats, workload  # noqa: E402
 
 BEFORE_COMMIT = "ceb68fd"
@@ -144,7 +144,7 @@ def run(rounds: int = 2, cycles: int = 50, processes: int = 2, bursts: int = 5, 
     variants = _variants(processes)
     figures: dict[str, Any] = {"rounds": [], "appends": {v.name: {SHORT: [], LONG: []} for v in variants}}
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {v.name: _start_server(v.tree, Path(tmp) / f"{v.name}.db", v) for v in variants}
+        servers = {v.name: start_server(v.tree, Path(tmp) / f"{v.name}.db", v) for v in variants}
         try:
             for _, base in servers.values():
                 asyncio.run(_warm(base))
@@ -168,7 +168,7 @@ def run(rounds: int = 2, cycles: int = 50, processes: int = 2, bursts: int = 5, 
             figures["load_after"] = os.getloadavg()[0]
         finally:
             for process, _ in servers.values():
-                _stop_server(process)
+                stop_server(process)
     return figures
 
 
