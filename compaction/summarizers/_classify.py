@@ -251,15 +251,20 @@ _MOVE_START = _rx(
     r"passing|matching|corresponding|resulting|underlying|incoming|outgoing|ongoing|upcoming)\b)[a-z]+ing\b"
 )
 # A commitment that says how the work will be done ("I'll score each role with the rubric: ...").
-_METHOD = _rx(r"\b(?:with|using|by|via|based on|according to|following)\b")
+# "... a TODO.md document with the findings" says what the result holds, not how the work is done.
+_METHOD = _rx(
+    r"\b(?:with(?! (?:the|my|our|its|their|these|those|any|all) (?:findings|results|changes|output|information|"
+    r"details|analysis|updates?)\b)|using|by|via|based on|according to|following)\b"
+)
 _DEFERRED = _rx(
     r"^(?:next|then|afterwards?|later|after (?:this|that|it|the|these|those|we|you|i)\b|once\b|when (?:that|this|"
     r"it|the|these|those|you|we)\b[^,]{0,60},|before (?:you finish|finishing|we finish|the end)\b|tomorrow\b)"
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
 _TODO = _rx(
-    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
-    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\s+(?:list|app|item))"
+    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|not yet|follow[- ]up|pending)\b"
+    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\.\w)"
+    r"(?!\s+(?:list|app|item|file|document|entr))"
 )
 # Work said to be still open, in other words than a label ("the export still needs tests", "I
 # haven't updated the docs yet", "two things are left: ..."): a report of work done does not cancel it.
@@ -279,6 +284,9 @@ _NOT_YET = _rx(
     r"(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
     r"tested|reviewed|implemented|updated|migrated|ported|addressed))\b"
 )
+# "The remaining tests fail" leaves work open; "I'll update X and reprioritize the remaining ones"
+# is the move being made now (a plan), so this cue does not count inside the assistant's own intent.
+_REMAINING = _rx(r"\bremaining\b")
 _SUPPOSED = _rx(r"\b(?:if|because|when|where|which|whether|might|may|would|could|until|unless|so when|at that point)\b")
 # Work put on a list or off until later ("next up is the pagination bug", "left for later",
 # "don't forget to rotate the keys", "the flaky test needs a look").
@@ -304,8 +312,11 @@ _MODAL = _rx(
     r"\b(?:(?:we|i)(?:'ll| (?:can|could|should|need to|have to|want to|will|must|still need))"
     r"|you(?:'ll| (?:should|need to|have to|will|must)))\b"
 )
-# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
-_TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
+# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker, and
+# so is a file named after one ("TODO.md", "@TODO.md").
+_TODO_MARK = re.compile(
+    r"(?<![@/\w.-])TODO\b(?!\.\w|[/-]|\s+(?:list|items?|files?|documents?|entries|entry|sections?)\b)|\bTo-?Do\s*:"
+)
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
 _IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|start(?:ing)? (?:by|with)|right now|now)\b")
 _PROGRESS = _rx(
@@ -324,6 +335,13 @@ _NARRATION = _rx(
     r"|^(?:(?:now|first|so|ok(?:ay)?|great|good|perfect|alright|all right|again|actually|first of all)[,!.:]?\s+)+"
     r"(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|we need to)\b"
     r"|^(?:i'll|i will|we'll|we will)\s+(?:start|begin)\s+(?:by|with)\b"
+    # "I'll first read ...", "I'll now check ...": the move about to be made.
+    r"|^(?:i'll|i will|we'll|we will|let me)\s+(?:\w+\s+)?(?:first|now|quickly|go ahead and)\b"
+    # "I'll help you implement ...": the opening of an answer, not a plan.
+    r"|^(?:i'll|i will|i can|i'd be happy to|i'm happy to|i am happy to|happy to)\s+(?:help|assist)\b"
+    # "Based on the test results, let's focus on ...": a lead-in, then the move.
+    r"|^(?:based on|looking at|judging by|from|after|with)\b[^,]{0,120},\s+(?:now\s+)?"
+    r"(?:let me|let's|lets|let us|i'll|i will|we'll|we will|i'm going to|i am going to)\b"
 )
 # A reason that makes a move a choice: "as the issue says" or "since `v2`" (a comparison, a point
 # in time) is not one.
@@ -336,7 +354,8 @@ _STRONG_REASON = _rx(
 _ANNOUNCES = re.compile(r"[:\u2026]\s*$|\.\.\.\s*$")
 _INTRODUCES = re.compile(r":\s*$")
 # A progress meter or transfer statistics of a tool: "Counting objects: 100% (11/11), done.",
-# "12.3 MiB | 4.56 MiB/s", "45%|#####     | 9/20 [00:03<00:04", "Tokens: 2,028 sent, 300 received".
+# "12.3 MiB | 4.56 MiB/s", "45%|#####     | 9/20 [00:03<00:04", "Tokens: 2,028 sent, 300 received",
+# "Requirement already satisfied: idna>=2.5 in ...", "Resolved 58 packages in 635ms".
 _METER = _rx(
     r"\b\d{1,3}(?:\.\d+)?\s?%\s*\(\d+/\d+\)"
     r"|\d(?:[\d.,]*\d)?\s?(?:[kmgt]i?b|bytes?|b)/s\b"
@@ -346,6 +365,11 @@ _METER = _rx(
     r"|\b[\d,.]+[kmg]?\s+(?:sent|received|transferred|uploaded|downloaded)\b.{0,40}\b[\d,.]+[kmg]?\s+"
     r"(?:sent|received|transferred|uploaded|downloaded)\b"
     r"|^\s*(?:downloading|uploading|receiving|fetching|pulling|pushing|extracting)\s+\S+\s+\(\d[\d.,]*\s?(?:[kmgt]i?b|bytes?)\)"
+    # A package installer's progress: pip's status lines, uv's counts with their timings.
+    r"|^\s*(?:requirement already satisfied|collecting|using cached|obtaining|installing collected packages|"
+    r"building wheels? for|created wheel for|stored in directory|preparing metadata|getting requirements to build|"
+    r"attempting uninstall|found existing installation|uninstalling)\b"
+    r"|^\s*(?:resolved|prepared|installed|uninstalled|audited|built|downloaded)\s+\d+\s+packages?\s+in\s+[\d.]+\s*m?s\b"
 )
 # A statement of work already done ("It seems the TODO has already been addressed."): not pending.
 _DONE = _rx(
@@ -361,7 +385,7 @@ _DONE = _rx(
 # ``f"{pad} tokens left"``): an assignment, a call or a string literal, not a sentence.
 _CODE_SHAPED = re.compile(
     r"^\s*(?:[A-Za-z_][\w.\[\]'\"]*\s*(?:[-+*/%|&]|//)?=(?!=)\s*\S"
-    r"|(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*\(.*\)[,;]?\s*$"
+    r"|(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*\(.*\)[,;]?\s*$"
     r"|[rfb]?[\"'][^\"']*[\"'][,)]*\s*$"
     r"|(?:return|raise|yield|assert|await|import|from \S+ import|def|class|if|elif|for|while|with)\b.*:?\s*$(?<![.!?]))"
 )
@@ -403,6 +427,8 @@ def is_code_shaped(text: str) -> bool:
     literal, a statement keyword)?
 
     >>> is_code_shaped("remaining = limit - total")
+    True
+    >>> is_code_shaped('print("Retry forever with no wait if an IOError occurs, raise any other errors")')
     True
     >>> is_code_shaped("The limit was raised to 40 because the queue overflowed.")
     False
@@ -615,8 +641,11 @@ def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
 
 
 def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
-    """Does the unit state pending work (never the assistant reporting work done)?"""
+    """Does the unit state pending work (never the assistant reporting work done, nor the
+    assistant's question: "Fix any remaining linter errors?" offers work, the user decides)?"""
     body, whole = r.body, r.whole
+    if unit.role == "assistant" and r.question:
+        return False
     intent = _INTENT.search(body) is not None
     deferred = _DEFERRED.search(body) is not None
     done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
@@ -628,6 +657,7 @@ def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
         and bool(
             r.label_kind == "next_step"
             or _TODO.search(body)
+            or (_REMAINING.search(body) and not (unit.role == "assistant" and intent and not deferred))
             or _TODO_MARK.search(body)
             or _LATER.search(whole)
             or (

@@ -40,10 +40,10 @@ def _check(name: str, window: int, mode: str) -> Check:
 
 
 def test_the_corpus_holds_long_sessions_of_several_agents() -> None:
-    assert len(LONG) >= 7
+    assert len(LONG) >= 10
     converters = {corpus_source(name)["converter"] for name in LONG}
     agents = {converter.split("_")[0] for converter in converters}
-    assert {"aider", "mini", "claude"} <= agents, agents
+    assert {"aider", "mini", "claude", "cursor"} <= agents, agents
     assert any(name.endswith("_anthropic") for name in LONG)
     assert any(converter.endswith("_openai") for converter in converters)
 
@@ -75,8 +75,10 @@ def test_the_checks_catch_what_they_look_for() -> None:
         "## 6. Open issues and pending tasks\n"
         "- Pending: Let me fix the remaining linting issues:\n"
         "- Question for the user: Would you like me to focus on fixing these remaining issues?\n"
+        "- Pending: User asked: Let's keep the retries at three.\n"
+        "- Pending: User asked: Collecting requests>=2.0 (from nyord-vpn)\n"
     )
-    assert len(noise(block)) == 3
+    assert len(noise(block)) == 4  # the user's "Let's ..." is a request, not narration; a meter is noise from anyone
     assert not goal_stated(block)
     assert len(questions(block)) == 1
 
