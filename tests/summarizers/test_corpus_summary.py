@@ -98,3 +98,18 @@ def test_the_goal_is_taken_from_a_task_outside_the_span() -> None:
     with_task = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000, task=task)
     assert not goal_stated(without)
     assert goal_stated(with_task)
+
+
+def test_a_task_pasted_among_log_lines_is_named_by_the_users_own_sentences() -> None:
+    """A first message that is mostly a log reads as relayed output; the goal is still the user's
+    sentences between its lines (what they ask), not a log line."""
+    log = [
+        f"[10:00:{k:02d}] DEBUG    worker.sync:run:{100 + k} - fetched batch {k} from https://api.example.org/v1/items"
+        for k in range(60)
+    ]
+    log.insert(20, "—— Why does it fetch the same batch twice? Please cache the batches per run.")
+    log.insert(45, "Establishing connection")
+    goal = task_goal("\n".join(log))
+    assert goal is not None
+    assert "Why does it fetch the same batch twice?" in goal
+    assert "DEBUG" not in goal and "Establishing connection" not in goal
