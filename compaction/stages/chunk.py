@@ -193,8 +193,8 @@ def _keep_ends(text: str, share: float, archive_id: str) -> str:
         return text
     # The kept ends stop and start at a line break (else a space), so no word, path or link is cut
     # in two: the summarizer would read a piece of one as a whole reference.
-    end = _boundary(text, head // 2, head, last=True)
-    start = _boundary(text, len(text) - tail, len(text) - tail // 2, last=False)
+    end = _boundary(text, head - head // 5, head, last=True)
+    start = _boundary(text, len(text) - tail, len(text) - tail + tail // 5, last=False)
     note = (
         f"\n[... {start - end:,} characters cut to fit the summarizer; the full message is archived as "
         f"{archive_id} ...]\n"
