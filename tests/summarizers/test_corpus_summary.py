@@ -112,4 +112,5 @@ def test_a_task_pasted_among_log_lines_is_named_by_the_users_own_sentences() -> 
     goal = task_goal("\n".join(log))
     assert goal is not None
     assert "Why does it fetch the same batch twice?" in goal
-    assert "DEBUG" not in goal and "Establishing connection" not in goal
+    assert "DEBUG" not in goal
+    assert "Establishing connection" not in goal
