@@ -3,7 +3,8 @@ measure on it.
 
 Each ``tests/corpus/*.json`` (short runs) and ``*.json.gz`` (long runs, gzip-compressed) is
 ``{"messages": [...], "system": ..., "source": {...}}``: a trajectory or chat history someone else
-recorded (SWE-agent, OpenHands, mini-swe-agent, aider; attribution in ``tests/corpus/README.md``)
+recorded (SWE-agent, OpenHands, mini-swe-agent, aider, Claude Code, Cursor; attribution in
+``tests/corpus/README.md``)
 converted to the OpenAI or Anthropic format by ``tests/corpus/convert.py``.
 
 >>> names = [name for name, _, _ in load_corpus()]

@@ -30,7 +30,9 @@ MODEL = "gpt-4o"
 WINDOWS = (32_000, 128_000)
 # Corpus formats in which a person typed the user turns during the run (a chat, not one task handed
 # to an agent): questions to the user are answerable there.
-INTERACTIVE_CONVERTERS = frozenset({"aider_openai", "claude_code_anthropic", "claude_code_openai"})
+INTERACTIVE_CONVERTERS = frozenset(
+    {"aider_openai", "claude_code_anthropic", "claude_code_openai", "cursor_specstory_openai"}
+)
 # The summary lines that claim a decision, a constraint or pending work, by their prefix.
 _CLAIM_PREFIXES = ("- Constraint: ", "- Pending: ", "- Assistant's stated next step: ", "- User: ")
 # Section 3 lines that are facts the compactor recorded itself (commands, ids), not statements.
@@ -83,13 +85,19 @@ def _uncut(statement: str, source: str) -> str:
     return statement
 
 
+# Claims the summary attributes to the user: what the user says ("Let's keep the retries at three")
+# is a request or a rule, never the agent narrating its own next move.
+_USER_PREFIXES = ("- User: ", "- Constraint: ", "- Pending: User asked: ")
+
+
 def noise(summary: str, source: str = "") -> list[str]:
-    """Claimed decisions, constraints or pending work that are narration or a progress meter.
-    ``source``: the transcript's text, to tell the summary's own cut mark from the author's."""
+    """Claimed decisions, constraints or pending work that are the agent's narration or a progress
+    meter. ``source``: the transcript's text, to tell the summary's own cut mark from the author's."""
     out = []
     for line in claims(summary):
         statement = _uncut(_statement(line), source) if source else _statement(line)
-        if is_narration(statement) or is_meter(statement):
+        narrated = not line.startswith(_USER_PREFIXES) and is_narration(statement)
+        if narrated or is_meter(statement):
             out.append(line)
     return out
 

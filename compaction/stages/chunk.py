@@ -189,8 +189,25 @@ def _keep_ends(text: str, share: float, archive_id: str) -> str:
     keep = max(200, int(len(text) * share))
     head = keep * 2 // 3
     tail = keep - head
-    cut = len(text) - head - tail
-    if cut <= 0:
+    if len(text) - head - tail <= 0:
         return text
-    note = f"\n[... {cut:,} characters cut to fit the summarizer; the full message is archived as {archive_id} ...]\n"
-    return text[:head] + note + text[len(text) - tail :]
+    # The kept ends stop and start at a line break (else a space), so no word, path or link is cut
+    # in two: the summarizer would read a piece of one as a whole reference.
+    end = _boundary(text, head - head // 5, head, last=True)
+    start = _boundary(text, len(text) - tail, len(text) - tail + tail // 5, last=False)
+    note = (
+        f"\n[... {start - end:,} characters cut to fit the summarizer; the full message is archived as "
+        f"{archive_id} ...]\n"
+    )
+    return text[:end] + note + text[start:]
+
+
+def _boundary(text: str, lo: int, hi: int, *, last: bool) -> int:
+    """A cut point in ``text[lo:hi]`` just after a line break (else a space): the last such point
+    when ``last`` (where a kept head ends), else the first (where a kept tail starts); ``hi`` or
+    ``lo`` when there is none."""
+    for gap in ("\n", " "):
+        at = text.rfind(gap, lo, hi) if last else text.find(gap, lo, hi)
+        if at >= 0:
+            return at + 1
+    return hi if last else lo

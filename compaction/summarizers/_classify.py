@@ -48,7 +48,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compaction.summarizers._segment import QUANTITY, Unit
+from compaction.summarizers._line_shapes import ANNOUNCES, CODE_SPAN, INTRODUCES, is_code_shaped, is_meter, is_narration
+from compaction.summarizers._quantities import measured
+from compaction.summarizers._rules import NUMBER_WORD, clauses, imperative, states_rule
+from compaction.summarizers._segment import Unit
 
 __all__ = ["KINDS", "classify", "is_code_shaped", "is_meter", "is_narration", "primary"]
 
@@ -69,84 +72,12 @@ def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.I)
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # A short label before a colon names the speech act ("Decision: ...", "Next step: ...", "TODO: ").
 _LEAD_LABEL = re.compile(r"^([A-Za-z][\w' -]{0,30}):\s+(?=\S)")
 _LABEL_KIND = (
     (_rx(r"^(?:constraint|rule|requirement|important|note|hard rule|policy|guideline)s?\b"), "rule"),
     (_rx(r"^(?:decision|decided|choice|resolution|approach)\b"), "decision"),
     (_rx(r"^(?:next steps?|todo|to do|to-do|pending|follow[- ]?up|remaining|plan|then)\b"), "next_step"),
-)
-# Words that open a clause without being its verb ("please fix", "and then run", "but keep").
-_OPENERS = _words(
-    "please also just and but so then now ok okay also, kindly first finally and, but, so, yes no fine sure"
-)
-# Closed-class words: a clause starting with one of these is not an imperative.
-_NOT_VERBS = _words(
-    """i you he she it we they me him her us them my your his its our their this that these those there here
-    a an the some any all each every no none one what which who whom whose when where why how if whether
-    is am are was were be been being has have had do does did will would shall should can could may might
-    must to of in on at by for from with about into over under after before since as than while until
-    because although though unless whereas yes hi hello hey thanks thank great nice good cool perfect
-    awesome sounds looks seems makes done finished ok okay sure right well fine not also still"""
-)
-_ADVERBS = _words("always never only just also please first then still")
-_AUX_NEXT = _words("is are was were has have had will would can could should may might must does did")
-_NEGATED_START = _rx(r"^(?:don'?t|do not|never|no longer|no more|avoid|stop|refrain from)\b")
-_RESTRICTIVE_VERB = _words(
-    "keep leave preserve retain maintain exclude skip ignore avoid limit restrict stick stay cap only"
-)
-_CONTINUE = _rx(r"^(?:keep|stay)\s+(?:going|on|it up|up|at it|working|trying)\b")
-_UNIVERSAL = _rx(
-    r"\b(?:only|always|every|each|any(?:thing|one|where)?|all|never|without|unless|unchanged|"
-    r"at (?:most|least)|no (?:more|less|fewer) than|more than|less than|under \d|over \d)\b"
-)
-_OBLIGATION = _rx(
-    r"\b(?:must(?:n'?t| not)?|should(?:n'?t| not)|may not|(?:can|may) only|(?:has|have) to|needs? to be|"
-    r"is required|are required|"
-    r"not allowed|forbidden|prohibited|mandatory|under no circumstances)\b"
-)
-_STANDING = _rx(r"\b(?:from now on|going forward|in future|in the future|for all future|at all times)\b")
-# A rule stated as a fact about the work rather than as an order: what is off limits, what stays as
-# it is, what a change needs, a bound not to cross ("the config stays read-only", "hands off the
-# vendored code", "any new endpoint needs a test", "the bundle can't grow past 250 KB").
-_RULE_STATED = _rx(
-    r"\b(?:off[- ]limits|out of bounds|out of scope|(?:a )?no[- ]go\b|non[- ]negotiable|not negotiable|"
-    r"hard (?:requirement|limit|rule|constraint|cap|deadline)|deal[- ]?breakers?|a must\b|"
-    r"hands off|stay (?:away|clear) from|steer clear of|leave \S+(?: \S+){0,3} alone|keep (?:out|away) of|"
-    r"at no point|no exceptions|without exception|under no|not (?:allowed|permitted|acceptable|ok|okay)\b|"
-    r"(?:is|are)n't (?:allowed|permitted|acceptable)|(?<!to )make sure|be sure to|(?<!to )ensure (?:that )?|see to it|"
-    r"(?:needs?|has|have) to (?:stay|remain|keep|be|pass|work|run|finish|fit|support|go|come|match|use)|"
-    r"requires? (?:an?|the|at least|approval|sign-off|review)\b|rul(?:es?|ed) (?:\S+ ){0,3}?out\b|"
-    r"(?:i|we) (?:don'?t|do not|won'?t|will not) (?:want|accept|allow)\b|(?:i|we)'?d (?:rather|prefer) (?:you )?"
-    r"(?:not|didn'?t)\b|(?:is|are) not to be\b|"
-    r"(?:stays?|remains?|is kept|are kept|(?:should|will|must) (?:stay|remain)) (?:\S+ ){0,2}?"
-    r"(?:unchanged|as (?:it|they) (?:is|are)|as is|the same|put|intact|untouched|read[- ]only|private|internal|"
-    r"stable|pinned|frozen|on|off|enabled|disabled|switched (?:on|off)|below|under|within|green|compatible|"
-    r"backwards?[- ]compatible|out of|away from|in place)\b|"
-    r"(?:stays?|remains?) (?:\S+ ){0,3}?(?:until|unless|while|for now|for the time being)\b|"
-    r"(?:is|are) (?:strictly )?read[- ]only\b)"
-)
-# "can't" and "cannot" make a rule unless they say what the speaker is unable to do ("I can't get
-# the tests to run", "we cannot reproduce it").
-_CANNOT = _rx(
-    r"^(?!.*\bi\s+(?:really\s+|still\s+|just\s+)?(?:can'?t|cannot|can not)\b)"
-    r".*\b(?:can'?t|cannot|can not|won't|may not|mustn'?t)\s+(?:\w+\s+){0,1}?"
-    r"(?:be|touch|change|modify|edit|grow|exceed|go|use|add|remove|break|ship|push|merge|call|send|store|log|"
-    r"expose|rely|depend|leave|import|delete|drop|rename|move|include|contain|take|run|access|write|commit)\b"
-)
-# A bound on a quantity the user sets ("no more than three retries", "keep each PR under 400 lines").
-_BOUND = _rx(
-    r"\b(?:no more than|no less than|no fewer than|not more than|at most|at least|a maximum of|a minimum of|"
-    r"max(?:imum)? of|up to|not (?:to )?exceed|capped at|limited to|or (?:less|fewer|under|below)\b|tops\b|"
-    r"(?:under|below|within|over|above|past) (?:\S+ )?\d)"
-)
-# Statements in which the user's "never" describes, not rules ("I never understood why ...").
-_HABIT = _rx(
-    r"\b(?:i|we|you) (?:\w+ )?never\b|\bnever (?:\w+ )?(?:\w+ed|worked|works|understood|knew|saw|got|had|did)\b"
 )
 _REQUEST = _rx(
     r"^(?:please\b|can you\b|could you\b|would you\b|will you\b|i (?:want|need|would like|'d like)\b|"
@@ -234,8 +165,8 @@ def _reason_clause(text: str) -> bool:
     parts = _REASON_SPLIT.split(text, maxsplit=1)
     if len(parts) == 2 and len(parts[0].split()) >= 2:  # "`code` - Aider will ...": a term and its gloss
         clause = parts[1].strip()
-        counted = _NUMBER_WORD.match(clause) is not None  # "two partners still depend on it"
-        if len(clause.split()) >= 3 and (counted or not _imperative(clause)) and not _NOT_A_REASON.match(clause):
+        counted = NUMBER_WORD.match(clause) is not None  # "two partners still depend on it"
+        if len(clause.split()) >= 3 and (counted or not imperative(clause)) and not _NOT_A_REASON.match(clause):
             return _FINITE.search(clause) is not None
     return False
 
@@ -251,15 +182,20 @@ _MOVE_START = _rx(
     r"passing|matching|corresponding|resulting|underlying|incoming|outgoing|ongoing|upcoming)\b)[a-z]+ing\b"
 )
 # A commitment that says how the work will be done ("I'll score each role with the rubric: ...").
-_METHOD = _rx(r"\b(?:with|using|by|via|based on|according to|following)\b")
+# "... a TODO.md document with the findings" says what the result holds, not how the work is done.
+_METHOD = _rx(
+    r"\b(?:with(?! (?:the|my|our|its|their|these|those|any|all) (?:findings|results|changes|output|information|"
+    r"details|analysis|updates?)\b)|using|by|via|based on|according to|following)\b"
+)
 _DEFERRED = _rx(
     r"^(?:next|then|afterwards?|later|after (?:this|that|it|the|these|those|we|you|i)\b|once\b|when (?:that|this|"
     r"it|the|these|those|you|we)\b[^,]{0,60},|before (?:you finish|finishing|we finish|the end)\b|tomorrow\b)"
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
 _TODO = _rx(
-    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|remaining|not yet|follow[- ]up|pending)\b"
-    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\s+(?:list|app|item))"
+    r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|not yet|follow[- ]up|pending)\b"
+    r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\.\w)"
+    r"(?!\s+(?:list|app|item|file|document|entr))"
 )
 # Work said to be still open, in other words than a label ("the export still needs tests", "I
 # haven't updated the docs yet", "two things are left: ..."): a report of work done does not cancel it.
@@ -279,6 +215,9 @@ _NOT_YET = _rx(
     r"(?:haven'?t|hasn'?t|have not|has not) (?:\w+ )?(?:touched|started|looked at|begun|done|finished|written|"
     r"tested|reviewed|implemented|updated|migrated|ported|addressed))\b"
 )
+# "The remaining tests fail" leaves work open; "I'll update X and reprioritize the remaining ones"
+# is the move being made now (a plan), so this cue does not count inside the assistant's own intent.
+_REMAINING = _rx(r"\bremaining\b")
 _SUPPOSED = _rx(r"\b(?:if|because|when|where|which|whether|might|may|would|could|until|unless|so when|at that point)\b")
 # Work put on a list or off until later ("next up is the pagination bug", "left for later",
 # "don't forget to rotate the keys", "the flaky test needs a look").
@@ -304,8 +243,11 @@ _MODAL = _rx(
     r"\b(?:(?:we|i)(?:'ll| (?:can|could|should|need to|have to|want to|will|must|still need))"
     r"|you(?:'ll| (?:should|need to|have to|will|must)))\b"
 )
-# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker.
-_TODO_MARK = re.compile(r"\bTODO\b|\bTo-?Do\s*:")
+# A TODO marker in capitals ("do TODO see if ..."); "a todo list" is a thing, not a marker, and
+# so is a file named after one ("TODO.md", "@TODO.md").
+_TODO_MARK = re.compile(
+    r"(?<![@/\w.-])TODO\b(?!\.\w|[/-]|\s+(?:list|items?|files?|documents?|entries|entry|sections?)\b)|\bTo-?Do\s*:"
+)
 _INTENT = _rx(r"^(?:(?:next|then|now|so|ok|okay)[, ]+)?(?:i'll|i will|i'm going to|i am going to|we'll|we will)\b")
 _IMMEDIATE = _rx(r"^(?:let me|i'll (?:\w+ )?(?:first|now)\b)|\b(?:first|start(?:ing)? (?:by|with)|right now|now)\b")
 _PROGRESS = _rx(
@@ -313,40 +255,6 @@ _PROGRESS = _rx(
     r"removed|wrote|written|implemented|confirmed|verified|identified|reproduced|resolved|merged|committed)\b"
 )
 _PLEASANTRY = _rx(r"^(?:ok(?:ay)?|thanks?(?: you)?|great|nice|good|cool|perfect|awesome|yes|sure|fine|done|finished)\b")
-# Narration of what the speaker is about to do right now ("Let's run the tests again:", "Now I'll
-# check the logs", "First, let me look at ...", "I'll start by exploring"): it says what was said,
-# not what was chosen or what is left. A plan put off ("Next, I will open a PR") is a next step,
-# and a bare "I'll X with Y" may state a method (a decision): neither is narration.
-_NARRATION = _rx(
-    r"^(?:(?:now|next|then|first|finally|so|ok(?:ay)?|great|good|perfect|alright|all right|and|also|again|"
-    r"actually|first of all|to (?:start|begin|confirm|verify)|in (?:the )?meantime)[,!.:]?\s+)*"
-    r"(?:let me|let's|lets|let us|time to)\b"
-    r"|^(?:(?:now|first|so|ok(?:ay)?|great|good|perfect|alright|all right|again|actually|first of all)[,!.:]?\s+)+"
-    r"(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|we need to)\b"
-    r"|^(?:i'll|i will|we'll|we will)\s+(?:start|begin)\s+(?:by|with)\b"
-)
-# A reason that makes a move a choice: "as the issue says" or "since `v2`" (a comparison, a point
-# in time) is not one.
-_STRONG_REASON = _rx(
-    r"\b(?:because|so that|given that|due to|the reason is|which means|otherwise|in order to|"
-    r"to (?:avoid|prevent|ensure|make sure|keep|preserve|guarantee)|as (?:it|they|we|this|that) (?!is\b|are\b)\w+|"
-    r"since (?!`|\d|the (?:start|beginning|last|first|previous)\b|then\b|last\b|yesterday\b|before\b))"
-)
-# A line that announces what follows ("... the results:", "Here's the fix:") is narration too.
-_ANNOUNCES = re.compile(r"[:\u2026]\s*$|\.\.\.\s*$")
-_INTRODUCES = re.compile(r":\s*$")
-# A progress meter or transfer statistics of a tool: "Counting objects: 100% (11/11), done.",
-# "12.3 MiB | 4.56 MiB/s", "45%|#####     | 9/20 [00:03<00:04", "Tokens: 2,028 sent, 300 received".
-_METER = _rx(
-    r"\b\d{1,3}(?:\.\d+)?\s?%\s*\(\d+/\d+\)"
-    r"|\d(?:[\d.,]*\d)?\s?(?:[kmgt]i?b|bytes?|b)/s\b"
-    r"|\d+(?:\.\d+)?\s?%\s*\|"
-    r"|\|[#=\u2588\u2589\u258a\u258b\u258c\u258d\u258e\u258f >-]{4,}\|"
-    r"|\[\d{1,2}:\d{2}(?::\d{2})?<\d{1,2}:\d{2}"
-    r"|\b[\d,.]+[kmg]?\s+(?:sent|received|transferred|uploaded|downloaded)\b.{0,40}\b[\d,.]+[kmg]?\s+"
-    r"(?:sent|received|transferred|uploaded|downloaded)\b"
-    r"|^\s*(?:downloading|uploading|receiving|fetching|pulling|pushing|extracting)\s+\S+\s+\(\d[\d.,]*\s?(?:[kmgt]i?b|bytes?)\)"
-)
 # A statement of work already done ("It seems the TODO has already been addressed."): not pending.
 _DONE = _rx(
     r"\b(?:already|successfully|now (?:works|passes|handled)|has been|have been|was|were)\s+(?:\w+\s+){0,2}?"
@@ -357,200 +265,6 @@ _DONE = _rx(
     r"|\b(?:is|are) (?:now )?(?:all )?(?:done|fixed|finished|complete|resolved)\b"
     r"|\b(?:pass|passes|work|works|succeeds?|green)(?: now)?[.!]?$"
 )
-# A code line that reads as words (``remaining = limit - total``, ``self.io.tool_output(f"...")``,
-# ``f"{pad} tokens left"``): an assignment, a call or a string literal, not a sentence.
-_CODE_SHAPED = re.compile(
-    r"^\s*(?:[A-Za-z_][\w.\[\]'\"]*\s*(?:[-+*/%|&]|//)?=(?!=)\s*\S"
-    r"|(?:[A-Za-z_][\w]*\.)+[A-Za-z_]\w*\(.*\)[,;]?\s*$"
-    r"|[rfb]?[\"'][^\"']*[\"'][,)]*\s*$"
-    r"|(?:return|raise|yield|assert|await|import|from \S+ import|def|class|if|elif|for|while|with)\b.*:?\s*$(?<![.!?]))"
-)
-
-
-def is_narration(text: str) -> bool:
-    """Is ``text`` narration of the speaker's own next move ("Let's run the tests again:", "Now
-    I'll check the logs") with no reason given: neither a decision nor pending work?
-
-    >>> is_narration("Let's run the tests again with the debug logs:")
-    True
-    >>> is_narration("I'll use a token bucket, because the queue drops events.")
-    False
-    """
-    body = _CODE_SPAN.sub("`code`", text.strip())
-    if _STRONG_REASON.search(body) and not _ANNOUNCES.search(body):
-        return False  # a move with its reason is a decision
-    return bool(_NARRATION.match(body)) or bool(_ANNOUNCES.search(body))
-
-
-def is_meter(text: str) -> bool:
-    """Is ``text`` a progress meter or transfer statistics (percent done with counts, a speed, a
-    progress bar, bytes or tokens sent and received)?
-
-    >>> is_meter("Counting objects: 100% (11/11), done.")
-    True
-    >>> is_meter("Writing objects: 100% (6/6), 1.02 KiB | 1.02 MiB/s, done.")
-    True
-    >>> is_meter("Downloading wrapt-1.13.3.tar.gz (48 kB)")
-    True
-    >>> is_meter("Coverage is 71.9% now.")
-    False
-    """
-    return _METER.search(text) is not None
-
-
-def is_code_shaped(text: str) -> bool:
-    """Is ``text`` a line of code that reads as words (an assignment, a dotted call, a string
-    literal, a statement keyword)?
-
-    >>> is_code_shaped("remaining = limit - total")
-    True
-    >>> is_code_shaped("The limit was raised to 40 because the queue overflowed.")
-    False
-    """
-    return _CODE_SHAPED.match(text) is not None
-
-
-_CODE_SPAN = re.compile(r"`[^`]*`")
-
-
-def _clauses(text: str) -> list[str]:
-    """The clauses of a sentence, split at ``;`` ``,`` and coordinating ``but``/``and``."""
-    parts = re.split(r"\s*[;,\u2014]\s*|\s+(?=(?:but|and then|and)\s)", text)
-    out = []
-    for part in parts:
-        words = part.split()
-        while words and words[0].lower().strip(",") in _OPENERS:
-            words = words[1:]
-        if words:
-            out.append(" ".join(words))
-    return out
-
-
-def _imperative(clause: str) -> bool:
-    """Does the clause start with a verb in its base form (``Keep ...``, ``Run ...``)?"""
-    words = clause.split()
-    while len(words) > 1 and words[0].lower() in _ADVERBS:
-        words = words[1:]  # "Always run ...", "Only include ..."
-    if not words:
-        return False
-    if any(ch.isupper() for ch in words[0][1:]):
-        return False  # "TimeDelta precision", "CI is red": a name, not a verb
-    first = words[0].lower().strip("\"'`*(")
-    if not first.isalpha() or first in _NOT_VERBS or words[0][0].isdigit():
-        return False
-    if (first.endswith("ing") or (first.endswith("ed") and not first.endswith("eed"))) and len(first) > 4:
-        return False
-    if first.endswith("s") and not first.endswith(("ss", "us")) and len(first) > 3:
-        return False  # "Makes sense", "Looks good": a statement, not an order
-    if len(words) > 1 and words[1].lower() in _AUX_NEXT:
-        return False  # "CI is red", "Deploy was slow"
-    return not words[0].isupper() or len(words[0]) == 1
-
-
-def _constraint(text: str, clauses: Sequence[str]) -> bool:
-    if _OBLIGATION.search(text) or _STANDING.search(text) or _RULE_STATED.search(text) or _CANNOT.search(text):
-        return True
-    if _BOUND.search(text) and (QUANTITY.search(text) or _NUMBER_WORD.search(text)):
-        return True
-    if re.search(r"\bnever\b", text, re.I) and not _HABIT.search(text) and not text.rstrip().endswith("?"):
-        return True  # "Secrets never go in the repo."
-    if _NO_THING.match(text) or _QUANTIFIED_RULE.match(text):
-        return True
-    for clause in clauses:
-        if _NEGATED_START.match(clause):
-            return True
-        if _imperative(clause) and not _CONTINUE.match(clause):
-            verb = clause.split()[0].lower()
-            if verb in _RESTRICTIVE_VERB or _UNIVERSAL.search(clause):
-                return True
-    return False
-
-
-_NUMBER_WORD = _rx(r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|fifty|hundred)\b")
-# "Any new endpoint needs an integration test.", "Nothing in the API changes without a warning.":
-# a quantified subject and what it needs or may not do.
-_QUANTIFIED_RULE = _rx(
-    r"^(?:nothing|none of|no one|nobody|every|each|any|all)\b[^.?!]{0,80}?\b(?:needs?|requires?|gets?|has to|"
-    r"have to|must|stays?|remains?|without|unless|only)\b"
-)
-# "No new dependencies without asking me first.": a rule that opens with "No" and a noun phrase.
-_NO_THING = _rx(
-    r"^no (?!(?:worries|problem|problems|idea|luck|thanks|clue|way|doubt|need|rush|change|changes|difference|"
-    r"errors?|output|response|results?|matches|issues?|longer|more|one|, )\b)\w+(?: \w+){0,3} "
-    r"(?:without|unless|until|before|in|on|to|for|from|outside|under|over|past|at all|ever|whatsoever)\b"
-)
-_COUNT = re.compile(r"(?<![\w.#/-])\d{1,3}(?:,\d{3})*\s(?!(?:days?|years?|weeks?|months?)\b)[a-z]{3,}s\b")
-
-
-# A measurement states what was measured and its value: the quantity follows a copula, a verb of
-# change, a colon or an equals sign ("p95 latency is now 740 ms", "coverage: 71.9%", "rose to 4 GB").
-_MEASURED = _rx(
-    r"(?:\b(?:is|was|are|were|be|been|measured|reached|hit|dropped to|fell to|rose to|grew to|went to|"
-    r"increased to|decreased to|down to|up to|averag(?:es|ed) at|came in at|stands at|costs?|takes?|took)"
-    r"|[:=\u2248~])\s+(?:(?:now|about|around|roughly|approximately|only|just|still|at|over|under|below|above)\s+)*$"
-)
-
-
-# A quantity with a unit set, changed or compared ("limit it to 512 MB", "dropped from 1.8 GB to
-# 640 MB", "went down by 40%", "handles 12,000 requests per second", "3.5x faster", "a 30-second
-# timeout"): the value of something, though no copula names it. Only with a unit: "pin it to 1.26"
-# is a version, "look at lines 40 to 60" a place.
-_SET_OR_CHANGED = _rx(
-    r"(?:\b(?:to|at|by|from|than|of|around|about|roughly|approximately|nearly|almost|over|under|below|above|"
-    r"within|in|every|for|after|instead of|versus|vs\.?|compared (?:to|with)|weigh(?:s|ed)?|handles?|handled|"
-    r"process(?:es|ed)?|using|seeing|saw|getting|got|gets|observed|recorded|hit|hitting|holds?|held|stores?|stored|"
-    r"timeout|ttl|delay|interval|limit|size|budget|latency|window|cap|quota|threshold|buffer|heap|memory|ram|disk|"
-    r"saves?|saved|spends?|spent|consumes?|consumed|uses|used|needs|needed|peaks?(?: at)?|averages?|gains?|"
-    r"gained|loses|lost|scores?|scored|serves?|served|adds|shaves?|shaved|trims?|trimmed|cuts?|another|extra|"
-    r"(?:give|gave|allocate[sd]?|reserve[sd]?|assign(?:ed)?|grant(?:ed)?)(?:\s+\S+){0,3}|a|an))\s+"
-    r"(?:(?:now|about|around|roughly|approximately|only|just|still|at|over|under|below|above|nearly|"
-    r"almost|exactly|a|an|another)\s+)*$"
-)
-_COMPARED_AFTER = _rx(
-    r"^[\s-]*(?:faster|slower|smaller|larger|bigger|quicker|shorter|longer|higher|lower|cheaper|heavier|lighter|"
-    r"more|less|fewer|better|worse|of [a-z]|each\b|apiece\b|per\b|"
-    r"a (?:second|minute|hour|day|week|month|year|request|call|run|page)\b|"
-    r"on (?:disk|average)|in (?:size|total|memory)|(?:of )?(?:improvement|reduction|increase|decrease|speed-?up|"
-    r"slowdown|regression|gain|drop|savings?|overhead|budget|limit|cap|timeout|ttl|window|buffer|quota)s?\b|"
-    r"instead of|rather than|vs\.?\b|versus|compared|timeout|ttl|limit|cap|budget|window|buffer|quota|"
-    r"(?:long|wide|tall|deep|old|large|big)\b)"
-)
-_HYPHEN_QUANTITY = _rx(
-    r"(?<![\w.-])\d+(?:\.\d+)?-(?:milli)?(?:second|minute|hour|day|week|month|year|ms|byte|kb|mb|gb|tb|kib|"
-    r"mib|gib|line|page|word|char(?:acter)?|core|thread|node|worker|replica|bit|step|row|percent|token|"
-    r"request|connection|retry|item|user)s?\b"
-)
-# A count set or changed is a value when it counts capacity ("limit the pool to 8 threads"), not
-# things handled ("added tests to 3 modules").
-_CAPACITY = _rx(
-    r"\s(?:threads|workers|processes|retries|attempts|replicas|instances|connections|requests|events|rows|lines|"
-    r"words|pages|characters|chars|tokens|users|items|messages|calls|jobs|tasks|cores|nodes|shards|partitions|"
-    r"slots|seats|entries|records|results|samples|iterations|epochs|steps|batches|queries)$"
-)
-_OF_THINGS = re.compile(r"\s*of\s")  # "5 pages of the docs": a count of things read, not a value
-_UNIT_MARK = re.compile(r"[A-Za-z%\u00a3$\u20ac\u00a5\u00b5\u00b0]")
-_THERE_ARE = _rx(r"\bthere (?:is|are|were|was)\s+(?:\w+\s+)?$")
-
-
-def _measured(text: str) -> bool:
-    """Does the sentence state a measured quantity (a number with a unit, money, a percentage, a
-    ratio, a decimal or a count of things) as the value of something named before it, or a
-    quantity with a unit set, changed or compared (see :data:`_SET_OR_CHANGED`)?"""
-    for pattern in (QUANTITY, _COUNT):
-        for match in pattern.finditer(text):
-            before = text[max(0, match.start() - 60) : match.start()]
-            if _THERE_ARE.search(before):
-                continue  # "there are 3 files in ...": a count of what is there, not a value
-            if _MEASURED.search(before):
-                return True
-            if not _UNIT_MARK.search(match.group()) or (pattern is _COUNT and not _CAPACITY.search(match.group())):
-                continue
-            after = text[match.end() : match.end() + 40]
-            if _SET_OR_CHANGED.search(before) or (
-                _COMPARED_AFTER.match(after) and not (pattern is _COUNT and _OF_THINGS.match(after))
-            ):
-                return True
-    return _HYPHEN_QUANTITY.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -569,7 +283,7 @@ class _Reading:
 
 
 def _read(unit: Unit) -> _Reading:
-    text = _CODE_SPAN.sub("`code`", unit.text)  # quoted code is not the speaker's wording
+    text = CODE_SPAN.sub("`code`", unit.text)  # quoted code is not the speaker's wording
     lead = _LEAD_LABEL.match(text)
     body = text[lead.end() :] if lead else text
     label_kind = ""
@@ -585,13 +299,13 @@ def _read(unit: Unit) -> _Reading:
         # A label that names no speech act ("Switching the parser to lxml: ...", "Left for later:
         # ...") is part of what is said.
         whole=text if lead and not label_kind else body,
-        clauses=_clauses(body),
+        clauses=clauses(body),
         question=text.rstrip().endswith("?"),
         commits=_FIRST_PERSON_COMMIT.search(body) is not None,
         # A user's line that introduces what follows ("you MUST run this checklist:", a heading such
         # as "Pending Tasks:") is no request, rule or pending step by itself: those are the lines
         # after it.
-        introduces=unit.role == "user" and _INTRODUCES.search(body) is not None,
+        introduces=unit.role == "user" and INTRODUCES.search(body) is not None,
         # The assistant narrating its next move states no pending work.
         narrated=unit.role == "assistant" and label_kind != "next_step" and is_narration(body),
     )
@@ -600,14 +314,14 @@ def _read(unit: Unit) -> _Reading:
 def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
     """The reason, request, constraint and question labels."""
     found: set[str] = set()
-    if _REASON.search(r.body) and not _ANNOUNCES.search(r.body):
+    if _REASON.search(r.body) and not ANNOUNCES.search(r.body):
         found.add("reason")  # "Here's how we can change it to ensure ...:" announces, gives no reason
     if unit.role == "user" and not r.introduces:
         # What the user asks is a request; a rule they set is a constraint, unless they state it as
         # their own choice ("I've decided to ...", "let's ..."), which is a decision.
-        if r.question or _REQUEST.match(r.body) or any(_imperative(c) for c in r.clauses[:2]):
+        if r.question or _REQUEST.match(r.body) or any(imperative(c) for c in r.clauses[:2]):
             found.add("request")
-        if not r.question and (r.label_kind == "rule" or (_constraint(r.body, r.clauses) and not r.commits)):
+        if not r.question and (r.label_kind == "rule" or (states_rule(r.body, r.clauses) and not r.commits)):
             found.add("constraint")
     elif r.question:
         found.add("question")
@@ -615,8 +329,11 @@ def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
 
 
 def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
-    """Does the unit state pending work (never the assistant reporting work done)?"""
+    """Does the unit state pending work (never the assistant reporting work done, nor the
+    assistant's question: "Fix any remaining linter errors?" offers work, the user decides)?"""
     body, whole = r.body, r.whole
+    if unit.role == "assistant" and r.question:
+        return False
     intent = _INTENT.search(body) is not None
     deferred = _DEFERRED.search(body) is not None
     done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
@@ -628,6 +345,7 @@ def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
         and bool(
             r.label_kind == "next_step"
             or _TODO.search(body)
+            or (_REMAINING.search(body) and not (unit.role == "assistant" and intent and not deferred))
             or _TODO_MARK.search(body)
             or _LATER.search(whole)
             or (
@@ -645,7 +363,7 @@ def _is_decision(unit: Unit, r: _Reading, found: set[str], step: bool) -> bool:
         return False
     if r.label_kind == "decision":
         return True
-    if r.narrated or _ANNOUNCES.search(body):
+    if r.narrated or ANNOUNCES.search(body):
         return False
     # A commitment that only says how a deferred step will be done is that step, not a decision.
     method = _METHOD.search(body) and not _IMMEDIATE.search(body) and not step
@@ -657,7 +375,7 @@ def _is_decision(unit: Unit, r: _Reading, found: set[str], step: bool) -> bool:
     # Without a word of choice, an order or a move is a decision only with a reason proper ("as the
     # baseline" is no reason).
     strongly = _CAUSAL.search(body) is not None or _PURPOSE.search(body) is not None or _reason_clause(whole)
-    ordered = unit.role == "user" and "request" in found and bool(r.clauses) and _imperative(r.clauses[0])
+    ordered = unit.role == "user" and "request" in found and bool(r.clauses) and imperative(r.clauses[0])
     return bool(
         (
             (choice is not None or _OVER_HEAD.match(whole))
@@ -685,7 +403,7 @@ def labels_of(unit: Unit) -> frozenset[str]:
         found.add("next_step")
     elif _INTENT.search(r.body) is not None and not _IMMEDIATE.search(r.body) and not r.narrated:
         found.add("intent")
-    if _measured(r.text) and not r.narrated:
+    if measured(r.text) and not r.narrated:
         found.add("number")
     if unit.role == "assistant" and _PROGRESS.search(r.body):
         found.add("progress")
@@ -718,9 +436,9 @@ def _chooses(unit: Unit) -> bool:
     """Does a speaker's sentence state a choice (whatever its reason)?"""
     if unit.form != "prose" or unit.role == "tool" or unit.text.rstrip().endswith("?"):
         return False
-    body = _CODE_SPAN.sub("`code`", unit.text)
+    body = CODE_SPAN.sub("`code`", unit.text)
     choice = _EXPLICIT_CHOICE.search(body)
-    if choice is None or is_narration(body) or _ANNOUNCES.search(body):
+    if choice is None or is_narration(body) or ANNOUNCES.search(body):
         return False
     return not _DESCRIPTIVE_CHOICE.match(choice.group()) or _FIRST_PERSON_COMMIT.search(body) is not None
 

@@ -35,6 +35,7 @@ import asyncio
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from compaction.patterns import truncate
 from compaction.summarizers._classify import classify
@@ -277,6 +278,15 @@ def task_goal(task: str) -> str | None:
     message = Message(role="user", parts=(TextPart(text=task),), id="task")
     units = classify(segment([message]))
     said = request_text([u for u in units if u.role == "user"], constraints=True)
+    if not said:
+        # A task that is mostly pasted output (a log with the user's remarks between its lines)
+        # reads as relayed output; its sentences that ask or set a rule are still the user's.
+        asked = classify([replace(u, role="user", labels=frozenset()) for u in units if u.form == "prose"])
+        said = [
+            u.text
+            for u in asked
+            if {"request", "constraint", "question"} & u.labels and u.text.endswith(("?", "!", "."))
+        ]
     if not said:
         return None
     return truncate(" ".join(said[:2]), 400)

@@ -3,14 +3,16 @@
 Not needed at test time: the converted files are committed. Run it to check or redo a conversion:
 
     python tests/corpus/convert.py [--swe-agent GIT_DIR] [--openhands GIT_DIR] \
-        [--mini-swe-agent GIT_DIR] [--aider GIT_DIR] [--claude-code GIT_DIR] [--out tests/corpus]
+        [--mini-swe-agent GIT_DIR] [--aider GIT_DIR] [--claude-code GIT_DIR] [--cursor GIT_DIR] \
+        [--out tests/corpus]
 
 (each source is converted when its clone is given).
 
 ``GIT_DIR`` is a (bare) clone of https://github.com/SWE-agent/SWE-agent, of
 https://github.com/All-Hands-AI/OpenHands, of https://github.com/SWE-agent/mini-swe-agent (its fork
 network holds the pinned commit of the long runs), of https://github.com/Aider-AI/aider and of
-https://github.com/marot/spotter (Claude Code sessions); files are
+https://github.com/marot/spotter (Claude Code sessions) and of https://github.com/twardoch/nyord-vpn
+(Cursor sessions exported by SpecStory); files are
 read with ``git show COMMIT:PATH`` at the commits pinned below, so the output is the same whatever
 the clones' HEAD is. The short transcripts are written as ``NAME.json``, the long ones (hundreds of
 messages) as ``NAME.json.gz`` (gzip with no time stamp, so a rerun is byte-identical).
@@ -127,6 +129,24 @@ _SPOTTER = "test/fixtures/transcripts/"
 CLAUDE_CODE_FILES: tuple[tuple[str, str, str], ...] = (
     ("claude_code_spotter_4te_anthropic", f"{_SPOTTER}ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", "anthropic"),
     ("claude_code_spotter_gqc", f"{_SPOTTER}258c7280-ae70-4798-800f-63464d01a85d.jsonl", "openai"),
+)
+
+# Long runs: Cursor agent sessions that Adam Twardoch exported with SpecStory while building
+# nyord-vpn with Cursor, committed to nyord-vpn's repository beside its MIT license: (output name,
+# exported session file).
+CURSOR_REPO = "twardoch/nyord-vpn"
+CURSOR_COMMIT = "d38172558d41eafee6a0d1b93ea9ba42b29b7729"
+_SPECSTORY = ".specstory/history/"
+CURSOR_FILES: tuple[tuple[str, str], ...] = (
+    (
+        "cursor_nyord_vpn_njord_comparison",
+        f"{_SPECSTORY}2025-02-22_19-00-comparison-of-njord-and-nyord-vpn-implementations.md",
+    ),
+    ("cursor_nyord_vpn_git_and_todo", f"{_SPECSTORY}2025-02-22_22-27-git-management-and-todo-updates.md"),
+    (
+        "cursor_nyord_vpn_troubleshooting",
+        f"{_SPECSTORY}2025-02-24_05-33-vpn-connection-troubleshooting-and-debugging.md",
+    ),
 )
 
 
@@ -446,6 +466,67 @@ def claude_code_openai(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return out, None
 
 
+# Cursor sessions exported by SpecStory (``.specstory/history/*.md``): the heading of each turn, the
+# separator SpecStory writes between the bubbles of a turn (a blank line, ``---``, a blank line) and
+# the empty heading that opens each bubble of a turn after its first.
+_SPECSTORY_TURN = re.compile(r"(?m)^_\*\*(User|Assistant)\*\*_$")
+_SPECSTORY_BUBBLE = "\n\n---\n\n"
+_SPECSTORY_BUBBLE_HEADING = "_****_"
+# A terminal bubble: Cursor's ``run_terminal_cmd`` call as SpecStory writes it, the command in a
+# ``bash`` fence, then its output in a plain fence.
+_SPECSTORY_TERMINAL = re.compile(r"\A```bash\n(.*?)\n```\n\n```\n(.*)\n```\Z", re.DOTALL)
+
+
+def _specstory_bubbles(body: str) -> list[str]:
+    """The non-empty bubbles of one SpecStory turn, without the separators and bubble headings."""
+    out = []
+    for bubble in body.split(_SPECSTORY_BUBBLE):
+        bubble = bubble.strip("\n")
+        if bubble.startswith(_SPECSTORY_BUBBLE_HEADING + "\n"):
+            bubble = bubble[len(_SPECSTORY_BUBBLE_HEADING) :].strip("\n")
+        if bubble.strip() and bubble.strip() not in ("---", _SPECSTORY_BUBBLE_HEADING):
+            out.append(bubble)
+    return out
+
+
+def cursor_specstory_openai(markdown: str) -> tuple[list[dict[str, Any]], None]:
+    """A Cursor agent session exported by SpecStory (markdown) as OpenAI chat messages.
+
+    SpecStory writes each turn under ``_**User**_`` or ``_**Assistant**_`` and the bubbles of an
+    assistant turn (the agent's text, a tool's summary such as ``Read file: PATH`` or the ``diff``
+    of an edit, a terminal command with its output) separated by ``---`` lines, each bubble after
+    the first under an empty ``_****_`` heading. A user turn becomes a user message (its bubbles
+    joined by the separator). Each bubble of an assistant turn becomes one assistant message, as
+    Cursor keeps it, except a terminal bubble (a ``bash`` fence followed by a plain fence): that
+    becomes an assistant message calling Cursor's ``run_terminal_cmd`` tool (``{"command": ...}``)
+    and a tool message holding the output, both verbatim without their fences. The other tools'
+    bubbles stay text: the export shows their summaries, not their arguments and results (an
+    edit's ``diff`` does not name its file). Empty bubbles, separators, bubble headings, the
+    title heading and SpecStory's own header are not messages. SpecStory records no call ids:
+    ``call_N`` numbers the commands in order."""
+    out: list[dict[str, Any]] = []
+    parts = _SPECSTORY_TURN.split(markdown)
+    calls = 0
+    for role, body in zip(parts[1::2], parts[2::2], strict=True):
+        bubbles = _specstory_bubbles(body)
+        if role == "User":
+            if bubbles:
+                out.append({"role": "user", "content": _SPECSTORY_BUBBLE.join(bubbles)})
+            continue
+        for bubble in bubbles:
+            terminal = _SPECSTORY_TERMINAL.match(bubble)
+            if terminal is None:
+                out.append({"role": "assistant", "content": bubble})
+                continue
+            calls += 1
+            call_id = f"call_{calls}"
+            arguments = json.dumps({"command": terminal.group(1)}, ensure_ascii=False)
+            call = {"id": call_id, "type": "function", "function": {"name": "run_terminal_cmd", "arguments": arguments}}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            out.append({"role": "tool", "tool_call_id": call_id, "content": terminal.group(2)})
+    return out, None
+
+
 def write_corpus_file(target: Path, data: dict[str, Any]) -> None:
     """``data`` as JSON at ``target``; gzip-compressed (``mtime`` 0: the same bytes on every run)
     when the name ends in ``.gz``."""
@@ -463,6 +544,7 @@ def main() -> int:
     parser.add_argument("--mini-swe-agent", type=Path, help="git dir of SWE-agent/mini-swe-agent (long runs)")
     parser.add_argument("--aider", type=Path, help="git dir of Aider-AI/aider (long chat histories)")
     parser.add_argument("--claude-code", type=Path, help="git dir of marot/spotter (Claude Code sessions)")
+    parser.add_argument("--cursor", type=Path, help="git dir of twardoch/nyord-vpn (Cursor sessions, SpecStory)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     args = parser.parse_args()
     Job = tuple[str, str, str, str, Callable[[Any], tuple[list[dict[str, Any]], Any]], Any, str]
@@ -492,6 +574,10 @@ def main() -> int:
         claude = claude_code_openai if fmt == "openai" else claude_code_anthropic
         rows = claude_code_rows(git_show_text(args.claude_code, CLAUDE_CODE_COMMIT, path))
         jobs.append((name, CLAUDE_CODE_REPO, CLAUDE_CODE_COMMIT, path, claude, rows, "MIT"))
+        long_runs.add(name)
+    for name, path in CURSOR_FILES if args.cursor else ():
+        markdown = git_show_text(args.cursor, CURSOR_COMMIT, path)
+        jobs.append((name, CURSOR_REPO, CURSOR_COMMIT, path, cursor_specstory_openai, markdown, "MIT"))
         long_runs.add(name)
     for name, repo, commit, path, convert, raw, license_name in jobs:
         messages, system = convert(raw)

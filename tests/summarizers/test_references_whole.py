@@ -23,8 +23,10 @@ from compaction.adapters import to_canonical
 from compaction.fidelity import fragment_references, identifier_tokens
 from compaction.patterns import find_paths, find_references, truncate
 from compaction.stages._ledger_collect import MAX_ARGUMENT_SCAN_CHARS, _trim, collect_artifacts
+from compaction.stages.chunk import fit_message
 from compaction.summarizers._extract import context_snippet, find_ids
 from compaction.summarizers._extract import find_paths as summary_paths
+from compaction.tokens import counter_for_model
 
 TRACEBACK = """Traceback (most recent call last):
   File "/testbed/django/db/backends/utils.py", line 84, in _execute
@@ -33,6 +35,7 @@ TRACEBACK = """Traceback (most recent call last):
     cursor.execute(sql, params)
 django.db.utils.OperationalError: no such column: analytics_report.owner_id"""
 
+COUNTER = counter_for_model("gpt-4o")
 LONG_URL = "https://cloud.google.com/docs/authentication/provide-credentials-adc#how-to-configure-local-development"
 
 
@@ -234,3 +237,22 @@ def test_no_fragment_on_any_transcript_of_the_corpus(window: int) -> None:
         if bad:
             found[name] = bad
     assert found == {}
+
+
+def test_a_message_cut_to_fit_the_summarizer_keeps_whole_lines() -> None:
+    """A message larger than a chunk keeps its two ends; each end stops or starts at a line break,
+    so no path of a grep listing is cut in two (the summarizer would show the piece as a file)."""
+    rows = [
+        f"| `file:///Users/dev/pub/nyord_vpn/.specstory/history/2025-02-22_22%3A27-s{i}.md` | L{i} |"
+        for i in range(400)
+    ]
+    text = "\n".join(rows)
+    message = to_canonical([{"role": "assistant", "content": text}]).messages[0]
+    fitted = fit_message(message, 1_500, COUNTER.count_message)
+    kept = fitted.text
+    assert "characters cut to fit the summarizer" in kept
+    head, _, tail = kept.partition("\n[... ")
+    tail = tail.split("...]\n", 1)[1]
+    assert rows[0] in head
+    assert set(head.splitlines()) <= set(rows)
+    assert set(tail.splitlines()) <= set(rows)
