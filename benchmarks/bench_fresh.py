@@ -63,8 +63,7 @@ _TOKENIZER = _IMPORT + 'from compaction.tokens import counter_for_model\ncounter
 _READ = _IMPORT + "import json, sys\nwith open(sys.argv[1], encoding='utf-8') as f:\n    messages = json.load(f)\n"
 _WHOLE = _READ + 'result = Compactor("gpt-4o").compact(messages)\nassert result.compacted\n'
 _REPORT = (
-    "import sys\nheavy = {heavy!r}\n"
-    "print(len(sys.modules), ','.join(h for h in heavy if h in sys.modules) or '-')\n".format(heavy=HEAVY)
+    f"import sys\nheavy = {HEAVY!r}\nprint(len(sys.modules), ','.join(h for h in heavy if h in sys.modules) or '-')\n"
 )
 STEPS: dict[str, str] = {
     "start": "pass\n",
@@ -127,7 +126,7 @@ def measure_openclaw(messages_file: Path, modules: Path) -> dict[str, Any]:
     """Node's start and one whole OpenClaw compaction process, as CPU seconds."""
     from benchmarks.generate import GeneratedTranscript
     from benchmarks.peers import run_openclaw
-    from benchmarks.peers.driver import responder
+    from benchmarks.peers.common import responder
     from compaction.testing.fake_provider import FakeProvider, LatencyModel
 
     start, _ = run_measured(["node", "-e", ""], ROOT, dict(os.environ))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
+    "MAX_TOKENIZER_FILES",
     "TokenizerUnavailableError",
     "anthropic_tokenizer_path",
     "litellm_tokenizer_dir",
@@ -31,7 +32,9 @@ __all__ = [
 ]
 
 _LOCK = threading.Lock()
-_ENCODINGS: dict[str, tiktoken.Encoding] = {}
+MAX_TOKENIZER_FILES = 16
+"""Tokenizer files (``tokenizer.json`` paths) kept loaded at once; the oldest loaded is dropped first."""
+_ENCODINGS: dict[str, tiktoken.Encoding] = {}  # at most the two tiktoken encodings supported
 _HF_TOKENIZERS: dict[str, Tokenizer] = {}
 
 
@@ -94,6 +97,8 @@ def load_hf_tokenizer(path: str | Path) -> Tokenizer:
                 tokenizer = Tokenizer.from_file(key)
             except Exception as exc:  # the Rust side raises a plain Exception
                 raise TokenizerUnavailableError(f"cannot load tokenizer file {key}: {exc}") from exc
+            if len(_HF_TOKENIZERS) >= MAX_TOKENIZER_FILES:
+                del _HF_TOKENIZERS[next(iter(_HF_TOKENIZERS))]
             _HF_TOKENIZERS[key] = tokenizer
     return tokenizer
 
