@@ -117,13 +117,23 @@ def parse_tiktoken_bpe(data: bytes) -> dict[bytes, int]:
     {b'hi': 5, b'!': 2}
     """
     fields = data.split()
-    if len(fields) % 2:
-        raise TokenizerUnavailableError("a tiktoken BPE file has a line without a rank")
+    lines = data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
+    if len(fields) != 2 * lines:  # blank lines, or lines of other than two fields: line by line
+        try:
+            return {
+                binascii.a2b_base64(token): int(rank)
+                for token, rank in (line.split() for line in data.splitlines() if line)
+            }
+        except ValueError as exc:
+            raise TokenizerUnavailableError(f"a tiktoken BPE file has a line that is not 'token rank': {exc}") from exc
     tokens = map(binascii.a2b_base64, fields[0::2])
     ranks = fields[1::2]
     if b"\n".join(ranks) == "\n".join(map(str, range(len(ranks)))).encode():
         return dict(zip(tokens, range(len(ranks)), strict=True))
-    return dict(zip(tokens, map(int, ranks), strict=True))
+    try:
+        return dict(zip(tokens, map(int, ranks), strict=True))
+    except ValueError as exc:
+        raise TokenizerUnavailableError(f"a tiktoken BPE file has a line that is not 'token rank': {exc}") from exc
 
 
 def _build_encoding(name: str) -> tiktoken.Encoding:

@@ -44,15 +44,17 @@ def test_bulk_parse_of_the_bundled_files_equals_the_line_by_line_parse(encoding:
         b"aGk= 0\nIQ== 2\nYQ== 3",  # a gap, and no newline at the end
         b"aGk= 0\r\nIQ== 1\r\n",  # CRLF lines
         b"aGk= 00\nIQ== 1\n",  # a rank written with a leading zero is still rank 0
+        b"aGk= 0\n\nIQ== 1\n\n",  # blank lines
     ],
 )
 def test_ranks_other_than_line_numbers_are_read_as_written(data: bytes) -> None:
     assert parse_tiktoken_bpe(data) == _line_by_line(data)
 
 
-def test_a_line_without_a_rank_is_refused() -> None:
-    with pytest.raises(TokenizerUnavailableError, match="without a rank"):
-        parse_tiktoken_bpe(b"aGk= 0\nIQ==\n")
+@pytest.mark.parametrize("data", [b"aGk= 0\nIQ==\n", b"aGk= 0 1\nIQ==\n", b"aGk= zero\nIQ== 1\n"])
+def test_a_line_that_is_not_token_and_rank_is_refused(data: bytes) -> None:
+    with pytest.raises(TokenizerUnavailableError, match="not 'token rank'"):
+        parse_tiktoken_bpe(data)
 
 
 class _RecordingCounter(EstimateCounter):
