@@ -14,6 +14,11 @@ runs in a warm process:
   live in one run's scope (:mod:`compaction._cache`) nothing carries over and warm is cold;
 - **cold**: those memos cleared before each run: what a transcript the process has not seen costs.
 
+``--first-sight N,N,...``: instead, one compaction of a transcript the process has never seen, of each
+size (``benchmarks.generate`` coding in OpenAI format, N messages, its own seed per size), then the same
+transcript again, in a process warmed by one unrelated compaction (imports and tokenizer data are
+``bench_fresh``'s figure): CPU per million input tokens, first sight and repeated, and their ratio.
+
 ``--incremental N``: instead, an N-message generated coding session fed turn by turn through a
 :class:`~compaction.middleware.ContextManager` (128k window, threshold 0.8, offline summarizer),
 ``before_turn`` before each model call: the median CPU per compaction, and their total.
@@ -95,6 +100,81 @@ async def main():
 asyncio.run(main())
 print(1000 * statistics.median(times), 1000 * sum(times), len(times))
 """
+
+
+# One compaction of each transcript never seen by the process, then the same again; a small unrelated
+# compaction first, so imports, the tokenizer's data and first-use work are not in the figures.
+# Prints a JSON list of [first sight, again] CPU seconds, one per transcript.
+_FIRST_SIGHT_PROBE = r"""
+import json, sys, time
+from compaction import Compactor
+
+compactor = Compactor("gpt-4o")
+with open(sys.argv[1], encoding="utf-8") as f:
+    compactor.compact(json.load(f))
+figures = []
+for path in sys.argv[2:]:
+    with open(path, encoding="utf-8") as f:
+        messages = json.load(f)
+    started = time.process_time()
+    compactor.compact(messages)
+    first = time.process_time() - started
+    started = time.process_time()
+    compactor.compact(messages)
+    figures.append([first, time.process_time() - started])
+print(json.dumps(figures))
+"""
+
+
+def measure_first_sight(trees: list[Path], sizes: list[int], rounds: int = 1) -> dict[str, list[dict[str, float]]]:
+    """CPU ms per million input tokens of each size, first sight and repeated, per tree; the trees alternate."""
+    from benchmarks.generate import generate
+    from compaction.adapters import to_canonical
+    from compaction.tokens import TiktokenCounter
+
+    runs: dict[Path, list[list[list[float]]]] = {tree: [] for tree in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = Path(tmp) / "warm.json"
+        warm.write_text(json.dumps([dict(m) for m in generate("coding", 200, seed=99, format="openai").messages]))
+        paths, tokens = [], []
+        for i, size in enumerate(sizes):
+            rows = [dict(m) for m in generate("coding", size, seed=1_000 + i, format="openai").messages]
+            path = Path(tmp) / f"t{size}.json"
+            path.write_text(json.dumps(rows))
+            paths.append(str(path))
+            tokens.append(TiktokenCounter("o200k_base").count_messages(to_canonical(rows).messages))
+        for _ in range(rounds):
+            for tree in trees:
+                env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+                done = subprocess.run(
+                    [sys.executable, "-c", _FIRST_SIGHT_PROBE, str(warm), *paths],
+                    cwd=tree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
+                runs[tree].append(json.loads(done.stdout.splitlines()[-1]))
+    result: dict[str, list[dict[str, float]]] = {}
+    for tree, rounds_ in runs.items():
+        rows_out = []
+        for i, size in enumerate(sizes):
+            first = statistics.median(r[i][0] for r in rounds_)
+            again = statistics.median(r[i][1] for r in rounds_)
+            million = tokens[i] / 1e6
+            rows_out.append(
+                {
+                    "messages": size,
+                    "tokens": tokens[i],
+                    "first_ms_per_m": 1000 * first / million,
+                    "again_ms_per_m": 1000 * again / million,
+                    "ratio": first / again,
+                }
+            )
+        result[str(tree)] = rows_out
+    return result
 
 
 def measure_incremental(trees: list[Path], size: int, rounds: int = 3) -> dict[str, dict[str, float]]:
@@ -192,8 +272,25 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="instead: an N-message session fed turn by turn through a ContextManager, CPU per compaction",
     )
+    parser.add_argument(
+        "--first-sight",
+        metavar="N,N,...",
+        help="instead: transcripts of these sizes (messages) never seen by the process, then again: CPU per M tokens",
+    )
     args = parser.parse_args(argv)
     others = args.trees or ([OLD_TREE] if (OLD_TREE / "compaction").is_dir() else [])
+    if args.first_sight:
+        sizes = [int(size) for size in args.first_sight.split(",") if size]
+        first_sight = measure_first_sight([*others, ROOT], sizes, rounds=args.rounds)
+        print("| tree | messages | tokens | first sight, CPU ms per M tokens | again, ms per M | first / again |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for tree, rows in first_sight.items():
+            for row in rows:
+                print(
+                    f"| {tree} | {row['messages']:,} | {row['tokens']:,} | {row['first_ms_per_m']:.0f} "
+                    f"| {row['again_ms_per_m']:.0f} | {row['ratio']:.2f} |"
+                )
+        return 0
     if args.incremental:
         incremental = measure_incremental([*others, ROOT], args.incremental, rounds=args.rounds)
         print("| tree | compactions | median CPU ms per compaction | total CPU ms |")

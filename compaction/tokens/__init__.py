@@ -23,7 +23,7 @@ What a message costs (the same rules for every counter; only ``count_text`` diff
 
 Counts are cached per message by identity and by content, so re-counting a transcript after
 appending a message tokenizes only the new one, even when the caller rebuilt its messages from
-the same dicts.
+the same dicts. Every cache here is bounded (the table "Caches and memos" in docs/architecture.md).
 
 >>> from compaction.transcript import Message, TextPart
 >>> counter = counter_for_model("gpt-4o")

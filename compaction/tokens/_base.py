@@ -384,7 +384,15 @@ class BaseTokenCounter(ABC):
         todo = [i for i, count in enumerate(counts) if count is None]
         if todo:
             plans = [self._plan(messages[i]) for i in todo]
-            sizes = self._count_texts([text for texts, _ in plans for text in texts])
+            texts = [text for texts, _ in plans for text in texts]
+            # Each distinct string is tokenized once per batch: roles and tool names recur in
+            # every message, and agents re-read files and re-run commands whose output repeats.
+            distinct = dict.fromkeys(texts)
+            if len(distinct) < len(texts):
+                count_of = dict(zip(distinct, self._count_texts(list(distinct)), strict=True))
+                sizes = [count_of[text] for text in texts]
+            else:
+                sizes = self._count_texts(texts)
             start = 0
             for i, (texts, fixed) in zip(todo, plans, strict=True):
                 end = start + len(texts)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from compaction.tokens._base import TokenCounter
 from compaction.tokens._counters import EstimateCounter, HFTokenizerCounter, TiktokenCounter
+from compaction.tokens._loaders import MAX_TOKENIZER_FILES
 
-__all__ = ["counter_for_model", "model_family"]
+__all__ = ["MAX_MODEL_NAMES", "MAX_TOKENIZER_FILES", "counter_for_model", "model_family"]
 
 logger = logging.getLogger("compaction.tokens")
 
@@ -20,6 +21,11 @@ _O200K = re.compile(r"^(?:chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o
 _CL100K = re.compile(r"^(?:gpt-4|gpt-3\.5|gpt-35|text-embedding)(?=$|[-.:@_])")
 
 _LOCK = threading.Lock()
+# Model names come from callers (a service's clients send any string): the name -> counter map keeps
+# the most recent MAX_MODEL_NAMES; a name dropped from it finds its family's counter again.
+MAX_MODEL_NAMES = 1_024
+# Counters by family, plus one per tokenizer file given; each holds a bounded message cache, so
+# at most MAX_TOKENIZER_FILES files (the oldest is dropped, with its cache and its model names) are kept.
 _BY_MODEL: dict[tuple[str, str | None], TokenCounter] = {}
 _BY_FAMILY: dict[str, TokenCounter] = {}
 
@@ -53,7 +59,7 @@ def counter_for_model(model: str, *, tokenizer_path: str | os.PathLike[str] | No
     * claude, ``anthropic/...``: litellm's bundled Anthropic tokenizer, ``exact=False``: Claude 3 and
       later use an unpublished tokenizer, so its counts are only close and keep the safety margin.
     * anything else: :class:`EstimateCounter` (chars/4, ``exact=False``), with a WARNING on the
-      ``compaction.tokens`` logger, once per model name.
+      ``compaction.tokens`` logger, once per model name (among the last :data:`MAX_MODEL_NAMES` used).
 
     Tokenizer files are read on the first count, not here.
 
@@ -71,6 +77,8 @@ def counter_for_model(model: str, *, tokenizer_path: str | os.PathLike[str] | No
         counter = _BY_MODEL.get(key)
         if counter is None:
             counter = _choose(model, path)
+            if len(_BY_MODEL) >= MAX_MODEL_NAMES:
+                del _BY_MODEL[next(iter(_BY_MODEL))]
             _BY_MODEL[key] = counter
     return counter
 
@@ -96,5 +104,10 @@ def _shared(family: str, make: Callable[[], TokenCounter]) -> TokenCounter:
     counter = _BY_FAMILY.get(family)
     if counter is None:
         counter = make()
+        files = [key for key in _BY_FAMILY if key.startswith("hf:")]
+        if family.startswith("hf:") and len(files) >= MAX_TOKENIZER_FILES:
+            dropped = _BY_FAMILY.pop(files[0])
+            for name in [name for name, held in _BY_MODEL.items() if held is dropped]:
+                del _BY_MODEL[name]
         _BY_FAMILY[family] = counter
     return counter
