@@ -9,25 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from compaction.prompts import CHUNK_PROMPT, MERGE_PROMPT, SUMMARY_PROMPT, SYSTEM_PROMPT
 
-__all__ = [
-    "ChunkingConfig",
-    "FailureMode",
-    "FallbackConfig",
-    "LayoutConfig",
-    "LedgerConfig",
-    "MarkersConfig",
-    "PruningConfig",
-    "RedactionConfig",
-    "Section",
-    "SummarizerConfig",
-    "SummaryBlockConfig",
-    "SummaryMode",
-    "SummaryPlacement",
-    "SummaryRole",
-    "TailConfig",
-    "TriggerConfig",
-]
-
 SummaryPlacement = Literal["first_user", "message"]
 SummaryRole = Literal["user", "system"]
 SummaryMode = Literal["rendered", "conversation"]
