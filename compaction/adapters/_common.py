@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from compaction.errors import TranscriptError
@@ -122,6 +122,29 @@ def surrogate_error(index: int | None, field: str) -> TranscriptError:
     )
 
 
+def require_message_list(messages: Any) -> Sequence[Any]:
+    """``messages`` if it is a list of messages (a sequence, not text)."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
+    return messages
+
+
+def read_messages(
+    messages: Sequence[Any], read: Callable[[Any, int], Message], leading: Sequence[Message] = ()
+) -> tuple[Message, ...]:
+    """Every raw message read by ``read(raw, index)``, after the ``leading`` ones, with unique ids
+    (:func:`unique_ids`). The whole message is checked first (:func:`check_payload`); a lone
+    surrogate in a field the reader keeps verbatim (metadata, unknown blocks, ...) is reported
+    after the reader's own checks have named any other problem."""
+    canonical = list(leading)
+    for index, raw in enumerate(messages):
+        surrogate = check_payload(raw, index, "message")
+        canonical.append(read(raw, index))
+        if surrogate is not None:
+            raise surrogate_error(index, surrogate)
+    return unique_ids(canonical)
+
+
 def split_known(block: Mapping[str, Any], known: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The unknown fields of a block (deep-copied) and the block's key order."""
     extra = {k: copy_json(v) for k, v in block.items() if k not in known}
@@ -138,14 +161,13 @@ def unknown_part(block: Mapping[str, Any]) -> UnknownPart:
     return UnknownPart(block=copy_json(dict(block)), key_order=tuple(block.keys()))
 
 
-def emit_text(part: TextPart) -> dict[str, Any]:
-    return ordered({"type": "text", "text": part.text, **copy_json(part.extra)}, part.key_order)
-
-
-def emit_passthrough(part: Part) -> dict[str, Any] | None:
-    """Blocks kept verbatim (unknown types) come back exactly as they came in."""
+def emit_shared_part(part: Part) -> dict[str, Any] | None:
+    """The block of a part both providers write alike: text, and blocks kept verbatim (unknown
+    types, which come back exactly as they came in). None for any other part."""
     if isinstance(part, UnknownPart):
         return ordered(copy_json(part.block), part.key_order)
+    if isinstance(part, TextPart):
+        return ordered({"type": "text", "text": part.text, **copy_json(part.extra)}, part.key_order)
     return None
 
 

@@ -16,14 +16,14 @@ from typing import Any
 from compaction.adapters._common import (
     check_payload,
     check_text,
-    emit_passthrough,
-    emit_text,
+    emit_shared_part,
+    read_messages,
     require_mapping,
+    require_message_list,
     require_str,
     split_known,
     surrogate_error,
     text_part,
-    unique_ids,
     unknown_part,
 )
 from compaction.errors import TranscriptError
@@ -49,21 +49,16 @@ SystemPrompt = str | list[dict[str, Any]] | None
 
 def from_anthropic(messages: Sequence[Any], system: Any = None) -> Transcript:
     """Read Anthropic Messages (and the separate ``system`` parameter). Raises :class:`TranscriptError`."""
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
-    canonical: list[Message] = []
+    listed = require_message_list(messages)
+    leading: list[Message] = []
     if system is not None:
         surrogate = check_payload(system, None, "system")
-        canonical.append(_read_system(system))
+        leading.append(_read_system(system))
         if surrogate is not None:
             raise surrogate_error(None, "system")
-    offset = len(canonical)
-    for i, m in enumerate(messages):
-        surrogate = check_payload(m, i, "message")
-        canonical.append(_read_message(m, i, offset))
-        if surrogate is not None:  # in a field the reader keeps verbatim (metadata, unknown blocks, ...)
-            raise surrogate_error(i, surrogate)
-    return Transcript(format="anthropic", messages=unique_ids(canonical))
+    offset = len(leading)
+    read = read_messages(listed, lambda raw, index: _read_message(raw, index, offset), leading)
+    return Transcript(format="anthropic", messages=read)
 
 
 def to_anthropic(transcript: Transcript) -> tuple[SystemPrompt, list[dict[str, Any]]]:
@@ -214,11 +209,9 @@ def _write_message(message: Message) -> dict[str, Any]:
 
 
 def _write_block(part: Part) -> dict[str, Any]:
-    passthrough = emit_passthrough(part)
-    if passthrough is not None:
-        return passthrough
-    if isinstance(part, TextPart):
-        return emit_text(part)
+    shared = emit_shared_part(part)
+    if shared is not None:
+        return shared
     if isinstance(part, ImagePart):
         return ordered({"type": "image", "source": copy_json(part.source), **copy_json(part.extra)}, part.key_order)
     if isinstance(part, ReasoningPart):

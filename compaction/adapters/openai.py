@@ -13,16 +13,14 @@ from typing import Any
 
 from compaction.adapters._common import (
     check_json_text,
-    check_payload,
     check_text,
-    emit_passthrough,
-    emit_text,
+    emit_shared_part,
+    read_messages,
     require_mapping,
+    require_message_list,
     require_str,
     split_known,
-    surrogate_error,
     text_part,
-    unique_ids,
     unknown_part,
 )
 from compaction.errors import TranscriptError
@@ -53,18 +51,7 @@ _ROLES: dict[str, Role] = {
 
 def from_openai(messages: Sequence[Any]) -> Transcript:
     """Read OpenAI Chat Completions messages. Raises :class:`TranscriptError` naming the index."""
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise TranscriptError(f"expected a list of messages, got {type(messages).__name__}")
-    read = [_read_checked(m, i) for i, m in enumerate(messages)]
-    return Transcript(format="openai", messages=unique_ids(read))
-
-
-def _read_checked(raw: Any, index: int) -> Message:
-    surrogate = check_payload(raw, index, "message")
-    message = _read_message(raw, index)
-    if surrogate is not None:  # in a field the reader keeps verbatim (name, metadata, ...)
-        raise surrogate_error(index, surrogate)
-    return message
+    return Transcript(format="openai", messages=read_messages(require_message_list(messages), _read_message))
 
 
 def to_openai(transcript: Transcript) -> list[dict[str, Any]]:
@@ -266,11 +253,9 @@ def _write_tool_result(message: Message, result: ToolResultPart) -> dict[str, An
 
 
 def _write_content_part(part: Part) -> dict[str, Any]:
-    passthrough = emit_passthrough(part)
-    if passthrough is not None:
-        return passthrough
-    if isinstance(part, TextPart):
-        return emit_text(part)
+    shared = emit_shared_part(part)
+    if shared is not None:
+        return shared
     if isinstance(part, ImagePart):
         extra = copy_json(part.extra)
         if extra.pop("__url_as_string__", False):

@@ -23,7 +23,7 @@ from functools import cache
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["Dialect", "SQLDatabase", "side_tables"]
+__all__ = ["Dialect", "SQLDatabase", "side_tables", "token_columns"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class Dialect:
     """The values of :attr:`archive_columns` for an archived message's searchable text."""
     data_error: type[Exception] = ValueError
     """Raised for a stored row that cannot be read back (or a write the database did not apply)."""
+    add_column: str = "ADD COLUMN"
+    """How a migration adds a column (PostgreSQL can skip one that is there already)."""
 
     def sql(self, statement: str) -> str:
         """``statement`` (written with ``?`` placeholders, and no other ``?`` or ``%``) for the driver."""
@@ -83,6 +85,22 @@ def side_tables(dialect: Dialect) -> tuple[str, ...]:
         f"CREATE TABLE IF NOT EXISTS prepared (session_id TEXT PRIMARY KEY, version {dialect.integer} NOT NULL, "
         "state TEXT NOT NULL)",
     )
+
+
+def token_columns(dialect: Dialect) -> tuple[str, ...]:
+    """The migration that adds the token counts to a database made before them: each message's
+    count as its writer counted it, and the context's running total (see
+    :class:`compaction.stores.rows.ContextHead`). Rows of older databases have no count: they are
+    counted when a reader recounts the context, and the total starts unknown."""
+    # Written out whole, so that a reader (and the store contract test) sees that nothing but a
+    # column is added to messages.
+    statements = (
+        "ALTER TABLE messages ADD COLUMN tokens INTEGER",
+        f"ALTER TABLE sessions ADD COLUMN context_tokens {dialect.integer}",
+        "ALTER TABLE sessions ADD COLUMN context_format TEXT",
+        f"ALTER TABLE sessions ADD COLUMN tokens_from_id {dialect.integer} NOT NULL DEFAULT 0",
+    )
+    return tuple(statement.replace(" ADD COLUMN ", f" {dialect.add_column} ") for statement in statements)
 
 
 class SQLDatabase(ABC):

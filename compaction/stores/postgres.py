@@ -51,7 +51,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from compaction.recall.store_index import SessionIndexes
-from compaction.stores.dialect import Dialect, side_tables
+from compaction.stores.dialect import Dialect, side_tables, token_columns
 from compaction.stores.sql import SQLSessionStore
 
 if TYPE_CHECKING:
@@ -75,15 +75,6 @@ END $$"""
 # Recall reads a session's archive rows above an id (compaction.recall.store_index); created on
 # open for databases made before it existed.
 _ARCHIVE_BY_SESSION: Final = "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)"
-
-# Version 2 -> 3: each message's token count and the context's running total (as in SQLite's
-# version 5: compaction.stores.rows.ContextHead).
-_TOKENS_V3: Final[tuple[str, ...]] = (
-    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS tokens INTEGER",
-    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS context_tokens BIGINT",
-    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS context_format TEXT",
-    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tokens_from_id BIGINT NOT NULL DEFAULT 0",
-)
 
 _SCHEMA: Final[tuple[str, ...]] = (
     "CREATE TABLE compaction_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -195,6 +186,7 @@ POSTGRES: Final = Dialect(
     serialize_events=f"SELECT pg_advisory_xact_lock({_EVENTS_LOCK})",
     archive_columns=("words", "freqs", "length"),
     archive_values=_word_counts,
+    add_column="ADD COLUMN IF NOT EXISTS",
 )
 
 
@@ -269,7 +261,7 @@ class PostgresSessionStore(SQLSessionStore):
                 if version < 2:  # the last compaction's tail, as it returned it
                     conn.execute("ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tail TEXT")
                 if version < 3:  # token counts: each message's, and the context's running total
-                    for statement in _TOKENS_V3:
+                    for statement in token_columns(POSTGRES):
                         conn.execute(statement)
                 if version < SCHEMA_VERSION:
                     conn.execute(

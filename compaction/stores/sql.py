@@ -4,6 +4,11 @@ their SQL. Each database's subclass (:mod:`compaction.stores.sqlite`,
 :mod:`compaction.stores.postgres`) adds only its connections, transactions (of the three kinds
 :mod:`compaction.stores.dialect` describes), schema and migrations.
 
+Sessions, messages, the context's running token total, the background-prepared summary and
+usage are here; compactions, their history and the archive are in
+:mod:`compaction.stores.compactions` (:class:`~compaction.stores.compactions.SQLCompactions`, a
+base of :class:`SQLSessionStore`).
+
 Statements are written once, with ``?`` placeholders. The upserts are the same SQL on both
 (``INSERT ... ON CONFLICT``). Text and JSON columns are escaped alike on both
 (:mod:`compaction._store_text`, through :mod:`compaction.stores.rows`), so a row means the same in
@@ -21,40 +26,40 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction import idempotency
-from compaction.recall.store_index import SessionIndexes
-from compaction.store import ArchiveSearch, CompactedTail, CompactionEntry, SessionContext, StoredMessage
+from compaction.store import SessionContext, StoredMessage
 from compaction.store_usage import Usage, prefix_bounds
+from compaction.stores.compactions import SQLCompactions
 from compaction.stores.events import SQLEventLog
 from compaction.stores.rows import (
-    NO_ARCHIVE,
     ContextHead,
     CountedBatch,
     SessionNotFound,
-    archive_rows,
-    check_compaction,
     check_counted,
     check_model,
-    check_owner,
-    check_search,
     check_session_id,
     context_after,
     dumps,
-    dumps_tail,
-    entry_row,
     head_of,
-    history_entries,
-    loads_message,
     message_rows,
     prepared_state,
     session_context,
     stored_messages,
-    summary_column,
 )
 
 __all__ = ["SQLSessionStore"]
 
 
-class SQLSessionStore(SQLEventLog):
+def _last_message_id(session: str) -> str:
+    """SQL for the id of the session's newest message (0: none); ``session`` is the SQL naming the
+    session id (a placeholder or a column)."""
+    return f"(SELECT coalesce(max(id), 0) FROM messages WHERE session_id = {session})"
+
+
+# A session's messages above an id, oldest first, as rows.stored_messages reads them.
+_MESSAGES_AFTER = "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
+
+
+class SQLSessionStore(SQLCompactions, SQLEventLog):
     """A :class:`~compaction.store.SessionStore` (with :class:`~compaction.store.PreparedStateStore`,
     :class:`~compaction.event_log.EventLog` and :class:`~compaction.store_usage.UsageMeter`) on a
     SQL database; a subclass names its ``dialect`` and provides connections and transactions.
@@ -63,8 +68,6 @@ class SQLSessionStore(SQLEventLog):
     refuses it). Errors: an unknown session id raises :class:`SessionNotFound` (a ``KeyError``); a
     message that cannot be stored as JSON raises ``ValueError`` naming its index in the batch.
     """
-
-    _recall_indexes: SessionIndexes
 
     def _insert_messages(
         self, conn: Any, session_id: str, rows: Sequence[str], now: float, tokens: Sequence[int | None]
@@ -114,7 +117,7 @@ class SQLSessionStore(SQLEventLog):
                 "  tokens_from_id = CASE WHEN excluded.model IS NULL"
                 f"   OR excluded.model {self.dialect.same_as} sessions.model"
                 "                   THEN sessions.tokens_from_id ELSE"
-                "                   (SELECT coalesce(max(id), 0) FROM messages WHERE session_id = excluded.id) END",
+                f"                  {_last_message_id('excluded.id')} END",
                 (session_id, system_json, model, now, now),
             )
 
@@ -132,7 +135,7 @@ class SQLSessionStore(SQLEventLog):
             cursor = self._execute(
                 conn,
                 "UPDATE sessions SET model = ?, updated_at = ?, context_tokens = NULL,"
-                " tokens_from_id = (SELECT coalesce(max(id), 0) FROM messages WHERE session_id = ?) WHERE id = ?",
+                f" tokens_from_id = {_last_message_id('?')} WHERE id = ?",
                 (model, time.time(), session_id, session_id),
             )
             if cursor.rowcount == 0:
@@ -240,11 +243,7 @@ class SQLSessionStore(SQLEventLog):
         Compaction never removes anything from this list."""
         check_session_id(session_id)
         with self._read() as conn:
-            rows = self._execute(
-                conn,
-                "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
-                (session_id, 0 if after_id is None else after_id),
-            ).fetchall()
+            rows = self._execute(conn, _MESSAGES_AFTER, (session_id, 0 if after_id is None else after_id)).fetchall()
             if not rows:
                 self._require_session(conn, session_id)
         return stored_messages(rows, self.dialect.data_error)
@@ -262,11 +261,7 @@ class SQLSessionStore(SQLEventLog):
             ).fetchone()
             if head is None:
                 raise SessionNotFound(session_id)
-            rows = self._execute(
-                conn,
-                "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id",
-                (session_id, context_after(head)),
-            ).fetchall()
+            rows = self._execute(conn, _MESSAGES_AFTER, (session_id, context_after(head))).fetchall()
         return session_context(session_id, head, rows, self.dialect.data_error)
 
     # -- the context's running token total ----------------------------------------------------
@@ -279,7 +274,7 @@ class SQLSessionStore(SQLEventLog):
             row = self._execute(
                 conn,
                 "SELECT system, model, summary, summary_through_id, context_tokens, context_format, tokens_from_id,"
-                " (SELECT max(id) FROM messages WHERE session_id = ?) FROM sessions WHERE id = ?",
+                f" {_last_message_id('?')} FROM sessions WHERE id = ?",
                 (session_id, session_id),
             ).fetchone()
         if row is None:
@@ -308,7 +303,7 @@ class SQLSessionStore(SQLEventLog):
                 "UPDATE sessions SET context_tokens = ?, context_format = CAST(? AS TEXT)"
                 f" WHERE id = ? AND context_tokens IS NULL AND model {same} CAST(? AS TEXT)"
                 f" AND summary_through_id {same} CAST(? AS BIGINT)"
-                " AND coalesce((SELECT max(id) FROM messages WHERE session_id = ?), 0) = ?",
+                f" AND {_last_message_id('?')} = ?",
                 (int(tokens), context_format, session_id, model, summary_through_id, session_id, int(last_id)),
             )
             return bool(cursor.rowcount == 1)
@@ -346,185 +341,6 @@ class SQLSessionStore(SQLEventLog):
                     (text, session_id, expected_version),
                 )
             return expected_version + 1 if cursor.rowcount == 1 else None
-
-    # -- compaction -------------------------------------------------------------------------
-
-    def save_compaction(
-        self,
-        session_id: str,
-        *,
-        expected_through_id: int | None,
-        new_through_id: int,
-        summary: str | None,
-        entry: CompactionEntry,
-        archive: Mapping[str, Mapping[str, Any]] = NO_ARCHIVE,
-        tail: CompactedTail | None = None,
-    ) -> bool:
-        """Store a compaction if the session's ``summary_through_id`` is still ``expected_through_id``.
-
-        In one write transaction, with the session's row held: compare ``summary_through_id`` with
-        ``expected_through_id`` (``None`` matches a session never compacted); if they differ,
-        another worker compacted first and the result is ``False`` with nothing changed. Otherwise
-        set the summary, ``summary_through_id = new_through_id`` and the context's ``tail`` (None:
-        the stored messages after ``new_through_id``), add ``entry`` to the history
-        and ``archive`` (archive id -> original message) to the archive, and return ``True``.
-        An archive id that the session already stored keeps its first message: the original, not a
-        later rewrite. Each archived message is stored with its searchable text for
-        :meth:`search_archive` in the same transaction.
-
-        Caller errors raise instead of returning ``False`` (retrying could never succeed):
-        ``ValueError`` when ``new_through_id`` is not above ``expected_through_id``, is not a
-        message of this session, or differs from ``entry.summary_through_id``, when the record
-        or an archived message is not JSON-serializable, or the tail is not one of this compaction
-        (:func:`compaction.stores.rows.dumps_tail`); :class:`SessionNotFound`.
-        """
-        check_session_id(session_id)
-        record_json = check_compaction(expected_through_id, new_through_id, entry)
-        tail_json = dumps_tail(tail, new_through_id)
-        archived = self._archive_rows(session_id, archive)
-        now = time.time()
-        with self._write() as conn:
-            head = self._lock_session(conn, session_id)
-            if head[0] != expected_through_id:
-                return False  # lost the race: another worker compacted first
-            self._check_compacted_ids(conn, session_id, new_through_id, tail)
-            self._swap_context(conn, session_id, expected_through_id, new_through_id, summary, tail_json, now)
-            self._execute(
-                conn,
-                "INSERT INTO compactions (session_id, at, tokens_before, tokens_after,"  # pragma: no mutate
-                " messages_compacted, fallback_level, summary, summary_through_id,"  # pragma: no mutate
-                ' "trigger", record)'  # mutated: a quoted name's case matters in PostgreSQL
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # pragma: no mutate
-                entry_row(session_id, entry, record_json),
-            )
-            if archived:
-                self._insert_archive(conn, archived, now)
-        return True
-
-    def _check_compacted_ids(self, conn: Any, session_id: str, new_through_id: int, tail: CompactedTail | None) -> None:
-        """``ValueError`` unless ``new_through_id`` (and the tail's ``through_id``) are messages of
-        this session."""
-        # "pragma: no mutate" on SQL text: the case of keywords and unquoted identifiers is not
-        # behaviour in SQLite or PostgreSQL, so its mutants could never be killed.
-        owner_sql = "SELECT session_id FROM messages WHERE id = ?"  # pragma: no mutate
-        owner = self._execute(conn, owner_sql, (new_through_id,)).fetchone()
-        check_owner(owner, new_through_id, session_id)
-        if tail is not None and tail.through_id != new_through_id:
-            owner = self._execute(conn, owner_sql, (tail.through_id,))
-            check_owner(owner.fetchone(), tail.through_id, session_id, "tail.through_id")
-
-    def _swap_context(
-        self,
-        conn: Any,
-        session_id: str,
-        expected_through_id: int | None,
-        new_through_id: int,
-        summary: str | None,
-        tail_json: str | None,
-        now: float,
-    ) -> None:
-        """The compare-and-swap itself, with the session's row held: the new summary, through id and
-        tail; the running token total becomes unknown (the next reader recounts the compacted
-        context, which is small)."""
-        cursor = self._execute(
-            conn,
-            "UPDATE sessions SET summary = ?, summary_through_id = ?, tail = ?, updated_at = ?,"  # pragma: no mutate
-            " context_tokens = NULL, context_format = NULL"
-            f" WHERE id = ? AND summary_through_id {self.dialect.same_as} ?",
-            (summary_column(summary), new_through_id, tail_json, now, session_id, expected_through_id),
-        )
-        if cursor.rowcount != 1:  # cannot happen with the row held; never write on a lost swap
-            raise self.dialect.data_error(f"compare-and-swap on session {session_id!r} matched no row")
-
-    def _insert_archive(self, conn: Any, archived: Sequence[tuple[Any, ...]], now: float) -> None:
-        """The archived originals with their searchable text; an archive id the session already
-        stored keeps its first message."""
-        # pragma: no mutate start
-        columns = ("session_id", "archive_id", "message", "role", "text", *self.dialect.archive_columns)
-        # pragma: no mutate end
-        values = ", ".join("?" * len(columns))
-        self._execute_many(
-            conn,
-            f"INSERT INTO archive ({', '.join(columns)}, created_at) VALUES ({values}, ?)"
-            " ON CONFLICT (session_id, archive_id) DO NOTHING",  # pragma: no mutate
-            [(*row, now) for row in archived],
-        )
-
-    def _archive_rows(self, session_id: str, archive: Mapping[str, Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        """The archive's rows (:func:`compaction.stores.rows.archive_rows`) with the dialect's extra
-        columns."""
-        rows = archive_rows(session_id, archive)
-        values = self.dialect.archive_values
-        return [(*row, *values(row[4])) for row in rows] if values is not None else list(rows)
-
-    def history(self, session_id: str) -> list[CompactionEntry]:
-        """The session's compactions, oldest first."""
-        check_session_id(session_id)
-        with self._read() as conn:
-            rows = self._execute(
-                conn,
-                "SELECT at, tokens_before, tokens_after, messages_compacted, fallback_level, summary,"
-                ' summary_through_id, "trigger", record FROM compactions WHERE session_id = ? ORDER BY id',
-                (session_id,),
-            ).fetchall()
-            if not rows:
-                self._require_session(conn, session_id)
-        return history_entries(rows)
-
-    def archived(self, archive_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
-        """The archived original message stored under ``archive_id``, or ``None``.
-
-        Archive ids are per session: pass ``session_id`` to only find an id archived by that
-        session (recommended when sessions belong to different users). Without it, the first
-        message archived under that id by any session.
-        """
-        with self._read() as conn:
-            if session_id is None:
-                found = self._execute(
-                    conn, "SELECT message FROM archive WHERE archive_id = ? ORDER BY id LIMIT 1", (archive_id,)
-                )
-            else:
-                found = self._execute(
-                    conn,
-                    "SELECT message FROM archive WHERE session_id = ? AND archive_id = ?",
-                    (session_id, archive_id),
-                )
-            row = found.fetchone()
-        return None if row is None else loads_message(row[0], self.dialect.data_error)
-
-    def search_archive(
-        self,
-        session_id: str,
-        query: str,
-        *,
-        limit: int = 8,
-        offset: int = 0,
-        within: tuple[str | None, str | None] | None = None,
-    ) -> ArchiveSearch:
-        """Recall: the messages this session archived that match ``query`` (``within``: from the
-        first to the last archive id given), best first, ``limit`` of them from rank ``offset``,
-        exactly as :class:`compaction.recall.MemoryRecallIndex` answers (it is one: built from
-        this session's archive rows alone, kept per session in memory and brought up to date from
-        the rows archived since; see :mod:`compaction.recall.store_index`). Raises ``ValueError``
-        for a blank query, a negative ``limit`` / ``offset`` or an archive id of ``within`` the
-        session did not archive, :class:`SessionNotFound` for an unknown session.
-        """
-        check_session_id(session_id)
-        query = check_search(query, limit, offset)
-        with self._read() as conn:  # archive rows are never changed: rows above an id need no snapshot
-            if not self._recall_indexes.known(session_id):
-                self._require_session(conn, session_id)
-
-            def rows_after(after_id: int) -> list[Any]:
-                return list(
-                    self._execute(
-                        conn,
-                        "SELECT id, archive_id, role, text FROM archive WHERE session_id = ? AND id > ? ORDER BY id",
-                        (session_id, after_id),
-                    ).fetchall()
-                )
-
-            return self._recall_indexes.search(session_id, rows_after, query, limit=limit, offset=offset, within=within)
 
     # -- usage (compaction.store_usage.UsageMeter) ---------------------------------------------
 

@@ -68,7 +68,7 @@ from typing import Final
 
 from compaction._store_text import to_column
 from compaction.recall.store_index import SessionIndexes
-from compaction.stores.dialect import Dialect, side_tables
+from compaction.stores.dialect import Dialect, side_tables, token_columns
 from compaction.stores.rows import SessionNotFound, loads_message
 from compaction.stores.sql import SQLSessionStore
 
@@ -191,17 +191,6 @@ _ARCHIVE_V3: Final[tuple[str, ...]] = (
     "DROP TABLE IF EXISTS archive_phrases",
     "DROP TABLE IF EXISTS archive_words",
     "CREATE INDEX IF NOT EXISTS archive_by_session ON archive (session_id, id)",
-)
-
-
-# Version 4 -> 5: each message's token count as its writer counted it, and the context's running
-# total (see compaction.stores.rows.ContextHead). Rows of older files have no count: they are
-# counted when a reader recounts the context, and the total starts unknown.
-_TOKENS_V5: Final[tuple[str, ...]] = (
-    "ALTER TABLE messages ADD COLUMN tokens INTEGER",
-    "ALTER TABLE sessions ADD COLUMN context_tokens INTEGER",
-    "ALTER TABLE sessions ADD COLUMN context_format TEXT",
-    "ALTER TABLE sessions ADD COLUMN tokens_from_id INTEGER NOT NULL DEFAULT 0",
 )
 
 
@@ -328,7 +317,7 @@ class SQLiteSessionStore(SQLSessionStore):
             if version < 4:  # the last compaction's tail, as it returned it (see the module docstring)
                 conn.execute("ALTER TABLE sessions ADD COLUMN tail TEXT")
             if version < 5:  # token counts: each message's, and the context's running total
-                for statement in _TOKENS_V5:
+                for statement in token_columns(SQLITE):
                     conn.execute(statement)
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

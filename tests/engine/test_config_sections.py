@@ -3,8 +3,9 @@ same value by its flat name, each value lives in one section, and both shapes lo
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
-import typing
 from typing import Any
 
 import pytest
@@ -203,13 +204,32 @@ def test_immutable_by_either_name() -> None:
     assert config.keep_recent_messages == 6
 
 
-def test_flat_names_are_typed_as_their_fields() -> None:
-    """The flat attribute's declared type (what mypy checks callers against) is the field's."""
-    hints = typing.get_type_hints(CompactionConfig, vars(config_module))
-    for name in flat_field_names():
-        (flat_type,) = typing.get_args(hints[name])  # ClassVar[_Flat[T]]
-        (declared,) = typing.get_args(flat_type)
-        assert declared == field_info(name).annotation, name
+def _flat_declarations() -> dict[str, Any]:
+    """The flat names CompactionConfig declares for type checkers (under ``if TYPE_CHECKING:`` in
+    its class body, absent at run time), each with its declared type."""
+    tree = ast.parse(inspect.getsource(config_module))
+    (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "CompactionConfig"]
+    (block,) = [
+        node
+        for node in cls.body
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    ]
+    found: dict[str, Any] = {}
+    for statement in block.body:
+        assert isinstance(statement, ast.AnnAssign), ast.unparse(statement)
+        assert isinstance(statement.target, ast.Name), ast.unparse(statement)
+        assert statement.target.id not in found, statement.target.id
+        found[statement.target.id] = eval(ast.unparse(statement.annotation), vars(config_module))
+    return found
+
+
+def test_flat_names_are_declared_once_each_with_their_fields_type() -> None:
+    """What mypy checks constructor keywords and readers against: every field, in section order,
+    typed as the field is (a field added to a section without its declaration fails here)."""
+    declared = _flat_declarations()
+    assert list(declared) == list(flat_field_names())
+    for name, annotation in declared.items():
+        assert annotation == field_info(name).annotation, name
 
 
 def test_auto_compaction_switch() -> None:

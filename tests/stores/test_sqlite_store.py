@@ -18,6 +18,7 @@ from stores.store_support import msgs as _msgs
 from stores.store_support import threads_append_and_race
 
 from compaction.sqlite_store import SCHEMA_VERSION, SQLiteSessionStore
+from compaction.stores import sql as sql_store
 
 
 @pytest.fixture
@@ -54,8 +55,9 @@ def test_unicode_and_cjk_round_trip_and_are_stored_unescaped(db: Path, store: SQ
 def test_context_and_messages_after_use_the_index(store: SQLiteSessionStore) -> None:
     conn = sqlite3.connect(store.path)
     sql = "SELECT id, message, created_at, tokens FROM messages WHERE session_id = ? AND id > ? ORDER BY id"
-    assert sql in inspect.getsource(SQLiteSessionStore.context)
-    assert sql in inspect.getsource(SQLiteSessionStore.messages)
+    assert sql == sql_store._MESSAGES_AFTER  # the one statement both read the rows with
+    assert "_MESSAGES_AFTER" in inspect.getsource(SQLiteSessionStore.context)
+    assert "_MESSAGES_AFTER" in inspect.getsource(SQLiteSessionStore.messages)
     plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("s1", 9000)))
     assert "USING INDEX messages_by_session (session_id=? AND id>?)" in plan
     assert "SCAN" not in plan

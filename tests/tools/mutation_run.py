@@ -50,9 +50,14 @@ def _functions(module: str, *names: str) -> tuple[str, ...]:
 TARGETS: dict[str, Target] = {
     # Pairing: which result belongs to which call, and where a transcript may be cut.
     "pairs": Target(
-        "compaction/pairs.py",
+        "compaction/pairs/repairs.py",
         ("tests/adapters/test_pairs_properties.py", "tests/adapters/test_turn_rules.py"),
-        _functions("compaction/pairs.py", "x__claim_results", "x_safe_cut_points"),
+        _functions("compaction/pairs/repairs.py", "x__claim_results"),
+    ),
+    "pairs-cuts": Target(
+        "compaction/pairs/units.py",
+        ("tests/adapters/test_pairs_properties.py", "tests/adapters/test_turn_rules.py"),
+        _functions("compaction/pairs/units.py", "x_safe_cut_points"),
     ),
     # The budget arithmetic: the 1.2 margin on estimated counts, the trigger ceiling.
     "budget": Target(
@@ -79,9 +84,12 @@ TARGETS: dict[str, Target] = {
         _functions("compaction/recall/_memory.py", "xǁMemoryRecallIndexǁsearch"),
     ),
     "window": Target("guards/window.py", ("tests/guards/test_window.py",)),
-    # The error classifier: its rules, and the providers' error texts word for word.
+    # The error classifier: its rules, what it reads from an error, and the providers' error texts word for word.
     "overflow": Target(
-        "guards/overflow.py", ("tests/guards/test_overflow.py", "tests/reliability/test_classifier_strings.py")
+        "guards/_error_rules.py", ("tests/guards/test_overflow.py", "tests/reliability/test_classifier_strings.py")
+    ),
+    "overflow-evidence": Target(
+        "guards/_error_evidence.py", ("tests/guards/test_overflow.py", "tests/reliability/test_classifier_strings.py")
     ),
     # Redaction: test_redact, and the redactor-only tests of the credential corpus (the ones that
     # run a compaction or the service take a minute of setup each: they test the plumbing).
@@ -98,9 +106,9 @@ TARGETS: dict[str, Target] = {
     # The stores' compare-and-set: a compaction saved only over the context it was computed from
     # (the SQL both stores share; the contract tests run it on SQLite, and on PostgreSQL when set up).
     "sqlite-cas": Target(
-        "compaction/stores/sql.py",
+        "compaction/stores/compactions.py",
         ("tests/stores/test_store_contract.py", "tests/stores/test_store_tail.py", "tests/stores/test_sqlite_store.py"),
-        _functions("compaction/stores/sql.py", "xǁSQLSessionStoreǁsave_compaction"),
+        _functions("compaction/stores/compactions.py", "xǁSQLCompactionsǁsave_compaction"),
     ),
 }
 DEFAULT = tuple(TARGETS)

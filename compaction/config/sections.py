@@ -1,66 +1,21 @@
-"""Every knob of the engine, with the defaults of the reference design, in sections.
-
-A :class:`CompactionConfig` is made of sections (``trigger``, ``tail``, ``pruning``, ``chunking``,
-``summarizer``, ``summary_block``, ``ledger``, ``redaction``, ``layout``, ``markers``, ``fallback``);
-each field lives in exactly one section, under the same name it has always had. The flat names are
-still the way most code reads and sets them: ``CompactionConfig(keep_recent_messages=4)`` sets
-``config.tail.keep_recent_messages``, and ``config.keep_recent_messages`` reads it back (the
-section holds the only copy).
-
->>> cfg = CompactionConfig(keep_recent_messages=4, max_summary_tokens=2_000)
->>> cfg.tail.keep_recent_messages, cfg.keep_recent_messages, cfg.summarizer.max_summary_tokens
-(4, 4, 2000)
->>> cfg.base_chunk_ratio, cfg.min_chunk_ratio, cfg.safety_margin
-(0.4, 0.15, 1.2)
->>> CompactionConfig(tail=TailConfig(keep_recent_messages=4)) == CompactionConfig(keep_recent_messages=4)
-True
->>> CompactionConfig(threshold=0).auto_compaction_enabled
-False
->>> section_of("keep_recent_share")
-'tail'
-"""
+"""The sections of :class:`compaction.config.CompactionConfig`, one model each: every field of the
+engine's configuration, with its default, bounds and description (its docstring)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.fields import FieldInfo
 
 from compaction.prompts import CHUNK_PROMPT, MERGE_PROMPT, SUMMARY_PROMPT, SYSTEM_PROMPT
-
-__all__ = [
-    "ChunkingConfig",
-    "CompactionConfig",
-    "FailureMode",
-    "FallbackConfig",
-    "LayoutConfig",
-    "LedgerConfig",
-    "MarkersConfig",
-    "PruningConfig",
-    "RedactionConfig",
-    "SummarizerConfig",
-    "SummaryBlockConfig",
-    "SummaryMode",
-    "SummaryPlacement",
-    "SummaryRole",
-    "TailConfig",
-    "TriggerConfig",
-    "field_info",
-    "flat_field_names",
-    "section_models",
-    "section_of",
-]
 
 SummaryPlacement = Literal["first_user", "message"]
 SummaryRole = Literal["user", "system"]
 SummaryMode = Literal["rendered", "conversation"]
 FailureMode = Literal["fallback", "trim"]
-_T = TypeVar("_T")
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
     """One section of :class:`CompactionConfig`: immutable, unknown names refused."""
 
     # Each field's docstring is its description: in the JSON schema, the service's OpenAPI, the
@@ -68,28 +23,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-class _Flat(Generic[_T]):
-    """A flat field name on :class:`CompactionConfig`: reads the value its section holds."""
-
-    section = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _Flat[_T]: ...
-
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
-
-    def __get__(self, instance: object | None, owner: type | None = None) -> _Flat[_T] | _T:
-        if instance is None:
-            return self
-        value: _T = getattr(instance.__dict__[self.section], self.name)
-        return value
-
-
-class TriggerConfig(_Section):
+class TriggerConfig(Section):
     """When a compaction runs, and the window and budget it aims for."""
 
     enabled: bool = True
@@ -114,7 +48,7 @@ class TriggerConfig(_Section):
         return self
 
 
-class TailConfig(_Section):
+class TailConfig(Section):
     """The recent messages kept verbatim, and the protected first request."""
 
     keep_recent_messages: int = Field(default=6, ge=0)
@@ -137,7 +71,7 @@ class TailConfig(_Section):
     """Keep the first user message (the task) verbatim in front of the summary, unless it also carries tool results."""
 
 
-class PruningConfig(_Section):
+class PruningConfig(Section):
     """How large tool results are cut down before anything is summarized."""
 
     prune_min_chars: int = Field(default=4_000, ge=200)
@@ -152,7 +86,7 @@ class PruningConfig(_Section):
     note naming their archive id (after the head-and-tail trim)."""
 
 
-class ChunkingConfig(_Section):
+class ChunkingConfig(Section):
     """How the summarized span is split into chunks, and how many run at once."""
 
     base_chunk_ratio: float = Field(default=0.4, gt=0, le=1)
@@ -175,7 +109,7 @@ class ChunkingConfig(_Section):
         return self
 
 
-class SummarizerConfig(_Section):
+class SummarizerConfig(Section):
     """What the summarizer is asked, what it reads, and how long it may take."""
 
     max_summary_tokens: int = Field(default=4_096, ge=64)
@@ -207,7 +141,7 @@ class SummarizerConfig(_Section):
     """Instructions for merging chunk summaries (and an earlier summary) into one."""
 
 
-class SummaryBlockConfig(_Section):
+class SummaryBlockConfig(Section):
     """The size of the summary block every later turn re-sends."""
 
     summary_block_share: float = Field(default=0.0625, gt=0, le=0.5)
@@ -218,7 +152,7 @@ class SummaryBlockConfig(_Section):
     """An explicit cap on the summary block, instead of ``summary_block_share`` of the window."""
 
 
-class LedgerConfig(_Section):
+class LedgerConfig(Section):
     """The artifact ledger: the references kept verbatim after the summary."""
 
     artifact_ledger: bool = True
@@ -234,7 +168,7 @@ class LedgerConfig(_Section):
     more references verbatim in context, less room before the next compaction."""
 
 
-class RedactionConfig(_Section):
+class RedactionConfig(Section):
     """Credentials kept out of the summarizer's input and of what a compaction returns."""
 
     redact_secrets: bool = True
@@ -248,7 +182,7 @@ class RedactionConfig(_Section):
     no longer replays exactly (its prompts are redacted)."""
 
 
-class LayoutConfig(_Section):
+class LayoutConfig(Section):
     """The shape of the returned conversation: where the summary goes, roles, the message cap."""
 
     summary_placement: SummaryPlacement = "first_user"
@@ -270,7 +204,7 @@ class LayoutConfig(_Section):
     dropped, into the archive, until it holds); None: no cap."""
 
 
-class MarkersConfig(_Section):
+class MarkersConfig(Section):
     """The fixed texts compaction writes into the conversation."""
 
     summary_start_marker: str = "[CONTEXT SUMMARY]"
@@ -289,7 +223,7 @@ class MarkersConfig(_Section):
         return self
 
 
-class FallbackConfig(_Section):
+class FallbackConfig(Section):
     """What happens when the summarizer fails or the model reports an overflow."""
 
     failure_mode: FailureMode = "fallback"
@@ -305,232 +239,3 @@ class FallbackConfig(_Section):
     verify_rounds: int = Field(default=4, ge=0)
     """Not read by the current pipeline (accepted so saved configurations still load); the verify stage's layout
     rounds are fixed."""
-
-
-class CompactionConfig(BaseModel):
-    """Configuration for :class:`compaction.Compactor`, in sections. Immutable; use ``model_copy(update=...)``.
-
-    Built from sections, from the flat field names, or both: ``CompactionConfig(keep_recent_messages=4)``,
-    ``CompactionConfig(tail=TailConfig(keep_recent_messages=4))`` and
-    ``CompactionConfig.model_validate({"tail": {"keep_recent_messages": 4}})`` are the same
-    configuration. A flat name given together with its section overrides that one value of the
-    section. ``model_dump()`` gives the sectioned form, :meth:`to_flat` the flat one; both load back.
-    Every flat name reads its section's value (``config.keep_recent_messages``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    trigger: TriggerConfig = TriggerConfig()
-    """When a compaction runs, and the window and budget it aims for."""
-
-    tail: TailConfig = TailConfig()
-    """The recent messages kept verbatim, and the protected first request."""
-
-    pruning: PruningConfig = PruningConfig()
-    """How large tool results are cut down before anything is summarized."""
-
-    chunking: ChunkingConfig = ChunkingConfig()
-    """How the summarized span is split into chunks, and how many run at once."""
-
-    summarizer: SummarizerConfig = SummarizerConfig()
-    """What the summarizer is asked, what it reads, and how long it may take."""
-
-    summary_block: SummaryBlockConfig = SummaryBlockConfig()
-    """The size of the summary block every later turn re-sends."""
-
-    ledger: LedgerConfig = LedgerConfig()
-    """The artifact ledger: the references kept verbatim after the summary."""
-
-    redaction: RedactionConfig = RedactionConfig()
-    """Credentials kept out of the summarizer's input and of what a compaction returns."""
-
-    layout: LayoutConfig = LayoutConfig()
-    """The shape of the returned conversation: where the summary goes, roles, the message cap."""
-
-    markers: MarkersConfig = MarkersConfig()
-    """The fixed texts compaction writes into the conversation."""
-
-    fallback: FallbackConfig = FallbackConfig()
-    """What happens when the summarizer fails or the model reports an overflow."""
-
-    # The flat names, which the engine and most callers read: each reads the one value its section
-    # holds. The declared type is the field's (tests/engine/test_config_sections.py checks it), so mypy
-    # checks every reader; the import-time check below finds a field without its flat name.
-    # trigger
-    enabled: ClassVar[_Flat[bool]] = _Flat()
-    threshold: ClassVar[_Flat[float | int]] = _Flat()
-    window: ClassVar[_Flat[int | None]] = _Flat()
-    reserve_tokens: ClassVar[_Flat[int]] = _Flat()
-    max_output_tokens: ClassVar[_Flat[int]] = _Flat()
-    safety_margin: ClassVar[_Flat[float]] = _Flat()
-    # tail
-    keep_recent_messages: ClassVar[_Flat[int]] = _Flat()
-    keep_recent_tokens: ClassVar[_Flat[int | None]] = _Flat()
-    keep_recent_share: ClassVar[_Flat[float]] = _Flat()
-    protect_first_user_message: ClassVar[_Flat[bool]] = _Flat()
-    # pruning
-    prune_min_chars: ClassVar[_Flat[int]] = _Flat()
-    prune_head_chars: ClassVar[_Flat[int]] = _Flat()
-    prune_tail_chars: ClassVar[_Flat[int]] = _Flat()
-    prune_hard_clear_share: ClassVar[_Flat[float]] = _Flat()
-    # chunking
-    base_chunk_ratio: ClassVar[_Flat[float]] = _Flat()
-    min_chunk_ratio: ClassVar[_Flat[float]] = _Flat()
-    max_chunks: ClassVar[_Flat[int]] = _Flat()
-    concurrency: ClassVar[_Flat[int]] = _Flat()
-    summarizer_window: ClassVar[_Flat[int | None]] = _Flat()
-    # summarizer
-    max_summary_tokens: ClassVar[_Flat[int]] = _Flat()
-    summary_mode: ClassVar[_Flat[SummaryMode]] = _Flat()
-    summarize_deadline_s: ClassVar[_Flat[float | None]] = _Flat()
-    summarizer_tool_preview: ClassVar[_Flat[tuple[int, int] | None]] = _Flat()
-    summarizer_input_max_chars: ClassVar[_Flat[int | None]] = _Flat()
-    system_prompt: ClassVar[_Flat[str]] = _Flat()
-    summary_prompt: ClassVar[_Flat[str]] = _Flat()
-    chunk_prompt: ClassVar[_Flat[str]] = _Flat()
-    merge_prompt: ClassVar[_Flat[str]] = _Flat()
-    # summary_block
-    summary_block_share: ClassVar[_Flat[float]] = _Flat()
-    summary_block_max_tokens: ClassVar[_Flat[int | None]] = _Flat()
-    # ledger
-    artifact_ledger: ClassVar[_Flat[bool]] = _Flat()
-    ledger_share: ClassVar[_Flat[float]] = _Flat()
-    ledger_max_tokens: ClassVar[_Flat[int | None]] = _Flat()
-    # redaction
-    redact_secrets: ClassVar[_Flat[bool]] = _Flat()
-    redact_record: ClassVar[_Flat[bool]] = _Flat()
-    # layout
-    summary_placement: ClassVar[_Flat[SummaryPlacement]] = _Flat()
-    summary_role: ClassVar[_Flat[SummaryRole]] = _Flat()
-    ensure_alternation: ClassVar[_Flat[bool | None]] = _Flat()
-    max_messages: ClassVar[_Flat[int | None]] = _Flat()
-    # markers
-    summary_start_marker: ClassVar[_Flat[str]] = _Flat()
-    summary_end_marker: ClassVar[_Flat[str]] = _Flat()
-    acknowledgement: ClassVar[_Flat[str]] = _Flat()
-    last_request_prefix: ClassVar[_Flat[str]] = _Flat()
-    # fallback
-    failure_mode: ClassVar[_Flat[FailureMode]] = _Flat()
-    extractive_fallback: ClassVar[_Flat[bool]] = _Flat()
-    strict: ClassVar[_Flat[bool]] = _Flat()
-    overflow_attempts: ClassVar[_Flat[int]] = _Flat()
-    verify_rounds: ClassVar[_Flat[int]] = _Flat()
-
-    def __init__(self, /, **data: Any) -> None:
-        """Sections and flat field names as keyword arguments (see the class's description).
-
-        Declared so that type checkers accept the flat names, which are not pydantic fields."""
-        super().__init__(**data)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_flat_names(cls, data: Any) -> Any:
-        """Move flat field names into their sections (a flat name overrides its section's value)."""
-        if not isinstance(data, Mapping) or not any(name in _SECTION_OF for name in data):
-            return data
-        moved: dict[str, Any] = {}
-        by_section: dict[str, dict[str, Any]] = {}
-        for key, value in data.items():
-            section = _SECTION_OF.get(key)
-            if section is None:
-                moved[key] = value
-            else:
-                by_section.setdefault(section, {})[key] = value
-        for section, values in by_section.items():
-            given = moved.get(section)
-            if isinstance(given, _Section):
-                given = given.model_dump(exclude_unset=True)  # keeps which values were set explicitly
-            if given is None:
-                moved[section] = values
-            elif isinstance(given, Mapping):
-                moved[section] = {**given, **values}
-            else:  # not a section: let validation name the section's type error, and each name's
-                moved.update(values)
-        return moved
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy with ``update`` applied: flat field names or whole sections. Like pydantic's
-        ``model_copy``, the values are not validated; unlike it, an unknown name is refused."""
-        if not update:
-            return super().model_copy(deep=deep)
-        sections: dict[str, Any] = {}
-        by_section: dict[str, dict[str, Any]] = {}
-        for key, value in update.items():
-            if key in _SECTIONS:
-                sections[key] = value
-            elif key in _SECTION_OF:
-                by_section.setdefault(_SECTION_OF[key], {})[key] = value
-            else:
-                raise ValueError(f"CompactionConfig has no field {key!r} (fields: {', '.join(sorted(_SECTION_OF))})")
-        for section, values in by_section.items():
-            base = sections.get(section, getattr(self, section))
-            sections[section] = base.model_copy(update=values)
-        return super().model_copy(update=sections, deep=deep)
-
-    def to_flat(self, *, mode: Literal["python", "json"] = "python") -> dict[str, Any]:
-        """Every field under its flat name (the form of configurations saved before the sections);
-        ``CompactionConfig.model_validate`` loads it back."""
-        flat: dict[str, Any] = {}
-        for section in _SECTIONS:
-            flat.update(getattr(self, section).model_dump(mode=mode))
-        return flat
-
-    def explicit_fields(self) -> frozenset[str]:
-        """The flat names of the fields given explicitly (at construction or by ``model_copy``),
-        as opposed to left at their defaults."""
-        return frozenset(name for section in _SECTIONS for name in getattr(self, section).model_fields_set)
-
-    @property
-    def auto_compaction_enabled(self) -> bool:
-        return self.enabled and self.threshold != 0
-
-
-def _sections() -> dict[str, type[_Section]]:
-    found: dict[str, type[_Section]] = {}
-    for name, field in CompactionConfig.model_fields.items():
-        section = field.annotation
-        if not (isinstance(section, type) and issubclass(section, _Section)):
-            raise TypeError(f"CompactionConfig.{name} is not a section")
-        found[name] = section
-    return found
-
-
-def _section_of_each_field() -> dict[str, str]:
-    """Flat name -> its section; checks that each field is in exactly one section and has its flat name."""
-    section_of: dict[str, str] = {}
-    for section, model in _SECTIONS.items():
-        for name in model.model_fields:
-            if name in section_of or name in _SECTIONS:
-                raise TypeError(f"config field {name!r} of section {section!r} is not a unique name")
-            section_of[name] = section
-            flat = CompactionConfig.__dict__.get(name)
-            if not isinstance(flat, _Flat):
-                raise TypeError(f"CompactionConfig has no flat name for {section}.{name}")
-            flat.section = section
-    extra = [k for k, v in CompactionConfig.__dict__.items() if isinstance(v, _Flat) and k not in section_of]
-    if extra:
-        raise TypeError(f"CompactionConfig has flat names that no section holds: {extra}")
-    return section_of
-
-
-_SECTIONS = _sections()
-_SECTION_OF = _section_of_each_field()
-
-
-def section_of(name: str) -> str:
-    """The section that holds the flat field ``name`` (KeyError for an unknown name)."""
-    return _SECTION_OF[name]
-
-
-def field_info(name: str) -> FieldInfo:
-    """The pydantic field (type, bounds, default, description) of the flat field ``name``."""
-    return _SECTIONS[_SECTION_OF[name]].model_fields[name]
-
-
-def section_models() -> dict[str, type[BaseModel]]:
-    """Section name -> its model, in declaration order."""
-    return dict(_SECTIONS)
-
-
-def flat_field_names() -> tuple[str, ...]:
-    """Every field's flat name, section by section in declaration order."""
-    return tuple(_SECTION_OF)
