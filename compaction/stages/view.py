@@ -17,8 +17,9 @@ from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
+from compaction.stages.fit import FitCache, fit_results
 from compaction.stages.protect import Partition
-from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer
+from compaction.stages.prune import PruneSettings, prepare_for_summarizer
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart
 
