@@ -59,7 +59,9 @@ def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], 
     or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
     error lines among them."""
     # One scan for error cues serves both the important lines and the error lines.
-    important, _, error_lines = important_and_error_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
+    important, _, error_lines = important_and_error_lines(
+        text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES, count_all=False
+    )
     measured = _kept_measurements(text, settings)
     seen = set(important)
     return [*important, *(m for m in measured if m not in seen)], frozenset(error_lines)
