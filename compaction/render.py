@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.patterns import head_cut, tail_cut
@@ -24,6 +24,7 @@ from compaction.redact import redact_if_needed
 from compaction.transcript import (
     ImagePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -247,56 +248,90 @@ def render_for_summarizer(
     [N #1 bash] command: ls
     a.py
     """
-    labels = dict(labels) if labels is not None else call_labels(messages)
-    names = {c.id: c.name for m in messages for c in m.tool_calls}
-    lines: list[str] = []
-    shown: list[str] = []  # what the prompt shows of the messages: the nonce must be in none of it
-    marker = f"[{_NONCE_SLOT}"
-    open_call = after_call  # the call whose one-line marker is the last line: its output may follow
+    writer = _HistoryWriter(
+        labels=dict(labels) if labels is not None else call_labels(messages),
+        names={c.id: c.name for m in messages for c in m.tool_calls},
+        redact=redact,
+        open_call=after_call,
+    )
     for message in messages:
-        opened = False
+        writer.write_message(message)
+    if nonce is None:  # given only to measure a rendering (a stand-in of the same length)
+        nonce = prompt_nonce(writer.shown)
+    return RenderedHistory("\n".join(writer.lines).replace(_NONCE_SLOT, nonce), nonce, writer.labels)
+
+
+_MARKER = f"[{_NONCE_SLOT}"  # a block marker's start; the nonce goes in once it is drawn
+
+
+@dataclass
+class _HistoryWriter:
+    """The lines of :func:`render_for_summarizer`, written one message part at a time."""
+
+    labels: dict[str, str]
+    names: dict[str, str]
+    """Each call's tool name, by call id, for the calls in the prompt."""
+    redact: bool
+    open_call: str | None
+    """The call whose one-line marker is the last line: its output may follow right under it."""
+    lines: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    """What the prompt shows of the messages: the nonce must be in none of it."""
+
+    def label(self, call_id: str) -> str:
+        return self.labels.get(call_id) or self.labels.setdefault(call_id, f"#{len(self.labels) + 1}")
+
+    def write_message(self, message: Message) -> None:
+        opened = False  # whether the message's own words have their role marker yet
         for part in message.parts:
             if isinstance(part, ToolCallPart):
-                label = labels.get(part.id) or labels.setdefault(part.id, f"#{len(labels) + 1}")
-                arguments = _shown(format_arguments(part.arguments), redact)
-                name = _shown(part.name, redact)
-                shown += (arguments, name)
-                lines.append(f"{marker} {label} {name}] {arguments}" if arguments else f"{marker} {label} {name}]")
-                open_call, opened = (part.id if "\n" not in arguments else None), False
-                continue
-            if isinstance(part, ToolResultPart):
-                label = labels.get(part.call_id) or labels.setdefault(part.call_id, f"#{len(labels) + 1}")
-                output = _shown(_result_text(part.text), redact)
-                shown.append(output)
-                if part.is_error or part.call_id != open_call:
-                    # The call's marker names the tool; a result whose call is not in the prompt names it.
-                    tool = "" if part.call_id in names else f" {_shown(names.get(part.call_id, 'tool'), redact)}"
-                    lines.append(f"{marker} {label}{tool} {'error' if part.is_error else 'out'}]")
-                # else: the output of the call on the line above follows it at once, under its marker.
-                if output:
-                    lines.append(output)
-                open_call, opened = None, False
-                continue
-            if isinstance(part, ReasoningPart):
-                continue  # the model's private scratchpad is not history to summarize
-            if not opened:  # the message's own words: under a role marker
-                lines.append(f"{marker} {message.role}]")
-                open_call, opened = None, True
-            if isinstance(part, TextPart):
-                text = _shown(part.text, redact)
-                shown.append(text)
-                if text:
-                    lines.append(text)
-            elif isinstance(part, ImagePart):
-                lines.append("[image]")
-            elif isinstance(part, UnknownPart):
-                lines.append(_shown(f"[{part.block.get('type', 'block')} block]", redact))
+                self.write_call(part)
+                opened = False
+            elif isinstance(part, ToolResultPart):
+                self.write_result(part)
+                opened = False
+            elif not isinstance(part, ReasoningPart):  # the scratchpad is not history to summarize
+                if not opened:
+                    self.lines.append(f"{_MARKER} {message.role}]")
+                    self.open_call, opened = None, True
+                self.write_own_words(part)
         if not message.parts:
-            lines.append(f"{marker} {message.role}]")
-            open_call = None
-    if nonce is None:  # given only to measure a rendering (a stand-in of the same length)
-        nonce = prompt_nonce(shown)
-    return RenderedHistory("\n".join(lines).replace(_NONCE_SLOT, nonce), nonce, labels)
+            self.lines.append(f"{_MARKER} {message.role}]")
+            self.open_call = None
+
+    def write_call(self, part: ToolCallPart) -> None:
+        """``[<nonce> #3 bash] key: value, ...``: a label instead of the provider's id."""
+        arguments = _shown(format_arguments(part.arguments), self.redact)
+        name = _shown(part.name, self.redact)
+        self.shown += (arguments, name)
+        label = self.label(part.id)
+        self.lines.append(f"{_MARKER} {label} {name}] {arguments}" if arguments else f"{_MARKER} {label} {name}]")
+        self.open_call = part.id if "\n" not in arguments else None
+
+    def write_result(self, part: ToolResultPart) -> None:
+        """A result's output, under its own marker unless it follows its call's one-line marker."""
+        label = self.label(part.call_id)
+        output = _shown(_result_text(part.text), self.redact)
+        self.shown.append(output)
+        if part.is_error or part.call_id != self.open_call:
+            # The call's marker names the tool; a result whose call is not in the prompt names it.
+            tool = "" if part.call_id in self.names else f" {_shown(self.names.get(part.call_id, 'tool'), self.redact)}"
+            self.lines.append(f"{_MARKER} {label}{tool} {'error' if part.is_error else 'out'}]")
+        if output:
+            self.lines.append(output)
+        self.open_call = None
+
+    def write_own_words(self, part: Part) -> None:
+        """Text, an image's placeholder or an unknown block, under the message's role marker."""
+        if isinstance(part, TextPart):
+            text = _shown(part.text, self.redact)
+            self.shown.append(text)
+            if text:
+                self.lines.append(text)
+        elif isinstance(part, ImagePart):
+            self.lines.append("[image]")
+        elif isinstance(part, UnknownPart):
+            self.lines.append(_shown(f"[{part.block.get('type', 'block')} block]", self.redact))
 
 
 def follows_its_call(previous: Message | None, message: Message) -> str | None:

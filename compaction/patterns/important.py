@@ -152,9 +152,11 @@ def important_lines(text: str, limit: int) -> tuple[list[str], int]:
     return chosen, found
 
 
-def important_and_error_lines(text: str, limit: int) -> tuple[list[str], int, list[str]]:
+def important_and_error_lines(text: str, limit: int, *, count_all: bool = True) -> tuple[list[str], int, list[str]]:
     """:func:`important_lines` and :func:`find_error_lines` of ``text`` from one scan for error cues
-    (both need the error lines; a caller wanting both would otherwise scan the text twice).
+    (both need the error lines; a caller wanting both would otherwise scan the text twice). With
+    ``count_all=False`` the important lines are not counted past ``limit`` (the count returned is
+    then at most ``limit``), which spares cutting out every line of a long log.
 
     >>> important_and_error_lines("a\\nsee src/x.py\\nValueError: bad\\nValueError: bad\\n", 5)
     (['see src/x.py', 'ValueError: bad'], 2, ['ValueError: bad'])
@@ -177,5 +179,7 @@ def important_and_error_lines(text: str, limit: int) -> tuple[list[str], int, li
         line = text[start : _line_bounds(text, start)[1]].strip()
         if line and line not in first:
             first[line] = start
+            if not count_all and len(first) >= limit:
+                break
     chosen = sorted(list(first.items())[: max(limit, 0)], key=lambda item: item[1])
     return [line for line, _ in chosen], len(first), error_lines

@@ -151,60 +151,89 @@ def plan_zone(
 
     For a model summarizer the plan measures what will be sent: each message as rendered for the
     prompt, plus the request's fixed part (system prompt, instructions, the task)."""
-    window = summarizer_window(run, config)
-    rendered = reads_rendered_prompt(run.summarizer)
-    count_text = run.counter.count_text
-    fixed = count_text(config.system_prompt + config.summary_prompt)
-    if rendered:
-        # The parts of every history prompt besides the history: measured on an empty history.
-        fixed = count_text(config.system_prompt) + count_text(job.request("single").prompt)
-    overhead = fixed + config.max_summary_tokens + (count_text(job.previous_summary) if job.previous_summary else 0)
+    planner = _Planner(run, job, config)
+    messages, plan = visible, planner.plan(visible)
+    messages, plan = _fit_long_messages(run, planner, messages, plan, config)
+    escalation: list[str] = []
+    if len(plan.spans) > config.max_chunks and settings.preview is None:
+        messages = list(prepare_for_summarizer(messages, settings=replace(settings, preview=_ESCALATION_PREVIEW)))
+        plan = planner.plan(messages)
+        escalation.append("tool results cut to 500+200 character previews")
+    if len(plan.spans) > config.max_chunks:
+        job, messages, plan, note = _oldest_offline(run, job, messages, plan, config)
+        escalation.append(note)
+    planned = _planned_tokens(planner, job, messages, plan, config) if planner.rendered and plan.spans else []
+    return Chunked(messages, plan, job, planned, planner.window, planner.rendered, tuple(escalation))
 
-    def counts_of(msgs: list[Message]) -> npt.NDArray[np.int64]:
-        return rendered_counts(run.counter, msgs) if rendered else run.counts(msgs)
 
-    def make(msgs: list[Message]) -> ChunkPlan:
-        cuts = np.array(safe_cut_points(msgs), dtype=np.int64)
+class _Planner:
+    """Plans chunks of messages in the summarizer's window, measured as the summarizer reads them."""
+
+    def __init__(self, run: Run, job: SummarizeJob, config: CompactionConfig) -> None:
+        self.run, self.config = run, config
+        self.window = summarizer_window(run, config)
+        self.rendered = reads_rendered_prompt(run.summarizer)
+        count_text = run.counter.count_text
+        self.fixed = count_text(config.system_prompt + config.summary_prompt)
+        if self.rendered:
+            # The parts of every history prompt besides the history: measured on an empty history.
+            self.fixed = count_text(config.system_prompt) + count_text(job.request("single").prompt)
+        earlier = count_text(job.previous_summary) if job.previous_summary else 0
+        self.overhead = self.fixed + config.max_summary_tokens + earlier
+
+    def counts(self, messages: list[Message]) -> npt.NDArray[np.int64]:
+        return rendered_counts(self.run.counter, messages) if self.rendered else self.run.counts(messages)
+
+    def plan(self, messages: list[Message]) -> ChunkPlan:
+        config = self.config
         return plan_chunks(
-            counts_of(msgs),
-            cuts,
-            summarizer_window=window,
-            overhead_tokens=overhead,
+            self.counts(messages),
+            np.array(safe_cut_points(messages), dtype=np.int64),
+            summarizer_window=self.window,
+            overhead_tokens=self.overhead,
             base_ratio=config.base_chunk_ratio,
             min_ratio=config.min_chunk_ratio,
             margin=config.safety_margin,
         )
 
-    messages, plan = visible, make(visible)
+
+def _fit_long_messages(
+    run: Run, planner: _Planner, messages: list[Message], plan: ChunkPlan, config: CompactionConfig
+) -> tuple[list[Message], ChunkPlan]:
+    """Messages too long for one chunk cut to fit it, and the plan made again if any was."""
     limit = math.floor(plan.max_chunk_tokens / config.safety_margin)
     fitted = [fit_message(m, limit, run.counter.count_message) for m in messages]
-    if any(a is not b for a, b in zip(fitted, messages, strict=True)):
-        messages, plan = fitted, make(fitted)
-    escalation: list[str] = []
-    if len(plan.spans) > config.max_chunks and settings.preview is None:
-        previews = list(prepare_for_summarizer(messages, settings=replace(settings, preview=_ESCALATION_PREVIEW)))
-        messages, plan = previews, make(previews)
-        escalation.append("tool results cut to 500+200 character previews")
-    if len(plan.spans) > config.max_chunks:
-        split = plan.spans[-config.max_chunks][0]
-        older, messages = messages[:split], messages[split:]
-        notes = run.fallback.summarize_messages(older, max_tokens=config.max_summary_tokens)
-        job = replace(job, previous_summary="\n\n".join(x for x in (job.previous_summary, notes) if x))
-        plan = replace(plan, spans=tuple((a - split, b - split) for a, b in plan.spans[-config.max_chunks :]))
-        escalation.append(
-            f"oldest {len(older)} zone messages summarized offline (extractive) "
-            f"to keep {config.max_chunks} model chunks"
-        )
-    planned: list[int] = []
-    if rendered and plan.spans:
-        counts = counts_of(messages)
-        single = len(plan.spans) == 1
-        kind_fixed = (
-            fixed
-            if single
-            else count_text(config.system_prompt)
-            + count_text(job.request("chunk", index=0, count=len(plan.spans)).prompt)
-        )
-        extra = count_text(job.previous_summary) if single and job.previous_summary else 0
-        planned = [int(counts[a:b].sum()) + kind_fixed + extra for a, b in plan.spans]
-    return Chunked(messages, plan, job, planned, window, rendered, tuple(escalation))
+    if all(a is b for a, b in zip(fitted, messages, strict=True)):
+        return messages, plan
+    return fitted, planner.plan(fitted)
+
+
+def _oldest_offline(
+    run: Run, job: SummarizeJob, messages: list[Message], plan: ChunkPlan, config: CompactionConfig
+) -> tuple[SummarizeJob, list[Message], ChunkPlan, str]:
+    """The oldest chunks summarized by the run's offline summarizer into the job's earlier summary,
+    so the model sees only the newest ``max_chunks``: the job, the messages and plan left, and what
+    was done (for the record)."""
+    split = plan.spans[-config.max_chunks][0]
+    older, newer = messages[:split], messages[split:]
+    notes = run.fallback.summarize_messages(older, max_tokens=config.max_summary_tokens)
+    job = replace(job, previous_summary="\n\n".join(x for x in (job.previous_summary, notes) if x))
+    plan = replace(plan, spans=tuple((a - split, b - split) for a, b in plan.spans[-config.max_chunks :]))
+    note = f"oldest {len(older)} zone messages summarized offline (extractive) to keep {config.max_chunks} model chunks"
+    return job, newer, plan, note
+
+
+def _planned_tokens(
+    planner: _Planner, job: SummarizeJob, messages: list[Message], plan: ChunkPlan, config: CompactionConfig
+) -> list[int]:
+    """Per chunk, the prompt tokens planned: its messages as rendered, and its kind of request's
+    fixed part (one history prompt, or a chunk of several) with any earlier summary it carries."""
+    count_text = planner.run.counter.count_text
+    counts = planner.counts(messages)
+    single = len(plan.spans) == 1
+    if single:
+        fixed = planner.fixed + (count_text(job.previous_summary) if job.previous_summary else 0)
+    else:
+        chunk_prompt = job.request("chunk", index=0, count=len(plan.spans)).prompt
+        fixed = count_text(config.system_prompt) + count_text(chunk_prompt)
+    return [int(counts[a:b].sum()) + fixed for a, b in plan.spans]

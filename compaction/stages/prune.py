@@ -11,7 +11,8 @@ recent assistant turns are never cleared, tool calls and user/assistant text are
 and every result keeps its call id so pairs stay valid.
 
 :func:`prepare_for_summarizer` builds what a summarizer sees: no image payloads, no tool
-metadata, no reasoning scratchpad, optionally only a preview of each result.
+metadata, no reasoning scratchpad, optionally only a preview of each result. A model summarizer
+reads the results cut to a shared room instead (:mod:`compaction.stages.fit`).
 
 >>> from compaction.transcript import Message, ToolResultPart
 >>> msg = Message(role="tool", id="t1", parts=(ToolResultPart(call_id="c1", content="x" * 5000),))
@@ -24,17 +25,14 @@ metadata, no reasoning scratchpad, optionally only a preview of each result.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Literal
 
-import numpy as np
-
 from compaction._cache import memoize_text
-from compaction.patterns import head_cut, important_and_error_lines, important_lines, measurement_lines, tail_cut
+from compaction.patterns import head_cut, important_lines, measurement_lines, tail_cut
 from compaction.render import CLEARED_PREFIX
 from compaction.transcript import ImagePart, Message, Part, ReasoningPart, TextPart, ToolResultPart, UnknownPart
 
@@ -43,11 +41,9 @@ __all__ = [
     "PruneOutcome",
     "PruneSettings",
     "PrunedItem",
-    "fit_results",
     "prepare_for_summarizer",
     "prune_tool_results",
     "trim_middle",
-    "trim_to_chars",
 ]
 # Recognizes our own trim note, so pruning twice never cuts an already-trimmed result again.
 _TRIM_NOTE = re.compile(r"\n\[\.\.\. [\d,]+ of [\d,]+ characters cut here;")
@@ -430,292 +426,3 @@ def _summarizer_result(part: ToolResultPart, archive_id: str, settings: PruneSet
         content = tuple(_image_note(b, archive_id) if isinstance(b, ImagePart) else b for b in new.content)
         new = new.model_copy(update={"content": content})
     return new
-
-
-# -- the summarizer's view: every result trimmed to a share of the room, none cleared -------------
-
-CUT_MARK = "[…]"
-"""Where :func:`trim_to_chars` left output out (one token; the full output is archived)."""
-MIN_RESULT_CHARS = 120  # the least a trimmed result shows: a line or two, its salient line first
-WHOLE_SLACK = 1.25  # a result this little over its share is shown whole (see result_limit)
-_SALIENT_SHARE = 0.6  # of a trimmed result's room, at most this much goes to its salient lines
-_SALIENT_CANDIDATES = 200
-# A word of a salient line: four characters or more, or a number with thousands separators
-# ("895,044": a comma elsewhere separates words).
-_WORD = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[^\s'\"`()\[\]{},;]{4,}")
-
-
-@memoize_text
-def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
-    """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
-    or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
-    error lines among them."""
-    # One scan for error cues serves both the important lines and the error lines.
-    important, _, error_lines = important_and_error_lines(text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES)
-    measured = _kept_measurements(text, settings)
-    seen = set(important)
-    return [*important, *(m for m in measured if m not in seen)], frozenset(error_lines)
-
-
-@memoize_text
-def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
-    """The words of each salient candidate line of ``text``, repeats included, and all of them as a
-    set: found once, where the common words, the news check and every cut of the text read them."""
-    lines, _ = _salient_candidates(text, settings)
-    per_line = tuple(tuple(_WORD.findall(line)) for line in lines)
-    return per_line, frozenset(word for words in per_line for word in words)
-
-
-# A place in a file ("app/db.py:88:", "src/x.ts:12:5", grep's "lib/y.py:7:def"): the file is the
-# news, not which line of it, so a traceback's frames in one file show one new word, not one each.
-_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
-
-
-def _news_of(words: Sequence[str], common: frozenset[str]) -> frozenset[str]:
-    """The words of a salient line that say something no other result says: those not in
-    ``common``, a file's location read as the file (and any text glued after it)."""
-    news: set[str] = set()
-    for word in words:
-        if word in common:
-            continue
-        if "://" in word or not _LOCATION.search(word):  # a URL's port is no line number
-            news.add(word)
-            continue
-        news.update(p for p in _LOCATION.split(word) if len(p) >= 4 and p not in common)
-    return frozenset(news)
-
-
-_SHOWN_LINE_CHARS = 300  # a salient line longer than this is shown cut
-
-
-def _shown_line(line: str) -> str:
-    return line if len(line) <= _SHOWN_LINE_CHARS else line[: _SHOWN_LINE_CHARS - 1] + "…"
-
-
-@memoize_text
-def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSettings) -> tuple[tuple[int, str], ...]:
-    """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
-    each with its position and shown at most 300 characters long: the order does not depend on the
-    limit, so the rounds that cut the same result to other limits rank it once."""
-    candidates, errors = _salient_candidates(text, settings)
-    words, _ = _salient_words(text, settings)
-    shown = [_shown_line(line) for line in candidates]
-    order = rank_by_new_words(
-        [_news_of(line_words, common) for line_words in words],
-        [len(line) + 1 for line in shown],
-        [line in errors for line in candidates],
-    )
-    return tuple((i, shown[i]) for i in order)
-
-
-def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int], errors: Sequence[bool]) -> list[int]:
-    """The order in which a cut keeps salient lines: each next line is the one that shows the most
-    words not yet shown per character it costs (``new_words``: each line's words found in no other
-    result), so a short line naming a new path, id or number goes before a long one that repeats
-    what a kept line already shows (a traceback frame, a summary line quoting the error); errors
-    go first among equals. Lines that show nothing new follow, errors first, in their order.
-
-    >>> lines = [frozenset({"a", "b"}), frozenset({"a", "b", "c"}), frozenset({"d"})]
-    >>> rank_by_new_words(lines, [50, 90, 20], [True, False, False])
-    [2, 0, 1]
-    """
-    # Lazy greedy: a line's gain only falls as lines are kept, so a popped line whose gain, counted
-    # again, still beats the next one's bound is the best; others go back with their new gain.
-    heap = [
-        (-len(w) / max(1, c), not e, i) for i, (w, c, e) in enumerate(zip(new_words, costs, errors, strict=True)) if w
-    ]
-    heapq.heapify(heap)
-    shown: set[str] = set()
-    ranked: list[int] = []
-    while heap:
-        _, not_error, i = heapq.heappop(heap)
-        gain = len(new_words[i] - shown)
-        if gain == 0:
-            continue
-        key = (-gain / max(1, costs[i]), not_error, i)
-        if heap and key > heap[0]:
-            heapq.heappush(heap, key)
-            continue
-        ranked.append(i)
-        shown |= new_words[i]
-    kept = set(ranked)
-    rest = sorted((i for i in range(len(costs)) if i not in kept), key=lambda i: (not errors[i], i))
-    return ranked + rest
-
-
-def trim_to_chars(
-    text: str, limit: int, *, common: frozenset[str] = frozenset(), settings: PruneSettings | None = None
-) -> str | None:
-    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors,
-    paths, URLs, ids and measurements), those showing the most words not yet shown per character
-    first (new: not in ``common``, the words found in several results; see
-    :func:`rank_by_new_words`), up to a share of the room, then its head and tail, with a ``[…]``
-    mark where output was left out. None when ``text`` already fits.
-
-    >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400
-    >>> lines = trim_to_chars(body, 120).splitlines()
-    >>> lines[1:4], lines[0][-2:], lines[-1][:2]
-    (['[…]', 'commit: 3f9a2c1b7e4d', '[…]'], 'x…', '…y')
-    """
-    if len(text) <= limit:
-        return None
-    room = max(0, int(limit * _SALIENT_SHARE))
-    kept: list[tuple[int, str]] = []
-    for order, shown in _ranked_candidates(text, common, settings or PruneSettings()):
-        if len(shown) + 1 > room:
-            continue
-        kept.append((order, shown))
-        room -= len(shown) + 1
-    kept.sort()
-    rest = max(0, limit - sum(len(line) + 1 for _, line in kept))
-    head_end, head_mark = head_cut(text, rest * 2 // 3)
-    tail_start, tail_mark = tail_cut(text, len(text) - (rest - rest * 2 // 3))
-    tail_start = max(tail_start, head_end)
-    head = text[:head_end] + head_mark
-    tail = tail_mark + text[tail_start:] if tail_start < len(text) else ""
-    lines = [line for _, line in kept if line not in head and line not in tail]
-    # One token per gap: the summarizer is told that "[…]" marks output left out (archived).
-    pieces = [head] if head else []
-    pieces.append(CUT_MARK)
-    if lines:
-        pieces += [*lines, CUT_MARK] if tail else lines
-    if tail:
-        pieces.append(tail)
-    return "\n".join(pieces)
-
-
-def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[str]:
-    """The words found in the salient lines of more than one of ``texts``: background (a code
-    base's paths, a recurring warning), where a word found in one result alone is news."""
-    seen: set[str] = set()
-    common: set[str] = set()
-    for text in texts:
-        _, words = _salient_words(text, settings)
-        # A text's words are distinct: one seen before came from another text.
-        common |= words & seen
-        seen |= words
-    return frozenset(common)
-
-
-def _level(sizes: Sequence[int], weights: Sequence[float], room: int) -> float:
-    """The largest level ``c`` at which the results fit ``room`` (water filling): each result's share
-    is ``max(MIN_RESULT_CHARS, c * weight)``; a result under ``WHOLE_SLACK`` times its share is shown
-    whole, a longer one is cut to it."""
-
-    # Forty rounds over every result: in arrays (the products and floors are the same doubles and
-    # integers as ``int(level * w)`` on a non-negative level).
-    size_array = np.asarray(sizes, dtype=np.int64)
-    weight_array = np.asarray(weights, dtype=np.float64)
-
-    def used(level: float) -> int:
-        shares = np.maximum(MIN_RESULT_CHARS, np.floor(level * weight_array).astype(np.int64))
-        return int(np.where(size_array <= shares * WHOLE_SLACK, size_array, shares).sum())
-
-    low, high = 0.0, float(max(sizes, default=0))
-    for _ in range(40):
-        middle = (low + high) / 2
-        if used(middle) <= room:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-_NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets this share
-
-
-@memoize_text  # the view's rounds fit the same zone again with other rooms
-def _news_weights(texts: tuple[str, ...], settings: PruneSettings) -> tuple[frozenset[str], tuple[float, ...]]:
-    """The words common to several results, and each result's weight: a result with news (a
-    salient line whose words no other result has) gets a larger share than one that repeats what
-    others said, since its lines are what a summary must not lose."""
-    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS], settings)
-    weights = tuple(
-        _NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common, settings) else 1.0 for t in texts
-    )
-    return common, weights
-
-
-def _soft_size(text: str, s: PruneSettings) -> int:
-    """About how long the soft trim leaves ``text`` (its head, tail, and kept lines and notes)."""
-    if len(text) <= s.soft_trim_chars or _TRIM_NOTE.search(text):
-        return len(text)
-    return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
-
-
-def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> bool:
-    _, words = _salient_words(text, settings)
-    return not words <= common
-
-
-def result_limit(size: int, level: float, weight: float) -> int:
-    """What a result of ``size`` characters may take at ``level``: its share, or its whole size when
-    that is within ``WHOLE_SLACK`` of the share (a cut that saves a few characters loses lines)."""
-    share = max(MIN_RESULT_CHARS, int(level * weight))
-    return size if size <= share * WHOLE_SLACK else share
-
-
-FitCache = dict[tuple[int, tuple[int, ...]], tuple[Message, Message]]
-"""Messages fitted by earlier calls of :func:`fit_results`: by the id of the message and the limits
-of its results, the message (kept alive, so its id is not reused) and what it became."""
-
-
-def fit_results(
-    messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings, cache: FitCache | None = None
-) -> tuple[tuple[Message, ...], int]:
-    """What a model summarizer reads of ``messages``' tool results when they must share
-    ``room_chars`` characters: each result gets a share (a common level, twice it for a result with
-    news, see :func:`_news_weights`); one that fits its share is kept as the soft trim leaves it,
-    a longer one is cut to it by :func:`trim_to_chars` (salient lines, head and tail). None is
-    cleared, so every result says something; results already cleared stay as they are. Returns the
-    messages (unchanged ones are the same objects) and the level (-1: nothing had to be cut).
-
-    Calls that fit the same messages with other rooms (and the same settings) may share ``cache``:
-    a message whose results get the limits they got before is the same object as before, so what
-    was measured of it is measured once."""
-    candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
-    sizes = [_soft_size(text, settings) for text in candidates]
-    if room_chars is None or sum(sizes) <= room_chars:
-        return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
-    common, weights = _news_weights(candidates, settings)
-    level = _level(sizes, weights, room_chars)
-    limits = [result_limit(size, level, w) for size, w in zip(sizes, weights, strict=True)]
-    out: list[Message] = []
-    position = 0
-    for message in messages:
-        fitted = sum(1 for p in message.tool_results if not p.text.startswith(CLEARED_PREFIX))
-        own = tuple(limits[position : position + fitted])
-        position += fitted
-        if not own:
-            out.append(message)
-            continue
-        key = (id(message), own)
-        seen = cache.get(key) if cache is not None else None
-        if seen is not None and seen[0] is message:
-            out.append(seen[1])
-            continue
-        new = _fit_message(message, own, common, settings)
-        if cache is not None:
-            cache[key] = (message, new)
-        out.append(new)
-    return tuple(out), int(level)
-
-
-def _fit_message(message: Message, limits: tuple[int, ...], common: frozenset[str], settings: PruneSettings) -> Message:
-    """``message`` with each result not cleared cut to its limit (see :func:`fit_results`)."""
-    remaining = iter(limits)
-    parts: list[Part] = []
-    for part in message.parts:
-        if not isinstance(part, ToolResultPart) or part.text.startswith(CLEARED_PREFIX):
-            parts.append(part)
-            continue
-        limit = next(remaining)
-        # The soft trim (a result's usual form) when it fits the limit, else the cut to the limit;
-        # a result cut anyway is not soft-trimmed first (that scan would be wasted).
-        soft = _soft_trimmed(part, message.id, settings) if _soft_size(part.text, settings) <= limit else None
-        if soft is not None and len(soft.text) <= limit:
-            parts.append(soft)
-            continue
-        cut = trim_to_chars(part.text, limit, common=common, settings=settings)
-        parts.append(part if cut is None else _with_text(part, cut))
-    return _if_changed(message, tuple(parts))

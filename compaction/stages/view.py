@@ -17,8 +17,9 @@ from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
+from compaction.stages.fit import FitCache, fit_results
 from compaction.stages.protect import Partition
-from compaction.stages.prune import FitCache, PruneSettings, fit_results, prepare_for_summarizer
+from compaction.stages.prune import PruneSettings, prepare_for_summarizer
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, TextPart
 
@@ -128,6 +129,7 @@ def summarizer_view(
     view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
     shown = list(prepare_for_summarizer(view, settings=settings))
     counts = rendered_counts(counter, shown, measured)
+    tried: list[tuple[int, int]] = []  # (room_chars, the results' rendered tokens) of each round
     for _ in range(_VIEW_ROUNDS):
         total = int(counts.sum())
         if total <= room * _VIEW_OVER and (cap < 0 or total >= room * _VIEW_FILL):
@@ -137,8 +139,24 @@ def summarizer_view(
         other = total - result_tokens
         if result_tokens <= 0 or room <= other:
             break
-        room_chars = int(room_chars * (room * _VIEW_AIM - other) / result_tokens)
+        tried.append((room_chars, result_tokens))
+        room_chars = _next_room_chars(tried, room * _VIEW_AIM - other)
         view, cap = fit_results(zone, room_chars=room_chars, settings=settings, cache=fitted)
         shown = list(prepare_for_summarizer(view, settings=settings))
         counts = rendered_counts(counter, shown, measured)
     return shown, {"room_tokens": room, "tokens": int(counts.sum()), "result_cap_chars": cap}
+
+
+def _next_room_chars(tried: Sequence[tuple[int, int]], target: float) -> int:
+    """The characters the results may take next so that they render to ``target`` tokens, from the
+    rounds ``tried`` so far: along the line through the last two rounds (the results' tokens grow
+    slower than their characters once short results are shown whole, so scaling the last round
+    alone converges in more rounds), or, after one round or where that line does not rise,
+    in proportion to the last round."""
+    chars, tokens = tried[-1]
+    if len(tried) >= 2:
+        before_chars, before_tokens = tried[-2]
+        if chars != before_chars and (tokens - before_tokens) / (chars - before_chars) > 0:
+            slope = (tokens - before_tokens) / (chars - before_chars)
+            return max(0, int(chars + (target - tokens) / slope))
+    return int(chars * target / tokens)

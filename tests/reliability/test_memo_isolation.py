@@ -22,6 +22,7 @@ from compaction import CompactionConfig, Compactor
 from compaction._cache import MemoScope, active_scope, memo_scope, memoize_text
 from compaction.adapters import to_canonical
 from compaction.stages import _ledger_collect, prune
+from compaction.stages import fit as view_fit
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "compaction" / "examples" / "coding_session.json"
 
@@ -29,7 +30,7 @@ SCANS = (
     (_ledger_collect, "find_references"),
     (redact, "redact_if_needed"),
     (prune, "measurement_lines"),
-    (prune, "important_and_error_lines"),  # the summarizer view's scan (model summarizers)
+    (view_fit, "important_and_error_lines"),  # the summarizer view's scan (model summarizers)
 )
 OFFLINE_SCANS = {"find_references", "redact_if_needed", "measurement_lines"}
 
@@ -94,7 +95,7 @@ def test_the_summarizer_view_does_the_same_work_after_another_run(scans: Counter
         before = Counter(scans)
         with memo_scope() as scope:  # one run
             for share in (0.05, 0.2):  # the view's rounds: the same results, other rooms
-                prune.fit_results(zone, room_chars=int(total * share), settings=settings)
+                view_fit.fit_results(zone, room_chars=int(total * share), settings=settings)
         assert scope.hits > 0  # the rounds of one run share what they found
         return scans - before
 

@@ -15,7 +15,8 @@ from compaction.render import (
     prompt_nonce,
     render_for_summarizer,
 )
-from compaction.stages.prune import PruneSettings, fit_results, trim_to_chars
+from compaction.stages.fit import fit_results, trim_to_chars
+from compaction.stages.prune import PruneSettings
 from compaction.stages.summarize import SummarizeJob, summarize_zone
 from compaction.summarizers.base import SummaryRequest
 from compaction.summarizers.extractive import ExtractiveSummarizer

@@ -18,12 +18,14 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+import compaction.stages.fit as fit
 import compaction.stages.prune as prune
 import compaction.stages.view as view
 from compaction import CompactionConfig, Compactor
 from compaction.patterns import find_error_lines, head_cut, important_lines, tail_cut
 from compaction.render import CLEARED_PREFIX
-from compaction.stages.prune import MIN_RESULT_CHARS, PruneSettings, fit_results
+from compaction.stages.fit import MIN_RESULT_CHARS, fit_results
+from compaction.stages.prune import PruneSettings
 from compaction.testing import FakeProvider
 from compaction.testing.transcripts import generate
 from compaction.transcript import Message, Part, ToolResultPart
@@ -35,7 +37,7 @@ require("litellm")  # the test extra installs it: a failure in CI, a skip elsewh
 
 
 def ref_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
-    important, _ = important_lines(text[: prune._MEASURE_SCAN_CHARS], prune._SALIENT_CANDIDATES)
+    important, _ = important_lines(text[: prune._MEASURE_SCAN_CHARS], fit._SALIENT_CANDIDATES)
     measured = prune._kept_measurements(text, settings)
     errors = frozenset(find_error_lines(text[: prune._MEASURE_SCAN_CHARS]))
     return [*important, *(m for m in measured if m not in set(important))], errors
@@ -47,7 +49,7 @@ _REF_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
 def ref_news(line: str, common: frozenset[str]) -> set[str]:
     """The line's words no other result has; a file's place ("a/b.py:12:") counts as the file."""
     news: set[str] = set()
-    for word in prune._WORD.findall(line):
+    for word in fit._WORD.findall(line):
         if word in common:
             continue
         if "://" in word or not _REF_LOCATION.search(word):
@@ -77,7 +79,7 @@ def ref_trim(text: str, limit: int, *, common: frozenset[str], settings: PruneSe
         shown_words |= news[best[2]]
         left.remove(best[2])
     repeating = [(i, candidates[i]) for i in sorted(left, key=lambda i: (candidates[i] not in errors, i))]
-    room = max(0, int(limit * prune._SALIENT_SHARE))
+    room = max(0, int(limit * fit._SALIENT_SHARE))
     kept: list[tuple[int, str]] = []
     for order, line in adding + repeating:
         shown = line if len(line) <= 300 else line[:299] + "…"
@@ -108,15 +110,15 @@ def ref_weights(texts: Sequence[str], settings: PruneSettings) -> tuple[frozense
     common: set[str] = set()
     for index, text in enumerate(long):
         lines, _ = ref_candidates(text, settings)
-        for word in {w for line in lines for w in prune._WORD.findall(line)}:
+        for word in {w for line in lines for w in fit._WORD.findall(line)}:
             if seen.setdefault(word, index) != index:
                 common.add(word)
 
     def news(text: str) -> bool:
         lines, _ = ref_candidates(text, settings)
-        return any(word not in common for line in lines for word in prune._WORD.findall(line))
+        return any(word not in common for line in lines for word in fit._WORD.findall(line))
 
-    weights = [prune._NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and news(t) else 1.0 for t in texts]
+    weights = [fit._NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and news(t) else 1.0 for t in texts]
     return frozenset(common), weights
 
 
@@ -143,7 +145,7 @@ def ref_fit(
     messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings, cache: Any = None
 ) -> tuple[tuple[Message, ...], int]:
     candidates = [p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
-    sizes = [prune._soft_size(text, settings) for text in candidates]
+    sizes = [fit._soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(prune._trim_message(m, settings) for m in messages), -1
     common, weights = ref_weights(candidates, settings)
@@ -159,7 +161,7 @@ def ref_fit(
             limit = next(limits)
             soft = (
                 prune._soft_trimmed(part, message.id, settings)
-                if prune._soft_size(part.text, settings) <= limit
+                if fit._soft_size(part.text, settings) <= limit
                 else None
             )
             if soft is not None and len(soft.text) <= limit:
@@ -210,7 +212,7 @@ def test_fitted_results_equal_the_reference_for_many_rooms() -> None:
     zone = _zone(300)
     settings = PruneSettings()
     total = sum(len(p.text) for m in zone for p in m.tool_results)
-    cache: prune.FitCache = {}
+    cache: fit.FitCache = {}
     for share in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.8, 1.5):
         room = int(total * share)
         expected, expected_level = ref_fit(zone, room_chars=room, settings=settings)
@@ -223,7 +225,7 @@ def test_rounds_with_the_same_limits_share_fitted_messages() -> None:
     zone = _zone(200)
     settings = PruneSettings()
     room = sum(len(p.text) for m in zone for p in m.tool_results) // 10
-    cache: prune.FitCache = {}
+    cache: fit.FitCache = {}
     first, _ = fit_results(zone, room_chars=room, settings=settings, cache=cache)
     again, _ = fit_results(zone, room_chars=room, settings=settings, cache=cache)
     changed = [i for i, (a, m) in enumerate(zip(first, zone, strict=True)) if a is not m]
@@ -265,9 +267,9 @@ _LINES = [
 )
 def test_trim_to_chars_equals_the_reference(picks: list[int], common_picks: list[int], limit: int) -> None:
     text = "\n".join(_LINES[i] if i < len(_LINES) else "filler line " * 5 for i in picks)
-    common = frozenset(w for i in common_picks for w in prune._WORD.findall(_LINES[i]))
+    common = frozenset(w for i in common_picks for w in fit._WORD.findall(_LINES[i]))
     settings = PruneSettings()
-    assert prune.trim_to_chars(text, limit, common=common, settings=settings) == ref_trim(
+    assert fit.trim_to_chars(text, limit, common=common, settings=settings) == ref_trim(
         text, limit, common=common, settings=settings
     )
 
@@ -285,12 +287,12 @@ def test_trim_to_chars_equals_the_reference(picks: list[int], common_picks: list
 )
 def test_news_weights_and_level_equal_the_reference(texts: list[str], room: int) -> None:
     settings = PruneSettings()
-    common, weights = prune._news_weights(tuple(texts), settings)
+    common, weights = fit._news_weights(tuple(texts), settings)
     expected_common, expected_weights = ref_weights(texts, settings)
     assert common == expected_common
     assert list(weights) == expected_weights
     sizes = [len(t) for t in texts]
-    assert prune._level(sizes, weights, room) == ref_level(sizes, weights, room)
+    assert fit._level(sizes, weights, room) == ref_level(sizes, weights, room)
 
 
 def test_rendered_counts_shared_between_calls_follow_the_message_before() -> None:
