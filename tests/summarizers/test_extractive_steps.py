@@ -41,6 +41,7 @@ STEP_MODULES = (
     "compaction.summarizers._classify",
     "compaction.summarizers._score",
     "compaction.summarizers._select",
+    "compaction.summarizers._supersede",
     "compaction.summarizers.extractive",
 )
 
