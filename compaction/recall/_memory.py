@@ -27,11 +27,18 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from compaction.recall._postings import (
+    ASCII_WORDS,
+    Vocabulary,
+    build_vocabulary,
+    extend_postings,
+    lowers_in_place,
+)
 from compaction.recall.text import (
     MIN_SUBSTRING,
     PHRASE_B,
@@ -60,31 +67,6 @@ _Docs = npt.NDArray[np.int64]
 
 IdRange = tuple[str | None, str | None]
 """``(first, last)`` archive ids bounding a search (both included); ``None`` leaves an end open."""
-
-_ASCII_WORDS: Final = str.maketrans({chr(c): " " for c in range(128) if not WORD.fullmatch(chr(c))})
-"""For ASCII text: word characters (those of :data:`~compaction.recall.text.WORD`) kept, every
-other character a space, so that ``split()`` gives the words ``WORD.findall`` would."""
-
-
-class _Vocabulary(NamedTuple):
-    """Every indexed word in one newline-separated string (``blob``) with each word's offset in it,
-    and all postings concatenated in the words' order (``docs``, ``freqs``; a word's run starts at
-    ``starts[i]`` and has ``sizes[i]`` entries): a query matching thousands of words gathers
-    their postings in one numpy step."""
-
-    blob: str
-    words: list[str]
-    offsets: npt.NDArray[np.int64]
-    docs: npt.NDArray[np.int32]
-    freqs: npt.NDArray[np.int32] | None
-    starts: npt.NDArray[np.int64]
-    sizes: npt.NDArray[np.int64]
-
-    def gather(self, index: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Positions in ``docs`` of the postings of the words ``index``, word after word."""
-        sizes = self.sizes[index]
-        ends = np.cumsum(sizes)
-        return np.repeat(self.starts[index] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends) else 0)
 
 
 class MemoryRecallIndex:
@@ -115,8 +97,8 @@ class MemoryRecallIndex:
         self._contents: dict[tuple[str, str], int] = {}
         self._total_length = 0
         self._total_chars = 0
-        self._vocab: _Vocabulary | None = None
-        self._case_vocab: _Vocabulary | None = None
+        self._vocab: Vocabulary | None = None
+        self._case_vocab: Vocabulary | None = None
         self._arrays: dict[str, tuple[_Docs, npt.NDArray[np.float64]]] = {}
         if archive:
             self.add_archive(archive)
@@ -164,12 +146,12 @@ class MemoryRecallIndex:
             self._chars.append(len(text))
             if text.isascii():
                 # The words of WORD, several times faster: every other character becomes a space.
-                written = text.translate(_ASCII_WORDS).split()
-                words = lowered.translate(_ASCII_WORDS).split()
+                written = text.translate(ASCII_WORDS).split()
+                words = lowered.translate(ASCII_WORDS).split()
             else:
                 written = WORD.findall(text)
                 # Unless a character's lower case is longer, or of the other kind (word or not):
-                in_place = _lowers_in_place(text, lowering)
+                in_place = lowers_in_place(text, lowering)
                 words = " ".join(written).lower().split() if in_place else WORD.findall(lowered)
             counts = Counter(words)
             lower_words.extend(counts)
@@ -183,8 +165,8 @@ class MemoryRecallIndex:
         added = len(self._ids) - first
         if added:
             self._vocab = self._case_vocab = None  # their postings grew
-            _extend_postings(self._postings, self._freqs, first, lower_words, lower_sizes, lower_counts)
-            _extend_postings(self._case_postings, None, first, case_words, case_sizes, None)
+            extend_postings(self._postings, self._freqs, first, lower_words, lower_sizes, lower_counts)
+            extend_postings(self._case_postings, None, first, case_words, case_sizes, None)
         return added
 
     def fetch(self, archive_id: str) -> ArchiveHit | None:
@@ -367,34 +349,14 @@ class MemoryRecallIndex:
         index, within = np.unique(holder, return_counts=True)
         return index.astype(np.int64), within.astype(np.float64)
 
-    def _vocabulary(self, case: bool = False) -> _Vocabulary:
+    def _vocabulary(self, case: bool = False) -> Vocabulary:
         """The vocabulary and its postings, built on first use after messages were added."""
         cached = self._case_vocab if case else self._vocab
         if cached is None:
-            postings = self._case_postings if case else self._postings
-            words = list(postings)
-            lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 1
-            offsets = np.concatenate(([1], 1 + np.cumsum(lengths)[:-1])).astype(np.int64)
-            sizes = np.fromiter(map(len, postings.values()), dtype=np.int64, count=len(words))
-            docs, freqs = array("i"), array("i")
-            for run in postings.values():
-                docs.extend(run)
-            if not case:
-                for run in self._freqs.values():
-                    freqs.extend(run)
-            cached = _Vocabulary(
-                "\n" + "\n".join(words) + "\n",
-                words,
-                offsets,
-                np.frombuffer(docs, dtype=np.int32),
-                None if case else np.frombuffer(freqs, dtype=np.int32),
-                np.cumsum(sizes) - sizes,
-                sizes,
-            )
             if case:
-                self._case_vocab = cached
+                cached = self._case_vocab = build_vocabulary(self._case_postings, None)
             else:
-                self._vocab = cached
+                cached = self._vocab = build_vocabulary(self._postings, self._freqs)
         return cached
 
     # --- ranking -------------------------------------------------------------------------
@@ -424,48 +386,3 @@ class MemoryRecallIndex:
             freqs = np.frombuffer(self._freqs[word], dtype=np.int32).astype(np.float64)
             self._arrays[word] = cached = (docs, freqs)
         return cached
-
-
-def _lowers_in_place(text: str, known: dict[str, bool]) -> bool:
-    """Whether lower-casing ``text`` maps each word character to one word character and every other
-    character to one that is not: then the words of the lowered text are the lowered words."""
-    for char in set(text):
-        ok = known.get(char)
-        if ok is None:
-            lower = char.lower()
-            ok = known[char] = len(lower) == 1 and (WORD.fullmatch(char) is None) == (WORD.fullmatch(lower) is None)
-        if not ok:
-            return False
-    return True
-
-
-def _extend_postings(
-    postings: dict[str, array[int]],
-    freqs: dict[str, array[int]] | None,
-    first: int,
-    words: list[str],
-    sizes: list[int],
-    counts: list[int] | None,
-) -> None:
-    """Append to ``postings`` (and ``freqs``) the messages ``first, first + 1, ...``, whose
-    distinct words are ``words`` (``sizes[i]`` of them for message ``first + i``, each occurring
-    ``counts`` times): grouped by word in one stable sort, so each word's messages stay in order,
-    and new words are added in the order they were first seen."""
-    new_words = dict.fromkeys(words)
-    number = {word: i for i, word in enumerate(new_words)}
-    ids = np.fromiter(map(number.__getitem__, words), dtype=np.int64, count=len(words))
-    order = np.argsort(ids, kind="stable")
-    docs = np.repeat(np.arange(first, first + len(sizes), dtype=np.int32), sizes)[order]
-    found = None if counts is None else np.asarray(counts, dtype=np.int32)[order]
-    ends = np.cumsum(np.bincount(ids, minlength=len(number))).tolist()
-    start = 0
-    for word, end in zip(new_words, ends, strict=True):
-        run = postings.get(word)
-        if run is None:
-            postings[word] = run = array("i")
-            if freqs is not None:
-                freqs[word] = array("i")
-        run.frombytes(docs[start:end].tobytes())
-        if freqs is not None and found is not None:
-            freqs[word].frombytes(found[start:end].tobytes())
-        start = end

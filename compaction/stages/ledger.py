@@ -200,7 +200,19 @@ def _failure_groups(failures: Sequence[ToolFailure]) -> list[tuple[int, str, str
 
 def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_Entry]:
     """Every item the summary does not contain verbatim, in the order the budget takes them."""
-    entries: list[tuple[int, str, str, str]] = []  # (last_seen, category, key checked, shown)
+    by_category = _not_in_summary(_candidates(ledger), ledger, summary_text, redact)
+    return _share_by_room([_family_turns(by_category, group) for group in _CATEGORY_GROUPS])
+
+
+# A failed call's error is an error: tool failures and errors share one part of the budget.
+_CATEGORY_GROUPS = (("files",), ("urls",), ("identifiers",), ("commands",), ("tool_failures", "errors"))
+
+
+def _candidates(ledger: ArtifactLedger) -> list[tuple[int, str, str, str]]:
+    """Every item of the ledger as ``(last_seen, category, key checked, shown)``: the failed calls
+    grouped by tool and error, then each category's items (an error shown with its tool is not
+    listed again)."""
+    entries: list[tuple[int, str, str, str]] = []
     for last_seen, tool, error, times in _failure_groups(ledger.tool_failures):
         shown = f"{tool}: {error}" if times == 1 else f"{tool} ({times} times): {error}"
         entries.append((last_seen, "tool_failures", error, shown))
@@ -210,6 +222,14 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
             if category == "errors" and item.value in failure_errors:
                 continue  # already shown with its tool
             entries.append((item.last_seen, category, item.value.rstrip("…").rstrip(), item.value))
+    return entries
+
+
+def _not_in_summary(
+    entries: Sequence[tuple[int, str, str, str]], ledger: ArtifactLedger, summary_text: str, redact: bool
+) -> dict[str, list[tuple[_Entry, str]]]:
+    """Per category, newest first, the entries the summary does not hold, each with its family
+    (its source and kind); with ``redact``, shown redacted, and left out when nothing but a secret."""
     by_category: dict[str, list[tuple[_Entry, str]]] = {}  # (entry, family)
     for position, (last_seen, category, key, shown) in enumerate(sorted(entries, key=lambda e: -e[0])):  # stable
         if key in summary_text:
@@ -227,26 +247,30 @@ def _missing(ledger: ArtifactLedger, summary_text: str, redact: bool) -> list[_E
                 continue
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown, source), kind))
-    # Within a category the families take turns, the rarer first, each newest first, after the
-    # rank of their source (_RANKS); then the categories share the budget (below). A flood of one
-    # kind (the links of a search page, the lines of a log, a `git log`) cannot push the rarer
-    # references out, within a kind or across kinds. A failed call's error is an error: tool
-    # failures and errors share one part of the budget.
-    queues: list[list[_Entry]] = []
-    for group in (("files",), ("urls",), ("identifiers",), ("commands",), ("tool_failures", "errors")):
-        items = [x for category in group for x in by_category.get(category, [])]
-        sizes = Counter(kind for _, kind in items)
-        turn: Counter[str] = Counter()
-        keyed = []
-        for entry, kind in items:
-            keyed.append((_RANKS[entry[3]], turn[kind], sizes[kind], entry[0], entry))
-            turn[kind] += 1
-        queues.append([entry for *_, entry in sorted(keyed)])
-    # Tiers first: everything named in the conversation, edited or failed, in every category, before
-    # what tools reported or the agent's calls merely touched, before rows of listings. Within a
-    # tier the categories take turns by the room they have used: the next item comes from the
-    # category whose chosen lines are shortest so far, so each gets an even share of the budget (a
-    # list of short ids holds more lines than a list of long error messages).
+    return by_category
+
+
+def _family_turns(by_category: dict[str, list[tuple[_Entry, str]]], group: Sequence[str]) -> list[_Entry]:
+    """The entries of a group of categories in the order they are taken: the families take turns,
+    the rarer first, each newest first, after the rank of their source (:data:`_RANKS`). A flood
+    of one kind (the links of a search page, the lines of a log, a `git log`) cannot push the
+    rarer references out."""
+    items = [x for category in group for x in by_category.get(category, [])]
+    sizes = Counter(kind for _, kind in items)
+    turn: Counter[str] = Counter()
+    keyed = []
+    for entry, kind in items:
+        keyed.append((_RANKS[entry[3]], turn[kind], sizes[kind], entry[0], entry))
+        turn[kind] += 1
+    return [entry for *_, entry in sorted(keyed)]
+
+
+def _share_by_room(queues: Sequence[Sequence[_Entry]]) -> list[_Entry]:
+    """The groups' queues as one order. Tiers first: everything named in the conversation, edited
+    or failed, in every category, before what tools reported or the agent's calls merely touched,
+    before rows of listings. Within a tier the groups take turns by the room they have used: the
+    next item comes from the group whose chosen lines are shortest so far, so each gets an even
+    share of the budget (a list of short ids holds more lines than a list of long error messages)."""
     order: list[_Entry] = []
     used = [(_RANKS[queues[n][0][3]], 0, n) for n in range(len(queues)) if queues[n]]
     heapq.heapify(used)

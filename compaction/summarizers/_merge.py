@@ -18,8 +18,10 @@ from compaction.summarizers._classify import classify, primary
 from compaction.summarizers._events import UNRESOLVED_PREFIX
 from compaction.summarizers._extract import split_sentences
 from compaction.summarizers._facts import SpanFacts
+from compaction.summarizers._headings import parse_sections
+from compaction.summarizers._newest import PartLayout, newest_places
 from compaction.summarizers._score import matches_terms, mmr_order, tfidf_centrality, tokens
-from compaction.summarizers._sections import Line, Sections, dedupe, empty_sections, parse_sections
+from compaction.summarizers._sections import Line, Sections, dedupe, empty_sections
 from compaction.summarizers._segment import Unit
 from compaction.summarizers._select import (
     CONSTRAINT_PREFIX,
@@ -29,8 +31,6 @@ from compaction.summarizers._select import (
     essential_line,
     is_pleasantry,
     latest_of_each,
-    newest_from,
-    newest_in_parts,
 )
 from compaction.summarizers._tools import command_family, normalize_command
 
@@ -75,14 +75,14 @@ def _line_kind(text: str) -> tuple[float, tuple[str, ...]]:
 
 
 def parsed_lines(
-    texts: Sequence[str], terms: Sequence[str], *, age_scores: bool = True, sizes: Sequence[int] | None = None
+    texts: Sequence[str], terms: Sequence[str], *, age_scores: bool = True, parts: Sequence[PartLayout] | None = None
 ) -> list[Sections]:
     """Each summary text as scored sections (oldest text first).
 
-    ``sizes``: how many messages each text summarized (see
-    :func:`~compaction.summarizers._select.part_sizes`), which tells the essential facts of the span's
-    newest quarter; without them, those of the newest quarter of the texts when they are parts of one
-    span (``age_scores``), none for an earlier summary extended by a span.
+    ``parts``: how many messages each text summarized and where its essential lines were stated
+    (see :func:`~compaction.summarizers._newest.part_layouts`), which tells the essential facts of
+    the span's newest quarter; without them, those of the newest quarter of the texts when they are
+    parts of one span (``age_scores``), none for an earlier summary extended by a span.
 
     With ``age_scores=False`` a line's score does not depend on how old its source is (the
     essential facts are still ranked newer first): for an earlier summary extended by one span,
@@ -117,7 +117,7 @@ def parsed_lines(
         out[src][s].append(
             Line(text, round(score, 9), (float(k), 0.0, 0.0), pinned=pin, covers=covers, fuzzy=not covers)
         )
-    _mark_essential(out, relevance, sizes=sizes, by_part=age_scores)
+    _mark_essential(out, relevance, parts=parts, by_part=age_scores)
     _drop_repeated_requests(out)
     for source in out:
         _one_summary_per_source(source)
@@ -145,7 +145,7 @@ def _mark_essential(
     out: list[Sections],
     relevance: dict[tuple[int, int, int], float],
     *,
-    sizes: Sequence[int] | None = None,
+    parts: Sequence[PartLayout] | None = None,
     by_part: bool = True,
 ) -> None:
     """Mark the parsed lines that state essential facts, ranked within their kind by MMR over all
@@ -153,11 +153,12 @@ def _mark_essential(
     is dropped (a task is not superseded by another task, nor a measurement by a later value).
 
     The decisions, next steps and numbers of the newest quarter of the span the sources cover
-    (:data:`~compaction.summarizers._select.NEWEST_SHARE`) rank before the older ones of their kind:
+    (:data:`~compaction.summarizers._newest.NEWEST_SHARE`) rank before the older ones of their kind:
     what the summary cannot hold of a long span is its older part, which the topic index points at.
-    With ``sizes`` (messages per source) a line's place is estimated within its source (a source
-    lists a kind's lines oldest first); without, with ``by_part``, the newest quarter of the sources
-    counts as newest; otherwise no line does."""
+    With ``parts`` (messages per source, and the message of each line its source noted) a line's
+    place is that message, or else is estimated within its source (a source lists a kind's lines
+    oldest first); without, with ``by_part``, the newest quarter of the sources counts as newest;
+    otherwise no line does."""
     found: dict[str, list[tuple[int, int, int]]] = {}
     for src, sections in enumerate(out):
         for s, lines in enumerate(sections):
@@ -176,7 +177,7 @@ def _mark_essential(
         drop.update(places[i] for i in range(len(places)) if i not in alive)
         order = mmr_order([texts[i] for i in alive], [relevance[places[i]] for i in alive])
         if kind != "constraint":
-            newest = _newest_places(places, sizes, len(out) if by_part else 0)
+            newest = newest_places(out, places, parts, len(out) if by_part else 0)
             order = [k for k in order if places[alive[k]] in newest] + [
                 k for k in order if places[alive[k]] not in newest
             ]
@@ -187,26 +188,6 @@ def _mark_essential(
             out[src][s][k] = replace(marked, pinned=line.pinned)
     for src, s, k in sorted(drop, reverse=True):
         del out[src][s][k]
-
-
-def _newest_places(
-    places: Sequence[tuple[int, int, int]], sizes: Sequence[int] | None, sources: int
-) -> set[tuple[int, int, int]]:
-    """Of ``places`` (one kind's lines, as ``(source, section, line)``), those in the newest quarter
-    of the span: by their estimated place in their source when ``sizes`` are known, else those of
-    the newest quarter of ``sources`` (none when ``sources`` is 0)."""
-    if sizes is None or len(sizes) <= max((p[0] for p in places), default=0):
-        since = newest_from(sources) if sources else None
-        return {p for p in places if since is not None and p[0] >= since}
-    per_source: dict[int, list[tuple[int, int, int]]] = {}
-    for place in sorted(places):
-        per_source.setdefault(place[0], []).append(place)
-    return {
-        place
-        for src, mine in per_source.items()
-        for j, place in enumerate(mine)
-        if newest_in_parts(sizes, src, j, len(mine))
-    }
 
 
 _LATER_REQUEST = "Later request: "

@@ -1,4 +1,5 @@
-"""The seven-section summary document: headings, parsing, merging and exact budget fitting.
+"""The seven-section summary document: its lines, de-duplication and exact budget fitting (the
+headings and the parser are in :mod:`._headings`).
 
 A summary is seven markdown ``##`` headings, in order, each followed by ``- `` bullet lines.
 Nothing else appears at the top level: every piece of content is flattened to one line and
@@ -12,37 +13,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compaction.patterns import truncate
-from compaction.summarizers._extract import clean, strip_emphasis
+from compaction.summarizers._extract import clean
+from compaction.summarizers._headings import (
+    NONE_MARKER,
+    OMITTED_MARKER,
+    SECTION_TITLES,
+    SHORT_NONE,
+    SHORT_OMITTED,
+    SHORT_TITLES,
+    heading,
+    parse_sections,
+)
 from compaction.summarizers._score import STOPWORDS
 
-SECTION_TITLES: tuple[str, ...] = (
-    "Goals and constraints",
-    "Timeline and progress",
-    "Technical context and decisions",
-    "Files and code changes",
-    "Active work and last actions",
-    "Open issues and pending tasks",
-    "Next step",
-)
-"""The section titles, in order. Headings read ``## 1. Goals and constraints`` and so on."""
-
-SHORT_TITLES: tuple[str, ...] = (
-    "Goals",
-    "Timeline",
-    "Decisions",
-    "Files",
-    "Active work",
-    "Open issues",
-    "Next step",
-)
-"""Titles used when the budget is too small for the full ones."""
-
-NONE_MARKER = "(none recorded)"
-OMITTED_MARKER = "(omitted for space)"
-_SHORT_NONE = "(none)"
-_SHORT_OMITTED = "(omitted)"
-PLACEHOLDERS = frozenset({NONE_MARKER, OMITTED_MARKER, _SHORT_NONE, _SHORT_OMITTED, "none", "n/a", "-", "none."})
-FOCUS_PREFIX = "Summary focus requested: "
+# The headings and the parser live in ._headings; their names stay importable from here.
+__all__ = [
+    "NONE_MARKER",
+    "SECTION_TITLES",
+    "SHORT_TITLES",
+    "Line",
+    "Sections",
+    "dedupe",
+    "empty_sections",
+    "fit",
+    "fit_chunks",
+    "heading",
+    "lead_identifier",
+    "minimum_chars",
+    "norm_key",
+    "parse_sections",
+    "rank",
+    "render",
+    "render_chunks",
+]
 
 # How much a line's section matters when space is short (added to the line's own score).
 SECTION_WEIGHT: tuple[float, ...] = (3.0, 1.0, 1.5, 1.4, 2.0, 1.8, 3.0)
@@ -52,7 +55,6 @@ ESSENTIAL_SHARE = 0.8  # of the room: essential lines (what an agent needs to co
 
 # Each section's share of the room in the first fitting pass.
 SECTION_SHARE: tuple[float, ...] = (0.18, 0.16, 0.14, 0.14, 0.14, 0.12, 0.12)
-MAX_LINE = 600
 LENGTH_PENALTY = 0.25
 NEAR_DUPLICATE = 0.6  # share of the smaller line's words that makes two free-text lines repeats
 
@@ -66,6 +68,8 @@ class Line:
     ``covers`` names identifiers the line exists to carry, so it is skipped when other kept lines
     already contain all of them. ``essential`` lines (constraints, decisions, next steps, measured
     numbers) are placed before any other unpinned line, within :data:`ESSENTIAL_SHARE` of the room.
+    ``at`` is the message (index within the summarized span) an essential line's statement was made
+    in, when known: a merge of several parts then tells which lines are of the span's newest part.
     """
 
     text: str
@@ -76,6 +80,7 @@ class Line:
     fuzzy: bool = False  # free text: also dropped when it nearly repeats a better line
     alt: str | None = None  # a shorter form, used when the full line does not fit
     essential: bool = False
+    at: int | None = None
 
 
 Sections = list[list[Line]]
@@ -83,10 +88,6 @@ Sections = list[list[Line]]
 
 def empty_sections() -> Sections:
     return [[] for _ in SECTION_TITLES]
-
-
-def heading(number: int, title: str) -> str:
-    return f"## {number}. {title}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ class _Level:
 _LEVELS = (
     _Level(SECTION_TITLES, "\n\n", NONE_MARKER, OMITTED_MARKER),
     _Level(SHORT_TITLES, "\n", NONE_MARKER, OMITTED_MARKER),
-    _Level(SHORT_TITLES, "\n", _SHORT_NONE, _SHORT_OMITTED),
+    _Level(SHORT_TITLES, "\n", SHORT_NONE, SHORT_OMITTED),
 )
 
 
@@ -304,116 +305,6 @@ def _fit_level(
     ordered = [[line.text for line in sorted(lines, key=lambda ln: (ln.order, ln.text))] for lines in chosen]
     chunks = render_chunks(ordered, had, level_index)
     return (value, chunks) if sum(map(len, chunks)) <= max_chars else None
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing summaries back into sections
-# --------------------------------------------------------------------------------------------
-
-_KEYWORDS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.I)
-    for p in (
-        r"goal|intent|constraint|objective|request|priorit",
-        r"timeline|progress|history|chronolog|phases",
-        r"technical|decision|context|architect",
-        r"files?\b|code change|artifact",
-        r"active|last action|current (?:work|state|task)|recent",
-        r"open|unresolved|pending|issue|todo|problem",
-        r"next (?:step|action)|immediate|next$",
-    )
-)
-# A heading needs a space after its "#"s ("#88 fixed" and "C#" are not headings); a closing run of
-# "#" is stripped only when a space sets it apart.
-_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
-# "**Title**" or "__Two words__" alone on a line ("__init__" is a name, not a heading).
-_BOLD_HEADING = re.compile(
-    r"^\s{0,3}(?:\*\*(.+?)\*\*|__([^_]*\s[^_]*)__)\s*:?\s*$"
-    r"|^\s{0,3}(\d)[.)]\s*(?:\*\*(.+?)\*\*|__([^_]*\s[^_]*)__)\s*:?\s*$"
-)
-_PLAIN_NUMBERED = re.compile(r"^\s{0,3}(\d)[.)]\s+(.{3,80}?)\s*:?\s*$")
-_NUMBER_PREFIX = re.compile(r"^(\d)[.)]?\s*(.*)$")
-_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
-_MARKER_LINE = re.compile(r"^\s*\[/?(?:end )?(?:context )?summary[^\]]*\]\s*$", re.I)
-
-
-def _section_of_title(title: str, expected: int | None) -> int | None:
-    """The 0-based section a heading title names, or ``None``."""
-    title = clean(title.replace("*", "").replace("_", " "))
-    numbered = _NUMBER_PREFIX.match(title)
-    if numbered:
-        number = int(numbered.group(1))
-        rest = numbered.group(2)
-        if 1 <= number <= 7 and (_KEYWORDS[number - 1].search(rest) or not rest):
-            return number - 1
-        return None
-    matches = [i for i, pattern in enumerate(_KEYWORDS) if pattern.search(title)]
-    if not matches:
-        return None
-    if expected is not None and expected in matches:
-        return expected
-    return matches[0]
-
-
-def parse_sections(text: str) -> tuple[list[list[str]], list[str]]:
-    """Split a summary into seven lists of lines (bullets stripped, one line each) and the
-    lines that came before any recognised heading. Works on this module's output and, as well
-    as it can, on a model's seven-section summary."""
-    sections: list[list[str]] = [[] for _ in SECTION_TITLES]
-    preamble: list[str] = []
-    current: int | None = None
-    fence: list[str] | None = None
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if fence is not None:
-            if stripped.startswith("```"):
-                _append(sections, preamble, current, "code: " + " | ".join(fence) if fence else "")
-                fence = None
-            else:
-                if stripped:
-                    fence.append(stripped)
-            continue
-        if stripped.startswith("```"):
-            fence = []
-            continue
-        if not stripped or _MARKER_LINE.match(stripped):
-            continue
-        expected = 0 if current is None else min(current + 1, 6)
-        section = _heading_section(raw, expected)
-        if section is not None:
-            current = section
-            continue
-        line = _BULLET.sub("", raw).strip()
-        md = _MD_HEADING.match(line)
-        if md:  # a sub-heading inside a section: keep its words as a line
-            line = md.group(1) or ""
-        _append(sections, preamble, current, line)
-    if fence:
-        _append(sections, preamble, current, "code: " + " | ".join(fence))
-    return sections, preamble
-
-
-def _heading_section(raw: str, expected: int) -> int | None:
-    md = _MD_HEADING.match(raw)
-    if md and raw.lstrip().startswith("#"):
-        return _section_of_title(md.group(1) or "", expected)
-    bold = _BOLD_HEADING.match(raw)
-    if bold:
-        if bold.group(3) is None:
-            return _section_of_title(bold.group(1) or bold.group(2), expected)
-        return _section_of_title(f"{bold.group(3)}. {bold.group(4) or bold.group(5)}", expected)
-    plain = _PLAIN_NUMBERED.match(raw)
-    if plain and int(plain.group(1)) == expected + 1:
-        found = _section_of_title(f"{plain.group(1)}. {plain.group(2)}", expected)
-        return found if found == expected else None
-    return None
-
-
-def _append(sections: list[list[str]], preamble: list[str], current: int | None, line: str) -> None:
-    line = clean(strip_emphasis(line))
-    if not line or line.lower() in PLACEHOLDERS or line.startswith(FOCUS_PREFIX):
-        return
-    line = truncate(line, MAX_LINE)
-    (preamble if current is None else sections[current]).append(line)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ a measured quantity keeps its earlier values as a short history.
 
 The narrative lines (the primary and later requests, findings per request, the latest assistant
 message) come from the same units and are kept as room allows.
+
+Which statements are of the span's newest part is :mod:`._newest`, and which a later one
+supersedes is :mod:`._supersede`; their names stay importable from here.
 """
 
 from __future__ import annotations
@@ -18,29 +21,44 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from compaction._cache import active_scope
 from compaction.patterns import truncate
 from compaction.summarizers._classify import primary
 from compaction.summarizers._extract import NARRATION_RE, clean
 from compaction.summarizers._facts import SpanFacts, UserTurn
-from compaction.summarizers._score import mmr_order, tokens
+from compaction.summarizers._newest import (
+    NEWEST_SHARE,
+    PartLayout,
+    in_newest_share,
+    newest_from,
+    newest_in_parts,
+    part_layouts,
+    part_sizes,
+    remember_part,
+    statement_places,
+)
+from compaction.summarizers._score import mmr_order
 from compaction.summarizers._sections import Line, Sections
 from compaction.summarizers._segment import QUANTITY, Unit
+from compaction.summarizers._supersede import latest_of_each, same_subject
 
 __all__ = [
     "CONSTRAINT_PREFIX",
     "LAST_REQUEST_PREFIX",
     "NEWEST_SHARE",
     "REQUEST_PREFIX",
+    "PartLayout",
     "essential_line",
+    "in_newest_share",
     "is_pleasantry",
     "latest_of_each",
     "newest_from",
     "newest_in_parts",
+    "part_layouts",
     "part_sizes",
     "remember_part",
     "same_subject",
     "select_units",
+    "statement_places",
 ]
 
 CONSTRAINT_PREFIX = "Constraint: "
@@ -57,125 +75,12 @@ _RANK_STEP = 0.02
 _MAX_MMR = 400  # candidates of one kind ordered by MMR; the rest follow by relevance
 _MAX_HISTORY = 5  # earlier values listed after a measured quantity
 _MAX_TIMELINE = 60
-NEWEST_SHARE = 0.25
-"""The newest part of a span (by message position) whose decisions, next steps and numbers rank
-before older ones of their kind: when a span holds more than the summary's cap can show, what the
-agent did last is kept, and the older rest is found through the topic index."""
 _TIMELINE_PER_PHASE = 10
-
-
-# --------------------------------------------------------------------------------------------
-# Superseding statements
-# --------------------------------------------------------------------------------------------
-
-_LEAD = re.compile(r"^(?:[A-Za-z][\w' -]{0,30}:\s+)+")
-_NUMBERISH = re.compile(r"^[\d.,:%/+-]+[a-z]{0,3}$", re.I)
-_EDGE = "\"'`()[]{}<>,;:!?."
-
-
-def _subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(identifiers, words) of a statement, after any short lead label ("Important: "): names with
-    ``/ . _ -`` or digits, but not bare numbers or versions; and its content words."""
-    text = _LEAD.sub("", text)
-    ids = set()
-    for raw in text.split():
-        token = raw.strip(_EDGE)
-        if token and not _NUMBERISH.match(token) and any(ch in token for ch in "/._-0123456789"):
-            ids.add(token)
-    return frozenset(ids), frozenset(tokens(text))
-
-
-def same_subject(later: str, earlier: str, *, threshold: float = 0.8) -> bool:
-    """Does ``later`` restate ``earlier`` with other values (the same names, nearly the same words)?
-
-    >>> same_subject("Keep the report under 2300 words.", "Keep the report under 1100 words.")
-    True
-    >>> same_subject("Never push to release/2025.08.", "Never push to release/2025.01.")
-    False
-    """
-    ids_a, words_a = _subject(later)
-    ids_b, words_b = _subject(earlier)
-    if ids_a != ids_b or not words_a or not words_b:
-        return False
-    return len(words_a & words_b) >= threshold * len(words_a | words_b)
-
-
-def latest_of_each(texts: Sequence[str], *, threshold: float = 0.8, supersede: bool = True) -> list[int]:
-    """Indices (in order) of the texts that no later text repeats or, with ``supersede``, restates
-    (:func:`same_subject`). Subjects are compared only within a group of equal identifiers, so a
-    long session costs about one pass, not one comparison per pair.
-
-    >>> latest_of_each(["Use 2 workers.", "Never push.", "Use 4 workers.", "Never push."])
-    [2, 3]
-    """
-    kept: list[int] = []
-    seen: set[str] = set()
-    groups: dict[frozenset[str], list[frozenset[str]]] = {}
-    for index in range(len(texts) - 1, -1, -1):
-        key = clean(texts[index]).lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        if supersede:
-            ids, words = _subject(texts[index])
-            group = groups.setdefault(ids, [])
-            if words and any(
-                min(len(words), len(other)) >= threshold * max(len(words), len(other))
-                and len(words & other) >= threshold * len(words | other)
-                for other in group
-            ):
-                continue
-            if words:
-                group.append(words)
-        kept.append(index)
-    return kept[::-1]
 
 
 def _latest_distinct(units: Sequence[Unit], *, supersede: bool = True) -> list[Unit]:
     """The units (in order) that no later unit repeats or (with ``supersede``) supersedes."""
     return [units[k] for k in latest_of_each([u.text for u in units], supersede=supersede)]
-
-
-def newest_from(messages: int) -> int:
-    """The first message index of the newest :data:`NEWEST_SHARE` of a span of ``messages``."""
-    return int(messages * (1 - NEWEST_SHARE))
-
-
-_PART_SIZE = "compaction.summarizers._select.part_size"
-
-
-def remember_part(summary: str, messages: int) -> None:
-    """Note, in the run's memo scope (:mod:`compaction._cache`), that ``summary`` summarizes a part
-    of ``messages`` messages: a merge of the run's parts then knows which of them hold the newest
-    quarter of the span (parts are cut by tokens, so an old part of cleared tool output can hold
-    thousands of messages and a recent one a few hundred)."""
-    scope = active_scope()
-    if scope is not None:
-        scope.store((_PART_SIZE, summary), messages, len(summary))
-
-
-def part_sizes(summaries: Sequence[str]) -> list[int] | None:
-    """How many messages each of ``summaries`` (parts of one span, oldest first) summarized, as
-    :func:`remember_part` noted them: 0 for a part of unknown size (an earlier compaction's
-    summary, a model's part), ``None`` when no size is known."""
-    scope = active_scope()
-    if scope is None:
-        return None
-    sizes: list[int] = []
-    for summary in summaries:
-        found, size = scope.lookup((_PART_SIZE, summary))
-        sizes.append(size if found and isinstance(size, int) else 0)
-    return sizes if any(sizes) else None
-
-
-def newest_in_parts(sizes: Sequence[int], part: int, place: int, of: int) -> bool:
-    """Is the ``place``-th of ``of`` statements of one kind in part ``part`` (a part lists them
-    oldest first) in the newest :data:`NEWEST_SHARE` of the span the parts cover (parts of
-    ``sizes`` messages, oldest first)? Its position is estimated as spread evenly over its part."""
-    total = sum(sizes)
-    start = sum(sizes[:part])
-    position = start + (place + 0.5) / max(of, 1) * sizes[part]
-    return total > 0 and position >= total * (1 - NEWEST_SHARE)
 
 
 def _newest_first(units: Sequence[Unit], since: int) -> list[Unit]:
@@ -191,10 +96,13 @@ def _ranked(units: Sequence[Unit]) -> list[Unit]:
     return [head[k] for k in order] + tail
 
 
-def essential_line(kind: str, rank: int, text: str, order: tuple[float, ...], alt: str | None = None) -> Line:
-    """An essential line of ``kind`` at ``rank`` within its kind (0 is the most relevant)."""
+def essential_line(
+    kind: str, rank: int, text: str, order: tuple[float, ...], alt: str | None = None, at: int | None = None
+) -> Line:
+    """An essential line of ``kind`` at ``rank`` within its kind (0 is the most relevant), stated
+    in message ``at`` of the span when known."""
     score = round(_BASE[kind] - _RANK_STEP * rank, 9)
-    return Line(text, score, order, essential=True, alt=alt)
+    return Line(text, score, order, essential=True, alt=alt, at=at)
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,7 +117,11 @@ _PLEASANTRY = re.compile(
 
 
 def is_pleasantry(text: str) -> bool:
-    """A bare acknowledgement ("Thanks.", "OK, great!")."""
+    """A bare acknowledgement ("Thanks.", "OK, great!").
+
+    >>> is_pleasantry("OK, great!"), is_pleasantry("OK, rerun the tests.")
+    (True, False)
+    """
     return len(text.split()) <= 3 and _PLEASANTRY.match(text) is not None
 
 
@@ -260,7 +172,9 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
     for rank, unit in enumerate(_ranked(constraints)):
         used.add(unit.uid)
-        lines.append(essential_line("constraint", rank, CONSTRAINT_PREFIX + unit.text, (unit.msg, 1, unit.uid)))
+        lines.append(
+            essential_line("constraint", rank, CONSTRAINT_PREFIX + unit.text, (unit.msg, 1, unit.uid), at=unit.msg)
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,7 +203,7 @@ def _decisions(units: Sequence[Unit], lines: list[Line], used: set[int], since: 
     for rank, unit in enumerate(_newest_first(kept, since)):
         used.add(unit.uid)
         who = "User: " if unit.role == "user" else ""
-        lines.append(essential_line("decision", rank, who + texts[unit.uid], (0, unit.msg, unit.uid)))
+        lines.append(essential_line("decision", rank, who + texts[unit.uid], (0, unit.msg, unit.uid), at=unit.msg))
     used.update(u.uid for u in candidates)
 
 
@@ -297,7 +211,8 @@ _DIGITS = re.compile(r"\d[\d,.]*")
 
 
 def _quantities(text: str) -> list[str]:
-    return [m.group().strip() for m in QUANTITY.finditer(text)]
+    # A sentence's own punctuation after a value ("was £60,750, so") is not part of it.
+    return [m.group().strip().rstrip(",.;:") for m in QUANTITY.finditer(text)]
 
 
 def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int], since: int) -> None:
@@ -335,7 +250,7 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int], since: in
             more = len(earlier) - _MAX_HISTORY
             text += " (earlier: " + ", ".join(earlier[:_MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
         alt = truncate(unit.text, 200)
-        lines.append(essential_line("number", rank, text, (1, unit.msg, unit.uid), alt=alt))
+        lines.append(essential_line("number", rank, text, (1, unit.msg, unit.uid), alt=alt, at=unit.msg))
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,7 +308,8 @@ def _pending(
     steps = [u for u in units if u.uid not in used and u.msg != final_turn and primary(u) == "next_step"]
     for rank, unit in enumerate(_newest_first(_latest_distinct(steps, supersede=False), since)):
         who = "" if unit.role == "assistant" else "User asked: "
-        sections[5].append(essential_line("next_step", rank, PENDING_PREFIX + who + unit.text, (1, unit.msg, unit.uid)))
+        line = essential_line("next_step", rank, PENDING_PREFIX + who + unit.text, (1, unit.msg, unit.uid), at=unit.msg)
+        sections[5].append(line)
     used.update(u.uid for u in steps)
 
 

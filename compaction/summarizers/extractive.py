@@ -42,27 +42,23 @@ from compaction.summarizers._classify import classify
 from compaction.summarizers._events import event_lines, replied
 from compaction.summarizers._extract import clean
 from compaction.summarizers._facts import SpanFacts, extract, message_chars
+from compaction.summarizers._headings import FOCUS_PREFIX, SECTION_TITLES, SHORT_TITLES, parse_sections
 from compaction.summarizers._merge import merge_sources, move_resolved, parsed_lines
+from compaction.summarizers._newest import part_layouts, remember_part, statement_places
 from compaction.summarizers._score import instruction_terms, score_units
 from compaction.summarizers._sections import (
-    FOCUS_PREFIX,
-    SECTION_TITLES,
-    SHORT_TITLES,
     Line,
     Sections,
     dedupe,
     empty_sections,
     fit_chunks,
     minimum_chars,
-    parse_sections,
     rank,
 )
 from compaction.summarizers._segment import segment
 from compaction.summarizers._select import (
     REQUEST_PREFIX,
     first_requests,
-    part_sizes,
-    remember_part,
     request_text,
     select_units,
     user_turns,
@@ -169,7 +165,7 @@ class ExtractiveSummarizer:
             return _fit_or_raise(sections, max_tokens)
         text = _fit_or_raise(sections, max_tokens)
         # A later merge of this run's parts ranks the facts of the span's newest quarter first.
-        remember_part(text, len(messages))
+        remember_part(text, len(messages), statement_places(sections))
         return text
 
     def merge_summaries(
@@ -187,7 +183,7 @@ class ExtractiveSummarizer:
         if not texts:
             raise EmptySummaryError("nothing to merge: no partial summaries")
         terms = instruction_terms(instructions)
-        sources = parsed_lines(texts, terms, sizes=part_sizes(texts))
+        sources = parsed_lines(texts, terms, parts=part_layouts(texts))
         sections = merge_sources(sources)
         _add_focus(sections, instructions)
         return _fit_or_raise(sections, max_tokens)

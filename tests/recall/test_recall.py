@@ -499,7 +499,14 @@ def test_an_old_database_gets_the_index_on_open(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["compaction.recall", "compaction.recall.text", "compaction.recall._memory", "compaction.recall._tool"]
+    "module",
+    [
+        "compaction.recall",
+        "compaction.recall.text",
+        "compaction.recall._memory",
+        "compaction.recall._tool",
+        "compaction.recall._snippets",
+    ],
 )
 def test_documented_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

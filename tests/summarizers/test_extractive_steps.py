@@ -41,6 +41,7 @@ STEP_MODULES = (
     "compaction.summarizers._classify",
     "compaction.summarizers._score",
     "compaction.summarizers._select",
+    "compaction.summarizers._supersede",
     "compaction.summarizers.extractive",
 )
 
@@ -537,3 +538,13 @@ def test_a_cleared_result_is_named_by_its_archive_id() -> None:
     assert _stated("ok: " + cleared) == "ok (output archived as m_9c46d3)"
     assert _stated("failed: KeyError: 'x'") == "KeyError: 'x'"
     assert _stated("ok: 12 passed") == "ok: 12 passed"
+
+
+def test_a_numbers_history_shows_its_values_without_the_sentences_punctuation() -> None:
+    said = ("The base salary is now £60,750, so keep it.", "The base salary is now £65,250, so keep it.")
+    msgs = [
+        Message(role="user" if k % 2 else "assistant", parts=(TextPart(text=text),), id=f"m{k}")
+        for k, text in enumerate((said[0], "Noted.", said[1]))
+    ]
+    text = ExtractiveSummarizer().summarize_messages(msgs, max_tokens=1_000)
+    assert "£65,250, so keep it. (earlier: £60,750)" in text

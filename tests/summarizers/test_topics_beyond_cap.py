@@ -145,3 +145,40 @@ def test_the_index_reads_the_summarizers_statements(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(topics, "classify", real)
     # Outside the run's scope the same index is built by classifying the span itself.
     assert build_topic_index(span, summary, max_tokens=600, count=_count, view=span) == shared
+
+
+def _decision(n: int) -> str:
+    return (
+        f"Decision: I'll {_MOVES[n % len(_MOVES)]} the {_SUBJECTS[n % len(_SUBJECTS)]} into "
+        f"{('two', 'three', 'four', 'five')[n % 4]} {('stages', 'workers', 'queues', 'tables')[n // 4 % 4]}, "
+        f"because {_REASONS[n % len(_REASONS)]}."
+    )
+
+
+def test_a_merge_places_an_old_parts_lines_by_the_messages_they_were_stated_in() -> None:
+    """The first part of a long span covers most of it, and what its summary keeps is mostly from
+    its own end, which lies in the span's newest quarter: the merge must rank those lines by the
+    messages they were stated in, not as if the part's lines were spread evenly over it."""
+    size, first_part = 1_000, 880  # the newest quarter starts at message 750
+    said_at = [*range(11, 400, 20), *range(761, 880, 10), *range(885, 1_000, 20)]
+    texts = {k: _decision(n) for n, k in enumerate(said_at)}
+    span = [
+        Message(
+            role="assistant" if k % 2 else "user",
+            parts=(TextPart(text=texts.get(k, _NOISE[k % len(_NOISE)])),),
+            id=f"m_{k:04d}",
+        )
+        for k in range(size)
+    ]
+    summarizer = ExtractiveSummarizer()
+    with memo_scope():
+        parts = [
+            summarizer.summarize_messages(span[:first_part], max_tokens=4_000),
+            summarizer.summarize_messages(span[first_part:], max_tokens=4_000),
+        ]
+        merged = summarizer.merge_summaries(parts, max_tokens=700)  # room for the 18 newest and a few more
+    newest = [text for k, text in texts.items() if k >= 750]
+    older = [text for k, text in texts.items() if k < 750]
+    assert all(text.removeprefix("Decision: ") in parts[0] for k, text in texts.items() if k < first_part)
+    assert sum(text.removeprefix("Decision: ") in merged for text in older) < len(older)  # the cap bites
+    assert [text for text in newest if text.removeprefix("Decision: ") not in merged] == []
