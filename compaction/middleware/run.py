@@ -22,7 +22,7 @@ from dataclasses import replace
 from compaction.compactor import CompactionDecision, Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer, compact_prepared
-from compaction.middleware.context import ContextEntry
+from compaction.middleware.context import ContextEntry, request_transcript
 from compaction.middleware.events import CompactionFailed, CompactionFinished, CompactionStarted, emit
 from compaction.middleware.guard import EventTrigger, growth_point
 from compaction.middleware.measure import ContextMeasure, Reading, decide, scale
@@ -191,7 +191,10 @@ async def compact_memory(
     session's compactor)."""
     request, system, prepended = session.request(session.context.messages())
     tools = session.tools_after_compaction()
-    result = await (work or session.work).acompact(request, instructions, system=system, tools=tools, trigger=trigger)
+    transcript = request_transcript(request, system, list(session.context), session.base)
+    result = await (work or session.work).acompact(
+        request, instructions, system=system, tools=tools, trigger=trigger, transcript=transcript
+    )
     if result.compacted:
         session.adopt(result.messages, result.system, prepended)
         session.archive_for_recall(result.archive)
@@ -213,6 +216,8 @@ async def compact_stored(
     stored = session.context.stored()
     ids = [i for _, i in stored]
     request, system, _ = session.request([m for m, _ in stored])
+    entries = [e for e in session.context if e.store_id is not None]
+    transcript = request_transcript(request, system, entries, session.base)
     config = session.work.config
     previous = store_mode.previous_summary_body(session.summary, config) if session.summary else None
     # The compactor sees the stored messages and the summary's text apart; the context is both.
@@ -220,7 +225,13 @@ async def compact_stored(
     tools = session.tools_after_compaction()
     whole = session.work.count(context, system=context_system, tools=tools)
     result = await (work or session.work).acompact(
-        request, instructions, system=system, previous_summary=previous, tools=tools, trigger=trigger
+        request,
+        instructions,
+        system=system,
+        previous_summary=previous,
+        tools=tools,
+        trigger=trigger,
+        transcript=transcript,
     )
     result = store_mode.whole_context(result, whole)
     if not result.compacted:
