@@ -62,9 +62,7 @@ def zone_view(run: Run, config: CompactionConfig, zone: list[Message], settings:
     the view that spends the room the chunks leave on every result's head, tail and salient lines
     instead of on whole recent results and cleared old ones: as many chunks, more history in them."""
     readable = [redact_message(m) for m in zone] if config.redact_secrets else zone
-    pruned = prune_tool_results(
-        readable, settings=settings, window_tokens=run.budget.window, count=run.count_message
-    )
+    pruned = prune_tool_results(readable, settings=settings, window_tokens=run.budget.window, count=run.count_message)
     visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
     view_record = None
     if reads_rendered_prompt(run.summarizer):
