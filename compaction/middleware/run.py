@@ -19,6 +19,7 @@ import asyncio
 import time
 from dataclasses import replace
 
+from compaction._cache import memo_scope
 from compaction.compactor import CompactionDecision, Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer, compact_prepared
@@ -64,7 +65,8 @@ async def run_compaction(
     started = time.perf_counter()
     marks = session.hold_pending()  # a turn whose calls still wait for results stays open, as it is
     try:
-        result = await _compact(session, preparer, trigger, measure, instructions, completion=completion)
+        with memo_scope(session.memos):
+            result = await _compact(session, preparer, trigger, measure, instructions, completion=completion)
     except Exception as exc:
         session.release_pending(marks)
         await _report_failure(session, trigger, decision, exc)
