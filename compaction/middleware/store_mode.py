@@ -267,7 +267,8 @@ def appended_counts(
     seen: str | None,
 ) -> CountedBatch | None:
     """The counts to append a batch with (``store.append(..., counted=...)``), so that the store's
-    running total of the context stays known and a service reading the session never recounts it;
+    running total of the context, once known, stays known (a service's next append then counts only
+    its own messages instead of the whole context);
     None when the store keeps no counts or ``counter`` is not the one the service counts ``model``
     with (its counts would not be the session's).
 
