@@ -157,14 +157,19 @@ class Compactor:
         budget: int | None = None,
         aggression: int = 0,
         format: TranscriptFormat | None = None,
+        transcript: Transcript | None = None,
     ) -> CompactionResult:
         """Compact ``messages`` (OpenAI or Anthropic format; Anthropic's ``system`` separately).
 
         The caller's list is never modified. ``pinned`` are message ids kept verbatim; ``budget``
         tightens the guard's budget (overflow recovery uses it); ``aggression`` halves the verbatim
         tail once per level; ``format`` overrides detection (plain-text chats read the same in both
-        formats: pass ``"anthropic"`` so role alternation is kept)."""
-        transcript = to_canonical(messages, system, format=format)
+        formats: pass ``"anthropic"`` so role alternation is kept). ``transcript``: ``messages`` (and
+        ``system``) already read into canonical form by a caller that keeps them so (a
+        :class:`~compaction.middleware.ContextManager`), equal to what :func:`to_canonical` gives;
+        it is used instead of reading them again, with the token counts its messages carry."""
+        if transcript is None:
+            transcript = to_canonical(messages, system, format=format)
         run = self.plan_run(
             transcript,
             instructions=instructions,

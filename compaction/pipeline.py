@@ -94,7 +94,11 @@ async def _prepare(run: Run) -> Prepared:
     # Fewer than two messages is "not enough to compact", unless the context does not fit: then
     # even a single huge message is summarized rather than left over budget.
     if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
-        return prepared
+        # The input's counts are carried ones: it is left as it is only if it fits by a fresh count.
+        fresh = run.recount(run.transcript.messages) if zone else tokens_before
+        if not zone or run.budget.fits(fresh):
+            return prepared
+        prepared.tokens_before = fresh
 
     settings = prune_settings(config)
     view = zone_view(run, config, zone, settings)
@@ -171,6 +175,10 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     # block outweighs the zone). The input, repaired, is then the better context: say so instead.
     # With ``previous_summary`` passed separately (session stores) the input is that summary too.
     baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+    if done.tokens >= baseline:
+        # Carried counts said the input was this small: a fresh count decides before giving up.
+        p.tokens_before = run.recount(run.transcript.messages)
+        baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
     if done.tokens >= baseline:
         run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": done.tokens}
         reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"

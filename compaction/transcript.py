@@ -220,10 +220,28 @@ class Message(BaseModel):
             store[key] = compute()
         return store[key]  # type: ignore[no-any-return]
 
+    def carried_tokens(self, counter: object) -> int | None:
+        """The token count ``counter`` gave this message, when one was carried with it (see
+        :meth:`carry_tokens`), else None."""
+        counts: dict[object, int] | None = self.__dict__.get("_tokens")
+        return counts.get(counter) if counts is not None else None
+
+    def carry_tokens(self, counter: object, tokens: int) -> None:
+        """Carry ``counter``'s exact count of this message with it, so that whoever holds the
+        message next (the pipeline's input count) sums it instead of counting again. ``counter`` is
+        the counter object itself (its identity names what was counted). The count stays with a copy
+        that changes only what no counter reads (:data:`_COUNT_NEUTRAL`: the id, the pin)."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"a carried token count must be an int >= 0, got {tokens!r}")
+        self.__dict__.setdefault("_tokens", {})[counter] = tokens
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Message:
         copy = super().model_copy(update=update, deep=deep)
         for name in _DERIVED:
             copy.__dict__.pop(name, None)
+        counts = copy.__dict__.pop("_tokens", None)
+        if counts and update is not None and update.keys() <= _COUNT_NEUTRAL:
+            copy.__dict__["_tokens"] = dict(counts)
         return copy
 
     def iter_images(self) -> Iterator[ImagePart]:
@@ -245,6 +263,8 @@ class Message(BaseModel):
 
 
 _DERIVED = ("text", "tool_calls", "tool_results", "is_user_turn", "_memo")
+_COUNT_NEUTRAL = frozenset({"id", "pinned"})
+"""Fields a token counter never reads: a copy changing only these keeps the carried counts."""
 
 
 class Transcript(BaseModel):

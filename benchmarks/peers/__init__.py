@@ -17,6 +17,10 @@ Modules:
   :mod:`~benchmarks.peers.run_langmem`, :mod:`~benchmarks.peers.run_openclaw` - one runner each:
   the transcript in, the compacted context back as OpenAI chat dicts;
 * ``openclaw_runner.mjs`` - the Node side of the OpenClaw runner (imports OpenClaw's and pi's dist files);
+  ``openclaw_convert.mjs`` - the OpenAI -> pi message conversion both Node runners share;
+* :mod:`benchmarks.peers.incremental` with ``openclaw_incremental.mjs`` - the incremental mode: a
+  session fed one message at a time, compacted at 0.8 of the window; library CPU per compaction,
+  ours (trees side by side) and OpenClaw's (``python -m benchmarks.peers.incremental --help``);
 * :mod:`benchmarks.peers.driver` - generates the transcripts, starts one fake provider, runs
   everyone, renders the tables and writes them into RESULTS.md.
 """

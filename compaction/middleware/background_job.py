@@ -13,6 +13,7 @@ from typing import Any
 from compaction.budget import recent_tail_cap
 from compaction.compactor import Compactor
 from compaction.middleware import store_mode
+from compaction.middleware.context import request_transcript
 from compaction.middleware.failures import failure_reason
 from compaction.middleware.prepare import PreparedState, PreparedUsage, PrepareSettings, prefix_key, verbatim_tail
 from compaction.middleware.state import SessionState
@@ -281,10 +282,11 @@ async def _prepare_memory(preparer: Preparer, session: SessionState) -> Prepared
     covered = state.covered if state is not None else 0
     head = state.head if state is not None else []
     request, system, prepended = session.request([*head, *snapshot[covered:]])
+    transcript = request_transcript(request, system, session.context[covered:], session.base)
     key_of = prefix_key  # bound now: the context may change while the job runs
     model, window = session.work.model, session.work.guard.window
     result = await session.work.acompact(
-        request, system=system, tools=session.tools_after_compaction(), trigger="threshold"
+        request, system=system, tools=session.tools_after_compaction(), trigger="threshold", transcript=transcript
     )
     preparer.usage.add(result)
     if not result.compacted:
@@ -335,12 +337,19 @@ async def _prepare_stored(preparer: Preparer, session: SessionState) -> Prepared
     config = session.work.config
     after = state.through_id if state is not None else None
     rest = [(m, i) for m, i in zip(snapshot, ids, strict=True) if i is not None and (after is None or i > after)]
+    entries = [e for e in session.context if e.store_id is not None and (after is None or e.store_id > after)]
     inner = state.summary if state is not None else session.summary
     previous = store_mode.previous_summary_body(inner, config) if inner else None
     request, system, _ = session.request([m for m, _ in rest])
+    transcript = request_transcript(request, system, entries, session.base)
     model, window = session.work.model, session.work.guard.window
     result = await session.work.acompact(
-        request, system=system, previous_summary=previous, tools=session.tools_after_compaction(), trigger="threshold"
+        request,
+        system=system,
+        previous_summary=previous,
+        tools=session.tools_after_compaction(),
+        trigger="threshold",
+        transcript=transcript,
     )
     preparer.usage.add(result)
     if not result.compacted:

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from compaction.adapters import message_format, to_canonical
+from compaction.adapters import detect_format, message_format, to_canonical
+from compaction.adapters._common import unique_ids
 from compaction.compactor import Compactor
 from compaction.tokens import TokenCounter
-from compaction.transcript import Message
+from compaction.transcript import Message, Transcript, derive_message_id
 
 __all__ = [
     "Context",
@@ -29,6 +30,7 @@ __all__ = [
     "entry_of",
     "first_format",
     "request_for",
+    "request_transcript",
     "split_leading_system",
 ]
 
@@ -187,6 +189,55 @@ class Context:
             for e in self._entries
             if e.store_id is not None and (after is None or e.store_id > after)
         ]
+
+
+def request_transcript(
+    request: Sequence[Mapping[str, Any]], system: Any, entries: Sequence[ContextEntry], counter: TokenCounter
+) -> Transcript:
+    """``to_canonical(request, system)`` built from what the context holds already: ``request``
+    ends with the messages of ``entries``, in order (after what :func:`request_for` puts before
+    them); each of those takes its entry's canonical form, re-identified for its position in the
+    request, with the entry's count carried for ``counter`` (the counter that made it), so the
+    pipeline neither reads nor counts it again. A message whose reading depends on the request's
+    format (one read on its own as the other format) is read again with the rest."""
+    fmt = detect_format(request, system)
+    lead = len(request) - len(entries)
+    if lead < 0:
+        raise ValueError(f"the request holds {len(request)} messages, fewer than its {len(entries)} entries")
+    # The canonical index of request[k]: Anthropic's separate system prompt is message 0.
+    offset = 1 if fmt == "anthropic" and system is not None else 0
+    head = list(to_canonical(request[:lead], system, format=fmt).messages) if lead or system is not None else []
+    fresh = [k for k, e in enumerate(entries) if (message_format(e.message) or "openai") != fmt]
+    reread = iter(to_canonical([entries[k].message for k in fresh], format=fmt).messages if fresh else ())
+    wanted = set(fresh)
+    out = head
+    for k, entry in enumerate(entries):
+        index = lead + k + offset
+        raw = entry.message
+        if k in wanted:
+            # Read as part of another list: its id is derived again below, like every other one.
+            message = next(reread)
+            message = message.model_copy(update={"id": _read_id(raw, fmt, index)})
+        else:
+            message = entry.canon
+            message.carry_tokens(counter, entry.tokens)
+            new_id = _read_id(raw, fmt, index)
+            if new_id != message.id:
+                message = message.model_copy(update={"id": new_id})
+        out.append(message)
+    return Transcript(format=fmt, messages=unique_ids(out))
+
+
+def _read_id(raw: Mapping[str, Any], fmt: str, index: int) -> str:
+    """The canonical id the ``fmt`` adapter gives ``raw`` read at ``index`` of a list: its own
+    ``id`` field, else one derived from the position, role and content."""
+    own = raw.get("id")
+    if fmt == "openai":
+        if isinstance(own, str | int) and not isinstance(own, bool) and own != "":
+            return str(own)
+    elif isinstance(own, str) and own:
+        return own
+    return derive_message_id(index, str(raw.get("role")), raw)
 
 
 def canonical(message: Mapping[str, Any]) -> Message:

@@ -63,7 +63,7 @@ from compaction.recall.calls import assistant_message, parse_response, tool_resu
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import TokenCounter, counter_for_model
-from compaction.transcript import Transcript, TranscriptFormat
+from compaction.transcript import Message, Transcript, TranscriptFormat
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
@@ -341,11 +341,14 @@ class ContextManager:
                     return
         canon = [canonical(m) for m in messages]
         copies = [dict(m) for m in messages]
-        ids: list[int | None] = list(store.append(self.session_id, copies)) if store else [None] * len(copies)
         base = state.base
+        counts = [base.count_message(c) for c in canon]
+        ids: list[int | None] = [None] * len(copies)
+        if store is not None:
+            ids = list(self._store_append(store, list(zip(copies, canon, counts, strict=True))))
         reading = state.reading
-        for message, canonical_message, store_id in zip(copies, canon, ids, strict=True):
-            entry = ContextEntry(message, store_id, canonical_message, base.count_message(canonical_message))
+        for message, canonical_message, store_id, tokens in zip(copies, canon, ids, counts, strict=True):
+            entry = ContextEntry(message, store_id, canonical_message, tokens)
             state.context.append(entry)
             if state.format is None:
                 state.format = message_format(message)
@@ -353,6 +356,16 @@ class ContextManager:
                 reading.expect_response = False
                 if message.get("role") == "assistant":
                     reading.base_sum += entry.tokens  # the answer is in the reported completion tokens
+
+    def _store_append(self, store: SessionStore, batch: list[tuple[dict[str, Any], Message, int]]) -> list[int]:
+        """Store the batch, with the counts just made when the store keeps them (then a service
+        reading the session knows its size without counting it again)."""
+        state = self._state
+        counted = store_mode.appended_counts(store, batch, state.base, self.compactor.model, state.system, state.format)
+        copies = [message for message, _, _ in batch]
+        if counted is None:
+            return list(store.append(self.session_id, copies))
+        return list(store.append(self.session_id, copies, counted=counted))  # type: ignore[call-arg]
 
     def history(self) -> list[CompactionEntry]:
         """Compactions of this session, oldest first (from the store in store mode)."""

@@ -19,10 +19,11 @@ import asyncio
 import time
 from dataclasses import replace
 
+from compaction._cache import memo_scope
 from compaction.compactor import CompactionDecision, Compactor
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer, compact_prepared
-from compaction.middleware.context import ContextEntry
+from compaction.middleware.context import ContextEntry, request_transcript
 from compaction.middleware.events import CompactionFailed, CompactionFinished, CompactionStarted, emit
 from compaction.middleware.guard import EventTrigger, growth_point
 from compaction.middleware.measure import ContextMeasure, Reading, decide, scale
@@ -64,7 +65,8 @@ async def run_compaction(
     started = time.perf_counter()
     marks = session.hold_pending()  # a turn whose calls still wait for results stays open, as it is
     try:
-        result = await _compact(session, preparer, trigger, measure, instructions, completion=completion)
+        with memo_scope(session.memos):
+            result = await _compact(session, preparer, trigger, measure, instructions, completion=completion)
     except Exception as exc:
         session.release_pending(marks)
         await _report_failure(session, trigger, decision, exc)
@@ -191,7 +193,10 @@ async def compact_memory(
     session's compactor)."""
     request, system, prepended = session.request(session.context.messages())
     tools = session.tools_after_compaction()
-    result = await (work or session.work).acompact(request, instructions, system=system, tools=tools, trigger=trigger)
+    transcript = request_transcript(request, system, list(session.context), session.base)
+    result = await (work or session.work).acompact(
+        request, instructions, system=system, tools=tools, trigger=trigger, transcript=transcript
+    )
     if result.compacted:
         session.adopt(result.messages, result.system, prepended)
         session.archive_for_recall(result.archive)
@@ -213,6 +218,8 @@ async def compact_stored(
     stored = session.context.stored()
     ids = [i for _, i in stored]
     request, system, _ = session.request([m for m, _ in stored])
+    entries = [e for e in session.context if e.store_id is not None]
+    transcript = request_transcript(request, system, entries, session.base)
     config = session.work.config
     previous = store_mode.previous_summary_body(session.summary, config) if session.summary else None
     # The compactor sees the stored messages and the summary's text apart; the context is both.
@@ -220,7 +227,13 @@ async def compact_stored(
     tools = session.tools_after_compaction()
     whole = session.work.count(context, system=context_system, tools=tools)
     result = await (work or session.work).acompact(
-        request, instructions, system=system, previous_summary=previous, tools=tools, trigger=trigger
+        request,
+        instructions,
+        system=system,
+        previous_summary=previous,
+        tools=tools,
+        trigger=trigger,
+        transcript=transcript,
     )
     result = store_mode.whole_context(result, whole)
     if not result.compacted:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
+from compaction._cache import MemoScope
 from compaction.adapters import to_canonical
 from compaction.compactor import Compactor
 from compaction.middleware import store_mode
@@ -34,7 +35,13 @@ from compaction.store import CompactedTail, CompactionEntry, SessionStore, Store
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.transcript import Message
 
-__all__ = ["SessionState"]
+__all__ = ["SESSION_MEMO_CHARS", "SESSION_MEMO_ENTRIES", "SessionState"]
+
+SESSION_MEMO_ENTRIES: Final = 65_536
+"""Memo entries one session keeps across its compactions (see :attr:`SessionState.memos`)."""
+
+SESSION_MEMO_CHARS: Final = 8_000_000
+"""Characters of text those entries hold (about sixteen 128k-token windows' worth of English)."""
 
 
 class SessionState:
@@ -90,6 +97,11 @@ class SessionState:
         self.wait_until: int | None = None  # see guard.growth_point
         self.system_inner = 0
         self.tools_inner = 0
+        # What the session's compactions found in its texts (redaction, the ledger's and the prune
+        # stage's scans), kept from one compaction to the next: the kept tail and the summary are
+        # read again by the next one. The session's own texts only, so no other session (tenant)
+        # gains from them; bounded, least recently used out first.
+        self.memos = MemoScope(max_entries=SESSION_MEMO_ENTRIES, max_chars=SESSION_MEMO_CHARS)
         self.refresh_fixed()
 
     # --- the compactor and the fixed part of every request ----------------------------------

@@ -37,9 +37,12 @@ from typing import Any
 
 from compaction.adapters import message_format, to_canonical
 from compaction.config import CompactionConfig
+from compaction.errors import TranscriptError
 from compaction.result import CompactionResult
 from compaction.stages.reconstruct import split_previous_summary
 from compaction.store import CompactedTail, SessionContext, SessionStore, StoredMessage
+from compaction.stores.rows import CountedBatch
+from compaction.tokens import BaseTokenCounter, TokenCounter, counter_for_model
 from compaction.transcript import Message, TextPart
 
 Entry = tuple[Mapping[str, Any], int]
@@ -47,6 +50,7 @@ Entry = tuple[Mapping[str, Any], int]
 
 __all__ = [
     "LOST_RACE",
+    "appended_counts",
     "compacted_tail",
     "context_messages",
     "has_stored_messages",
@@ -252,3 +256,52 @@ def whole_context(result: CompactionResult, whole: int) -> CompactionResult:
     after = result.tokens_after if result.compacted else whole + result.tokens_after - result.tokens_before
     record = {**result.record, "tokens_before": whole} if "tokens_before" in result.record else result.record
     return replace(result, tokens_before=whole, tokens_after=after, record=record)
+
+
+def appended_counts(
+    store: SessionStore,
+    counted: Sequence[tuple[Mapping[str, Any], Message, int]],
+    counter: TokenCounter,
+    model: str,
+    system: Any,
+    seen: str | None,
+) -> CountedBatch | None:
+    """The counts to append a batch with (``store.append(..., counted=...)``), so that the store's
+    running total of the context, once known, stays known (a service's next append then counts only
+    its own messages instead of the whole context);
+    None when the store keeps no counts or ``counter`` is not the one the service counts ``model``
+    with (its counts would not be the session's).
+
+    ``counted``: each message with its canonical form and ``counter``'s count of it, as the context
+    holds them; ``seen``: the context's format before the batch (its first message that shows one).
+    The counts follow the service's rule (:func:`compaction.server.context_size.counted_batch`):
+    each message on its own in the context's format, the total dropped when the batch is the first
+    to show a format other than the default. A message read on its own in another format than the
+    context's is counted again in the context's format; the others keep the count they carry."""
+    if not callable(getattr(store, "context_head", None)) or not _additive(counter):
+        return None
+    if counter is not counter_for_model(model):
+        return None
+    anthropic_system = isinstance(system, list)
+    fmt = "anthropic" if anthropic_system else seen or "openai"
+    shown = next((f for f in (message_format(m) for m, _, _ in counted) if f is not None), None)
+    new_format = seen or shown
+    keep = anthropic_system or seen is not None or shown in (None, "openai")
+    if not keep:
+        fmt = new_format or fmt
+    tokens: list[int] = []
+    for message, _, count in counted:
+        if (message_format(message) or "openai") == fmt:
+            tokens.append(count)
+            continue
+        try:
+            again = to_canonical([dict(message)], None, format="anthropic" if fmt == "anthropic" else "openai")
+        except TranscriptError:
+            return None  # unreadable on its own in that format: the service recounts the context
+        tokens.append(sum(counter.count_message(m) for m in again.messages))
+    return CountedBatch(tokens=tuple(tokens), model=model, context_format=seen, new_format=new_format, keep_total=keep)
+
+
+def _additive(counter: TokenCounter) -> bool:
+    """A counter whose list counts are its messages' counts summed plus a constant."""
+    return isinstance(counter, BaseTokenCounter) and type(counter).count_messages is BaseTokenCounter.count_messages
