@@ -427,10 +427,8 @@ _QUOTED_ASSIGN_RE = re.compile(
 )
 # An unquoted value runs to a space, a quote or a separator; "&" ends it only before another
 # parameter ("&user=bob"): "Tr0ub4dor&3xyz!" is one password, replaced whole.
-_ASSIGN_RE = re.compile(
-    rf"(?i)(?=[acprstk-])({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)"
-    r"((?:[^\s\"'`,;&)}\]\\%]|%(?!26)|&(?![\w.-]+=))+)"
-)
+_VALUE_RUN = r"(?:[^\s\"'`,;&)}\]\\%]|%(?!26)|&(?![\w.-]+=))+"
+_ASSIGN_RE = re.compile(rf"(?i)(?=[acprstk-])({_ASSIGN_KEY}{_QUOTE}?|--(?:{_KEY_WORDS})[= ][\"']?)({_VALUE_RUN})")
 _RANDOM_SEGMENT = re.compile(r"(?=[^/]*\d)(?=[^/]*[A-Za-z])[A-Za-z0-9+=_-]{16,}")
 _IDENTIFIER_CHAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[./][A-Za-z_][A-Za-z0-9_]*)*")
 _NUMBER = re.compile(r"[-+]?\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -475,6 +473,7 @@ _TYPE_NAMES = frozenset(
     ]
 )
 _KEY_CHARS = re.compile(r"[\w.-]*$")
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _looks_like_path(value: str) -> bool:
@@ -500,7 +499,7 @@ def _assignment_kind(key: str) -> str:
 
 
 def _keep_value(key: str, value: str) -> bool:
-    if _is_placeholder(value) or _looks_like_path(value) or re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+    if _is_placeholder(value) or _looks_like_path(value) or _URL_SCHEME.match(value):
         return True
     # "max_token: 4096", "cost_per_token": 1.5e-06 are numbers, not credentials (a PIN may be one).
     return _assignment_kind(key) != "password" and _NUMBER.fullmatch(value) is not None
@@ -631,6 +630,55 @@ def _assignments(text: str) -> tuple[str, int]:
     text = _QUOTED_ASSIGN_RE.sub(quoted, text)
     text = _ASSIGN_RE.sub(plain, text)
     return text, count
+
+
+# What the two steps above read after a key word: the unquoted value of _ASSIGN_RE (after its
+# optional quote), the start of a line up to a pass phrase's key.
+_ASSIGNED_VALUE = re.compile(_VALUE_RUN)
+_KEY_WORD_RUN = re.compile(r"[\w-]*")
+_SPACES = re.compile(r"\s*")
+
+
+def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
+    """May :func:`_assignments` or :func:`_pass_phrase_lines` replace the value after a key-word cue
+    (a match of the key-word cue at the same offsets in ``text``)? False only where neither can: an
+    unquoted value that is code (``token: int``, ``token: {record!r}``, ``token = self.repo.get(``),
+    a placeholder, a path, a URL or (unless the key names a password) a number. Decided on ``text``,
+    with the steps' own tests; where the cue cannot tell what a step will see (the whole key, an
+    environment line), the answer is yes."""
+    start, separator_end = cue.start(), cue.end()
+    word = _KEY_WORD_RUN.match(text, start)
+    word_end = word.end() if word else start
+    head = _KEY_CHARS.search(text, max(0, start - 64), start)
+    identifier = text[head.start() if head else start : word_end].lower()
+    password = "pass" in identifier or "pwd" in identifier
+    separator = text[word_end:separator_end]  # a quote, spaces, then ":", "=" or "%3d"
+    if password and separator.endswith(":"):
+        return True  # a pass phrase takes the rest of the line, spaces and all
+    value_start = _SPACES.match(text, separator_end)
+    value_at = value_start.end() if value_start else separator_end
+    if text[value_at : value_at + 1] in ('"', "'", "\\"):
+        return True  # a quoted value: the step's own checks decide
+    environment = (
+        separator.endswith("=")
+        and value_at == separator_end
+        and not any(c.isspace() for c in separator)
+        and not any(c.islower() for c in text[word_end - 3 : word_end])  # every key word has 3 or more
+    )
+    if environment:
+        return True  # NAME=value: on an environment line any value is a setting
+    value = _ASSIGNED_VALUE.match(text, value_at)
+    if value is None:
+        return False
+    found = value.group()
+    if len(found) < 4 or _is_placeholder(found) or _looks_like_path(found) or _URL_SCHEME.match(found):
+        return False
+    if not password and _NUMBER.fullmatch(found):
+        return False
+    around = text[word_end:value_at]
+    spaced = not around.rstrip().endswith(":") and (" " in around or "\t" in around)
+    line_value = not spaced and "\n" not in around and _value_ends_line(text, value.end())
+    return not _names_code(found, line_value=line_value)
 
 
 # What documentation writes where a URL's password goes ("postgresql://user:password@host").
@@ -943,8 +991,26 @@ _KEY_ANCHORS = ("key", "token", "secret", "pass", "pwd")
 _KEY_SHORTCUT = all(any(a in w for a in _KEY_ANCHORS) for w in _KEY_WORD_LIST)
 
 
-def _has_cue(lowered: str) -> bool:
-    return any(_CUES[k].search(lowered) is not None for k in _possible_cues(lowered))
+def _has_cue(lowered: str, text: str | None = None) -> bool:
+    """Does ``lowered`` (``text`` lower-cased) hold a cue? With ``text`` (of the same length), a
+    key-word cue counts only where the value after it may be a credential (see _keyed_value_may_be_secret)."""
+    return any(_search_cue(k, lowered, text, 0) is not None for k in _possible_cues(lowered))
+
+
+# The key-word cue: the assignment and pass-phrase steps are the only ones it stands for.
+_KEYED_CUE = 1
+
+
+def _search_cue(k: int, lowered: str, text: str | None, pos: int) -> re.Match[str] | None:
+    """The first match of ``_CUES[k]`` in ``lowered`` from ``pos`` on; a key-word cue whose value
+    cannot be a credential is passed over (only with ``text``: the verdict reads the original case)."""
+    pattern = _CUES[k]
+    while True:
+        match = pattern.search(lowered, pos)
+        if match is None or k != _KEYED_CUE or text is None or _keyed_value_may_be_secret(text, match):
+            return match
+        # A later key word starting inside this match ends at the same separator: same value, same verdict.
+        pos = match.end()
 
 
 def _keyed(lowered: str) -> bool:
@@ -964,10 +1030,11 @@ def _possible_cues(lowered: str) -> tuple[int, ...]:
     return tuple(k for k in range(len(_CUES)) if (keyed or k not in (1, 2)) and (netrc or k != 5))
 
 
-def _cue_spans(lowered: str) -> Iterator[tuple[int, int]]:
+def _cue_spans(lowered: str, text: str | None = None) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the cues in ``lowered``, in order of their start; each pattern is searched
-    again only once the scan has passed its last match."""
-    found = {k: _CUES[k].search(lowered) for k in _possible_cues(lowered)}
+    again only once the scan has passed its last match. With ``text``, key-word cues whose value
+    cannot be a credential are left out (see :func:`_search_cue`)."""
+    found = {k: _search_cue(k, lowered, text, 0) for k in _possible_cues(lowered)}
     pos = 0
     while True:
         live = [m for m in found.values() if m is not None]
@@ -978,7 +1045,7 @@ def _cue_spans(lowered: str) -> Iterator[tuple[int, int]]:
         pos = first.start() + 1
         for k, m in found.items():
             if m is not None and m.start() < pos:
-                found[k] = _CUES[k].search(lowered, pos)
+                found[k] = _search_cue(k, lowered, text, pos)
 
 
 def redact_secrets(text: str) -> tuple[str, int]:
@@ -1017,7 +1084,9 @@ def _without_ansi(text: str) -> str | None:
 
 def _redact_text(text: str) -> tuple[str, int]:
     count = 0
-    if _has_cue(text.lower()):  # else no pattern can match: skip the full pass
+    lowered = text.lower()
+    # else no pattern can match: skip the full pass
+    if _has_cue(lowered, text if len(lowered) == len(text) else None):
         text, count = _redact_all(text)
     text, found = _whole_text_steps(text)
     return text, count + found
@@ -1060,10 +1129,11 @@ def _line_end(text: str, pos: int) -> int:
 
 
 def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
-    """Merged ``(start, end)`` spans of whole lines: each line with a cue and the lines after it."""
+    """Merged ``(start, end)`` spans of whole lines: each line with a cue and the lines after it
+    (``lowered`` is ``text`` lower-cased, of the same length)."""
     windows: list[tuple[int, int]] = []
     pos = 0
-    for cue_start, cue_end in _cue_spans(lowered):
+    for cue_start, cue_end in _cue_spans(lowered, text):
         if cue_start < pos:
             continue
         start = text.rfind("\n", 0, cue_start) + 1
