@@ -499,10 +499,15 @@ def _assignment_kind(key: str) -> str:
 
 
 def _keep_value(key: str, value: str) -> bool:
+    return _kept_value(value, _assignment_kind(key) == "password")
+
+
+def _kept_value(value: str, password: bool) -> bool:
+    """Is ``value`` no credential whatever its key: a placeholder, a path, a URL, or a number after a
+    key that does not name a password ("max_token: 4096"; a PIN may be one)?"""
     if _is_placeholder(value) or _looks_like_path(value) or _URL_SCHEME.match(value):
         return True
-    # "max_token: 4096", "cost_per_token": 1.5e-06 are numbers, not credentials (a PIN may be one).
-    return _assignment_kind(key) != "password" and _NUMBER.fullmatch(value) is not None
+    return not password and _NUMBER.fullmatch(value) is not None
 
 
 def _names_code(value: str, *, line_value: bool) -> bool:
@@ -657,8 +662,6 @@ def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
         return True  # a pass phrase takes the rest of the line, spaces and all
     value_start = _SPACES.match(text, separator_end)
     value_at = value_start.end() if value_start else separator_end
-    if text[value_at : value_at + 1] in ('"', "'", "\\"):
-        return True  # a quoted value: the step's own checks decide
     environment = (
         separator.endswith("=")
         and value_at == separator_end
@@ -667,18 +670,41 @@ def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
     )
     if environment:
         return True  # NAME=value: on an environment line any value is a setting
+    if text[value_at : value_at + 1] in ('"', "'", "\\"):
+        return _quoted_value_may_be_secret(text, value_at, password)
     value = _ASSIGNED_VALUE.match(text, value_at)
     if value is None:
         return False
     found = value.group()
-    if len(found) < 4 or _is_placeholder(found) or _looks_like_path(found) or _URL_SCHEME.match(found):
-        return False
-    if not password and _NUMBER.fullmatch(found):
+    if len(found) < 4 or _kept_value(found, password):
         return False
     around = text[word_end:value_at]
     spaced = not around.rstrip().endswith(":") and (" " in around or "\t" in around)
     line_value = not spaced and "\n" not in around and _value_ends_line(text, value.end())
     return not _names_code(found, line_value=line_value)
+
+
+_OPENING_QUOTE = re.compile(r"\\?[\"']")
+_QUOTED_VALUE = re.compile(r"(\\?[\"'])" + _NOT_DONE + r"((?:(?!\1)[^\n]){1,200}?)\1")
+
+
+def _quoted_value_may_be_secret(text: str, value_at: int, password: bool) -> bool:
+    """The rest of :func:`_keyed_value_may_be_secret` for a value that opens with a quote, off an
+    environment line: the quoted step keeps a stand-in (``"token": "refresh_page"``), and so does
+    the plain step, which reads the value from after the quote."""
+    quote = _OPENING_QUOTE.match(text, value_at)
+    if quote is None:
+        return False  # a backslash before no quote: neither step takes a value here
+    quoted = _QUOTED_VALUE.match(text, value_at)
+    if quoted is not None:
+        inside = quoted.group(2)
+        if not (_kept_value(inside.strip(), password) or _stand_in(inside)):
+            return True
+    value = _ASSIGNED_VALUE.match(text, quote.end())
+    if value is None:
+        return False
+    found = value.group()
+    return not (len(found) < 4 or _kept_value(found, password) or _stand_in(found))
 
 
 # What documentation writes where a URL's password goes ("postgresql://user:password@host").

@@ -95,6 +95,17 @@ _VALUES = st.one_of(
             "Kq81&xZ0pLm",
             "if",
             "None # note",
+            '"refresh_page"',
+            '"Token[Any]"',
+            '"openai/gpt-4o-mini"',
+            '"abcd1234efgh',
+            '"hunter22"',
+            '\\"abcd1234efgh\\"',
+            "'fake'",
+            '"plum Kx7!r9 lantern"',
+            '"a b"',
+            '""',
+            "\\x",
         ]
     ),
     st.from_regex(r"[A-Za-z0-9_.:/+=-]{1,24}", fullmatch=True),
@@ -111,6 +122,8 @@ _TEXT = st.lists(_LINE | st.sampled_from(["plain words", "", "    x = 1"]), min_
 @example("password: int, n: 1)")
 @example("my password: Tr0ub4dor&3xyz!")
 @example("if token:\n    hunter22")
+@example('"token": "refresh_page", "amount": 3')
+@example('TOKEN="refresh_page"')
 def test_every_change_the_steps_make_is_cued(text: str) -> None:
     """The property the cue's value test must keep: when the steps change a text, it has a cue (else
     ``redact_secrets`` would skip them and leak)."""
