@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from compaction.redact import _cue_windows, _has_cue, redact_if_needed, redact_secrets
-from compaction.redact import _redact_all as redact_all
+from compaction.redact.steps import _redact_all as redact_all
 
 _KEY_WORDS = [
     "api_key",
