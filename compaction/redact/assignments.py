@@ -293,9 +293,17 @@ def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
     password = "pass" in identifier or "pwd" in identifier
     separator = text[word_end:separator_end]  # a quote, spaces, then ":", "=" or "%3d"
     if password and separator.endswith(":"):
-        return True  # a pass phrase takes the rest of the line, spaces and all
+        # A pass phrase takes the rest of its line, spaces and all: the line from its start, as the step reads it.
+        line = _PASS_LINE_RE.match(text, text.rfind("\n", 0, start) + 1)
+        if line is not None and _pass_phrase(line.group(2)):
+            return True
     value_start = _SPACES.match(text, separator_end)
     value_at = value_start.end() if value_start else separator_end
+    if "\n" in text[word_end:value_at]:
+        # The key's match runs across a line break: whatever it keeps, it takes along what follows,
+        # which a window starting on a later line would read on its own. Counted, so its window
+        # starts on the key's line as the full pass reads it.
+        return True
     environment = (
         separator.endswith("=")
         and value_at == separator_end

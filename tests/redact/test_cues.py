@@ -95,6 +95,7 @@ _VALUES = st.one_of(
             "Kq81&xZ0pLm",
             "if",
             "None # note",
+            "api_key: Kq81xZ0pLm",  # after a line break: a second key the first one's match takes along
             '"refresh_page"',
             '"Token[Any]"',
             '"openai/gpt-4o-mini"',
@@ -133,6 +134,8 @@ def test_every_change_the_steps_make_is_cued(text: str) -> None:
 
 @settings(max_examples=300)
 @given(st.lists(_LINE | st.sampled_from(["plain log line", "", "   "]), min_size=1, max_size=40))
+@example(["password:", "access_key: Zx81kQ7Lm2Pq"])
+@example(["if token:", "    api_key=Kq81xZ0pLm"])
 def test_long_texts_redacted_around_their_cues_match_the_full_pass(lines: list[str]) -> None:
     """A long text is redacted only in the windows of its (filtered) cues: the result is the full pass's."""
     filler = "x" * 120 + "\n"
@@ -155,6 +158,8 @@ def test_code_after_a_key_word_is_no_cue() -> None:
         "    secret_file: /run/secrets/db",
         "    token: ${TOKEN}",
         "f(api_key=api_key, token=token)",
+        '{"token": "refresh_page", "amount": 3}',
+        "    password: str | None = None",
     ]
     for line in code:
         assert not _has_cue(line.lower(), line), line
