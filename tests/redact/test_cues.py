@@ -125,6 +125,9 @@ _TEXT = st.lists(_LINE | st.sampled_from(["plain words", "", "    x = 1"]), min_
 @example("if token:\n    hunter22")
 @example('"token": "refresh_page", "amount": 3')
 @example('TOKEN="refresh_page"')
+@example('password: " 12345678"')
+@example('password: "12345678')
+@example('token:"ab12')
 def test_every_change_the_steps_make_is_cued(text: str) -> None:
     """The property the cue's value test must keep: when the steps change a text, it has a cue (else
     ``redact_secrets`` would skip them and leak)."""
@@ -159,6 +162,9 @@ def test_code_after_a_key_word_is_no_cue() -> None:
         "    token: ${TOKEN}",
         "f(api_key=api_key, token=token)",
         '{"token": "refresh_page", "amount": 3}',
+        '    token: "4096',  # an unclosed quote: the plain step reads a number
+        '    token: ""',
+        "    token: \\d+",  # a backslash before no quote: no step reads a value
         "    password: str | None = None",
     ]
     for line in code:
