@@ -288,9 +288,10 @@ def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
     start, separator_end = cue.start(), cue.end()
     word = _KEY_WORD_RUN.match(text, start)
     word_end = word.end() if word else start
-    head = _KEY_CHARS.search(text, max(0, start - 64), start)
-    identifier = text[head.start() if head else start : word_end].lower()
-    password = "pass" in identifier or "pwd" in identifier
+    # The step's key word ends where the cue's does: one holds the other, and no key word holding
+    # "pass" or "pwd" ends in a shorter key word without it.
+    key_word = text[start:word_end].lower()
+    password = "pass" in key_word or "pwd" in key_word
     separator = text[word_end:separator_end]  # a quote, spaces, then ":", "=" or "%3d"
     if password and separator.endswith(":"):
         # A pass phrase takes the rest of its line, spaces and all: the line from its start, as the step reads it.

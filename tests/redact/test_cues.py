@@ -165,6 +165,7 @@ def test_code_after_a_key_word_is_no_cue() -> None:
         '    token: "4096',  # an unclosed quote: the plain step reads a number
         '    token: ""',
         "    token: \\d+",  # a backslash before no quote: no step reads a value
+        "    token: `name`",  # a backtick starts no value
         "    password: str | None = None",
     ]
     for line in code:
