@@ -323,7 +323,7 @@ def _keyed_value_may_be_secret(text: str, cue: re.Match[str]) -> bool:
         return False
     around = text[word_end:value_at]
     spaced = not around.rstrip().endswith(":") and (" " in around or "\t" in around)
-    line_value = not spaced and "\n" not in around and _value_ends_line(text, value.end())
+    line_value = not spaced and _value_ends_line(text, value.end())  # no line break in ``around`` here
     return not _names_code(found, line_value=line_value)
 
 

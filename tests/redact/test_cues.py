@@ -166,6 +166,9 @@ def test_code_after_a_key_word_is_no_cue() -> None:
         '    token: ""',
         "    token: \\d+",  # a backslash before no quote: no step reads a value
         "    token: `name`",  # a backtick starts no value
+        "    token = hunter",  # spaced: a name (a setting would read "token: hunter")
+        "token\t=\tstate",
+        "    token: /run/secrets/db",
         "    password: str | None = None",
     ]
     for line in code:
