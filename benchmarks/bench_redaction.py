@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_redaction            # the 10 libraries below, and this project's tree
     python -m benchmarks.bench_redaction --show 20  # also print 20 rewritten lines
+    python -m benchmarks.bench_redaction --zone 2000 5000 --against 806ef76 --rounds 5
 
 Library source holds no credentials (a few test fixtures aside), so every line redaction changes is
 a false positive: code the summarizer is asked to quote exactly, altered. Each file is redacted the
@@ -11,17 +12,29 @@ longer balance as they did is counted apart: that is code the model would read a
 project's own tree is measured the same way: its code (``compaction``, ``guards``, ``benchmarks``,
 ``examples``) should lose nothing; its tests hold credential fixtures on purpose (the redaction
 tests, fake keys, URLs with passwords for ``redact_url``), so they are counted apart.
+
+``--zone N ...`` measures the CPU of redacting a compaction's zone instead: every text of the zone
+(text parts, call arguments, tool results) of one offline compaction of
+``generate("coding", N, seed=0)`` at a 128,000-token window, each redacted as the plan stage does
+(:func:`~compaction.redact.redact_if_needed`, no memo), by this tree and by ``compaction/redact.py``
+of the revision ``--against`` names (loaded beside it from ``git show``), alternating tree by tree
+for ``--rounds`` rounds in one process. CPU is ``time.process_time()``; outputs are compared text by
+text.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -95,10 +108,101 @@ def measure(root: Path, tally: Tally) -> None:
                 tally.examples.append((str(path), old.strip(), new.strip()))
 
 
+def zone_texts(n_messages: int) -> list[str]:
+    """Every text of the zone one offline compaction of the coding session redacts."""
+    import compaction.pipeline as pipeline
+    from compaction import CompactionConfig, Compactor
+    from compaction.testing.transcripts import generate
+    from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+
+    zones: list[list[Message]] = []
+    original = pipeline.zone_view
+
+    def spy(run: Any, config: Any, zone: list[Message], settings: Any) -> Any:
+        zones.append(list(zone))
+        return original(run, config, zone, settings)
+
+    pipeline.zone_view = spy  # type: ignore[assignment]
+    try:
+        session = generate("coding", n_messages, seed=0, format="openai")
+        Compactor("gpt-4o", config=CompactionConfig(window=128_000)).compact(session.messages)
+    finally:
+        pipeline.zone_view = original  # type: ignore[assignment]
+    texts: list[str] = []
+
+    def add(part: Any) -> None:
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            texts.append(part.arguments)
+        elif isinstance(part, ToolResultPart):
+            if isinstance(part.content, str):
+                texts.append(part.content)
+            else:
+                for block in part.content:
+                    add(block)
+
+    for message in zones[0]:
+        for part in message.parts:
+            add(part)
+    return texts
+
+
+def tree_redactor(revision: str) -> Callable[[str], str]:
+    """``redact_if_needed`` of ``compaction/redact.py`` at ``revision`` (a module of its own)."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{revision}:compaction/redact.py"], check=True, capture_output=True, text=True
+    ).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location(f"redact_{revision}", handle.name)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    redact: Callable[[str], str] = module.redact_if_needed
+    return redact
+
+
+def measure_zone(sizes: list[int], revision: str, rounds: int) -> None:
+    from compaction.redact import redact_if_needed as new
+
+    old = tree_redactor(revision)
+    print(f"| messages | zone texts | characters | {revision} ms (per round) | this tree ms | ratio (median) |")
+    print("|---:|---:|---:|---|---|---:|")
+    for n in sizes:
+        texts = zone_texts(n)
+        differ = sum(old(t) != new(t) for t in texts)  # also the warm-up: patterns compiled
+        cpu: dict[str, list[float]] = {revision: [], "new": []}
+        for _ in range(rounds):
+            for name, redact in ((revision, old), ("new", new)):
+                started = time.process_time()
+                for text in texts:
+                    redact(text)
+                cpu[name].append(1000 * (time.process_time() - started))
+        ratio = statistics.median(a / b for a, b in zip(cpu["new"], cpu[revision], strict=True))
+        cells = (
+            f"{n:,}",
+            f"{len(texts):,}",
+            f"{sum(map(len, texts)):,}",
+            ", ".join(f"{v:.0f}" for v in cpu[revision]),
+            ", ".join(f"{v:.0f}" for v in cpu["new"]),
+            f"{ratio:.3f}",
+        )
+        print("| " + " | ".join(cells) + " |")
+        print(f"  ({differ} of {len(texts)} texts redacted differently)", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--show", type=int, default=0, help="print this many rewritten lines")
+    parser.add_argument("--zone", type=int, nargs="+", help="measure the zone's redaction CPU at these sizes")
+    parser.add_argument("--against", default="806ef76", help="the revision whose compaction/redact.py to compare")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per tree")
     args = parser.parse_args()
+    if args.zone:
+        measure_zone(args.zone, args.against, args.rounds)
+        return
     libraries = Tally()
     rows: list[tuple[str, Tally]] = []
     for name in LIBRARIES:

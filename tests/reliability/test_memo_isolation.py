@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-import compaction.redact as redact
+import compaction.redact.records as redact  # the module whose memo calls redact_if_needed
 from compaction import CompactionConfig, Compactor
 from compaction._cache import MemoScope, active_scope, memo_scope, memoize_text
 from compaction.adapters import to_canonical

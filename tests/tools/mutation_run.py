@@ -91,18 +91,23 @@ TARGETS: dict[str, Target] = {
     "overflow-evidence": Target(
         "guards/_error_evidence.py", ("tests/guards/test_overflow.py", "tests/reliability/test_classifier_strings.py")
     ),
-    # Redaction: test_redact, and the redactor-only tests of the credential corpus (the ones that
-    # run a compaction or the service take a minute of setup each: they test the plumbing).
-    "redact": Target(
-        "compaction/redact.py",
-        (
-            "tests/redact/test_redact.py",
-            "tests/reliability/test_secrets.py::test_each_shape_is_redacted_with_its_context_kept",
-            "tests/reliability/test_secrets.py::test_a_passphrase_with_spaces_goes_whole",
-            "tests/reliability/test_secrets.py::test_ordinary_command_lines_are_left_alone",
-            "tests/reliability/test_secrets_corpus.py::test_the_redactor_removes_each_shape",
-        ),
-    ),
+    # Redaction, one target per module of the package: test_redact and test_cues, and the
+    # redactor-only tests of the credential corpus (the ones that run a compaction or the service
+    # take a minute of setup each: they test the plumbing).
+    **{
+        "redact" if module == "windows" else f"redact-{module.replace('_', '-')}": Target(
+            f"compaction/redact/{module}.py",
+            (
+                "tests/redact/test_redact.py",
+                "tests/redact/test_cues.py",
+                "tests/reliability/test_secrets.py::test_each_shape_is_redacted_with_its_context_kept",
+                "tests/reliability/test_secrets.py::test_a_passphrase_with_spaces_goes_whole",
+                "tests/reliability/test_secrets.py::test_ordinary_command_lines_are_left_alone",
+                "tests/reliability/test_secrets_corpus.py::test_the_redactor_removes_each_shape",
+            ),
+        )
+        for module in ("windows", "cues", "steps", "assignments", "context", "shapes", "whole_text", "records", "base")
+    },
     # The stores' compare-and-set: a compaction saved only over the context it was computed from
     # (the SQL both stores share; the contract tests run it on SQLite, and on PostgreSQL when set up).
     "sqlite-cas": Target(
