@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.adapters._common import unique_ids as unique_ids  # for the manager's re-read context
 from compaction.adapters.anthropic import SystemPrompt, from_anthropic, to_anthropic
 from compaction.adapters.openai import from_openai, to_openai
 from compaction.errors import TranscriptError

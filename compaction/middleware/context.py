@@ -15,8 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from compaction.adapters import detect_format, message_format, to_canonical
-from compaction.adapters._common import unique_ids
+from compaction.adapters import detect_format, message_format, to_canonical, unique_ids
 from compaction.compactor import Compactor
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message, Transcript, derive_message_id
