@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import anyio.to_thread
@@ -40,10 +41,11 @@ from compaction.server.schemas import (
     SessionInfo,
 )
 from compaction.server.session_compaction import SessionCompaction
+from compaction.server.session_job import RecallJob
 from compaction.server.session_status import compaction_status
 from compaction.server.settings import ServerSettings
 from compaction.server.telemetry import annotate_request
-from compaction.store import SessionContext, SessionStore
+from compaction.store import CompactionEntry, SessionContext, SessionStore
 from compaction.stores.rows import CountedBatch
 from compaction.summarizers.base import SummarizerError
 
@@ -258,21 +260,7 @@ class CompactionService:
             raise not_found("session", public_session_id(session_id)) from None
         return CompactionHistory(
             session_id=public_session_id(session_id),
-            compactions=[
-                CompactionHistoryEntry(
-                    at=e.at,
-                    trigger=e.trigger,
-                    tokens_before=e.tokens_before,
-                    tokens_after=e.tokens_after,
-                    tokens_saved=max(0, e.tokens_before - e.tokens_after),
-                    messages_compacted=e.messages_compacted,
-                    fallback_level=e.fallback_level,
-                    summary=e.summary,
-                    summary_through_id=e.summary_through_id,
-                    record=dict(e.record) if include_record else None,
-                )
-                for e in entries
-            ],
+            compactions=[_history_entry(e, include_record) for e in entries],
         )
 
     async def recall(
@@ -285,16 +273,23 @@ class CompactionService:
         *,
         within: tuple[str | None, str | None] = (None, None),
     ) -> RecallResponse:
-        from compaction.recall import StoreRecall, recall
+        from compaction.recall import RecallAnswer, StoreRecall, recall
 
         if query is None and archive_id is None:
             raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
-        ctx = await self.state.context(session_id)
-        counter = self.state.compactor(ctx.model or self.state.settings.model, session=True).counter
+        model = await self.state.session_model(session_id)  # 404 for an unknown session
+        compactor = self.state.compactor(model, session=True)
         arguments = {"query": query, "archive_id": archive_id, "page": page, "from_id": within[0], "to_id": within[1]}
-        answer = await self.state.run_store(
-            recall, StoreRecall(self.state.store, session_id), arguments, counter=counter, max_tokens=max_tokens
-        )
+        answer: RecallAnswer
+        if self.state.sessions_in_pool:  # indexing and searching an archive is CPU work: not here
+            assert self.state.pool is not None
+            target = self.state.job_target(model, compactor.config.model_dump_json())
+            job = RecallJob(target, session_id, arguments, max_tokens)
+            answer = await self.state.pool.recall(job)
+        else:
+            source = StoreRecall(self.state.store, session_id)
+            counter = compactor.counter
+            answer = await self.state.run_store(recall, source, arguments, counter=counter, max_tokens=max_tokens)
         if answer.not_found:
             raise not_found("archived message", str(archive_id))
         if answer.error is not None and answer.pages == 0:  # not a page past the end: the arguments
@@ -322,6 +317,15 @@ class CompactionService:
         # Redacted like a compaction answer's archive: a secret the agent once saw is not served
         # again over HTTP (logs, proxies); the store keeps the original for recall by the engine.
         return ArchivedMessage(archive_id=archive_id, message=redact_json(message))
+
+
+def _history_entry(entry: CompactionEntry, include_record: bool) -> CompactionHistoryEntry:
+    data = {f.name: getattr(entry, f.name) for f in fields(entry)}
+    data.update(
+        tokens_saved=max(0, entry.tokens_before - entry.tokens_after),
+        record=dict(entry.record) if include_record else None,
+    )
+    return CompactionHistoryEntry(**data)
 
 
 def stored_size(messages: Sequence[Mapping[str, Any]]) -> int:

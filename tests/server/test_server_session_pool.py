@@ -137,6 +137,29 @@ def test_a_compaction_process_that_dies_leaves_the_session_unchanged(tmp_path: P
         assert again.json()["compacted"] is True
 
 
+def test_recall_runs_in_the_compaction_processes_with_the_same_answers(pooled: TestClient, inline: TestClient) -> None:
+    """With sessions in the pool, recall indexes and searches the archive in a compaction process:
+    the server process neither warms an index after the compaction nor builds one to answer, and
+    the answers are the in-process ones."""
+    commit = "9c4e1f7a2b85d3e60c19f4a7d2e8b15c6a3f90d2"  # in a tool result early in the bundled session
+    for client in (pooled, inline):
+        _session(client, "recalled", coding_session())
+        assert client.post("/v1/sessions/recalled/compact", json={}).json()["compacted"] is True
+    queries: list[dict[str, Any]] = [{"q": commit}, {"q": "tests failing"}, {"q": commit, "page": 9}]
+    for params in queries:
+        a = pooled.get("/v1/sessions/recalled/recall", params=params)
+        b = inline.get("/v1/sessions/recalled/recall", params=params)
+        assert a.status_code == b.status_code == 200, a.text
+        assert a.json() == b.json()
+    assert pooled.get("/v1/sessions/recalled/recall", params={"q": commit}).json()["verbatim"] >= 1
+    pooled_store = pooled.app.state.service.state.store  # type: ignore[attr-defined]
+    inline_store = inline.app.state.service.state.store  # type: ignore[attr-defined]
+    assert not pooled_store._recall_indexes.known("recalled")
+    assert inline_store._recall_indexes.known("recalled")
+    missing = pooled.get("/v1/sessions/nobody/recall", params={"q": commit})
+    assert missing.status_code == 404
+
+
 # -- appends count only their own messages ------------------------------------------------------
 
 
