@@ -160,6 +160,20 @@ def test_recall_runs_in_the_compaction_processes_with_the_same_answers(pooled: T
     assert missing.status_code == 404
 
 
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX process priorities")
+def test_compaction_processes_run_at_a_lower_cpu_priority(pooled: TestClient) -> None:
+    from compaction.server.pool import COMPACTION_NICENESS
+
+    _session(pooled, "niced", coding_session())
+    assert pooled.post("/v1/sessions/niced/compact", json={}).json()["compacted"] is True
+    pool = pooled.app.state.service.state.pool  # type: ignore[attr-defined]
+    processes = list(pool._executor._processes.values())
+    assert processes
+    server = os.getpriority(os.PRIO_PROCESS, 0)
+    for process in processes:
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == min(19, server + COMPACTION_NICENESS)
+
+
 # -- appends count only their own messages ------------------------------------------------------
 
 
