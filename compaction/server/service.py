@@ -48,6 +48,7 @@ from compaction.server.telemetry import annotate_request
 from compaction.store import CompactionEntry, SessionContext, SessionStore
 from compaction.stores.rows import CountedBatch
 from compaction.summarizers.base import SummarizerError
+from compaction.transcript import Transcript
 
 
 class CompactionService:
@@ -130,14 +131,14 @@ class CompactionService:
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
         view = await self._append_view(session_id, body.messages[0])
-        await anyio.to_thread.run_sync(self._validate_batch, view.system, view.format, body.messages)
+        read = await anyio.to_thread.run_sync(self._validate_batch, view.system, view.format, body.messages)
         batch, hoisted = await self._hoist_system(session_id, view, list(body.messages), idempotency_key)
         owner, size = "", 0
         if self.state.quota is not None and NAMESPACE_SEPARATOR in session_id:
             owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
             size = await anyio.to_thread.run_sync(stored_size, batch)
             await self.state.quota.check_append(owner, size)
-        counted = await anyio.to_thread.run_sync(self._counted, view, batch) if batch else None
+        counted = await anyio.to_thread.run_sync(self._counted, view, batch, read) if batch else None
         ids = await self._store_batch(session_id, batch, idempotency_key, counted)
         if owner and self.state.quota is not None:
             self.state.quota.appended(owner, size)
@@ -185,12 +186,13 @@ class CompactionService:
             return batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
         return batch, []
 
-    def _counted(self, view: AppendView, batch: Sequence[Mapping[str, Any]]) -> CountedBatch | None:
-        """The batch's token counts for the store (None for a store that keeps none)."""
+    def _counted(self, view: AppendView, batch: Sequence[Mapping[str, Any]], read: Transcript) -> CountedBatch | None:
+        """The batch's token counts for the store (None for a store that keeps none); ``read``:
+        the appended messages as validation read them (counted without reading them again)."""
         if not callable(getattr(self.state.store, "context_head", None)):
             return None
         counter = self.state.compactor(view.model or self.state.settings.model, session=True).counter
-        return counted_batch(counter, batch, view.model, view.system, view.seen)
+        return counted_batch(counter, batch, view.model, view.system, view.seen, read)
 
     async def _store_batch(
         self,
@@ -216,12 +218,12 @@ class CompactionService:
         except ValueError as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
 
-    def _validate_batch(self, system: Any, fmt: str, batch: Sequence[Mapping[str, Any]]) -> None:
+    def _validate_batch(self, system: Any, fmt: str, batch: Sequence[Mapping[str, Any]]) -> Transcript:
         """The new messages must read as a transcript (index = index in the batch): in Anthropic format
-        once the session is known to be Anthropic, else in the format they show."""
+        once the session is known to be Anthropic, else in the format they show. Returns them read."""
         probe_system = system if fmt == "anthropic" else None
         try:
-            to_canonical(list(batch), probe_system, format="anthropic" if fmt == "anthropic" else None)
+            return to_canonical(list(batch), probe_system, format="anthropic" if fmt == "anthropic" else None)
         except TranscriptError as exc:
             raise transcript_error(exc) from None
 

@@ -225,6 +225,35 @@ def test_an_append_reads_the_session_row_not_its_context(tmp_path: Path, monkeyp
         assert answer.json()["context_tokens"] == _full_count(client, "s")
 
 
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_an_append_reads_its_messages_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """Validation reads the batch; counting uses what it read instead of reading each message
+    again, and the running total stays the count of the whole context."""
+    import compaction.server.context_size as context_size
+    import compaction.server.service as service
+
+    with TestClient(create_app(store_path=str(tmp_path / "s.db"))) as client:
+        system: Any = [{"type": "text", "text": "Be brief."}] if fmt == "anthropic" else "Be brief."
+        assert client.post("/v1/sessions", json={"session_id": "s", "system": system}).status_code == 201
+        reads: list[int] = []
+
+        def reading(original: Any) -> Any:
+            return lambda messages, *args, **kwargs: reads.append(len(messages)) or original(messages, *args, **kwargs)
+
+        monkeypatch.setattr(service, "to_canonical", reading(service.to_canonical))
+        monkeypatch.setattr(context_size, "to_canonical", reading(context_size.to_canonical))
+        batch = [
+            {"role": "user", "content": "Fix the parser in src/parse.py"},
+            {"role": "assistant", "content": "Done: the trailing field is kept, tests pass."},
+            {"role": "user", "content": "Thanks"},
+        ]
+        for _ in range(2):
+            answer = client.post("/v1/sessions/s/messages", json={"messages": batch})
+            assert answer.status_code == 200, answer.text
+        assert reads == [3, 3]  # one read of each batch, by its validation
+        assert answer.json()["context_tokens"] == _full_count(client, "s")
+
+
 def test_an_old_database_without_the_counts_opens_and_counts_lazily(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     messages = coding_session()
