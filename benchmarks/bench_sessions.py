@@ -168,8 +168,11 @@ async def _cycle(client: Any, work: Workload, stats: _Stats) -> None:
         stats.cycles += 1
 
 
-async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, int]) -> dict[str, Any]:
-    """One cycle per workload of ``works``, ``clients`` at a time, each taking the next one."""
+async def _load(
+    base: str, works: list[Workload], clients: int, pids: dict[str, int], *, probe: bool = True
+) -> dict[str, Any]:
+    """One cycle per workload of ``works``, ``clients`` at a time, each taking the next one;
+    ``probe``: time ``GET /health`` meanwhile (:class:`_Prober`)."""
     import httpx
 
     stats = _Stats()
@@ -186,7 +189,7 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
                 except httpx.HTTPError as exc:  # a dropped connection or a timeout: an error of the row
                     stats.error(f"{type(exc).__name__}: {exc}")
 
-        probe = _Prober(base)
+        prober = _Prober(base) if probe else None
         load = os.getloadavg()[0]
         per_process = cpu_by_process(pids["server"])
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -196,7 +199,7 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
         per_process_after = cpu_by_process(pids["server"])
         split = _split(per_process, per_process_after)
-        health = probe.stop()
+        health = prober.stop() if prober is not None else []
         root = pids["server"]
         root_cpu = per_process_after.get(root, float("nan")) - per_process.get(root, float("nan"))
     requests = sum(len(v) for v in stats.latency.values())
