@@ -168,19 +168,18 @@ async def _cycle(client: Any, work: Workload, stats: _Stats) -> None:
         stats.cycles += 1
 
 
-async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, int]) -> dict[str, Any]:
-    """One cycle per workload of ``works``, ``clients`` at a time, each taking the next one."""
+async def _load(
+    base: str, works: list[Workload], clients: int, pids: dict[str, int], *, probe: bool = True
+) -> dict[str, Any]:
+    """One cycle per workload of ``works``, ``clients`` at a time, each taking the next one;
+    ``probe``: time ``GET /health`` meanwhile (:class:`_Prober`)."""
     import httpx
 
     stats = _Stats()
-    health: list[float] = []
     cycles = len(works)
     queue = list(reversed(works))
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
-    async with (
-        httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client,
-        httpx.AsyncClient(base_url=base, timeout=60) as prober_client,  # its own connection
-    ):
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client:
 
         async def worker() -> None:
             while queue:
@@ -190,15 +189,7 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
                 except httpx.HTTPError as exc:  # a dropped connection or a timeout: an error of the row
                     stats.error(f"{type(exc).__name__}: {exc}")
 
-        async def prober(stop: asyncio.Event) -> None:
-            while not stop.is_set():
-                started = time.perf_counter()
-                await prober_client.get("/health")
-                health.append(time.perf_counter() - started)
-                await asyncio.sleep(0.05)
-
-        stop = asyncio.Event()
-        probe = asyncio.create_task(prober(stop))
+        prober = _Prober(base) if probe else None
         load = os.getloadavg()[0]
         per_process = cpu_by_process(pids["server"])
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -206,9 +197,11 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         await asyncio.gather(*(worker() for _ in range(min(clients, cycles))))
         wall = time.perf_counter() - began
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
-        split = _split(per_process, cpu_by_process(pids["server"]))
-        stop.set()
-        await probe
+        per_process_after = cpu_by_process(pids["server"])
+        split = _split(per_process, per_process_after)
+        health = prober.stop() if prober is not None else []
+        root = pids["server"]
+        root_cpu = per_process_after.get(root, float("nan")) - per_process.get(root, float("nan"))
     requests = sum(len(v) for v in stats.latency.values())
     row: dict[str, Any] = {
         "clients": clients,
@@ -223,6 +216,7 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         "health_p50_ms": 1000 * percentile(health, 0.5),
         "health_p99_ms": 1000 * percentile(health, 0.99),
         "cpu_ms_per_cycle": 1000 * cpu["server"] / cycles,
+        "server_process_cpu_ms_per_cycle": 1000 * root_cpu / cycles,
         "cpu_split_percent": split,
         "load_average_1m": load,
     }
@@ -233,6 +227,34 @@ async def _load(base: str, works: list[Workload], clients: int, pids: dict[str, 
         row[f"{kind}_p99_ms"] = 1000 * percentile(values, 0.99)
         row[f"{kind}_mean_ms"] = 1000 * statistics.fmean(values) if values else float("nan")
     return row
+
+
+_PROBER = """
+import select, sys, time, httpx
+base, out = sys.argv[1], []
+with httpx.Client(base_url=base, timeout=60) as client:
+    while not select.select([sys.stdin], [], [], 0)[0]:  # a line or the end of stdin: stop
+        started = time.perf_counter()
+        client.get("/health")
+        out.append(time.perf_counter() - started)
+        time.sleep(0.05)
+print(" ".join(f"{x:.6f}" for x in out))
+"""
+
+
+class _Prober:
+    """``GET /health`` every 50 ms on a connection of its own, from a process of its own: the
+    latency is the server's, not that of the load generator's event loop (busy with 50 clients'
+    JSON) that a prober in the same process would also wait for."""
+
+    def __init__(self, base: str) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _PROBER, base], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def stop(self) -> list[float]:
+        out, _ = self._process.communicate("\n", timeout=120)
+        return [float(x) for x in out.split()]
 
 
 def run(quick: bool = True) -> dict[str, Any]:

@@ -72,6 +72,7 @@ def create_app(
     rate_limit: float = 20.0,
     rate_burst: int = 40,
     header_timeout_s: float = 10.0,
+    keep_alive_s: float = 75.0,
     body_timeout_s: float = 60.0,
     client_permissions: frozenset[str] = frozenset(),
     compact_processes: int = 0,
@@ -88,8 +89,9 @@ def create_app(
 
     ``api_keys`` (see :mod:`compaction.server.auth`) makes every route but ``/health`` need a key,
     gives each key its own sessions and a rate limit of ``rate_limit`` requests/s (bursts of
-    ``rate_burst``). ``header_timeout_s`` is applied by :func:`~compaction.server.runner.server_for`
-    (uvicorn's protocol), ``body_timeout_s`` here. ``client_permissions`` lets every client use
+    ``rate_burst``). ``header_timeout_s`` and ``keep_alive_s`` (how long an idle connection is
+    kept) are applied by :func:`~compaction.server.runner.server_for` (uvicorn's protocol),
+    ``body_timeout_s`` here. ``client_permissions`` lets every client use
     the options in :data:`~compaction.server.auth.PERMISSIONS`. ``compact_processes`` runs
     extractive compactions in that many worker processes (:mod:`compaction.server.pool`): the
     stateless ones, and stored sessions' when the store is a file or a PostgreSQL database (the

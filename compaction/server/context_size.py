@@ -25,7 +25,7 @@ from compaction.errors import TranscriptError
 from compaction.store import SessionContext
 from compaction.stores.rows import ContextHead, CountedBatch
 from compaction.tokens import BaseTokenCounter, TokenCounter
-from compaction.transcript import TranscriptFormat
+from compaction.transcript import Transcript, TranscriptFormat
 
 __all__ = ["counted_batch", "first_format", "head_format", "is_additive", "last_id", "message_tokens"]
 
@@ -36,10 +36,21 @@ def is_additive(counter: TokenCounter) -> bool:
     return isinstance(counter, BaseTokenCounter) and type(counter).count_messages is BaseTokenCounter.count_messages
 
 
-def message_tokens(counter: TokenCounter, messages: Sequence[Mapping[str, Any]], fmt: str) -> tuple[int, ...] | None:
+def message_tokens(
+    counter: TokenCounter,
+    messages: Sequence[Mapping[str, Any]],
+    fmt: str,
+    read: Transcript | None = None,
+) -> tuple[int, ...] | None:
     """Each message's tokens, counted on its own in the context's format ``fmt`` (None when one
-    does not read as a transcript on its own: the append then recounts the whole context)."""
+    does not read as a transcript on its own: the append then recounts the whole context).
+
+    ``read``: the batch as validation read it, ending with ``messages`` one canonical message each
+    (the adapters read a message without its neighbours); in ``fmt`` its messages are counted as
+    they are instead of being read again."""
     fmt_arg: TranscriptFormat = "anthropic" if fmt == "anthropic" else "openai"
+    if read is not None and read.format == fmt_arg and len(read.messages) >= len(messages):
+        return tuple(counter.count_message(m) for m in read.messages[len(read.messages) - len(messages) :])
     counts: list[int] = []
     try:
         for message in messages:
@@ -63,12 +74,18 @@ def head_format(head: ContextHead) -> TranscriptFormat:
 
 
 def counted_batch(
-    counter: TokenCounter, batch: Sequence[Mapping[str, Any]], model: str | None, system: Any, seen: str | None
+    counter: TokenCounter,
+    batch: Sequence[Mapping[str, Any]],
+    model: str | None,
+    system: Any,
+    seen: str | None,
+    read: Transcript | None = None,
 ) -> CountedBatch | None:
     """The batch's counts for the store, against the session's stored ``model`` and the context's
     format so far (``seen``: its first message that shows one, None if none does). The total is
     dropped (``keep_total`` False) when the batch is the first to show a format other than the
-    default: the context then reads in another format, so what came before may count otherwise."""
+    default: the context then reads in another format, so what came before may count otherwise.
+    ``read``: see :func:`message_tokens`."""
     if not is_additive(counter):
         return None
     fmt = "anthropic" if isinstance(system, list) else seen or "openai"
@@ -77,7 +94,7 @@ def counted_batch(
     keep = isinstance(system, list) or seen is not None or shown in (None, "openai")
     if not keep:
         fmt = new_format or fmt
-    tokens = message_tokens(counter, batch, fmt)
+    tokens = message_tokens(counter, batch, fmt, read)
     if tokens is None:
         return None
     return CountedBatch(tokens=tokens, model=model, context_format=seen, new_format=new_format, keep_total=keep)

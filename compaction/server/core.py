@@ -33,10 +33,12 @@ from compaction.server.quota import StorageQuota
 from compaction.server.schemas import (
     CompactOptions,
 )
+from compaction.server.session_job import JobTarget
 from compaction.server.settings import ServerSettings, make_summarizer, summarizer_name
 from compaction.store import SessionContext, SessionStore
 from compaction.store_usage import UsageMeter
 from compaction.stores.rows import ContextHead
+from compaction.tokens import active_count_cache_partition
 
 if TYPE_CHECKING:
     from compaction.server.pool import CompactionPool
@@ -122,6 +124,12 @@ class ServiceState:
     @property
     def in_flight(self) -> int:
         return len(self._inflight)
+
+    @property
+    def sessions_in_pool(self) -> bool:
+        """Whether stored sessions are compacted and recalled in the compaction processes (which
+        open the store from ``session_db``), leaving this process to route and store."""
+        return self.pool is not None and self.session_db is not None
 
     async def run_store(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A blocking store call, in a worker thread (SQLite must not stall the event loop)."""
@@ -258,6 +266,18 @@ class ServiceState:
         except KeyError:
             raise not_found("session", public_session_id(session_id)) from None
         return head
+
+    def job_target(self, model: str, config_json: str) -> JobTarget:
+        """What a compaction process needs to work on this server's store for the current request."""
+        if self.session_db is None:
+            raise RuntimeError("this server's store cannot be opened by a compaction process")
+        return JobTarget(self.session_db, model, config_json, active_count_cache_partition())
+
+    async def session_model(self, session_id: str) -> str:
+        """The session's model (404 for an unknown session), from its row alone when the store has one."""
+        head = await self.head(session_id)
+        model = head.model if head is not None else (await self.context(session_id)).model
+        return model or self.settings.model
 
     async def context_size(self, session_id: str) -> tuple[int, bool]:
         """The context's tokens and whether they reach the threshold: the store's running total

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -20,6 +20,8 @@ from compaction.server.schemas import (
     ErrorResponse,
 )
 from compaction.summarizers.base import SummarizerError
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 logger = logging.getLogger("compaction.server")
 
@@ -97,6 +99,12 @@ PAYLOAD = (400, 408, 413, 422)  # any operation with a JSON body
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The documented error answers of an operation (500 is documented for every operation)."""
     return {status: {"model": ErrorResponse, "description": ERRORS[status]} for status in statuses}
+
+
+def session_read(router: APIRouter, path: str, model: type[Any]) -> Callable[[_Handler], _Handler]:
+    """The decorator of a ``GET`` route reading a session's data: answers ``model``; 404 for an
+    unknown session or item, 422 for bad parameters."""
+    return router.get(path, response_model=model, tags=["sessions"], responses=error_responses(404, 422))
 
 
 def one_line(exc: BaseException) -> str:

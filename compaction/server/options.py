@@ -61,6 +61,13 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--header-timeout", type=float, default=10.0, help="seconds to receive a request's headers (default 10)"
     )
+    parser.add_argument(
+        "--keep-alive",
+        type=float,
+        default=75.0,
+        help="seconds an idle connection is kept open (default 75; keep it above the idle timeout of the "
+        "clients and load balancers in front)",
+    )
     parser.add_argument("--body-timeout", type=float, default=60.0, help="seconds to receive a body (default 60)")
     parser.add_argument(
         "--max-event-streams",

@@ -23,6 +23,7 @@ import asyncio
 import gc
 import logging
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -38,9 +39,11 @@ from compaction.server.errors import ApiError, one_line, transcript_api_error
 from compaction.server.session_job import (
     CompactionProcessLost,
     JobAnswer,
+    RecallJob,
     SessionJob,
     compact_session_job,
     compactor_for,
+    recall_job,
 )
 from compaction.summarizers.base import SummarizerError
 from compaction.tokens import active_count_cache_partition, count_cache_partition
@@ -84,8 +87,18 @@ def _compact(model: str, config_json: str, request: bytes, fields: tuple[str, ..
     return "ok", orjson.dumps({name: data[name] for name in fields})
 
 
+COMPACTION_NICENESS = 5
+"""How much lower than the server's the compaction processes' CPU priority is (``os.nice``): when
+the cores are saturated, the server process (routing, appends, health checks) runs as soon as it
+has work instead of waiting for a compaction's time slice. A compaction still has the CPU the
+server process does not use; on idle cores it runs as fast as before."""
+
+
 def _warm() -> None:
-    """Import and build the default compactor once per process (tokenizer tables included)."""
+    """Lower the process's CPU priority, import and build the default compactor once (tokenizer
+    tables included)."""
+    if hasattr(os, "nice"):  # POSIX
+        os.nice(COMPACTION_NICENESS)
     compactor_for("gpt-4o", CompactionConfig().model_dump_json())
     # What is alive now (modules, the compactor) lives as long as the process: frozen, it is not
     # traversed again by the collections that every compaction's many short-lived objects trigger.
@@ -133,6 +146,17 @@ class CompactionPool:
     async def compact_session(self, job: SessionJob) -> JobAnswer:
         """Compact a stored session in a worker process (:mod:`compaction.server.session_job`)."""
         return await self._run(compact_session_job, job)
+
+    async def recall(self, job: RecallJob) -> Any:
+        """A recall call in a worker process (:func:`~compaction.server.session_job.recall_job`):
+        its :class:`~compaction.recall.RecallAnswer`; 503 when the process died."""
+        try:
+            kind, value = await self._run(recall_job, job)
+        except CompactionProcessLost as exc:
+            raise ApiError(503, "unavailable", f"{exc}; retry", headers={"Retry-After": "1"}) from None
+        if kind != "ok":
+            raise RuntimeError(f"recall in a compaction process failed: {value}")
+        return value
 
     async def compact(self, model: str, config: CompactionConfig, request: bytes, fields: tuple[str, ...]) -> bytes:
         try:

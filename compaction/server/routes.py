@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from compaction import __version__
 from compaction.server.auth import check_options, presented_key
 from compaction.server.dependencies import Service, StoredId, namespace_of, permissions_of
-from compaction.server.errors import PAYLOAD, error_responses
+from compaction.server.errors import PAYLOAD, error_responses, session_read
 from compaction.server.json_body import JSONBodyRoute
 from compaction.server.schemas import (
     AppendRequest,
@@ -107,12 +107,7 @@ async def append(
     return await service.append(session_id, body, idempotency_key=idempotency_key)
 
 
-@router.get(
-    "/v1/sessions/{session_id}/context",
-    response_model=SessionContextResponse,
-    tags=["sessions"],
-    responses=error_responses(404, 422),
-)
+@session_read(router, "/v1/sessions/{session_id}/context", SessionContextResponse)
 async def context(session_id: StoredId, service: Service) -> SessionContextResponse:
     """The context for the next model call: the summary plus the messages after it."""
     return await service.session_context(session_id)
@@ -137,12 +132,7 @@ async def compact_session(
     return result
 
 
-@router.get(
-    "/v1/sessions/{session_id}/compactions",
-    response_model=CompactionHistory,
-    tags=["sessions"],
-    responses=error_responses(404, 422),
-)
+@session_read(router, "/v1/sessions/{session_id}/compactions", CompactionHistory)
 async def compactions(
     session_id: StoredId,
     service: Service,

@@ -12,7 +12,7 @@ from starlette.types import Receive, Scope, Send
 from compaction.server.admission import api_key_of
 from compaction.server.auth import scoped_session_id
 from compaction.server.dependencies import Service, StoredId
-from compaction.server.errors import ApiError, error_responses
+from compaction.server.errors import ApiError, error_responses, session_read
 from compaction.server.events import StreamLimitReached, StreamSlot
 from compaction.server.json_body import JSONBodyRoute
 from compaction.server.schemas import (
@@ -98,12 +98,7 @@ async def events(
     )
 
 
-@router.get(
-    "/v1/sessions/{session_id}/recall",
-    response_model=RecallResponse,
-    tags=["sessions"],
-    responses=error_responses(404, 422),
-)
+@session_read(router, "/v1/sessions/{session_id}/recall", RecallResponse)
 async def recall(
     session_id: StoredId,
     service: Service,
@@ -137,12 +132,7 @@ async def recall(
     return await service.recall(session_id, q, archive_id, page, max_tokens, within=(from_id, to_id))
 
 
-@router.get(
-    "/v1/archive/{archive_id}",
-    response_model=ArchivedMessage,
-    tags=["sessions"],
-    responses=error_responses(404, 422),
-)
+@session_read(router, "/v1/archive/{archive_id}", ArchivedMessage)
 async def archived(
     request: Request,
     service: Service,

@@ -68,8 +68,11 @@ def server_for(
     """A :class:`Server` for ``app``; ``await server.serve()`` or ``server.run()``.
 
     Connections use :func:`~compaction.server.protocol.header_timeout_h11`: request headers must arrive
-    within the app's ``header_timeout_s`` (10 s by default)."""
-    uvicorn_options.setdefault("http", header_timeout_h11(_header_timeout(app)))
+    within the app's ``header_timeout_s`` (10 s by default); an idle connection is kept for its
+    ``keep_alive_s`` (75 s)."""
+    settings = _settings(app)
+    uvicorn_options.setdefault("http", header_timeout_h11(settings.header_timeout_s))
+    uvicorn_options.setdefault("timeout_keep_alive", settings.keep_alive_s)
     config = uvicorn.Config(
         app,
         host=host,
@@ -82,9 +85,9 @@ def server_for(
     return Server(config)
 
 
-def _header_timeout(app: Any) -> float:
+def _settings(app: Any) -> ServerSettings:
     service = _find_service(app)
-    return service.state.settings.header_timeout_s if service is not None else ServerSettings.header_timeout_s
+    return service.state.settings if service is not None else ServerSettings()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +200,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         "rate_limit": args.rate_limit,
         "rate_burst": args.rate_burst,
         "header_timeout_s": args.header_timeout,
+        "keep_alive_s": args.keep_alive,
         "body_timeout_s": args.body_timeout,
         "client_permissions": frozenset(p for group in args.allow for p in group.split(",") if p),
         "compact_processes": args.compact_processes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 import anyio.to_thread
@@ -40,12 +41,14 @@ from compaction.server.schemas import (
     SessionInfo,
 )
 from compaction.server.session_compaction import SessionCompaction
+from compaction.server.session_job import RecallJob
 from compaction.server.session_status import compaction_status
 from compaction.server.settings import ServerSettings
 from compaction.server.telemetry import annotate_request
-from compaction.store import SessionContext, SessionStore
+from compaction.store import CompactionEntry, SessionContext, SessionStore
 from compaction.stores.rows import CountedBatch
 from compaction.summarizers.base import SummarizerError
+from compaction.transcript import Transcript
 
 
 class CompactionService:
@@ -128,14 +131,14 @@ class CompactionService:
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", str(exc), field="Idempotency-Key") from None
         view = await self._append_view(session_id, body.messages[0])
-        await anyio.to_thread.run_sync(self._validate_batch, view.system, view.format, body.messages)
+        read = await anyio.to_thread.run_sync(self._validate_batch, view.system, view.format, body.messages)
         batch, hoisted = await self._hoist_system(session_id, view, list(body.messages), idempotency_key)
         owner, size = "", 0
         if self.state.quota is not None and NAMESPACE_SEPARATOR in session_id:
             owner = session_id.split(NAMESPACE_SEPARATOR, 1)[0]
             size = await anyio.to_thread.run_sync(stored_size, batch)
             await self.state.quota.check_append(owner, size)
-        counted = await anyio.to_thread.run_sync(self._counted, view, batch) if batch else None
+        counted = await anyio.to_thread.run_sync(self._counted, view, batch, read) if batch else None
         ids = await self._store_batch(session_id, batch, idempotency_key, counted)
         if owner and self.state.quota is not None:
             self.state.quota.appended(owner, size)
@@ -183,12 +186,13 @@ class CompactionService:
             return batch[1:], [None]  # a retry of a batch whose system prompt was hoisted
         return batch, []
 
-    def _counted(self, view: AppendView, batch: Sequence[Mapping[str, Any]]) -> CountedBatch | None:
-        """The batch's token counts for the store (None for a store that keeps none)."""
+    def _counted(self, view: AppendView, batch: Sequence[Mapping[str, Any]], read: Transcript) -> CountedBatch | None:
+        """The batch's token counts for the store (None for a store that keeps none); ``read``:
+        the appended messages as validation read them (counted without reading them again)."""
         if not callable(getattr(self.state.store, "context_head", None)):
             return None
         counter = self.state.compactor(view.model or self.state.settings.model, session=True).counter
-        return counted_batch(counter, batch, view.model, view.system, view.seen)
+        return counted_batch(counter, batch, view.model, view.system, view.seen, read)
 
     async def _store_batch(
         self,
@@ -214,12 +218,12 @@ class CompactionService:
         except ValueError as exc:
             raise ApiError(400, "invalid_transcript", one_line(exc)) from None
 
-    def _validate_batch(self, system: Any, fmt: str, batch: Sequence[Mapping[str, Any]]) -> None:
+    def _validate_batch(self, system: Any, fmt: str, batch: Sequence[Mapping[str, Any]]) -> Transcript:
         """The new messages must read as a transcript (index = index in the batch): in Anthropic format
-        once the session is known to be Anthropic, else in the format they show."""
+        once the session is known to be Anthropic, else in the format they show. Returns them read."""
         probe_system = system if fmt == "anthropic" else None
         try:
-            to_canonical(list(batch), probe_system, format="anthropic" if fmt == "anthropic" else None)
+            return to_canonical(list(batch), probe_system, format="anthropic" if fmt == "anthropic" else None)
         except TranscriptError as exc:
             raise transcript_error(exc) from None
 
@@ -258,21 +262,7 @@ class CompactionService:
             raise not_found("session", public_session_id(session_id)) from None
         return CompactionHistory(
             session_id=public_session_id(session_id),
-            compactions=[
-                CompactionHistoryEntry(
-                    at=e.at,
-                    trigger=e.trigger,
-                    tokens_before=e.tokens_before,
-                    tokens_after=e.tokens_after,
-                    tokens_saved=max(0, e.tokens_before - e.tokens_after),
-                    messages_compacted=e.messages_compacted,
-                    fallback_level=e.fallback_level,
-                    summary=e.summary,
-                    summary_through_id=e.summary_through_id,
-                    record=dict(e.record) if include_record else None,
-                )
-                for e in entries
-            ],
+            compactions=[_history_entry(e, include_record) for e in entries],
         )
 
     async def recall(
@@ -285,16 +275,23 @@ class CompactionService:
         *,
         within: tuple[str | None, str | None] = (None, None),
     ) -> RecallResponse:
-        from compaction.recall import StoreRecall, recall
+        from compaction.recall import RecallAnswer, StoreRecall, recall
 
         if query is None and archive_id is None:
             raise ApiError(422, "invalid_request", "give q (an exact identifier or words) or archive_id", field="q")
-        ctx = await self.state.context(session_id)
-        counter = self.state.compactor(ctx.model or self.state.settings.model, session=True).counter
+        model = await self.state.session_model(session_id)  # 404 for an unknown session
+        compactor = self.state.compactor(model, session=True)
         arguments = {"query": query, "archive_id": archive_id, "page": page, "from_id": within[0], "to_id": within[1]}
-        answer = await self.state.run_store(
-            recall, StoreRecall(self.state.store, session_id), arguments, counter=counter, max_tokens=max_tokens
-        )
+        answer: RecallAnswer
+        if self.state.sessions_in_pool:  # indexing and searching an archive is CPU work: not here
+            assert self.state.pool is not None
+            target = self.state.job_target(model, compactor.config.model_dump_json())
+            job = RecallJob(target, session_id, arguments, max_tokens)
+            answer = await self.state.pool.recall(job)
+        else:
+            source = StoreRecall(self.state.store, session_id)
+            counter = compactor.counter
+            answer = await self.state.run_store(recall, source, arguments, counter=counter, max_tokens=max_tokens)
         if answer.not_found:
             raise not_found("archived message", str(archive_id))
         if answer.error is not None and answer.pages == 0:  # not a page past the end: the arguments
@@ -322,6 +319,15 @@ class CompactionService:
         # Redacted like a compaction answer's archive: a secret the agent once saw is not served
         # again over HTTP (logs, proxies); the store keeps the original for recall by the engine.
         return ArchivedMessage(archive_id=archive_id, message=redact_json(message))
+
+
+def _history_entry(entry: CompactionEntry, include_record: bool) -> CompactionHistoryEntry:
+    data = {f.name: getattr(entry, f.name) for f in fields(entry)}
+    data.update(
+        tokens_saved=max(0, entry.tokens_before - entry.tokens_after),
+        record=dict(entry.record) if include_record else None,
+    )
+    return CompactionHistoryEntry(**data)
 
 
 def stored_size(messages: Sequence[Mapping[str, Any]]) -> int:

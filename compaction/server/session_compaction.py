@@ -6,7 +6,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio.to_thread
@@ -22,11 +21,10 @@ from compaction.server.errors import REQUEST_ID, ApiError, one_line, transcript_
 from compaction.server.events import COMPACTION_FAILED
 from compaction.server.schemas import CompactionFailedEvent, ErrorBody, SessionCompactResult
 from compaction.server.session_events import Compacted, compacted, event_payload
-from compaction.server.session_job import CompactionProcessLost, SessionJob
+from compaction.server.session_job import CompactionProcessLost, Run, SessionJob
 from compaction.server.telemetry import annotate_request
 from compaction.store import SessionContext
 from compaction.summarizers.base import SummarizerError
-from compaction.tokens import active_count_cache_partition
 
 logger = logging.getLogger("compaction.server")
 
@@ -71,7 +69,7 @@ class SessionCompaction:
         ``trigger="threshold"`` compacts only when the session is over the threshold (and returns
         None otherwise, or when the automatic compaction failed: the failure is an event)."""
         self.state.check_accepting()
-        await self._session_model(session_id)  # 404 before any event
+        await self.state.session_model(session_id)  # 404 before any event
         run = Run(session_id, instructions, trigger, include_removed, include_record, REQUEST_ID.get())
         outcome = await self.state.tracked(self._compact_session(run))
         if outcome is None:
@@ -89,9 +87,14 @@ class SessionCompaction:
         """Index the session's newly archived messages for recall now, in a thread, instead of in
         the first recall request after the compaction (a 20,000-message archive takes seconds).
         Recall is exact without it: the archive's rows are committed with the compaction, before
-        its answer, and a search brings the session's index up to date from them first."""
+        its answer, and a search brings the session's index up to date from them first.
+
+        Not when recall runs in the compaction processes (:attr:`ServiceState.sessions_in_pool`):
+        an index here would serve no search, and building it (~130 ms of CPU per 200 archived
+        messages, holding the GIL) would stall this process's event loop; there the first search
+        of a session in a process indexes what that process lacks."""
         store = self.state.store
-        if self.state.draining or not callable(getattr(store, "search_archive", None)):
+        if self.state.draining or self.state.sessions_in_pool or not callable(getattr(store, "search_archive", None)):
             return
         future = asyncio.get_running_loop().run_in_executor(None, StoreRecall(store, session_id).warm)
         self._warming.add(future)
@@ -123,18 +126,12 @@ class SessionCompaction:
             data.update(summary=ctx.summary, fallback_level="none", removed=[], archive={}, messages_removed=0)
         return SessionCompactResult.model_validate(data)
 
-    async def _session_model(self, session_id: str) -> str:
-        """The session's model (404 for an unknown session), from its row alone when the store has one."""
-        head = await self.state.head(session_id)
-        model = head.model if head is not None else (await self.state.context(session_id)).model
-        return model or self.state.settings.model
-
     async def _compact_session(self, run: Run) -> tuple[Compacted, SessionContext, CompactionResult | None] | None:
         async with self.session_lock(run.session_id):
-            model = await self._session_model(run.session_id)
+            model = await self.state.session_model(run.session_id)
             compactor = self.state.compactor(model, session=True)
             result: CompactionResult | None = None
-            if self.state.pool is not None and self.state.session_db is not None:
+            if self.state.sessions_in_pool:
                 done = await self._in_pool(run, model, compactor.config.model_dump_json())
             else:
                 done, result = await self._in_process(run, compactor)
@@ -189,18 +186,7 @@ class SessionCompaction:
         published when it answers."""
         assert self.state.pool is not None
         assert self.state.session_db is not None
-        job = SessionJob(
-            db=self.state.session_db,
-            session_id=run.session_id,
-            model=model,
-            config_json=config_json,
-            instructions=run.instructions,
-            trigger=run.trigger,
-            include_removed=run.include_removed,
-            include_record=run.include_record,
-            request_id=run.request_id,
-            partition=active_count_cache_partition(),
-        )
+        job = SessionJob(self.state.job_target(model, config_json), run)
         try:
             kind, value, events = await self.state.pool.compact_session(job)
         except CompactionProcessLost as exc:
@@ -221,18 +207,6 @@ class SessionCompaction:
         """A middleware event as an SSE event."""
         name, data = event_payload(run.session_id, event, run.instructions, run.request_id, started)
         self.state.bus.publish(run.session_id, name, data)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One session compaction request."""
-
-    session_id: str
-    instructions: str | None
-    trigger: Literal["manual", "threshold"]
-    include_removed: bool
-    include_record: bool
-    request_id: str | None
 
 
 def _job_outcome(kind: str, value: Any) -> Compacted | None:

@@ -117,17 +117,21 @@ def _finished(public_id: str, event: CompactionFinished) -> dict[str, Any]:
 
 
 def _nothing_to_do(public_id: str, event: CompactionFailed, started: CompactionStarted | None) -> dict[str, Any]:
+    """A run with nothing to compact: a finished event whose figures stay as they were."""
     tokens = started.tokens_before if started is not None else 0
     messages = started.messages if started is not None else 0
+    unchanged = {
+        "tokens_before": tokens,
+        "tokens_after": tokens,
+        "messages_before": messages,
+        "messages_after": messages,
+    }
     quiet = CompactionFinishedEvent(
         session_id=public_id,
         compacted=False,
         reason=event.error,
         trigger=event.trigger,
-        tokens_before=tokens,
-        tokens_after=tokens,
-        messages_before=messages,
-        messages_after=messages,
         text=f"No compaction needed: {event.error}",
+        **unchanged,
     )
     return quiet.model_dump(mode="json")

@@ -32,9 +32,13 @@ from compaction.tokens import count_cache_partition
 __all__ = [
     "CompactionProcessLost",
     "JobAnswer",
+    "JobTarget",
+    "RecallJob",
+    "Run",
     "SessionJob",
     "compact_session_job",
     "compactor_for",
+    "recall_job",
     "session_offset",
 ]
 
@@ -57,19 +61,45 @@ class CompactionProcessLost(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SessionJob:
-    """One session compaction, as the server process hands it to a compaction process."""
+class Run:
+    """One session compaction request."""
 
-    db: str
     session_id: str
-    model: str
-    config_json: str
     instructions: str | None
     trigger: Literal["manual", "threshold"]
     include_removed: bool
     include_record: bool
     request_id: str | None
+
+
+@dataclass(frozen=True)
+class JobTarget:
+    """Where a compaction process works for a request: the store it opens (``db``), the compactor
+    (``model`` and the configuration as JSON) and the request's token-count cache partition."""
+
+    db: str
+    model: str
+    config_json: str
     partition: str | None
+
+
+@dataclass(frozen=True)
+class SessionJob:
+    """One session compaction, as the server process hands it to a compaction process."""
+
+    target: JobTarget
+    run: Run
+
+
+@dataclass(frozen=True)
+class RecallJob:
+    """One recall call on a stored session's archive, as the server process hands it to a
+    compaction process (whose per-session recall index is built and kept up to date there)."""
+
+    target: JobTarget
+    session_id: str
+    arguments: dict[str, Any]
+    max_tokens: int
 
 
 def compactor_for(model: str, config_json: str) -> Compactor:
@@ -107,16 +137,16 @@ def session_offset(system: Any, messages: list[dict[str, Any]]) -> int:
 
 def compact_session_job(job: SessionJob) -> JobAnswer:
     """In a compaction process: compact ``job``'s session and save it (see the module docstring)."""
-    with count_cache_partition(job.partition):
-        return asyncio.run(_compact(job))
+    with count_cache_partition(job.target.partition):
+        return asyncio.run(_compact(job.target, job.run))
 
 
-async def _compact(job: SessionJob) -> JobAnswer:
+async def _compact(target: JobTarget, job: Run) -> JobAnswer:
     from compaction.middleware import ContextManager
 
     events: list[CompactionEvent] = []
-    store = _store(job.db)
-    compactor = compactor_for(job.model, job.config_json)
+    store = _store(target.db)
+    compactor = compactor_for(target.model, target.config_json)
     try:
         # It only compacts: no model call to offer the recall tool to (clients use /recall).
         manager = ContextManager(
@@ -145,5 +175,21 @@ async def _compact(job: SessionJob) -> JobAnswer:
     return "ok", answer, _events(job, events)
 
 
-def _events(job: SessionJob, events: list[CompactionEvent]) -> list[EventPayload]:
+def recall_job(job: RecallJob) -> tuple[str, Any]:
+    """In a compaction process: ``("ok", RecallAnswer)`` of the call, or ``("internal", message)``
+    for a store or library fault (library exceptions are not sent across)."""
+    from compaction.recall import StoreRecall, recall
+
+    target = job.target
+    with count_cache_partition(target.partition):
+        try:
+            counter = compactor_for(target.model, target.config_json).counter
+            source = StoreRecall(_store(target.db), job.session_id)
+            return "ok", recall(source, job.arguments, counter=counter, max_tokens=job.max_tokens)
+        except Exception as exc:
+            _log.exception("recall in session %s failed", job.session_id)
+            return "internal", f"{type(exc).__name__}: {one_line(exc)}"
+
+
+def _events(job: Run, events: list[CompactionEvent]) -> list[EventPayload]:
     return event_payloads(job.session_id, events, job.instructions, job.request_id)

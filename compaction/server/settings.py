@@ -30,6 +30,10 @@ class ServerSettings:
     rate_burst: int = 40
     header_timeout_s: float = 10.0
     """A connection must send a request's line and headers within this (slowloris)."""
+    keep_alive_s: float = 75.0
+    """An idle kept-alive connection is closed after this. Longer than the idle expiry of the
+    clients and load balancers in front (httpx 5 s, AWS ALB 60 s): closing a connection the client
+    still counts as open races with its next request, which is then reset unanswered."""
     body_timeout_s: float = 60.0
     """A request body must arrive within this (408 otherwise)."""
     client_permissions: frozenset[str] = frozenset()
@@ -49,7 +53,7 @@ class ServerSettings:
         unknown = set(self.client_permissions) - PERMISSIONS
         if unknown:
             raise ValueError(f"unknown permission(s) {sorted(unknown)}; known: {sorted(PERMISSIONS)}")
-        for name in ("header_timeout_s", "body_timeout_s", "rate_limit"):
+        for name in ("header_timeout_s", "keep_alive_s", "body_timeout_s", "rate_limit"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.compact_processes < 0:

@@ -134,11 +134,10 @@ def _batch(session: int, batch: int) -> list[dict[str, str]]:
 
 async def _drive(fleet: Fleet, sessions: int) -> dict[str, Any]:
     a, b = (instance.base_url for instance in fleet.instances)
-    # No keep-alive: a pooled connection idle for the server's keep-alive timeout (uvicorn's 5 s,
-    # httpx's default expiry is also 5 s) can be closed by the server just as the client sends on
-    # it, an httpx.ReadError that only a loaded machine shows. A fresh connection per request
-    # cannot race that way; what this test checks is the store, not connection reuse.
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
+    # Pooled connections: the server keeps an idle one longer (--keep-alive, 75 s) than httpx does
+    # (5 s), and its header deadline starts with a request's first bytes, not with the connection,
+    # so neither a reused nor a new connection is closed under a request (test_server_connections).
+    limits = httpx.Limits(max_connections=64)
     timeout = httpx.Timeout(120.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
 

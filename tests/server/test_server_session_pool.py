@@ -137,6 +137,43 @@ def test_a_compaction_process_that_dies_leaves_the_session_unchanged(tmp_path: P
         assert again.json()["compacted"] is True
 
 
+def test_recall_runs_in_the_compaction_processes_with_the_same_answers(pooled: TestClient, inline: TestClient) -> None:
+    """With sessions in the pool, recall indexes and searches the archive in a compaction process:
+    the server process neither warms an index after the compaction nor builds one to answer, and
+    the answers are the in-process ones."""
+    commit = "9c4e1f7a2b85d3e60c19f4a7d2e8b15c6a3f90d2"  # in a tool result early in the bundled session
+    for client in (pooled, inline):
+        _session(client, "recalled", coding_session())
+        assert client.post("/v1/sessions/recalled/compact", json={}).json()["compacted"] is True
+    queries: list[dict[str, Any]] = [{"q": commit}, {"q": "tests failing"}, {"q": commit, "page": 9}]
+    for params in queries:
+        a = pooled.get("/v1/sessions/recalled/recall", params=params)
+        b = inline.get("/v1/sessions/recalled/recall", params=params)
+        assert a.status_code == b.status_code == 200, a.text
+        assert a.json() == b.json()
+    assert pooled.get("/v1/sessions/recalled/recall", params={"q": commit}).json()["verbatim"] >= 1
+    pooled_store = pooled.app.state.service.state.store  # type: ignore[attr-defined]
+    inline_store = inline.app.state.service.state.store  # type: ignore[attr-defined]
+    assert not pooled_store._recall_indexes.known("recalled")
+    assert inline_store._recall_indexes.known("recalled")
+    missing = pooled.get("/v1/sessions/nobody/recall", params={"q": commit})
+    assert missing.status_code == 404
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX process priorities")
+def test_compaction_processes_run_at_a_lower_cpu_priority(pooled: TestClient) -> None:
+    from compaction.server.pool import COMPACTION_NICENESS
+
+    _session(pooled, "niced", coding_session())
+    assert pooled.post("/v1/sessions/niced/compact", json={}).json()["compacted"] is True
+    pool = pooled.app.state.service.state.pool  # type: ignore[attr-defined]
+    processes = list(pool._executor._processes.values())
+    assert processes
+    server = os.getpriority(os.PRIO_PROCESS, 0)
+    for process in processes:
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == min(19, server + COMPACTION_NICENESS)
+
+
 # -- appends count only their own messages ------------------------------------------------------
 
 
@@ -185,6 +222,35 @@ def test_an_append_reads_the_session_row_not_its_context(tmp_path: Path, monkeyp
         answer = client.post("/v1/sessions/s/messages", json={"messages": [{"role": "user", "content": "one more"}]})
         assert answer.status_code == 200
         assert reads == []  # no read of the whole context: the row's running total, plus this message
+        assert answer.json()["context_tokens"] == _full_count(client, "s")
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_an_append_reads_its_messages_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """Validation reads the batch; counting uses what it read instead of reading each message
+    again, and the running total stays the count of the whole context."""
+    import compaction.server.context_size as context_size
+    import compaction.server.service as service
+
+    with TestClient(create_app(store_path=str(tmp_path / "s.db"))) as client:
+        system: Any = [{"type": "text", "text": "Be brief."}] if fmt == "anthropic" else "Be brief."
+        assert client.post("/v1/sessions", json={"session_id": "s", "system": system}).status_code == 201
+        reads: list[int] = []
+
+        def reading(original: Any) -> Any:
+            return lambda messages, *args, **kwargs: reads.append(len(messages)) or original(messages, *args, **kwargs)
+
+        monkeypatch.setattr(service, "to_canonical", reading(service.to_canonical))
+        monkeypatch.setattr(context_size, "to_canonical", reading(context_size.to_canonical))
+        batch = [
+            {"role": "user", "content": "Fix the parser in src/parse.py"},
+            {"role": "assistant", "content": "Done: the trailing field is kept, tests pass."},
+            {"role": "user", "content": "Thanks"},
+        ]
+        for _ in range(2):
+            answer = client.post("/v1/sessions/s/messages", json={"messages": batch})
+            assert answer.status_code == 200, answer.text
+        assert reads == [3, 3]  # one read of each batch, by its validation
         assert answer.json()["context_tokens"] == _full_count(client, "s")
 
 
