@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import run_probe  # noqa: E402
 
 HEADING = "## Compaction CPU, cold and warm"
 
@@ -145,18 +145,8 @@ def measure_first_sight(trees: list[Path], sizes: list[int], rounds: int = 1) ->
             tokens.append(TiktokenCounter("o200k_base").count_messages(to_canonical(rows).messages))
         for _ in range(rounds):
             for tree in trees:
-                env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-                done = subprocess.run(
-                    [sys.executable, "-c", _FIRST_SIGHT_PROBE, str(warm), *paths],
-                    cwd=tree,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if done.returncode != 0:
-                    raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
-                runs[tree].append(json.loads(done.stdout.splitlines()[-1]))
+                out = run_probe(tree, _FIRST_SIGHT_PROBE, str(warm), *paths)
+                runs[tree].append(json.loads(out.splitlines()[-1]))
     result: dict[str, list[dict[str, float]]] = {}
     for tree, rounds_ in runs.items():
         rows_out = []
@@ -187,18 +177,8 @@ def measure_incremental(trees: list[Path], size: int, rounds: int = 3) -> dict[s
         transcript.write_text(json.dumps([dict(m) for m in generate("coding", size, seed=1).messages]))
         for _ in range(rounds):
             for tree in trees:
-                env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-                done = subprocess.run(
-                    [sys.executable, "-c", _INCREMENTAL_PROBE, str(transcript)],
-                    cwd=tree,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if done.returncode != 0:
-                    raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
-                median, total, count = map(float, done.stdout.split()[-3:])
+                out = run_probe(tree, _INCREMENTAL_PROBE, str(transcript))
+                median, total, count = map(float, out.split()[-3:])
                 runs[tree].append((median, total, count))
     return {
         str(tree): {
@@ -230,13 +210,7 @@ def measure(trees: list[Path], rounds: int = 3) -> dict[str, dict[str, float]]:
 
 
 def _probe(tree: Path, transcript: Path) -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(transcript)], cwd=tree, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-2000:]}")
-    warm, cold = map(float, done.stdout.split()[-2:])
+    warm, cold = map(float, run_probe(tree, _PROBE, str(transcript)).split()[-2:])
     return warm, cold
 
 

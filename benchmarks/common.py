@@ -396,3 +396,16 @@ def postgres_server() -> Iterator[Any]:
     spec.loader.exec_module(module)  # registered first: its dataclasses look their module up
     with module.running_postgres() as server:
         yield server
+
+
+def run_probe(tree: Path, code: str, *args: str) -> str:
+    """Runs ``python -c code args...`` with ``tree`` first on the path (offline, the tree's own
+    directory as the working one) and returns its standard output; a failed probe raises with the
+    end of its standard error."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-3000:]}")
+    return done.stdout

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import run_probe  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from benchmarks.peers.common import API_KEY, KEEP_MESSAGES, MODEL, RESERVE, WINDOW, counter, responder  # noqa: E402
 from benchmarks.run_all import machine  # noqa: E402
@@ -104,18 +104,9 @@ print(json.dumps({"cpu_ms": compactions, "append_ms": 1000 * appends, "tokens_af
 
 
 def run_ours(tree: Path, session: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(session), str(WINDOW), str(THRESHOLD)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    out: dict[str, Any] = json.loads(
+        run_probe(tree, _PROBE, str(session), str(WINDOW), str(THRESHOLD)).strip().splitlines()[-1]
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"{tree}: the probe failed:\n{done.stderr[-3000:]}")
-    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 
 
