@@ -23,6 +23,24 @@ THRESHOLD = int(WINDOW * 0.8)  # ours: threshold 0.8 of the window
 KEEP_MESSAGES = 6  # ours: keep_recent_messages
 SUMMARY_TOKENS = 4_096  # ours: max_summary_tokens (the cap on the summarizer's answer)
 API_KEY = "k"
+OPENCLAW_MAX_OUTPUT_TOKENS = 16_384  # gpt-4o's output limit, the model entry's maxTokens
+
+
+def openclaw_input(messages: Sequence[Mapping[str, Any]], base_url: str, **extra: Any) -> dict[str, Any]:
+    """What the OpenClaw runners read: the peers' shared settings, the system prompt apart, and
+    ``extra`` (the incremental runner's threshold)."""
+    return {
+        "base_url": base_url,
+        "api_key": API_KEY,
+        "model": MODEL,
+        "context_window": WINDOW,
+        "max_output_tokens": OPENCLAW_MAX_OUTPUT_TOKENS,
+        "reserve_tokens": RESERVE,
+        "keep_recent_messages": KEEP_MESSAGES,
+        **extra,
+        "system": next((m["content"] for m in messages if m["role"] == "system"), None),
+        "messages": [m for m in messages if m["role"] != "system"],
+    }
 
 
 def responder(request: RecordedRequest) -> str:

@@ -47,12 +47,11 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import run_probe  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
-from benchmarks.peers.common import API_KEY, KEEP_MESSAGES, MODEL, RESERVE, WINDOW, counter, responder  # noqa: E402
+from benchmarks.peers.common import WINDOW, counter, openclaw_input, responder  # noqa: E402
 from benchmarks.run_all import machine  # noqa: E402
 
 THRESHOLD = 0.8
 RUNNER = Path(__file__).resolve().parent / "openclaw_incremental.mjs"
-MAX_OUTPUT_TOKENS = 16_384
 
 # Run in a subprocess with PYTHONPATH on the tree (only APIs every compared tree has); argv: the
 # session's JSON file, the window, the threshold. Prints one JSON object.
@@ -111,19 +110,7 @@ def run_ours(tree: Path, session: Path) -> dict[str, Any]:
 
 
 def run_openclaw(messages: list[dict[str, Any]], modules: Path, base_url: str) -> dict[str, Any]:
-    system = next((m["content"] for m in messages if m["role"] == "system"), None)
-    payload = {
-        "base_url": base_url,
-        "api_key": API_KEY,
-        "model": MODEL,
-        "context_window": WINDOW,
-        "max_output_tokens": MAX_OUTPUT_TOKENS,
-        "reserve_tokens": RESERVE,
-        "keep_recent_messages": KEEP_MESSAGES,
-        "threshold": THRESHOLD,
-        "system": system,
-        "messages": [m for m in messages if m["role"] != "system"],
-    }
+    payload = openclaw_input(messages, base_url, threshold=THRESHOLD)
     with tempfile.TemporaryDirectory(prefix="peers-openclaw-incremental-") as tmp:
         src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
         src.write_text(json.dumps(payload), encoding="utf-8")

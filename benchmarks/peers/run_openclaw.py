@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.generate import GeneratedTranscript
-from benchmarks.peers.common import API_KEY, KEEP_MESSAGES, MODEL, RESERVE, WINDOW, PeerRun
+from benchmarks.peers.common import KEEP_MESSAGES, MODEL, RESERVE, WINDOW, PeerRun, openclaw_input
 
 NAME = "OpenClaw (safeguard compaction)"
 RUNNER = Path(__file__).resolve().parent / "openclaw_runner.mjs"
-MAX_OUTPUT_TOKENS = 16_384  # gpt-4o's output limit, the model entry's maxTokens
 TIMEOUT_S = 900
 
 
@@ -55,18 +54,7 @@ def check_install(modules: Path | None, install_log: Path | None) -> str | None:
 
 
 def run(g: GeneratedTranscript, api_base: str, modules: Path) -> PeerRun:
-    system = next((m["content"] for m in g.messages if m["role"] == "system"), None)
-    payload = {
-        "base_url": api_base,
-        "api_key": API_KEY,
-        "model": MODEL,
-        "context_window": WINDOW,
-        "max_output_tokens": MAX_OUTPUT_TOKENS,
-        "reserve_tokens": RESERVE,
-        "keep_recent_messages": KEEP_MESSAGES,
-        "system": system,
-        "messages": [m for m in g.messages if m["role"] != "system"],
-    }
+    payload = openclaw_input(g.messages, api_base)
     with tempfile.TemporaryDirectory(prefix="peers-openclaw-") as tmp:
         src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
         src.write_text(json.dumps(payload), encoding="utf-8")
