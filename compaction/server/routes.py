@@ -40,9 +40,11 @@ async def health(request: Request, service: Service) -> JSONResponse:
     balancers probe it); when the server has API keys, the store and the activity counts are
     only shown to a caller that sends a valid one."""
     settings = service.state.settings
-    status = "draining" if service.state.draining else "ok"
     body = Health(
-        status=status, version=__version__, model=settings.model, summarizer=summarizer_name(settings.summarizer)
+        status="draining" if service.state.draining else "ok",
+        version=__version__,
+        model=settings.model,
+        summarizer=summarizer_name(settings.summarizer),
     )
     keys = settings.api_keys
     if keys is None or keys.authenticate(presented_key(request.scope.get("headers", []))) is not None:
@@ -50,7 +52,7 @@ async def health(request: Request, service: Service) -> JSONResponse:
         body.in_flight_compactions = service.state.in_flight
         body.event_subscribers = service.state.bus.subscriber_count()
     return JSONResponse(
-        body.model_dump(mode="json", exclude_none=True), status_code=503 if status == "draining" else 200
+        body.model_dump(mode="json", exclude_none=True), status_code=503 if body.status == "draining" else 200
     )
 
 

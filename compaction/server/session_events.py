@@ -5,7 +5,7 @@ compaction process of :mod:`compaction.server.pool`, which sends them back)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, get_args
 
 from compaction.middleware.events import CompactionEvent, CompactionFailed, CompactionFinished, CompactionStarted
 from compaction.redact import redact_if_needed
@@ -14,12 +14,33 @@ from compaction.server.answer import result_dict
 from compaction.server.auth import public_session_id
 from compaction.server.errors import public_error
 from compaction.server.events import COMPACTION_FAILED, COMPACTION_FINISHED, COMPACTION_STARTED, EventType
-from compaction.server.schemas import CompactionFailedEvent, CompactionFinishedEvent, CompactionStartedEvent
+from compaction.server.schemas import (
+    CompactionFailedEvent,
+    CompactionFinishedEvent,
+    CompactionStartedEvent,
+    EventTrigger,
+)
 
 __all__ = ["Compacted", "EventPayload", "compacted", "event_payload", "event_payloads"]
 
 EventPayload = tuple[EventType, dict[str, Any]]
 """An SSE event: its type and its JSON data."""
+
+_EVENT_TRIGGERS: frozenset[str] = frozenset(get_args(EventTrigger))
+
+
+def _is_event_trigger(trigger: str) -> TypeGuard[EventTrigger]:
+    return trigger in _EVENT_TRIGGERS
+
+
+def _trigger(event: CompactionEvent) -> EventTrigger:
+    """The event's trigger as the SSE events name it; one they do not know is a fault of whoever
+    made the event, named here (with the event) rather than as a field error of the SSE model."""
+    if not _is_event_trigger(event.trigger):
+        raise ValueError(
+            f"{type(event).__name__}.trigger is {event.trigger!r}, not one of {', '.join(sorted(_EVENT_TRIGGERS))}"
+        )
+    return event.trigger
 
 
 @dataclass(frozen=True)
@@ -79,14 +100,14 @@ def event_payload(
         return COMPACTION_FINISHED, _finished(public_id, event)
     if event.exception is None:  # ran, but nothing to compact: not a failure for a client
         return COMPACTION_FINISHED, _nothing_to_do(public_id, event, started_event)
-    failed = CompactionFailedEvent(session_id=public_id, trigger=event.trigger, error=public_error(event, request_id))
+    failed = CompactionFailedEvent(session_id=public_id, trigger=_trigger(event), error=public_error(event, request_id))
     return COMPACTION_FAILED, failed.model_dump(mode="json", exclude_none=True)
 
 
 def _started(public_id: str, event: CompactionStarted, instructions: str | None) -> dict[str, Any]:
     started = CompactionStartedEvent(
         session_id=public_id,
-        trigger=event.trigger,
+        trigger=_trigger(event),
         messages=event.messages,
         tokens_before=event.tokens_before,
         threshold=event.threshold,
@@ -102,7 +123,7 @@ def _finished(public_id: str, event: CompactionFinished) -> dict[str, Any]:
         session_id=public_id,
         compacted=True,
         reason=r.reason,
-        trigger=event.trigger,
+        trigger=_trigger(event),
         tokens_before=event.tokens_before,
         tokens_after=event.tokens_after,
         tokens_saved=event.tokens_saved,
@@ -120,18 +141,15 @@ def _nothing_to_do(public_id: str, event: CompactionFailed, started: CompactionS
     """A run with nothing to compact: a finished event whose figures stay as they were."""
     tokens = started.tokens_before if started is not None else 0
     messages = started.messages if started is not None else 0
-    unchanged = {
-        "tokens_before": tokens,
-        "tokens_after": tokens,
-        "messages_before": messages,
-        "messages_after": messages,
-    }
     quiet = CompactionFinishedEvent(
         session_id=public_id,
         compacted=False,
         reason=event.error,
-        trigger=event.trigger,
+        trigger=_trigger(event),
+        tokens_before=tokens,
+        tokens_after=tokens,
+        messages_before=messages,
+        messages_after=messages,
         text=f"No compaction needed: {event.error}",
-        **unchanged,
     )
     return quiet.model_dump(mode="json")
