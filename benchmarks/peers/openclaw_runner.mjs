@@ -24,65 +24,31 @@
 // Output: {ok, error, wall_ms, import_ms, phases, payload (the OpenAI request body minus nothing),
 //          warnings, preparation figures}.
 
-import { readFileSync, writeFileSync } from "node:fs";
-import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { writeFileSync } from "node:fs";
 
-import { toPi } from "./openclaw_convert.mjs";
+import {
+  compactionSettings,
+  loadOpenClaw,
+  piModel,
+  requestPayload,
+  runnerArguments,
+  safeguardHandler,
+  toPi,
+} from "./openclaw_convert.mjs";
 
-function arg(name) {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0 || i + 1 >= process.argv.length) {
-    throw new Error(`missing --${name}`);
-  }
-  return process.argv[i + 1];
-}
-
-const modulesDir = path.resolve(arg("modules"));
-const input = JSON.parse(readFileSync(arg("input"), "utf8"));
-const outputPath = arg("output");
+const { modulesDir, input, outputPath } = runnerArguments();
 const out = { ok: false, warnings: [], node: process.version };
 
-function mod(rel) {
-  return import(pathToFileURL(path.join(modulesDir, rel)).href);
-}
-
 try {
-  const t0 = performance.now();
-  const piCompaction = await mod("@mariozechner/pi-coding-agent/dist/core/compaction/compaction.js");
-  const piSession = await mod("@mariozechner/pi-coding-agent/dist/core/session-manager.js");
-  const piMessages = await mod("@mariozechner/pi-coding-agent/dist/core/messages.js");
-  const piAi = await mod("@mariozechner/pi-ai/dist/index.js");
-  const safeguard = await mod("openclaw/dist/agents/pi-extensions/compaction-safeguard.js");
-  const safeguardRuntime = await mod("openclaw/dist/agents/pi-extensions/compaction-safeguard-runtime.js");
-  const piSettings = await mod("openclaw/dist/agents/pi-settings.js");
-  out.import_ms = performance.now() - t0;
-  out.versions = {
-    openclaw: JSON.parse(readFileSync(path.join(modulesDir, "openclaw/package.json"), "utf8")).version,
-    "pi-coding-agent": JSON.parse(readFileSync(path.join(modulesDir, "@mariozechner/pi-coding-agent/package.json"), "utf8")).version,
-    "pi-ai": JSON.parse(readFileSync(path.join(modulesDir, "@mariozechner/pi-ai/package.json"), "utf8")).version,
-  };
+  const oc = await loadOpenClaw(modulesDir);
+  out.import_ms = oc.importMs;
+  out.versions = oc.versions;
+  const { piCompaction, piSession, piMessages } = oc;
 
-  const model = {
-    id: input.model,
-    name: input.model,
-    api: "openai-completions",
-    provider: "openai",
-    baseUrl: input.base_url,
-    reasoning: false,
-    input: ["text", "image"],
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-    contextWindow: input.context_window,
-    maxTokens: input.max_output_tokens,
-  };
+  const model = piModel(input);
   const piMsgs = toPi(input.messages, model);
 
-  // pi's compaction settings as OpenClaw sets them: pi defaults, reserve raised to OpenClaw's floor (20,000).
-  const settings = { ...piCompaction.DEFAULT_COMPACTION_SETTINGS };
-  settings.reserveTokens = Math.max(settings.reserveTokens, piSettings.DEFAULT_PI_COMPACTION_RESERVE_TOKENS_FLOOR);
-  if (input.reserve_tokens) {
-    settings.reserveTokens = input.reserve_tokens;
-  }
+  const settings = compactionSettings(oc, input);
   if (input.keep_recent_tokens) {
     settings.keepRecentTokens = input.keep_recent_tokens;
   } else if (input.keep_recent_messages) {
@@ -101,14 +67,7 @@ try {
 
   const sessionManager = piSession.SessionManager.inMemory(process.cwd());
   const entryIds = piMsgs.map((m) => sessionManager.appendMessage(m));
-  // OpenClaw's embedded runner registers the safeguard runtime (maxHistoryShare unset -> 0.5).
-  safeguardRuntime.setCompactionSafeguardRuntime(sessionManager, { maxHistoryShare: undefined });
-  const handlers = {};
-  safeguard.default({
-    on(event, fn) {
-      handlers[event] = fn;
-    },
-  });
+  const sessionBeforeCompact = safeguardHandler(oc, sessionManager);
   const ctx = {
     model,
     modelRegistry: { getApiKey: async () => input.api_key },
@@ -123,7 +82,7 @@ try {
   }
   const prepared = performance.now();
   const controller = new AbortController();
-  const result = await handlers.session_before_compact(
+  const result = await sessionBeforeCompact(
     { type: "session_before_compact", preparation, branchEntries: pathEntries, customInstructions: undefined, signal: controller.signal },
     ctx,
   );
@@ -132,19 +91,7 @@ try {
   sessionManager.appendCompaction(compaction.summary, compaction.firstKeptEntryId, compaction.tokensBefore, compaction.details, true);
   const context = sessionManager.buildSessionContext();
   const llmMessages = piMessages.convertToLlm(context.messages);
-  let payload = null;
-  const stream = piAi.streamSimple(
-    model,
-    { systemPrompt: input.system ?? undefined, messages: llmMessages },
-    {
-      apiKey: input.api_key,
-      onPayload(p) {
-        payload = p;
-        throw new Error("payload captured; not sent");
-      },
-    },
-  );
-  await stream.result();
+  const payload = await requestPayload(oc, model, input, llmMessages);
   const end = performance.now();
   console.warn = origWarn;
   if (!payload) {
