@@ -1,19 +1,13 @@
 """An LLM summarizer over litellm, with one retry policy and typed failures.
 
-Request shape
-    Two modes, chosen per request:
-
-    * **Rendered mode** (``request.provider_messages is None``): the model gets
-      ``[system: request.system_prompt, user: request.prompt]``. An empty system prompt is left out
-      (providers reject empty text blocks).
-    * **Single-pass, cache-friendly mode** (``request.provider_messages`` set): the agent's own
-      conversation plus a final summarization request is sent as given, so its prefix is
-      byte-identical to the agent's normal turns and the provider's prompt cache applies. The
-      messages are in litellm's input format (OpenAI chat messages), whatever the provider.
-
-    The single pass also sends the agent's tools (``request.provider_tools``) with
-    ``tool_choice: "none"``: the request's prefix is then the agent's own, byte for byte, and the
-    model cannot call them. The rendered mode sends no tools.
+What is sent (the two request modes, the agent's tools, Anthropic ``cache_control`` breakpoints) is
+described and built in :mod:`compaction.summarizers.llm_request`; how a reply is read (a reply cut
+at its output limit, usage and cost) in :mod:`compaction.summarizers.llm_reply`; the checks every
+reply passes before it is returned (one corrective request for a defective one, missing sections
+filled from the offline summary) in :mod:`compaction.summarizers.reply_check` and
+``docs/summarizers.md``: still unusable after the corrective request, :meth:`LLMSummarizer.summarize`
+raises :class:`UnusableReplyError` quoting the reply; still lacking sections, it returns the reply
+with ``missing_sections`` set. Here: the parameters, the retry policy and the time bound.
 
 Parameters (what today's models accept)
     The answer's cap is ``min(request.max_tokens, self.max_tokens)``. A model that reasons before it
@@ -26,32 +20,6 @@ Parameters (what today's models accept)
     what a provider does not take; a 400 that still names a rejected parameter (``temperature``,
     ``max_tokens``, ...) is answered by sending the same request without it, at once, and the
     parameter is not sent to that model again. ``extra_kwargs`` override all of these.
-
-Reply checks
-    Every reply is checked before it is returned (:mod:`compaction.summarizers.reply_check`): the
-    requested section headings present, no refusal, no task carried on, no prompt echo, no word
-    salad. A defective reply gets one corrective request that names the defect (a reply lacking
-    sections, e.g. cut at the output limit, is asked for the missing sections only, and they are
-    joined to it). Still unusable after that: :class:`UnusableReplyError`, quoting the reply. Still
-    lacking sections: returned with ``missing_sections`` (the pipeline fills them from the offline
-    summary). Lines that address a model are quoted behind ``[untrusted tool text]``.
-
-Prompt caching (``cache_control``)
-    On by default for Anthropic models (the model string starts with ``anthropic/`` or contains
-    ``claude``); force it with ``cache_control=True`` (e.g. an OpenAI-compatible proxy in front of
-    Claude) or off with ``False``. OpenAI-style providers cache prefixes automatically, so other
-    models are sent unchanged. When on:
-
-    * rendered mode: the system block carries ``cache_control: {"type": "ephemeral"}``, so the
-      summarizer's instructions are cached across chunk and merge calls;
-    * single-pass mode: if the caller placed no ``cache_control`` anywhere, a breakpoint is put on
-      the first system message and on the last message before the final summarization request
-      (the end of the stable conversation prefix). Messages that already carry breakpoints are
-      sent untouched. The caller's objects are never modified.
-
-    A breakpoint goes only where the prefix it closes reaches the model's cacheable minimum
-    (chars/4 estimate: 1,024 tokens; 2,048 for Haiku 3.x; 4,096 for Haiku 4.5 and Opus 4.5): a
-    shorter one has no effect at the provider.
 
 Retries
     litellm's and the OpenAI SDK's own retries are switched off (``num_retries=0``,
@@ -66,21 +34,9 @@ Retries
     * ``CONTEXT_OVERFLOW`` is never retried: :class:`SummarizerOverflowError` with the token
       numbers, so the pipeline can split the input.
     * anything else: :class:`SummarizerError` naming the model and the cause.
-    * an answer cut at the output limit (``finish_reason`` ``"length"``; litellm maps Anthropic's
-      ``"max_tokens"`` stop reason to it) ends mid-token: :func:`mark_cut_reply` drops the partial
-      last token and marks the cut with an ellipsis, as the extractive summarizer marks its cuts,
-      so no half of a path or id passes as whole.
-    * an answer longer than 16 characters per token of its cap is cut to that length before
-      anything else reads it, and marked the same way (a runaway or hostile endpoint).
     * an empty, whitespace-only or tool-call-only answer raises :class:`EmptySummaryError` at
       once, not retried: at temperature 0 the same request tends to give the same answer, and the
       pipeline's fallback chain is the better remedy.
-
-Usage and cost
-    ``input_tokens`` is the provider's full prompt count, cached reads included (litellm folds
-    Anthropic's ``cache_read_input_tokens`` back in); ``cached_input_tokens`` is the cached part.
-    ``cost_usd`` comes from litellm's offline price table and is ``None`` for models it does not
-    know. ``calls`` is the number of HTTP attempts made.
 
 Time bound
     Each attempt is limited by the HTTP client to :meth:`LLMSummarizer.attempt_timeout`: ``timeout``
@@ -107,7 +63,6 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from compaction.litellm_loader import load_litellm
 from compaction.summarizers.base import (
-    EmptySummaryError,
     SummarizerError,
     SummaryRequest,
     SummaryResponse,
@@ -123,13 +78,12 @@ from compaction.summarizers.llm_errors import (
     final_error,
     is_timeout,
 )
-from compaction.summarizers.llm_reply import CUT_FINISH, MAX_CHARS_PER_TOKEN, mark_cut_reply, reported_usage
+from compaction.summarizers.llm_reply import mark_cut_reply, read_reply, reported_usage
 from compaction.summarizers.llm_request import (
     OPENAI_REASONING,
     REASONING,
     cache_minimum,
     chat_messages,
-    text_of,
     with_note,
 )
 from compaction.summarizers.reply_check import CUT_NOTE as CUT_NOTE
@@ -185,7 +139,7 @@ class LLMSummarizer:
     ``litellm.acompletion`` as-is (e.g. ``drop_params``, ``extra_headers``, ``temperature`` for
     models that only accept 1) except the keys this class controls (tools, retries, messages).
     ``max_retry_after`` is the longest ``retry-after`` still waited out. See the module
-    docstring for the request modes, caching, retries and the time bound.
+    docstring for the parameters, retries and the time bound, and the modules it names for the rest.
     """
 
     def __init__(
@@ -310,7 +264,7 @@ class LLMSummarizer:
     # -- request building --------------------------------------------------------------------
 
     def build_messages(self, request: SummaryRequest) -> list[dict[str, Any]]:
-        """The chat messages sent for ``request`` (see the module docstring for the two modes)."""
+        """The chat messages sent for ``request`` (the two modes: :mod:`compaction.summarizers.llm_request`)."""
         return chat_messages(request, cache=self.uses_cache_control, minimum=cache_minimum(self.model))
 
     def completion_kwargs(self, request: SummaryRequest) -> dict[str, Any]:
@@ -497,28 +451,7 @@ class LLMSummarizer:
             raise AttemptTimeout(f"no answer within {limit:.1f} s") from exc
 
     def _to_response(self, litellm: Any, response: Any, calls: int, max_tokens: int) -> tuple[SummaryResponse, bool]:
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise EmptySummaryError(f"{self.model} returned no choices")
-        message = getattr(choices[0], "message", None)
-        text = text_of(getattr(message, "content", None))
-        limit = max_tokens * MAX_CHARS_PER_TOKEN
-        finish = str(getattr(choices[0], "finish_reason", None) or "")
-        cut = finish in CUT_FINISH
-        if len(text) > limit:
-            text, cut = mark_cut_reply(text[:limit]), True
-        elif text.strip() and cut:
-            text = mark_cut_reply(text)
-        text = text.strip()
-        if not text:
-            if getattr(message, "tool_calls", None):
-                raise EmptySummaryError(f"{self.model} answered with only a tool call and no text")
-            if cut and self.reasons:
-                raise EmptySummaryError(
-                    f"{self.model} spent its whole output limit on reasoning and wrote no summary "
-                    "(raise reasoning_headroom)"
-                )
-            raise EmptySummaryError(f"{self.model} returned an empty or whitespace-only summary")
+        text, cut = read_reply(response, self.model, max_tokens, reasons=self.reasons)
         prompt, completion, cached = reported_usage(response)
         usage = SummaryUsage(
             input_tokens=prompt,

@@ -1,5 +1,37 @@
 """What a model summarizer sends: the chat messages (with Anthropic cache breakpoints where they pay),
 the note a corrective request appends, and which models reason before they answer.
+
+Request shape
+    Two modes, chosen per request:
+
+    * **Rendered mode** (``request.provider_messages is None``): the model gets
+      ``[system: request.system_prompt, user: request.prompt]``. An empty system prompt is left out
+      (providers reject empty text blocks).
+    * **Single-pass, cache-friendly mode** (``request.provider_messages`` set): the agent's own
+      conversation plus a final summarization request is sent as given, so its prefix is
+      byte-identical to the agent's normal turns and the provider's prompt cache applies. The
+      messages are in litellm's input format (OpenAI chat messages), whatever the provider.
+
+    The single pass also sends the agent's tools (``request.provider_tools``) with
+    ``tool_choice: "none"``: the request's prefix is then the agent's own, byte for byte, and the
+    model cannot call them. The rendered mode sends no tools.
+
+Prompt caching (``cache_control``)
+    On by default for Anthropic models (the model string starts with ``anthropic/`` or contains
+    ``claude``); force it with ``cache_control=True`` (e.g. an OpenAI-compatible proxy in front of
+    Claude) or off with ``False``. OpenAI-style providers cache prefixes automatically, so other
+    models are sent unchanged. When on:
+
+    * rendered mode: the system block carries ``cache_control: {"type": "ephemeral"}``, so the
+      summarizer's instructions are cached across chunk and merge calls;
+    * single-pass mode: if the caller placed no ``cache_control`` anywhere, a breakpoint is put on
+      the first system message and on the last message before the final summarization request
+      (the end of the stable conversation prefix). Messages that already carry breakpoints are
+      sent untouched. The caller's objects are never modified.
+
+    A breakpoint goes only where the prefix it closes reaches the model's cacheable minimum
+    (chars/4 estimate: 1,024 tokens; 2,048 for Haiku 3.x; 4,096 for Haiku 4.5 and Opus 4.5): a
+    shorter one has no effect at the provider.
 """
 
 from __future__ import annotations

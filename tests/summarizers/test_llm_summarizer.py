@@ -478,16 +478,18 @@ def record_processed_lengths(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[
     """The lengths of the reply texts the summarizer's steps after the model call were given:
     marking a cut reply and checking a reply (name -> lengths, in call order)."""
     from compaction.summarizers import llm as llm_module
+    from compaction.summarizers import llm_reply
 
     seen: dict[str, list[int]] = {"mark_cut_reply": [], "check_reply": []}
-    for name in seen:
-        real = getattr(llm_module, name)
+    # Each step where the summarizer calls it: the reply is read in llm_reply, checked in llm.
+    for module, name in ((llm_reply, "mark_cut_reply"), (llm_module, "check_reply")):
+        real = getattr(module, name)
 
         def recording(text: str, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
             seen[_name].append(len(text))
             return _real(text, *args, **kwargs)
 
-        monkeypatch.setattr(llm_module, name, recording)
+        monkeypatch.setattr(module, name, recording)
     return seen
 
 
