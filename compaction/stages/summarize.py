@@ -77,24 +77,37 @@ async def _summarize_zone(
     job: SummarizeJob, zone: Sequence[Message], spans: Sequence[tuple[int, int]]
 ) -> SummaryOutcome:
     if len(spans) <= 1:
-        request = job.request("single", zone, with_previous=True)
-        if job.conversation is not None:
-            final = "\n\n".join(
-                x for x in (CONVERSATION_REQUEST.format(kept=job.kept_messages), job._notes(with_previous=True)) if x
-            )
-            request = replace(
-                request,
-                provider_messages=(*job.conversation, {"role": "user", "content": final}),
-                provider_tools=tuple(job.tools) or None,
-            )
-        try:
-            response = await job.call(request)
-            return SummaryOutcome(await _fit_summary(job, response.text), "full")
-        except SummarizerOverflowError:
-            spans = _halves(zone, job)  # the single pass did not fit after all: go chunked
-        except SummarizerError as exc:
-            return await _fallback_whole(job, zone, str(exc))
+        single = await _single_pass(job, zone)
+        if single is not None:
+            return single
+        spans = _halves(zone, job)  # the single pass did not fit after all: go chunked
+    return await _chunked(job, zone, spans)
 
+
+async def _single_pass(job: SummarizeJob, zone: Sequence[Message]) -> SummaryOutcome | None:
+    """The zone in one request (the agent's own messages in conversation mode); None when it is too
+    large for the summarizer after all."""
+    request = job.request("single", zone, with_previous=True)
+    if job.conversation is not None:
+        final = "\n\n".join(
+            x for x in (CONVERSATION_REQUEST.format(kept=job.kept_messages), job.conversation_notes()) if x
+        )
+        request = replace(
+            request,
+            provider_messages=(*job.conversation, {"role": "user", "content": final}),
+            provider_tools=tuple(job.tools) or None,
+        )
+    try:
+        response = await job.call(request)
+        return SummaryOutcome(await _fit_summary(job, response.text), "full")
+    except SummarizerOverflowError:
+        return None
+    except SummarizerError as exc:
+        return await _fallback_whole(job, zone, str(exc))
+
+
+async def _chunked(job: SummarizeJob, zone: Sequence[Message], spans: Sequence[tuple[int, int]]) -> SummaryOutcome:
+    """Every chunk concurrently (a failed one filled offline and named), then one merge pass."""
     semaphore = asyncio.Semaphore(job.config.concurrency)
     count = len(spans)
 

@@ -98,11 +98,13 @@ class SummarizeJob:
     """The session's first user message (the task), shown to the model in every history prompt as
     read-only context: it sits in the protected head, so no chunk would show it otherwise."""
 
-    def _notes(self, *, with_previous: bool) -> str:
+    def conversation_notes(self) -> str:
+        """What the conversation mode's final request adds to its instructions: the caller's focus
+        and the earlier summary."""
         notes: list[str] = []
         if self.instructions:
             notes.append(INSTRUCTIONS_NOTE.format(instructions=self.instructions))
-        if with_previous and self.previous_summary:
+        if self.previous_summary:
             notes.append(PREVIOUS_SUMMARY_NOTE + "\n\nEarlier summary:\n" + self.previous_summary)
         return "\n\n".join(notes)
 
