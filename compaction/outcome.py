@@ -5,17 +5,24 @@ Every message that is not returned exactly as the caller sent it goes to the arc
 canonical id (unique in a transcript, see ``compaction.adapters``); a message a stage rebuilt but
 that goes out byte for byte as it came in counts as returned, not archived. ``tokens_after`` is a
 count of the returned messages as the caller receives them.
+
+"As the caller receives them" is one operation, :func:`count_returned`: a candidate context written
+in the caller's format and counted as read back (:class:`Returned`). The result returns the writing
+of the candidate that fits instead of writing it again; the archive writes only the messages a
+stage rebuilt, once, to compare them with the caller's.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from compaction.adapters import from_canonical, to_canonical
+from compaction.adapters import ProviderMessages, from_canonical, to_canonical
 from compaction.result import CompactionResult, FallbackLevel
 from compaction.run_state import Run
 from compaction.stages.protect import Partition
@@ -24,22 +31,55 @@ from compaction.stages.summarize import SummarizeJob, SummaryOutcome
 from compaction.transcript import Message, Transcript, copy_json
 
 
-def count_returned(run: Run, messages: Sequence[Message]) -> int:
-    """The tokens of ``messages`` as the caller receives them: written in the caller's format and
+@dataclass(frozen=True)
+class Returned:
+    """A candidate context as the caller will receive it."""
+
+    messages: tuple[Message, ...]
+    """The canonical messages."""
+    sent: ProviderMessages
+    """The same written in the caller's format: what a result built from them returns."""
+    tokens: int
+    """Their tokens, counted as read back from ``sent``."""
+
+
+def count_returned(run: Run, messages: Sequence[Message]) -> Returned:
+    """``messages`` as the caller receives them and their tokens: written in the caller's format and
     read back, since that is what is sent (a merged carrier goes out as one OpenAI tool message per
     result, Anthropic system messages become one ``system``). ``tokens_after`` and the fit check
     are this recount, not a count of the canonical messages."""
-    out = from_canonical(run.transcript.replace(tuple(messages)))
-    return run.count(to_canonical(out.messages, out.system, format=out.format).messages)
+    candidate = tuple(messages)
+    sent = from_canonical(run.transcript.replace(candidate))
+    tokens = run.count(to_canonical(sent.messages, sent.system, format=sent.format).messages)
+    return Returned(candidate, sent, tokens)
 
 
-def result_fields(run: Run, transcript: Transcript) -> dict[str, Any]:
+class ReturnedCounts:
+    """:func:`count_returned` as a count for the fit check, which may try several candidates; the
+    last one counted is kept, so the result of the one that fits (the last) is not written again."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._last: Returned | None = None
+
+    def __call__(self, messages: Sequence[Message]) -> int:
+        self._last = count_returned(self._run, messages)
+        return self._last.tokens
+
+    def of(self, messages: Sequence[Message]) -> Returned:
+        """``messages`` as returned: the last candidate counted when it is these very messages."""
+        last = self._last
+        if last is not None and len(last.messages) == len(messages) and all(map(operator.is_, last.messages, messages)):
+            return last
+        return count_returned(self._run, messages)
+
+
+def result_fields(run: Run, returned: ProviderMessages) -> dict[str, Any]:
     """What every result carries: the messages in the caller's format and the run's numbers."""
-    out = from_canonical(transcript)
     return {
-        "messages": out.messages,
-        "system": out.system,
-        "format": out.format,
+        "messages": returned.messages,
+        "system": returned.system,
+        "format": returned.format,
         "budget": run.budget.budget,
         "window": run.budget.window,
         "exact_counts": run.budget.exact,
@@ -55,13 +95,13 @@ def not_compacted(
     messages as they are when nothing needed repair), with what repair took out or rewrote archived.
     ``job``: the summarizer ran (its result was not used); its calls and cost are reported."""
     archive = _archive(run, repaired.messages)
-    fields = result_fields(run, repaired)
-    tokens_after = tokens
     if run.record["repair"]["changed"]:  # counted as returned (merged OpenAI tool messages go out one by one)
-        returned = to_canonical(fields["messages"], fields["system"], format=repaired.format)
-        tokens_after = run.count(returned.messages)
+        returned = count_returned(run, repaired.messages)
+        sent, tokens_after = returned.sent, returned.tokens
+    else:
+        sent, tokens_after = from_canonical(repaired), tokens
     return CompactionResult(
-        **fields,
+        **result_fields(run, sent),
         compacted=False,
         reason=reason,
         tokens_before=tokens,
@@ -98,7 +138,7 @@ def _archive(run: Run, new: Sequence[Message]) -> dict[str, dict[str, Any]]:
     # the caller sent them: those were returned, not removed. Compared as provider messages.
     originals = {id(m) for m in run.transcript.messages}
     rebuilt = [m for m in new if id(m) not in originals]
-    rebuilt_out = from_canonical(run.transcript.replace(tuple(rebuilt))).messages
+    rebuilt_out = from_canonical(run.transcript.replace(tuple(rebuilt))).messages if rebuilt else []
     returned = Counter(_raw_key(m) for m in rebuilt_out)
     shapes = {_shape(m) for m in rebuilt_out}
     # Newest first: a rebuilt copy stands for the latest original it equals (the summarized zone
@@ -130,17 +170,17 @@ def _shape(message: Mapping[str, Any]) -> tuple[Any, frozenset[str], int]:
 
 def compacted_result(
     run: Run,
-    repaired: Transcript,
-    new: Sequence[Message],
+    returned: Returned,
     layout: Partition,
     block: SummaryBlock | None,
     level: FallbackLevel,
     tokens_before: int,
-    tokens_after: int,
     job: SummarizeJob,
     outcome: SummaryOutcome,
 ) -> CompactionResult:
-    archive = _archive(run, new)
+    """The compacted context that fits (``returned``: counted and written as the caller receives it)."""
+    tokens_after = returned.tokens
+    archive = _archive(run, returned.messages)
     reason = {
         "manual": "manual compaction",
         "threshold": "threshold reached",
@@ -156,7 +196,7 @@ def compacted_result(
         "archive_ids": list(archive),
     }
     return CompactionResult(
-        **result_fields(run, run.transcript.replace(tuple(new))),
+        **result_fields(run, returned.sent),
         compacted=True,
         reason=reason,
         tokens_before=tokens_before,

@@ -18,7 +18,7 @@ from functools import partial
 from compaction._cache import memo_scope
 from compaction.config import CompactionConfig
 from compaction.errors import CompactionError
-from compaction.outcome import compacted_result, count_returned, not_compacted
+from compaction.outcome import ReturnedCounts, compacted_result, not_compacted
 from compaction.pairs import repair
 from compaction.result import CompactionResult, FallbackLevel
 from compaction.run_state import Run, turn_rules
@@ -169,7 +169,8 @@ async def _run_pipeline(run: Run) -> CompactionResult:
         block = summary_block(
             run, p.messages, layout, p.zone, outcome, ledger, carried_tokens=carried_tokens, topics=topics
         )
-    done = verify(run, p.messages, layout, block, partial(count_returned, run))
+    returned = ReturnedCounts(run)
+    done = verify(run, p.messages, layout, block, returned)
     run.record["verify"] = list(done.notes)
     # A compaction forced on a small context can come out larger than what it replaces (the summary
     # block outweighs the zone). The input, repaired, is then the better context: say so instead.
@@ -184,5 +185,5 @@ async def _run_pipeline(run: Run) -> CompactionResult:
         reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"
         return not_compacted(run, p.repaired, p.tokens_before, reason, job=job)
     return compacted_result(
-        run, p.repaired, done.messages, done.layout, done.block, level, p.tokens_before, done.tokens, job, outcome
+        run, returned.of(done.messages), done.layout, done.block, level, p.tokens_before, job, outcome
     )

@@ -55,10 +55,15 @@ class Entries:
         if callee == inside:
             self.own.append(frame.f_code.co_name)
             if caller_file != inside:
-                where = f"{Path(caller_file).name}:{caller.f_code.co_name if caller else '?'}"
+                where = f"{_shown(caller_file)}:{caller.f_code.co_name if caller else '?'}"
                 self.from_outside.append(f"{where} -> {frame.f_code.co_name}")
         elif caller_file == inside and callee.startswith(PROJECT):
             self.out_of_it.append(f"{Path(callee).relative_to(ROOT)}:{frame.f_code.co_name}")
+
+
+def _shown(path: str) -> str:
+    """A file of the project by its path from the root, any other by its name."""
+    return str(Path(path).relative_to(ROOT)) if path.startswith(PROJECT) else Path(path).name
 
 
 @contextmanager
@@ -92,7 +97,7 @@ def _compact(compact: Callable[[], Any]) -> Entries:
 def _check(entries: Entries) -> None:
     # One way in: the compactor's call; the stages return to the orchestrator, never call it.
     assert len(entries.from_outside) == 1, entries.from_outside
-    assert entries.from_outside[0].startswith("compactor.py:"), entries.from_outside
+    assert entries.from_outside[0].startswith("compaction/compactor/"), entries.from_outside
     stages = {call.rsplit(":", 1)[0] for call in entries.out_of_it}
     assert any(name.startswith("compaction/stages/") for name in stages), stages
     # Each of the orchestrator's own functions runs once (comprehensions are part of theirs).

@@ -1,42 +1,30 @@
-"""The public entry point: ``Compactor`` decides, compacts, and recovers from context overflows.
-
->>> from compaction import Compactor, CompactionConfig
->>> compactor = Compactor(model="gpt-4o", config=CompactionConfig(keep_recent_messages=2))
->>> compactor.should_compact([{"role": "user", "content": "hello"}]).action
-'ok'
->>> result = compactor.compact([{"role": "user", "content": "hello"}])
->>> result.compacted, result.reason
-(False, 'not enough messages to compact')
+"""``Compactor``: decides, compacts, and recovers from context overflows (the recovery loop is
+:mod:`~compaction.compactor.recovery`); it is the composition root that hands the pipeline its
+summarizers. ``replay`` re-runs a recorded compaction.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import logging
-import sys
-import threading
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from compaction.adapters import from_canonical, to_canonical
+from compaction.adapters import to_canonical
 from compaction.budget import Budget
+from compaction.compactor import recovery
+from compaction.compactor.failures import log_summarizer_failures
+from compaction.compactor.recovery import AgentCall, CompletionOutcome
+from compaction.compactor.sync import run_sync
 from compaction.config import CompactionConfig
-from compaction.errors import CompactionError, ContextOverflowError
 from compaction.pipeline import run_pipeline
 from compaction.result import CompactionResult, Trigger
 from compaction.run_state import Run
-from compaction.stages.layout import prune_settings
-from compaction.stages.prune import prune_tool_results
 from compaction.summarizers.base import OfflineSummarizer, Summarizer
 from compaction.tokens import TokenCounter, counter_for_model
 from compaction.transcript import Transcript, TranscriptFormat
-from guards import ContextWindowGuard, ErrorClassification, ErrorKind, GuardDecision, ModelRegistry, classify_error
+from guards import ContextWindowGuard, GuardDecision, ModelRegistry
 
 T = TypeVar("T")
-logger = logging.getLogger("compaction")
-AgentCall = Callable[[list[dict[str, Any]], Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -55,17 +43,6 @@ class CompactionDecision:
     @property
     def should_compact(self) -> bool:
         return self.action in ("compact", "block")
-
-
-@dataclass
-class CompletionOutcome:
-    """What ``complete`` returns: the model's response and the context it was finally sent."""
-
-    response: Any
-    messages: list[dict[str, Any]]
-    system: Any = None
-    compactions: list[CompactionResult] = field(default_factory=list)
-    truncated_tool_results: bool = False
 
 
 class Compactor:
@@ -182,7 +159,7 @@ class Compactor:
             source=messages,
         )
         result = await run_pipeline(run)
-        _log_summarizer_failures(result, getattr(self.summarizer, "model", None))
+        log_summarizer_failures(result, getattr(self.summarizer, "model", None))
         return result
 
     def plan_run(
@@ -255,74 +232,8 @@ class Compactor:
         ``call(messages, system)`` performs the request (default: ``litellm.acompletion`` with this
         model and ``kwargs``). Throttles and transient errors pass through untouched. After
         ``overflow_attempts`` compactions, oversized tool results are truncated once; then
-        :class:`ContextOverflowError` reports the numbers."""
-        do_call = call or self._litellm_call(kwargs, tools)
-        current, current_system = [dict(m) for m in messages], system
-        outcome = CompletionOutcome(response=None, messages=current, system=current_system)
-        escalation = _Escalation()
-        while True:
-            try:
-                outcome.response = await do_call(current, current_system)
-                outcome.messages, outcome.system = current, current_system
-                return outcome
-            except Exception as exc:
-                info = classify_error(exc)
-                if info.kind != ErrorKind.CONTEXT_OVERFLOW:
-                    raise
-                last_error: BaseException = exc
-            compacted, failure = await self._compact_harder(current, current_system, tools, info, escalation)
-            last_error = failure or last_error
-            if compacted is not None:
-                outcome.compactions.append(compacted)
-                current, current_system = compacted.messages, compacted.system
-                continue
-            if not outcome.truncated_tool_results:
-                outcome.truncated_tool_results = True
-                truncated = self._truncate_tool_results(current, current_system)
-                if truncated is not None:
-                    current, current_system = truncated
-                    continue
-            raise ContextOverflowError(
-                f"the request still overflows the context window of {self.model} after {escalation.attempts} "
-                f"compaction attempts and a truncation of oversized tool results (requested "
-                f"{info.requested_tokens or 'unknown'} tokens, allowed {info.allowed_tokens or self.guard.window})",
-                attempts=escalation.attempts,
-                requested_tokens=info.requested_tokens,
-                allowed_tokens=info.allowed_tokens,
-            ) from last_error
-
-    async def _compact_harder(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        system: Any,
-        tools: Sequence[Mapping[str, Any]],
-        info: ErrorClassification,
-        escalation: _Escalation,
-    ) -> tuple[CompactionResult | None, CompactionError | None]:
-        """After an overflow: compactions at growing aggression (to the budget the error names, when
-        it names one) until one removes something, within ``overflow_attempts`` in all. The result,
-        or None and the error of a compaction that could not fit the request."""
-        tighter = None
-        if info.allowed_tokens:
-            tighter = max(1, info.allowed_tokens - self.config.max_output_tokens - self.config.reserve_tokens // 4)
-        while escalation.attempts < self.config.overflow_attempts:
-            escalation.attempts += 1
-            escalation.aggression += 1
-            try:
-                result = await self.acompact(
-                    messages,
-                    system=system,
-                    tools=tools,
-                    trigger="overflow",
-                    budget=tighter,
-                    aggression=escalation.aggression,
-                )
-            except CompactionError as exc:  # compaction cannot fit it: truncation is the next step
-                return None, exc
-            if result.compacted and result.tokens_after < result.tokens_before:
-                return result, None
-            # A compaction that removed nothing escalates at once instead of burning a model call.
-        return None, None
+        :class:`ContextOverflowError` reports the numbers (see :mod:`compaction.compactor.recovery`)."""
+        return await recovery.complete(self, messages, system=system, call=call, tools=tools, **kwargs)
 
     def recover_overflow(self, func: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[CompletionOutcome]]:
         """Decorator form of :meth:`complete` for ``async def call(messages, system, ...)``."""
@@ -336,40 +247,6 @@ class Compactor:
             return await self.complete(messages, system=system, call=call)
 
         return wrapper
-
-    def _truncate_tool_results(
-        self, messages: Sequence[Mapping[str, Any]], system: Any
-    ) -> tuple[list[dict[str, Any]], Any] | None:
-        transcript = to_canonical(messages, system)
-        outcome = prune_tool_results(
-            transcript.messages,
-            settings=prune_settings(self.config),
-            window_tokens=self.guard.window,
-            count=self.counter.count_message,
-        )
-        if not outcome.items:
-            return None
-        out = from_canonical(transcript.replace(tuple(outcome.messages)))
-        return out.messages, out.system
-
-    def _litellm_call(self, kwargs: dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> AgentCall:
-        async def call(messages: list[dict[str, Any]], system: Any) -> Any:
-            from compaction.litellm_loader import load_litellm
-
-            litellm = load_litellm()
-            payload = list(messages)
-            if system is not None:
-                payload = [{"role": "system", "content": system}, *payload]
-            extra = dict(kwargs)
-            if tools:
-                extra["tools"] = list(tools)
-                if importlib.util.find_spec("mcp") is None:
-                    # litellm 1.106 imports its MCP proxy code whenever tools are passed, which fails
-                    # without the optional `mcp` package; plain function tools never need it.
-                    extra.setdefault("_skip_mcp_handler", True)
-            return await litellm.acompletion(model=self.model, messages=payload, **extra)
-
-        return call
 
 
 def _offline_summarizer() -> OfflineSummarizer:
@@ -388,43 +265,6 @@ def _make_summarizer(summarizer: Summarizer | str | None, config: CompactionConf
 
         return LLMSummarizer(summarizer, max_tokens=config.max_summary_tokens)
     return summarizer
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, even when an event loop is already running."""
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        # The result is handed over in ``box``, not as the task's result: on its way out,
-        # asyncio.run formats the finished main task (result included) when it restores the SIGINT
-        # handler, and the repr of a 20,000-message result takes a second.
-        try:
-            box["value"] = await coro
-        finally:
-            # This loop ends here: close the HTTP sessions litellm opened on it, or each sync call
-            # leaks a connection (no-op when litellm was never imported).
-            from compaction.litellm_loader import close_loop_sessions
-
-            await close_loop_sessions()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(main())
-        return box["value"]  # type: ignore[no-any-return]
-
-    def target() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="compaction-sync")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 async def areplay(
@@ -454,46 +294,3 @@ async def areplay(
 def replay(record: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> CompactionResult:
     """Synchronous :func:`areplay`."""
     return run_sync(areplay(record, messages, system=system))
-
-
-def _log_summarizer_failures(result: CompactionResult, model: object) -> None:
-    """A summarizer model that failed does not fail the compaction (the fallback chain keeps the
-    session going), so without a log line a caller of :meth:`Compactor.compact` would only see the
-    word "partial": warn once per compaction with the first error and any missing API key."""
-    calls = result.record.get("calls") or []
-    errors = [str(call["error"]) for call in calls if call.get("error")]
-    if not errors:
-        return
-    missing = missing_api_keys(model) if isinstance(model, str) else []
-    hint = f"; not set in the environment: {', '.join(missing)}" if missing else ""
-    logger.warning(
-        "Summarizer failed on %d of %d requests (%s); fell back to %s%s",
-        len(errors),
-        len(calls),
-        errors[0],
-        result.fallback_level,
-        hint,
-    )
-
-
-def missing_api_keys(model: str) -> list[str]:
-    """API keys litellm says ``model`` needs and the environment lacks (empty when litellm was never
-    loaded: no model was called, so no key can be missing)."""
-    litellm: Any = sys.modules.get("litellm")
-    if litellm is None:
-        return []
-    try:
-        report = litellm.validate_environment(model=model.removeprefix("litellm/"))
-    except Exception:  # an unknown provider: the call's own error already says so
-        return []
-    if report.get("keys_in_environment", True):
-        return []
-    return [str(key) for key in report.get("missing_keys") or []]
-
-
-@dataclass
-class _Escalation:
-    """How far :meth:`Compactor.complete` has gone: compactions tried, and the aggression of the last."""
-
-    attempts: int = 0
-    aggression: int = 0
