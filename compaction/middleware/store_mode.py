@@ -43,7 +43,7 @@ from compaction.store import CompactedTail, SessionContext, SessionStore, Stored
 from compaction.stores.counting import Reading, counted_batch, own_format, stored_counts
 from compaction.stores.rows import CountedBatch
 from compaction.tokens import TokenCounter, counter_for_model
-from compaction.transcript import Message, TextPart
+from compaction.transcript import Message, TextPart, Transcript
 
 Entry = tuple[Mapping[str, Any], int]
 """A context message that stands for a stored message, with that message's id."""
@@ -120,13 +120,16 @@ def through_from_archive(
     system: Any,
     store_ids: Sequence[int],
     result: CompactionResult,
+    *,
+    read: Transcript | None = None,
 ) -> int | None:
     """The store id of the last summarized message (see the module docstring), or None.
 
     ``request`` is the list passed to ``acompact`` (optionally a leading system message, then the
     stored messages in order, one per entry of ``store_ids``); ``system`` the separate system
-    prompt passed with it."""
-    canonical = to_canonical(request, system).messages
+    prompt passed with it; ``read``: ``to_canonical(request, system)`` when the caller has it
+    (the transcript handed to ``acompact``), so that the request is not read again."""
+    canonical = (read if read is not None else to_canonical(request, system)).messages
     offset = len(canonical) - len(store_ids)
     through: int | None = None
     for k, store_id in enumerate(store_ids):

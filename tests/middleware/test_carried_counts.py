@@ -275,3 +275,33 @@ def test_placing_a_counted_message_in_a_request_hashes_its_kept_payload(monkeypa
     assert not [m for m in encoded if any(m is e.message for e in entries)]  # not encoded again
     monkeypatch.undo()
     assert built == to_canonical(request, system)
+
+
+def test_a_store_mode_compaction_reads_no_list_of_messages_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import compaction.middleware.store_mode as store_mode_module
+
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    system, messages = _session(60)
+    config = CompactionConfig(window=32_000, keep_recent_messages=6)
+    cm = ContextManager(Compactor("gpt-4o", config=config), store=store, session_id="s1", system=system)
+    cm.append(*messages)
+    whole = cm.compactor.count(
+        [{"role": "system", "content": system}, *cm.messages], tools=cm._state.tools_after_compaction()
+    )
+    read = store_mode_module.to_canonical
+    lists: list[int] = []
+
+    def spied(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(batch) > 1:
+            lists.append(len(batch))
+        return read(batch, *args, **kwargs)
+
+    monkeypatch.setattr(store_mode_module, "to_canonical", spied)
+    result = asyncio.run(cm.compact_now())
+    assert result.compacted
+    assert lists == []  # the request handed to the compactor was read once, from the context's entries
+    assert cm.summary_through_id is not None
+    assert store.context("s1").summary_through_id == cm.summary_through_id
+    assert result.tokens_before == whole
