@@ -8,9 +8,10 @@
 job search, 600 messages, seed 3) appended one message at a time with ``before_turn`` before each
 model call (32k window, threshold 0.8, ``keep_recent_messages=6``), in memory mode with recall on
 and off and in store mode (SQLite), once with one manager and once with a new manager opening the
-stored session after every compaction (as after a restart). Compared: every compaction's ``to_json()`` (``duration_s`` set
-to 0), the manager's ``tokens`` and ``measure()`` after every turn, and the final messages and
-history length. Exit status 1 and the names of the cases that differ when any does.
+stored session after every compaction (as after a restart). Compared: every compaction's
+``to_json()`` (``duration_s`` set to 0), the manager's ``tokens`` and ``measure()`` after every
+turn, and the final messages and history length. Exit status 1 and the names of the cases that
+differ when any does.
 
 It also prints, per tree, the median number of messages the manager converted to canonical form
 (and counted) itself during each compaction: the messages a compaction wrote, when counts are
