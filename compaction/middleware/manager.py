@@ -48,7 +48,7 @@ from compaction.middleware.events import EventHandler, handlers_of
 from compaction.middleware.failures import CompactionStatus
 from compaction.middleware.intake import append_messages, check_messages, open_stored
 from compaction.middleware.measure import ContextMeasure, decide
-from compaction.middleware.model_call import complete
+from compaction.middleware.model_call import ModelCall
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
 from compaction.middleware.run import run_compaction
 from compaction.middleware.settings import ManagerSettings
@@ -414,9 +414,8 @@ class ContextManager:
         ``model=`` names the litellm model to call (e.g. ``"anthropic/claude-sonnet-4-5"`` while the
         compactor's ``"claude-sonnet-4-5"`` chooses the tokenizer and window); without it the
         compactor's model is called. It is ignored when ``call`` is given."""
-        return await complete(
-            self._state, self._preparer, self._streak, self._lock, call, kwargs, iteration=self.iteration
-        )
+        model_call = ModelCall(self._state, self._preparer, self._streak, self._lock, self.iteration)
+        return await model_call.complete(call, kwargs)
 
     # --- model changes -------------------------------------------------------------------
 

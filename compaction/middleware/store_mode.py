@@ -40,7 +40,7 @@ from compaction.config import CompactionConfig
 from compaction.result import CompactionResult
 from compaction.stages.reconstruct import split_previous_summary
 from compaction.store import CompactedTail, SessionContext, SessionStore, StoredMessage
-from compaction.stores.counting import Reading, counted_batch, own_format, stored_counts
+from compaction.stores.counting import ReadMessage, counted_batch, own_format, stored_counts
 from compaction.stores.rows import CountedBatch
 from compaction.tokens import TokenCounter, counter_for_model
 from compaction.transcript import Message, TextPart, Transcript
@@ -296,5 +296,5 @@ def appended_counts(
     if not callable(getattr(store, "context_head", None)) or counter is not counter_for_model(model):
         return None
     batch = [message for message, _, _ in counted]
-    read: list[Reading] = [(own_format(message), canon, tokens) for message, canon, tokens in counted]
+    read: list[ReadMessage] = [(own_format(message), canon, tokens) for message, canon, tokens in counted]
     return counted_batch(counter, batch, model, system, seen, read)

@@ -30,7 +30,7 @@ from compaction.tokens import BaseTokenCounter, TokenCounter, counter_for_model
 from compaction.transcript import Message, Transcript, TranscriptFormat
 
 __all__ = [
-    "Reading",
+    "ReadMessage",
     "counted_batch",
     "first_format",
     "head_format",
@@ -38,10 +38,10 @@ __all__ = [
     "message_tokens",
     "own_format",
     "stored_counts",
-    "transcript_readings",
+    "transcript_reads",
 ]
 
-Reading = tuple[TranscriptFormat, Message, int | None]
+ReadMessage = tuple[TranscriptFormat, Message, int | None]
 """A message as its writer has read it already: the format it was read in, its canonical form and
 its count with the writer's counter (None: not counted yet)."""
 
@@ -69,9 +69,9 @@ def head_format(head: ContextHead) -> TranscriptFormat:
     return "openai"
 
 
-def transcript_readings(read: Transcript, size: int) -> list[Reading] | None:
+def transcript_reads(read: Transcript, size: int) -> list[ReadMessage] | None:
     """The last ``size`` messages of ``read`` (a batch read as one transcript, one canonical message
-    per provider message) as readings, uncounted; None when it holds fewer."""
+    per provider message) as :data:`ReadMessage` entries, uncounted; None when it holds fewer."""
     if len(read.messages) < size:
         return None
     return [(read.format, m, None) for m in read.messages[len(read.messages) - size :]]
@@ -81,12 +81,12 @@ def message_tokens(
     counter: TokenCounter,
     messages: Sequence[Mapping[str, Any]],
     fmt: str,
-    read: Sequence[Reading] | None = None,
+    read: Sequence[ReadMessage] | None = None,
 ) -> tuple[int, ...] | None:
     """Each message's tokens, counted on its own in the context's format ``fmt`` (None when one
     does not read as a transcript on its own: the append then recounts the whole context).
 
-    ``read``: one :data:`Reading` per message; a message read in ``fmt`` already is counted as it
+    ``read``: one :data:`ReadMessage` per message; a message read in ``fmt`` already is counted as it
     was read (its count taken when it has one) instead of being read again."""
     fmt_arg: TranscriptFormat = "anthropic" if fmt == "anthropic" else "openai"
     counts: list[int] = []
@@ -110,7 +110,7 @@ def counted_batch(
     model: str | None,
     system: Any,
     seen: str | None,
-    read: Sequence[Reading] | None = None,
+    read: Sequence[ReadMessage] | None = None,
 ) -> CountedBatch | None:
     """The batch's counts for the store (see the module docstring), against the session's stored
     ``model`` and the context's format so far (``seen``: its first message that shows one, None if
