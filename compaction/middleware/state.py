@@ -1,13 +1,15 @@
 """The state of one managed session, and the operations a compaction performs on it.
 
 :class:`SessionState` is what a :class:`~compaction.middleware.ContextManager` owns and what the
-modules that compact take instead of the manager (:mod:`.run`, :mod:`.background`,
-:mod:`.overflow`): the :class:`~compaction.middleware.context.Context` with what every request
-carries besides it (system prompt, tool schemas, their counts), the stored summary and its
-position in store mode, the provider reading the size is measured from, the turn held open while a
-compaction runs, and the session's compaction record (status, history, last result, the growth the
-next automatic attempt waits for). Its operations replace the context (after a compaction, from the
-store) and measure it; the manager's facade and the compaction modules both go through them.
+modules that append, compact and call the model take instead of the manager (:mod:`.intake`,
+:mod:`.turn`, :mod:`.run`, :mod:`.model_call`, :mod:`.background`, :mod:`.overflow`): the
+:class:`~compaction.middleware.context.Context` with what every request carries besides it (system
+prompt, tool schemas, their counts), the stored summary and its position in store mode, the
+provider reading the size is measured from, the turn held open while a compaction runs, the
+``recall`` answers waiting for the next append, and the session's compaction record (status,
+history, last result, the growth the next automatic attempt waits for). Its operations replace the
+context (after a compaction, from the store, with a new model), measure it and take a response's
+usage; the manager's facade and those modules all go through them.
 """
 
 from __future__ import annotations
