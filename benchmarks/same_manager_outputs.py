@@ -7,9 +7,11 @@
 :class:`~compaction.middleware.ContextManager` driven turn by turn: generated sessions (coding and
 job search, 600 messages, seed 3) appended one message at a time with ``before_turn`` before each
 model call (32k window, threshold 0.8, ``keep_recent_messages=6``), in memory mode with recall on
-and off and in store mode (SQLite). Compared: every compaction's ``to_json()`` (``duration_s`` set
-to 0), the manager's ``tokens`` and ``measure()`` after every turn, and the final messages and
-history length. Exit status 1 and the names of the cases that differ when any does.
+and off and in store mode (SQLite), once with one manager and once with a new manager opening the
+stored session after every compaction (as after a restart). Compared: every compaction's
+``to_json()`` (``duration_s`` set to 0), the manager's ``tokens`` and ``measure()`` after every
+turn, and the final messages and history length. Exit status 1 and the names of the cases that
+differ when any does.
 
 It also prints, per tree, the median number of messages the manager converted to canonical form
 (and counted) itself during each compaction: the messages a compaction wrote, when counts are
@@ -55,7 +57,7 @@ def clean(result):
         calls.sort(key=lambda c: json.dumps(c, sort_keys=True))
     return data
 
-async def loop(messages, **kwargs):
+async def loop(messages, reopen=False, **kwargs):
     config = CompactionConfig(window=32_000, threshold=0.8, keep_recent_messages=6)
     cm = ContextManager(Compactor("gpt-4o", config=config), **kwargs)
     out = []
@@ -69,6 +71,8 @@ async def loop(messages, **kwargs):
                 out.append(clean(result))
                 if result.compacted:
                     converted.append(conversions[0] - before)
+                    if reopen:  # a restart: a new manager loads the session from the store
+                        cm = ContextManager(Compactor("gpt-4o", config=config), **kwargs)
             out.append([cm.tokens, cm.measure().tokens])
     out.append(cm.messages)
     out.append(len(cm.history()))
@@ -79,6 +83,9 @@ for name, messages in sessions.items():
     outputs[f"{name}_memory"] = asyncio.run(loop(messages))
     outputs[f"{name}_memory_no_recall"] = asyncio.run(loop(messages, recall=False))
     outputs[f"{name}_store"] = asyncio.run(loop(messages, store=SQLiteSessionStore(), session_id="s"))
+    outputs[f"{name}_store_reopened"] = asyncio.run(
+        loop(messages, reopen=True, store=SQLiteSessionStore(), session_id="s")
+    )
 json.dump({"outputs": outputs, "converted": converted}, open(sys.argv[2], "w", encoding="utf-8"))
 """
 

@@ -285,9 +285,19 @@ class Transcript(BaseModel):
 def derive_message_id(index: int, role: str, payload: Any) -> str:
     """A stable id for a message that has none: from its position, role and whole content (tool calls
     included), so two different messages at the same position never share an archive id."""
-    digest = hashlib.sha1(usedforsecurity=False)
-    digest.update(f"{index}\x00{role}\x00".encode())
-    digest.update(json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+    return message_id_of(index, role, id_payload(payload))
+
+
+def id_payload(payload: Any) -> bytes:
+    """What :func:`derive_message_id` hashes of ``payload``: kept by whoever derives the id of the
+    same content at several positions, so that each derivation only hashes."""
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "replace")
+
+
+def message_id_of(index: int, role: str, encoded: bytes) -> str:
+    """:func:`derive_message_id` from the :func:`id_payload` of its payload."""
+    digest = hashlib.sha1(f"{index}\x00{role}\x00".encode(), usedforsecurity=False)
+    digest.update(encoded)
     return "m_" + digest.hexdigest()[:16]
 
 

@@ -3,6 +3,7 @@
     python -m benchmarks.peers.incremental                                   # this tree, 2,000 and 5,000 messages
     python -m benchmarks.peers.incremental --trees /tmp/old --rounds 3       # and another checkout, alternating
     python -m benchmarks.peers.incremental --openclaw-modules DIR/node_modules   # and OpenClaw (see below)
+    python -m benchmarks.peers.incremental --store --trees /tmp/old              # ours in store mode (SQLite)
 
 A ``benchmarks.generate`` coding session (OpenAI format) is fed one message at a time; before each
 model call (a message that is not the assistant's, followed by the assistant's) the context is
@@ -20,6 +21,11 @@ compacted once it reaches 0.8 of a 128k window.
   the CPU of all ``append`` calls (where each message is converted and counted once), so that work
   moved out of the compaction is not hidden, and the exact o200k count of every context after a
   compaction against the budget (outside the timed part).
+* **Store mode** (``--store``): the same loop with the manager on a SQLite store (a file in a
+  temporary directory), so each compaction also saves the summary and the kept tail and reloads the
+  context. Also reported: the CPU of opening a new manager on a stored session that holds the whole
+  session uncompacted (as after a restart), with the counter's caches cleared first (a new process
+  has not counted those texts).
 * **OpenClaw** (``openclaw_incremental.mjs``, with ``--openclaw-modules``, the ``node_modules`` that
   the ``peers`` nox session installs): the same loop in Node around pi's ``prepareCompaction``, the
   safeguard handler and ``buildSessionContext``, triggered at 0.8 of the window by pi's chars/4
@@ -54,11 +60,12 @@ THRESHOLD = 0.8
 RUNNER = Path(__file__).resolve().parent / "openclaw_incremental.mjs"
 
 # Run in a subprocess with PYTHONPATH on the tree (only APIs every compared tree has); argv: the
-# session's JSON file, the window, the threshold. Prints one JSON object.
+# session's JSON file, the window, the threshold, "store" or "memory". Prints one JSON object.
 _PROBE = r"""
-import asyncio, json, sys, time
+import asyncio, json, os, sys, tempfile, time
 from compaction import CompactionConfig, Compactor
 from compaction.middleware import ContextManager
+from compaction.sqlite_store import SQLiteSessionStore
 from compaction.summarizers.scripted import ScriptedSummarizer
 from compaction.testing.fake_provider import stand_in_summary
 
@@ -76,7 +83,10 @@ def answer(request):
 
 config = CompactionConfig(window=window, threshold=threshold)
 compactor = Compactor("gpt-4o", ScriptedSummarizer(default=answer), config)
-cm = ContextManager(compactor, recall=False)
+store_mode = sys.argv[4] == "store"
+tmp = tempfile.mkdtemp(prefix="incremental-store-")
+stored = {"store": SQLiteSessionStore(os.path.join(tmp, "loop.db")), "session_id": "s"} if store_mode else {}
+cm = ContextManager(compactor, recall=False, **stored)
 compactions, after, appends = [], [], 0.0
 
 async def main():
@@ -97,14 +107,24 @@ async def main():
             after.append(compactor.count(cm.messages, tools=cm.tools))  # a fresh exact count, untimed
 
 asyncio.run(main())
+reopen_ms = None
+if store_mode:
+    whole = Compactor("gpt-4o", None, CompactionConfig(window=10_000_000))
+    store = SQLiteSessionStore(os.path.join(tmp, "whole.db"))
+    ContextManager(whole, store=store, session_id="r", recall=False).append(*messages)
+    whole.counter.cache_clear()
+    started = time.process_time()
+    ContextManager(whole, store=store, session_id="r", recall=False)
+    reopen_ms = 1000 * (time.process_time() - started)
 print(json.dumps({"cpu_ms": compactions, "append_ms": 1000 * appends, "tokens_after": after,
-                  "budget": compactor.guard.budget}))
+                  "budget": compactor.guard.budget, "reopen_ms": reopen_ms}))
 """
 
 
-def run_ours(tree: Path, session: Path) -> dict[str, Any]:
+def run_ours(tree: Path, session: Path, *, store: bool = False) -> dict[str, Any]:
+    mode = "store" if store else "memory"
     out: dict[str, Any] = json.loads(
-        run_probe(tree, _PROBE, str(session), str(WINDOW), str(THRESHOLD)).strip().splitlines()[-1]
+        run_probe(tree, _PROBE, str(session), str(WINDOW), str(THRESHOLD), mode).strip().splitlines()[-1]
     )
     return out
 
@@ -149,12 +169,14 @@ def _row(name: str, runs: list[dict[str, Any]], budget: int) -> str:
     over = sum(1 for t in after if t > budget)
     appends = [r["append_ms"] for r in runs if "append_ms" in r]
     append_cell = f"{statistics.median(appends):,.0f}" if appends else "-"
+    reopens = [r["reopen_ms"] for r in runs if r.get("reopen_ms") is not None]
+    reopen_cell = f" {statistics.median(reopens):,.0f} |" if reopens else ""
     low, high = (min(spread), max(spread)) if spread else (0.0, 0.0)
     median = statistics.median(medians) if medians else float("nan")
     return (
         f"| {name} | {len(runs[0]['cpu_ms'])} | {median:,.1f} ({low:,.1f}-{high:,.1f}) | "
         f"{statistics.median(sum(r['cpu_ms']) for r in runs):,.0f} | {append_cell} | "
-        f"{max(after, default=0):,} / {budget:,} | {over} |"
+        f"{max(after, default=0):,} / {budget:,} | {over} |{reopen_cell}"
     )
 
 
@@ -168,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", default="", help="other checkouts to run beside this tree (comma-separated)")
     parser.add_argument("--openclaw-modules", type=Path, default=None, help="node_modules holding openclaw")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--store", action="store_true", help="ours in store mode (SQLite), and reopening a session")
     args = parser.parse_args(argv)
+    if args.store and args.openclaw_modules is not None:
+        parser.error("--store runs our trees only (OpenClaw has no store mode here)")
     trees = [Path(t).resolve() for t in args.trees.split(",") if t] + [ROOT]
     info = machine()
     print(f"<!-- load average at start: {info['load_average']} -->", file=sys.stderr)
@@ -182,15 +207,16 @@ def main(argv: list[str] | None = None) -> int:
             session.write_text(json.dumps(messages), encoding="utf-8")
             for _ in range(args.rounds):
                 for tree in trees:
-                    runs[str(tree)].append(run_ours(tree, session))
+                    runs[str(tree)].append(run_ours(tree, session, store=args.store))
         budget = runs[str(ROOT)][0]["budget"]
+        reopen = " CPU ms to reopen the whole session |" if args.store else ""
         lines += [
             f"{size:,} messages (coding, seed {args.seed}), window {WINDOW:,}, threshold {THRESHOLD}, "
-            f"budget {budget:,}:",
+            f"budget {budget:,}{', store mode (SQLite)' if args.store else ''}:",
             "",
             "| system | compactions | median CPU ms per compaction (min-max) | CPU ms of all compactions "
-            "| CPU ms of all appends | largest context after / budget | over budget |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| CPU ms of all appends | largest context after / budget | over budget |{reopen}",
+            "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.store else ""),
         ]
         for tree in trees:
             name = "ours, this tree" if tree == ROOT else f"ours, {tree}"

@@ -12,13 +12,13 @@ and the compactor the manager derives for its mode.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from compaction.adapters import detect_format, message_format, to_canonical, unique_ids
 from compaction.compactor import Compactor
 from compaction.tokens import TokenCounter
-from compaction.transcript import Message, Transcript, derive_message_id
+from compaction.transcript import Message, Transcript, id_payload, message_id_of
 
 __all__ = [
     "Context",
@@ -42,18 +42,33 @@ _REALIGN = 8
 class ContextEntry:
     """One message of the context: provider format, store id (None for a message the manager or
     a compaction wrote, and without a store), canonical form, and its exact count with the
-    manager's base (uncalibrated) counter."""
+    manager's base (uncalibrated) counter.
+
+    ``payload``: what a derived message id hashes of ``message`` (:func:`id_payload`), for a message
+    without an id of its own; made when the message enters the context, so that placing it in a
+    request (:func:`request_transcript`) only hashes. None: derived from ``message`` when needed."""
 
     message: dict[str, Any]
     store_id: int | None
     canon: Message
     tokens: int
+    payload: bytes | None = field(default=None, compare=False, repr=False)
 
 
-def entry_of(message: dict[str, Any], store_id: int | None, counter: TokenCounter) -> ContextEntry:
-    """``message`` (the context's own copy) converted and counted (raises on invalid input)."""
+def entry_of(
+    message: dict[str, Any], store_id: int | None, counter: TokenCounter, tokens: int | None = None
+) -> ContextEntry:
+    """``message`` (the context's own copy) converted and counted (raises on invalid input);
+    ``tokens``: its count with ``counter`` when that is known already (it is not counted again)."""
     canon = canonical(message)
-    return ContextEntry(message, store_id, canon, counter.count_message(canon))
+    count = counter.count_message(canon) if tokens is None else tokens
+    return ContextEntry(message, store_id, canon, count, payload_of(message))
+
+
+def payload_of(message: Mapping[str, Any]) -> bytes | None:
+    """The :func:`id_payload` of a message whose canonical id is derived (None when it has an ``id``
+    of its own that some format reads as its id: then it is read again when placed)."""
+    return None if "id" in message else id_payload(message)
 
 
 class Context:
@@ -84,26 +99,32 @@ class Context:
         messages: Sequence[dict[str, Any]],
         ids: Sequence[int | None],
         counter: TokenCounter,
+        counts: Sequence[int | None] | None = None,
     ) -> Context:
-        """A context of ``messages`` (with store ``ids``), each converted and counted."""
-        return cls(entry_of(m, i, counter) for m, i in zip(messages, ids, strict=True))
+        """A context of ``messages`` (with store ``ids``), each converted and counted; ``counts``:
+        the counts with ``counter`` known already (None: count that message)."""
+        known = counts if counts is not None else [None] * len(messages)
+        return cls(entry_of(m, i, counter, c) for m, i, c in zip(messages, ids, known, strict=True))
 
     def rebuilt(
         self,
         messages: Sequence[dict[str, Any]],
         ids: Sequence[int | None],
         counter: TokenCounter,
+        counts: Sequence[int | None] | None = None,
     ) -> Context:
         """A new context of ``messages`` (with store ``ids``). A message equal to one this context
         holds with the same id (the kept tail of a compaction, a stored message reloaded) takes
-        that entry's canonical form and count; only the others are converted and counted. The
-        lists are matched from the end, where a compaction keeps messages verbatim."""
+        that entry's canonical form and count; only the others are converted, and counted unless
+        ``counts`` gives their count with ``counter`` (a store's rows). The lists are matched from
+        the end, where a compaction keeps messages verbatim."""
         old = self._entries
         if not old:
-            return Context.counted(messages, ids, counter)
+            return Context.counted(messages, ids, counter, counts)
+        known = list(counts) if counts is not None else [None] * len(messages)
         position = len(old) - 1
         out: list[ContextEntry] = []
-        for message, store_id in zip(reversed(messages), reversed(ids), strict=True):
+        for message, store_id, tokens in zip(reversed(messages), reversed(ids), reversed(known), strict=True):
             found = None
             for k in range(position, max(position - _REALIGN, -1), -1):
                 entry = old[k]
@@ -112,17 +133,15 @@ class Context:
                     position = k - 1
                     break
             if found is None:
-                out.append(entry_of(message, store_id, counter))
+                out.append(entry_of(message, store_id, counter, tokens))
             else:
-                out.append(ContextEntry(message, store_id, found.canon, found.tokens))
+                out.append(ContextEntry(message, store_id, found.canon, found.tokens, found.payload))
         out.reverse()
         return Context(out)
 
     def recounted(self, counter: TokenCounter) -> Context:
         """The same messages counted with another counter (the model changed)."""
-        return Context(
-            ContextEntry(e.message, e.store_id, e.canon, counter.count_message(e.canon)) for e in self._entries
-        )
+        return Context(replace(e, tokens=counter.count_message(e.canon)) for e in self._entries)
 
     # --- growing and holding ---------------------------------------------------------------
 
@@ -216,27 +235,28 @@ def request_transcript(
         if k in wanted:
             # Read as part of another list: its id is derived again below, like every other one.
             message = next(reread)
-            message = message.model_copy(update={"id": _read_id(raw, fmt, index)})
+            message = message.model_copy(update={"id": _read_id(raw, fmt, index, entry.payload)})
         else:
             message = entry.canon
             message.carry_tokens(counter, entry.tokens)
-            new_id = _read_id(raw, fmt, index)
+            new_id = _read_id(raw, fmt, index, entry.payload)
             if new_id != message.id:
                 message = message.model_copy(update={"id": new_id})
         out.append(message)
     return Transcript(format=fmt, messages=unique_ids(out))
 
 
-def _read_id(raw: Mapping[str, Any], fmt: str, index: int) -> str:
+def _read_id(raw: Mapping[str, Any], fmt: str, index: int, payload: bytes | None) -> str:
     """The canonical id the ``fmt`` adapter gives ``raw`` read at ``index`` of a list: its own
-    ``id`` field, else one derived from the position, role and content."""
+    ``id`` field, else one derived from the position, role and content (``payload``: the content's
+    :func:`id_payload`, when it was kept)."""
     own = raw.get("id")
     if fmt == "openai":
         if isinstance(own, str | int) and not isinstance(own, bool) and own != "":
             return str(own)
     elif isinstance(own, str) and own:
         return own
-    return derive_message_id(index, str(raw.get("role")), raw)
+    return message_id_of(index, str(raw.get("role")), id_payload(raw) if payload is None else payload)
 
 
 def canonical(message: Mapping[str, Any]) -> Message:

@@ -26,11 +26,12 @@ failed in a row, and :attr:`ContextManager.compaction_status` keeps that run unt
 The class is a facade: its options are one frozen :class:`~.settings.ManagerSettings`, its
 session one :class:`~.state.SessionState` (the :class:`~.context.Context`, each message counted
 once, with what every request carries besides it), and it sequences the parts, each in its own
-module, which take that state rather than the manager: :mod:`.measure` (the size), :mod:`.guard`
-(the decision before a turn), :mod:`.run` (a compaction and its events), :mod:`.overflow`
-(recovery inside :meth:`ContextManager.complete`), :mod:`.recall` (the ``recall`` tool's answers),
-:mod:`.background` (preparation off the critical path), :mod:`.store_mode` (store mode) and
-:mod:`.reporting` (log lines and history entries).
+module, which take that state rather than the manager: :mod:`.intake` (messages entering the context),
+:mod:`.measure` (the size), :mod:`.turn` and :mod:`.guard` (the decision before a turn),
+:mod:`.run` (a compaction and its events), :mod:`.model_call` (the model call, with
+:mod:`.sendable` for the request and :mod:`.overflow` for recovery), :mod:`.recall` (the ``recall``
+tool's answers), :mod:`.background` (preparation off the critical path), :mod:`.store_mode` (store
+mode) and :mod:`.reporting` (log lines and history entries).
 """
 
 from __future__ import annotations
@@ -40,30 +41,24 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compaction.adapters import from_canonical, message_format
 from compaction.compactor import CompactionDecision, Compactor, CompletionOutcome
-from compaction.errors import TranscriptError
 from compaction.middleware import store_mode
 from compaction.middleware.background import Preparer
-from compaction.middleware.context import ContextEntry, canonical, split_leading_system
-from compaction.middleware.events import CompactionFailed, EventHandler, emit, handlers_of
+from compaction.middleware.events import EventHandler, handlers_of
 from compaction.middleware.failures import CompactionStatus
-from compaction.middleware.guard import EventTrigger, plan_turn
-from compaction.middleware.measure import ContextMeasure, decide, reading_from_usage
-from compaction.middleware.overflow import apply_recovery, litellm_call
+from compaction.middleware.intake import append_messages, check_messages, open_stored
+from compaction.middleware.measure import ContextMeasure, decide
+from compaction.middleware.model_call import ModelCall
 from compaction.middleware.prepare import PreparedUsage, PrepareSettings
-from compaction.middleware.recall import PendingRecall, answer_safely, reply_format, tool_name, weave_answers
 from compaction.middleware.run import run_compaction
 from compaction.middleware.settings import ManagerSettings
 from compaction.middleware.state import SessionState
+from compaction.middleware.turn import Streak, before_turn
 from compaction.middleware.usage import UsageReport, parse_usage
-from compaction.pairs import pending_calls, repair, validate
-from compaction.recall import DEFAULT_MAX_TOKENS, RECALL_TOOL_NAME, RecallSource
-from compaction.recall.calls import assistant_message, parse_response, tool_result_messages
+from compaction.recall import DEFAULT_MAX_TOKENS, RecallSource
 from compaction.result import CompactionResult
 from compaction.store import CompactionEntry, SessionStore
 from compaction.tokens import TokenCounter, counter_for_model
-from compaction.transcript import Message, Transcript, TranscriptFormat
 
 __all__ = ["LOGGER", "ContextManager", "ContextMeasure"]
 
@@ -179,35 +174,16 @@ class ContextManager:
         )
         self.iteration = 0
         """``before_turn`` calls so far (turn numbers start at 1)."""
-        self.last_outcome: CompletionOutcome | None = None
         self._lock = asyncio.Lock()
-        self._streak = 0  # automatic compactions since the last successful model call
-        self._cap_reported = False
-        self._recall_pending: PendingRecall | None = None
+        self._streak = Streak()
         preparation = self.settings.preparation
         self._preparer = Preparer(preparation) if preparation.enabled else None
         if store is not None:
-            self._open_stored(store, messages)
+            open_stored(self._state, store, messages)
+            if self._preparer is not None:
+                self._preparer.load(self._state)  # a summary prepared before a restart, or by another process
         else:
             self._state.replace([dict(m) for m in messages], [None] * len(messages))
-
-    def _open_stored(self, store: SessionStore, messages: Sequence[Mapping[str, Any]]) -> None:
-        state = self._state
-        system = state.system
-        # Leading system messages of a new stored session become its system prompt: stored, they
-        # would sit in front of every summarized run and the summary could never move past them.
-        if system is None and not store_mode.has_stored_messages(store, self.session_id):
-            system, messages = split_leading_system(messages)
-            state.system = system
-            state.refresh_fixed()
-        store.create_session(self.session_id, system=system, model=self.compactor.model)
-        if messages:
-            for m in messages:
-                canonical(m)  # invalid input fails before anything is stored
-            store.append(self.session_id, [dict(m) for m in messages])
-        state.load_from_store()
-        if self._preparer is not None:
-            self._preparer.load(state)  # a summary prepared before a restart, or by another process
 
     # --- options and collaborators -----------------------------------------------------------
 
@@ -259,6 +235,15 @@ class ContextManager:
     @system.setter
     def system(self, value: Any) -> None:
         self._state.system = value
+
+    @property
+    def last_outcome(self) -> CompletionOutcome | None:
+        """The outcome of the last model call :meth:`complete` made (None before the first)."""
+        return self._state.last_outcome
+
+    @last_outcome.setter
+    def last_outcome(self, value: CompletionOutcome | None) -> None:
+        self._state.last_outcome = value
 
     @property
     def last_result(self) -> CompactionResult | None:
@@ -313,59 +298,11 @@ class ContextManager:
 
     def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
         """Replace the tool schemas (they count toward the context size)."""
-        state = self._state
-        new = [dict(t) for t in tools if tool_name(t) != RECALL_TOOL_NAME or not self.recall]
-        if new != state.tools:
-            state.tools = new
-            state.refresh_fixed()
+        self._state.set_tools(tools)
 
     def append(self, *messages: Mapping[str, Any]) -> None:
         """Append messages to the context (and to the store). Each is converted and counted once."""
-        if not messages:
-            return
-        for position, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
-        state = self._state
-        if self._recall_pending is not None:
-            messages, self._recall_pending = weave_answers(messages, self._recall_pending, state.format)
-        store = state.store
-        if store is not None and state.system is None and not state.context and state.summary is None:
-            system, rest = split_leading_system(messages)
-            if system is not None:
-                state.system = system
-                store.create_session(self.session_id, system=system)
-                state.refresh_fixed()
-                messages = tuple(rest)
-                if not messages:
-                    return
-        canon = [canonical(m) for m in messages]
-        copies = [dict(m) for m in messages]
-        base = state.base
-        counts = [base.count_message(c) for c in canon]
-        ids: list[int | None] = [None] * len(copies)
-        if store is not None:
-            ids = list(self._store_append(store, list(zip(copies, canon, counts, strict=True))))
-        reading = state.reading
-        for message, canonical_message, store_id, tokens in zip(copies, canon, ids, counts, strict=True):
-            entry = ContextEntry(message, store_id, canonical_message, tokens)
-            state.context.append(entry)
-            if state.format is None:
-                state.format = message_format(message)
-            if reading is not None and reading.expect_response:
-                reading.expect_response = False
-                if message.get("role") == "assistant":
-                    reading.base_sum += entry.tokens  # the answer is in the reported completion tokens
-
-    def _store_append(self, store: SessionStore, batch: list[tuple[dict[str, Any], Message, int]]) -> list[int]:
-        """Store the batch, with the counts just made when the store keeps them (then a service
-        reading the session knows its size without counting it again)."""
-        state = self._state
-        counted = store_mode.appended_counts(store, batch, state.base, self.compactor.model, state.system, state.format)
-        copies = [message for message, _, _ in batch]
-        if counted is None:
-            return list(store.append(self.session_id, copies))
-        return list(store.append(self.session_id, copies, counted=counted))  # type: ignore[call-arg]
+        append_messages(self._state, messages)
 
     def history(self) -> list[CompactionEntry]:
         """Compactions of this session, oldest first (from the store in store mode)."""
@@ -378,9 +315,7 @@ class ContextManager:
         prepared in the background for messages that changed is discarded."""
         if self.store is not None:
             raise RuntimeError("replace_messages() needs a context without a store (stored messages are append-only)")
-        for position, message in enumerate(messages):
-            if not isinstance(message, Mapping):
-                raise TranscriptError(f"expected a message object, got {type(message).__name__}", index=position)
+        check_messages(messages)
         self._state.replace([dict(m) for m in messages], [None] * len(messages))
 
     @property
@@ -432,27 +367,9 @@ class ContextManager:
         if report is None:
             self.logger.debug("record_usage: no token figures found in %r", type(usage).__name__)
             return None
-        self._model_call_succeeded()
-        self._record(report)
+        self._streak.reset()
+        self._state.record_usage(report)
         return report
-
-    def _record(self, report: UsageReport) -> None:
-        state = self._state
-        context = state.context
-        appended = len(context) > state.turn_mark and context[-1].message.get("role") == "assistant"
-        state.reading = reading_from_usage(
-            state.work.counter,
-            report.context_tokens,
-            report.prompt_tokens,
-            generation=state.generation,
-            messages_sum=context.total,
-            last_count=context[-1].tokens if appended else None,
-            fixed_tokens=state.system_inner + state.tools_inner,
-        )
-
-    def _model_call_succeeded(self) -> None:
-        self._streak = 0
-        self._cap_reported = False
 
     # --- the turn ------------------------------------------------------------------------
 
@@ -461,73 +378,9 @@ class ContextManager:
         the result; None when nothing was attempted."""
         self.iteration += 1
         try:
-            return await self._before_turn()
+            return await before_turn(self._state, self._preparer, self._streak, self._lock, self.iteration)
         finally:
             self._state.turn_mark = len(self._state.context)
-
-    async def _before_turn(self) -> CompactionResult | None:
-        state = self._state
-        config = state.work.config
-        if not state.context or not config.enabled:
-            return None
-        measure = state.measure()
-        decision = decide(state.work, measure)
-        plan = plan_turn(
-            decision,
-            iteration=self.iteration,
-            every_n_iterations=self.every_n_iterations,
-            threshold_on=config.threshold != 0,
-            wait_until=state.wait_until,
-            streak=self._streak,
-            max_consecutive=self.max_consecutive_compactions,
-        )
-        if plan.action == "idle":
-            self._streak = 0
-            self._cap_reported = False
-            state.wait_until = None
-            if self._preparer is not None:
-                if self._preparer.completion(state):  # the rest of the last threshold's compaction
-                    async with self._lock:
-                        return await self._run("threshold", measure, decision, completion=True)
-                self._preparer.maybe_start(state, decision.effective_tokens)  # never awaited here
-            return None
-        if plan.action == "wait":
-            self.logger.debug(
-                "Compaction: waiting - the last compaction could not get under the threshold; "
-                "next attempt at %s effective tokens (now %s)",
-                f"{state.wait_until:,}",
-                f"{decision.effective_tokens:,}",
-            )
-            return None
-        if plan.action == "capped":
-            if not self._cap_reported:
-                self._cap_reported = True
-                self.logger.warning("Compaction skipped: %s", plan.reason)
-                await emit(state.handlers, CompactionFailed(self.session_id, plan.trigger, plan.reason), self.logger)
-            return None
-        self._streak += 1
-        async with self._lock:
-            return await self._run(plan.trigger, measure, decision)
-
-    async def _run(
-        self,
-        trigger: EventTrigger,
-        measure: ContextMeasure,
-        decision: CompactionDecision,
-        instructions: str | None = None,
-        *,
-        completion: bool = False,
-    ) -> CompactionResult | None:
-        return await run_compaction(
-            self._state,
-            self._preparer,
-            trigger,
-            measure,
-            decision,
-            instructions,
-            iteration=self.iteration,
-            completion=completion,
-        )
 
     async def compact_now(self, instructions: str | None = None) -> CompactionResult:
         """Compact now, whatever the thresholds say: what a ``/compact [focus]`` command calls.
@@ -540,12 +393,13 @@ class ContextManager:
         measure = self.measure()
         decision = decide(self._state.work, measure)
         async with self._lock:
-            result = await self._run("manual", measure, decision, instructions)
+            result = await run_compaction(
+                self._state, self._preparer, "manual", measure, decision, instructions, iteration=self.iteration
+            )
         if result is None:  # pragma: no cover - manual compactions raise instead
             raise RuntimeError("manual compaction produced no result")
         if result.compacted:
-            self._streak = 0
-            self._cap_reported = False
+            self._streak.reset()
             self._state.wait_until = None
         return result
 
@@ -560,60 +414,8 @@ class ContextManager:
         ``model=`` names the litellm model to call (e.g. ``"anthropic/claude-sonnet-4-5"`` while the
         compactor's ``"claude-sonnet-4-5"`` chooses the tokenizer and window); without it the
         compactor's model is called. It is ignored when ``call`` is given."""
-        tools = kwargs.pop("tools", None)
-        if tools is not None:
-            self.set_tools(tools)
-        self._flush_recall_answers()
-        rounds = 0
-        while True:
-            response = await self._complete_once(call, kwargs)
-            source = self.recall_source
-            parsed = parse_response(response) if source is not None else None
-            calls = [c for c in parsed.calls if c.name == RECALL_TOOL_NAME] if parsed is not None else []
-            if source is None or parsed is None or not calls:
-                return response
-            counter, limit = self._state.work.counter, self.recall_max_tokens
-            answers = [
-                (c.id, answer_safely(source, c.arguments, counter=counter, max_tokens=limit, logger=self.logger))
-                for c in calls
-            ]
-            if len(calls) == len(parsed.calls) and rounds < self.max_recall_rounds:
-                rounds += 1
-                fmt = reply_format(parsed.format, self._state.format)
-                self.logger.info("Recall: answered %s call(s), calling the model again (round %s)", len(calls), rounds)
-                self.append(assistant_message(parsed, fmt), *tool_result_messages(answers, fmt))
-                continue
-            self._recall_pending = PendingRecall(frozenset(c.id for c in calls), answers)
-            return response
-
-    async def _complete_once(self, call: Any, kwargs: dict[str, Any]) -> Any:
-        state = self._state
-        if self._preparer is not None and self._preparer.state is not None:
-            measure = state.measure()
-            decision = decide(state.work, measure)
-            if decision.action == "block":  # would overflow: swap the prepared summary in first
-                async with self._lock:
-                    await self._run("overflow", measure, decision)
-        request, system, prepended = state.request(state.context.messages())
-        request = self._sendable(request, prepended)
-        tokens_before = state.measure().tokens
-        state.turn_mark = len(state.context)
-        tools = state.offered_tools()
-        if "model" in kwargs:  # the compactor's default call passes its own model= as well: not twice
-            kwargs = dict(kwargs)
-            model = kwargs.pop("model")
-            if call is None and model is not None:
-                call = litellm_call(model, kwargs, tools)
-        outcome = await state.work.complete(request, system=system, call=call, tools=tools, **kwargs)
-        self.last_outcome = outcome
-        if outcome.compactions or outcome.truncated_tool_results:
-            async with self._lock:
-                await apply_recovery(state, self._preparer, outcome, prepended, tokens_before, len(request))
-        self._model_call_succeeded()
-        report = parse_usage(outcome.response)
-        if report is not None:
-            self._record(report)
-        return outcome.response
+        model_call = ModelCall(self._state, self._preparer, self._streak, self._lock, self.iteration)
+        return await model_call.complete(call, kwargs)
 
     # --- model changes -------------------------------------------------------------------
 
@@ -621,7 +423,6 @@ class ContextManager:
         """Switch the agent's model mid-session: the window, budget and threshold are re-derived
         from the new model (``window`` overrides the lookup), the context is re-counted with the
         new model's counter, and usage reported for the old model is dropped."""
-        state = self._state
         old = self.compactor
         config = old.config.model_copy(update={"window": window})
         self.compactor = Compactor(
@@ -631,80 +432,10 @@ class ContextManager:
             counter=counter or counter_for_model(model),
             registry=getattr(old, "registry", None),
         )
-        state.work = state.derive(self.compactor)
-        state.refresh_fixed()
         if self._preparer is not None:
             self._preparer.abort()  # prepared for the old model and window
-        state.recount_context()
-        self._streak = 0
-        self._cap_reported = False
-        state.wait_until = None
-        if self.store is not None:
-            self.store.set_model(self.session_id, model)
-        guard = state.work.guard
-        threshold = f"{guard.threshold_tokens:,}" if guard.threshold_tokens is not None else "off"
-        self.logger.info(
-            "Model changed to %s: window %s, budget %s, threshold %s (context now %s tokens)",
-            model,
-            f"{guard.window:,}",
-            f"{guard.budget:,}",
-            threshold,
-            f"{self.tokens:,}",
-        )
-
-    # --- internals -----------------------------------------------------------------------
-
-    def _flush_recall_answers(self) -> None:
-        """Before the next model call: answers still waiting for the next user message go in now."""
-        pending, self._recall_pending = self._recall_pending, None
-        if pending is None:
-            return
-        if pending.after_assistant:
-            self.append(*tool_result_messages(pending.answers, "anthropic"))
-        else:
-            self.logger.warning(
-                "Recall: %s answer(s) dropped: the assistant message that called recall was not appended",
-                len(pending.answers),
-            )
-
-    def _sendable(self, request: list[dict[str, Any]], prepended: bool) -> list[dict[str, Any]]:
-        """The request as a provider accepts it. A context whose tool pairs are whole goes as it is.
-        Otherwise (a call still waiting for its result, or results the runtime appended out of
-        place) the request is repaired for this call only, with a warning: the context is unchanged,
-        so a result that arrives later is the call's only one. The calls answered with a
-        placeholder here are remembered: an overflow recovery must not keep those placeholders."""
-        state = self._state
-        context = state.context
-        state.placeholders, state.open_turn = frozenset(), []
-        fmt: TranscriptFormat = "anthropic" if state.format == "anthropic" else "openai"
-        generation, checked = state.whole
-        if generation == state.generation and checked <= len(context):
-            # Only appended since the context was last whole: the new messages alone tell whether
-            # anything broke (a result for an earlier call shows as an orphan: then check it all).
-            added = Transcript.model_construct(format=fmt, messages=tuple(context.canon(checked)))
-            if not validate(added, require_alternation=False):
-                state.whole = (state.generation, len(context))
-                return request
-        canon = context.canon()
-        transcript = Transcript.model_construct(format=fmt, messages=tuple(canon))
-        violations = validate(transcript)
-        if not violations:
-            state.whole = (state.generation, len(context))
-            return request
-        fixed, report = repair(transcript, alternation=transcript.format == "anthropic", merge_turns=False)
-        start, pending = pending_calls(canon)
-        state.placeholders = frozenset(pending) & frozenset(report.synthesized)
-        state.open_turn = context.messages(start) if state.placeholders else []
-        self.logger.warning(
-            "Request repaired before sending (the context is unchanged): %s%s",
-            "; ".join(sorted({f"{v.kind} at message {v.index}" for v in violations})),
-            f"; tool call(s) {', '.join(sorted(state.placeholders))} still waiting for results answered with a "
-            "placeholder in this request only"
-            if state.placeholders
-            else "",
-        )
-        out = from_canonical(fixed).messages
-        return [request[0], *out] if prepended else out
+        self._streak.reset()
+        self._state.switch_model(self.compactor)
 
     def __repr__(self) -> str:
         return (

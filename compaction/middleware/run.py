@@ -222,10 +222,12 @@ async def compact_stored(
     transcript = request_transcript(request, system, entries, session.base)
     config = session.work.config
     previous = store_mode.previous_summary_body(session.summary, config) if session.summary else None
-    # The compactor sees the stored messages and the summary's text apart; the context is both.
+    # The compactor sees the stored messages and the summary's text apart; the context is both
+    # (read from the entries, as the request is: the context is not converted again).
     context, context_system, _ = session.request(session.context.messages())
     tools = session.tools_after_compaction()
-    whole = session.work.count(context, system=context_system, tools=tools)
+    whole_transcript = request_transcript(context, context_system, list(session.context), session.base)
+    whole = session.work.count(whole_transcript, tools=tools)
     result = await (work or session.work).acompact(
         request,
         instructions,
@@ -238,7 +240,7 @@ async def compact_stored(
     result = store_mode.whole_context(result, whole)
     if not result.compacted:
         return result
-    through = store_mode.through_from_archive(request, system, ids, result)
+    through = store_mode.through_from_archive(request, system, ids, result, read=transcript)
     if through is None or (session.through_id is not None and through <= session.through_id):
         return replace(result, compacted=False, reason="the compaction summarized no stored message")
     inner = store_mode.summary_block_text(result.messages, config) or (result.summary or "")

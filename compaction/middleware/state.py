@@ -1,13 +1,15 @@
 """The state of one managed session, and the operations a compaction performs on it.
 
 :class:`SessionState` is what a :class:`~compaction.middleware.ContextManager` owns and what the
-modules that compact take instead of the manager (:mod:`.run`, :mod:`.background`,
-:mod:`.overflow`): the :class:`~compaction.middleware.context.Context` with what every request
-carries besides it (system prompt, tool schemas, their counts), the stored summary and its
-position in store mode, the provider reading the size is measured from, the turn held open while a
-compaction runs, and the session's compaction record (status, history, last result, the growth the
-next automatic attempt waits for). Its operations replace the context (after a compaction, from the
-store) and measure it; the manager's facade and the compaction modules both go through them.
+modules that append, compact and call the model take instead of the manager (:mod:`.intake`,
+:mod:`.turn`, :mod:`.run`, :mod:`.model_call`, :mod:`.background`, :mod:`.overflow`): the
+:class:`~compaction.middleware.context.Context` with what every request carries besides it (system
+prompt, tool schemas, their counts), the stored summary and its position in store mode, the
+provider reading the size is measured from, the turn held open while a compaction runs, the
+``recall`` answers waiting for the next append, and the session's compaction record (status,
+history, last result, the growth the next automatic attempt waits for). Its operations replace the
+context (after a compaction, from the store, with a new model), measure it and take a response's
+usage; the manager's facade and those modules all go through them.
 """
 
 from __future__ import annotations
@@ -19,17 +21,25 @@ from typing import Any, Final
 
 from compaction._cache import MemoScope
 from compaction.adapters import to_canonical
-from compaction.compactor import Compactor
+from compaction.compactor import Compactor, CompletionOutcome
 from compaction.middleware import store_mode
 from compaction.middleware.context import Context, ContextEntry, adopted, derive_compactor, first_format, request_for
 from compaction.middleware.events import EventHandler
 from compaction.middleware.failures import CompactionStatus
-from compaction.middleware.measure import ContextMeasure, Reading, base_counter, measure_context, scale
-from compaction.middleware.recall import offered_tools
+from compaction.middleware.measure import (
+    ContextMeasure,
+    Reading,
+    base_counter,
+    measure_context,
+    reading_from_usage,
+    scale,
+)
+from compaction.middleware.recall import PendingRecall, offered_tools, tool_name
 from compaction.middleware.reporting import history_entry
 from compaction.middleware.settings import ManagerSettings
+from compaction.middleware.usage import UsageReport
 from compaction.pairs import pending_calls
-from compaction.recall import MemoryRecallIndex, RecallSource, StoreRecall
+from compaction.recall import RECALL_TOOL_NAME, MemoryRecallIndex, RecallSource, StoreRecall
 from compaction.result import CompactionResult
 from compaction.store import CompactedTail, CompactionEntry, SessionStore, StoredMessage
 from compaction.tokens import REPLY_PRIMING, TokenCounter
@@ -89,11 +99,15 @@ class SessionState:
         self.placeholders: frozenset[str] = frozenset()
         self.open_turn: list[dict[str, Any]] = []
         self.whole: tuple[int, int] = (-1, 0)  # (generation, length) of the context last found whole
+        # Answers to ``recall`` calls of a response that mixed them with other calls: they go in
+        # with the next append (after the assistant message that made the calls).
+        self.recall_pending: PendingRecall | None = None
         # Memory mode's archive index, fed by every compaction; none when recall is off (never searched).
         self.recall_index = MemoryRecallIndex() if store is None and settings.recall else None
         self.compaction_status = CompactionStatus()
         self.history: list[CompactionEntry] = []  # without a store (the store keeps its own)
         self.last_result: CompactionResult | None = None
+        self.last_outcome: CompletionOutcome | None = None  # of the last model call
         self.wait_until: int | None = None  # see guard.growth_point
         self.system_inner = 0
         self.tools_inner = 0
@@ -134,6 +148,13 @@ class SessionState:
             return StoreRecall(self.store, self.session_id) if self.summary is not None else None
         return self.recall_index if self.recall_index else None
 
+    def set_tools(self, tools: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the tool schemas (``recall`` itself is offered by the manager while recall is on)."""
+        new = [dict(t) for t in tools if tool_name(t) != RECALL_TOOL_NAME or not self.settings.recall]
+        if new != self.tools:
+            self.tools = new
+            self.refresh_fixed()
+
     def offered_tools(self) -> list[dict[str, Any]]:
         return offered_tools(self.tools, offer_recall=self.recall_source is not None, fmt=self.format)
 
@@ -170,13 +191,51 @@ class SessionState:
         """The context size the next decision uses (fresh provider usage when there is one)."""
         return measure_context(self.work, self.reading, self.generation, self.context.total, self.tokens)
 
+    def record_usage(self, report: UsageReport) -> None:
+        """Take a response's usage as the reading the next measures start from."""
+        context = self.context
+        appended = len(context) > self.turn_mark and context[-1].message.get("role") == "assistant"
+        self.reading = reading_from_usage(
+            self.work.counter,
+            report.context_tokens,
+            report.prompt_tokens,
+            generation=self.generation,
+            messages_sum=context.total,
+            last_count=context[-1].tokens if appended else None,
+            fixed_tokens=self.system_inner + self.tools_inner,
+        )
+
     # --- replacing the context ----------------------------------------------------------------
 
-    def replace(self, messages: list[dict[str, Any]], ids: list[int | None]) -> None:
-        """Make ``messages`` (with store ``ids``) the context; kept messages keep their counts."""
-        self.context = self.context.rebuilt(messages, ids, self.base)
+    def replace(
+        self, messages: list[dict[str, Any]], ids: list[int | None], counts: list[int | None] | None = None
+    ) -> None:
+        """Make ``messages`` (with store ``ids``) the context; kept messages keep their counts, and
+        ``counts`` gives those known already (a store's rows) for the others."""
+        self.context = self.context.rebuilt(messages, ids, self.base, counts)
         self.format = first_format(messages) or self.format  # a conversation keeps its format
         self.invalidate()
+
+    def switch_model(self, compactor: Compactor) -> None:
+        """The agent's model changed to ``compactor``'s: derive the compactor used, count the system
+        prompt, tools and every message again, drop the reading and the growth awaited, and record
+        the model in the store."""
+        self.work = self.derive(compactor)
+        self.refresh_fixed()
+        self.recount_context()
+        self.wait_until = None
+        if self.store is not None:
+            self.store.set_model(self.session_id, compactor.model)
+        guard = self.work.guard
+        threshold = f"{guard.threshold_tokens:,}" if guard.threshold_tokens is not None else "off"
+        self.logger.info(
+            "Model changed to %s: window %s, budget %s, threshold %s (context now %s tokens)",
+            compactor.model,
+            f"{guard.window:,}",
+            f"{guard.budget:,}",
+            threshold,
+            f"{self.tokens:,}",
+        )
 
     def recount_context(self) -> None:
         """Count every message again (the counter changed with the model)."""
@@ -201,13 +260,17 @@ class SessionState:
         assert self.store is not None
         stored = self.store.context(self.session_id)
         if self.system is None and stored.system is not None:
-            self.system = stored.system
-            self.refresh_fixed()
+            self.system = stored.system  # counted below, with the tools
         self.loads += 1
         self.summary = stored.summary
         self.through_id = stored.summary_through_id
         self.tail_through = stored.tail_through_id
-        self.replace(*store_mode.context_messages(stored, self.work.config, self.format))
+        messages, ids = store_mode.context_messages(stored, self.work.config, self.format)
+        # The rows' counts, where they are this counter's, are not made again (the stored messages
+        # close the context, after the summary and its acknowledgement).
+        counts = store_mode.row_counts(self.store, self.session_id, stored.messages, self.base)
+        known: list[int | None] = [None] * (len(messages) - len(counts))
+        self.replace(messages, ids, [*known, *counts])
         self.refresh_fixed()  # a summary means an archive: the recall tool is offered and counts
 
     def save_compaction(

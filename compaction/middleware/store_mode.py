@@ -37,13 +37,13 @@ from typing import Any
 
 from compaction.adapters import message_format, to_canonical
 from compaction.config import CompactionConfig
-from compaction.errors import TranscriptError
 from compaction.result import CompactionResult
 from compaction.stages.reconstruct import split_previous_summary
 from compaction.store import CompactedTail, SessionContext, SessionStore, StoredMessage
+from compaction.stores.counting import ReadMessage, counted_batch, own_format, stored_counts
 from compaction.stores.rows import CountedBatch
-from compaction.tokens import BaseTokenCounter, TokenCounter, counter_for_model
-from compaction.transcript import Message, TextPart
+from compaction.tokens import TokenCounter, counter_for_model
+from compaction.transcript import Message, TextPart, Transcript
 
 Entry = tuple[Mapping[str, Any], int]
 """A context message that stands for a stored message, with that message's id."""
@@ -58,6 +58,7 @@ __all__ = [
     "message_text",
     "overflow_through",
     "previous_summary_body",
+    "row_counts",
     "summary_block_text",
     "summary_index",
     "summary_message",
@@ -119,13 +120,16 @@ def through_from_archive(
     system: Any,
     store_ids: Sequence[int],
     result: CompactionResult,
+    *,
+    read: Transcript | None = None,
 ) -> int | None:
     """The store id of the last summarized message (see the module docstring), or None.
 
     ``request`` is the list passed to ``acompact`` (optionally a leading system message, then the
     stored messages in order, one per entry of ``store_ids``); ``system`` the separate system
-    prompt passed with it."""
-    canonical = to_canonical(request, system).messages
+    prompt passed with it; ``read``: ``to_canonical(request, system)`` when the caller has it
+    (the transcript handed to ``acompact``), so that the request is not read again."""
+    canonical = (read if read is not None else to_canonical(request, system)).messages
     offset = len(canonical) - len(store_ids)
     through: int | None = None
     for k, store_id in enumerate(store_ids):
@@ -217,6 +221,18 @@ def overflow_through(
     return entries[first - 1][1] if first > 0 else None
 
 
+def row_counts(
+    store: SessionStore, session_id: str, rows: Sequence[StoredMessage], counter: TokenCounter
+) -> list[int | None]:
+    """For each of ``rows`` (just read from the store), the count it was stored with when that is
+    ``counter``'s count of it (:func:`compaction.stores.counting.stored_counts`), else None. The
+    session's row is read after the rows (one indexed read), and only when a row holds a count."""
+    if not any(row.tokens is not None for row in rows) or not callable(getattr(store, "context_head", None)):
+        return [None] * len(rows)
+    head = store.context_head(session_id)  # type: ignore[attr-defined]
+    return stored_counts(head, rows, counter)
+
+
 def has_stored_messages(store: SessionStore, session_id: str) -> bool:
     try:
         return bool(store.messages(session_id))
@@ -273,35 +289,12 @@ def appended_counts(
     with (its counts would not be the session's).
 
     ``counted``: each message with its canonical form and ``counter``'s count of it, as the context
-    holds them; ``seen``: the context's format before the batch (its first message that shows one).
-    The counts follow the service's rule (:func:`compaction.server.context_size.counted_batch`):
-    each message on its own in the context's format, the total dropped when the batch is the first
-    to show a format other than the default. A message read on its own in another format than the
-    context's is counted again in the context's format; the others keep the count they carry."""
-    if not callable(getattr(store, "context_head", None)) or not _additive(counter):
+    holds them (each read on its own, in the format it shows); ``seen``: the context's format before
+    the batch (its first message that shows one). The counts are the service's
+    (:func:`compaction.stores.counting.counted_batch`, which both call): a message read in the
+    context's format keeps the count it carries, another is read and counted again."""
+    if not callable(getattr(store, "context_head", None)) or counter is not counter_for_model(model):
         return None
-    if counter is not counter_for_model(model):
-        return None
-    anthropic_system = isinstance(system, list)
-    fmt = "anthropic" if anthropic_system else seen or "openai"
-    shown = next((f for f in (message_format(m) for m, _, _ in counted) if f is not None), None)
-    new_format = seen or shown
-    keep = anthropic_system or seen is not None or shown in (None, "openai")
-    if not keep:
-        fmt = new_format or fmt
-    tokens: list[int] = []
-    for message, _, count in counted:
-        if (message_format(message) or "openai") == fmt:
-            tokens.append(count)
-            continue
-        try:
-            again = to_canonical([dict(message)], None, format="anthropic" if fmt == "anthropic" else "openai")
-        except TranscriptError:
-            return None  # unreadable on its own in that format: the service recounts the context
-        tokens.append(sum(counter.count_message(m) for m in again.messages))
-    return CountedBatch(tokens=tuple(tokens), model=model, context_format=seen, new_format=new_format, keep_total=keep)
-
-
-def _additive(counter: TokenCounter) -> bool:
-    """A counter whose list counts are its messages' counts summed plus a constant."""
-    return isinstance(counter, BaseTokenCounter) and type(counter).count_messages is BaseTokenCounter.count_messages
+    batch = [message for message, _, _ in counted]
+    read: list[ReadMessage] = [(own_format(message), canon, tokens) for message, canon, tokens in counted]
+    return counted_batch(counter, batch, model, system, seen, read)

@@ -46,6 +46,7 @@ from compaction.server.session_status import compaction_status
 from compaction.server.settings import ServerSettings
 from compaction.server.telemetry import annotate_request
 from compaction.store import CompactionEntry, SessionContext, SessionStore
+from compaction.stores.counting import transcript_reads
 from compaction.stores.rows import CountedBatch
 from compaction.summarizers.base import SummarizerError
 from compaction.transcript import Transcript
@@ -192,7 +193,7 @@ class CompactionService:
         if not callable(getattr(self.state.store, "context_head", None)):
             return None
         counter = self.state.compactor(view.model or self.state.settings.model, session=True).counter
-        return counted_batch(counter, batch, view.model, view.system, view.seen, read)
+        return counted_batch(counter, batch, view.model, view.system, view.seen, transcript_reads(read, len(batch)))
 
     async def _store_batch(
         self,

@@ -5,6 +5,8 @@ gets them too. Fit never rests on a carried count: what a compaction returns is 
 from __future__ import annotations
 
 import asyncio
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from compaction.middleware.context import entry_of, request_for, request_transcr
 from compaction.middleware.store_mode import appended_counts
 from compaction.server.context_size import counted_batch, first_format, message_tokens
 from compaction.sqlite_store import SQLiteSessionStore
+from compaction.store import StoredMessage
+from compaction.stores.counting import stored_counts
+from compaction.stores.rows import ContextHead, CountedBatch
 from compaction.tokens import TiktokenCounter, counter_for_model
 from compaction.transcript import Message
 
@@ -162,3 +167,141 @@ def test_the_managers_batch_counts_follow_the_service_rule(tmp_path: Path, fmt: 
         assert ours == counted_batch(COUNTER, messages, "gpt-4o", system, seen)
     other = TiktokenCounter("o200k_base")  # not the counter the service counts gpt-4o with
     assert appended_counts(store, [], other, "gpt-4o", None, None) is None
+
+
+def _spy_on_count_message(monkeypatch: pytest.MonkeyPatch, counter: Any) -> list[Message]:
+    """Record every message ``counter`` (the shared instance, kept as it is) counts one by one."""
+    asked: list[Message] = []
+    count_message = counter.count_message
+
+    def spied(message: Message) -> int:
+        asked.append(message)
+        return int(count_message(message))
+
+    monkeypatch.setattr(counter, "count_message", spied)
+    return asked
+
+
+def test_a_reopened_store_session_takes_the_counts_its_rows_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    system, messages = _session(60)
+    first = ContextManager(Compactor("gpt-4o"), store=store, session_id="s1", system=system, recall=False)
+    first.append(*messages)
+    assert all(row.tokens is not None for row in store.context("s1").messages)
+    asked = _spy_on_count_message(monkeypatch, COUNTER)
+    again = ContextManager(Compactor("gpt-4o"), store=store, session_id="s1", recall=False)
+    # Only the system prompt is counted: every stored message comes with the count it was stored with.
+    assert [m.role for m in asked] == ["system"]
+    assert again._state.context.counts() == first._state.context.counts()
+    assert (
+        again.tokens
+        == first.tokens
+        == again.compactor.count(again.messages, system=None)
+        + COUNTER.count_message(to_canonical([{"role": "system", "content": system}]).messages[0])
+    )
+
+
+def _stored_with_wrong_counts(tmp_path: Path, factor: int) -> tuple[SQLiteSessionStore, list[dict[str, Any]]]:
+    """A session whose rows hold ``factor`` times their true gpt-4o count (a writer's bug)."""
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    store.create_session("s1", model="gpt-4o")
+    _, messages = _session(120, seed=4)
+    true = [COUNTER.count_message(to_canonical([m]).messages[0]) for m in messages]
+    wrong = CountedBatch(
+        tokens=tuple(factor * t for t in true), model="gpt-4o", context_format=None, new_format="openai"
+    )
+    store.append("s1", messages, counted=wrong)
+    return store, messages
+
+
+@pytest.mark.parametrize("factor", [0, 5])
+def test_a_wrong_stored_count_cannot_break_fit(tmp_path: Path, factor: int) -> None:
+    store, messages = _stored_with_wrong_counts(tmp_path, factor)
+    config = CompactionConfig(window=16_000, reserve_tokens=2_000, keep_recent_messages=6)
+    compactor = Compactor("gpt-4o", config=config)
+    exact = compactor.count(messages)
+    assert exact > compactor.guard.budget
+    cm = ContextManager(compactor, store=store, session_id="s1", recall=False)
+    assert (cm.tokens < exact) if factor == 0 else (cm.tokens > exact)  # the rows' counts were taken
+    result = asyncio.run(cm.compact_now())
+    assert result.compacted
+    # What a compaction returns is counted afresh: a wrong stored count can misplan, never overflow.
+    returned = compactor.count(result.messages, system=result.system, tools=cm.tools)
+    assert result.tokens_after == returned <= compactor.guard.budget
+
+
+def test_stored_counts_of_another_model_or_counter_are_counted_again(tmp_path: Path) -> None:
+    store, messages = _stored_with_wrong_counts(tmp_path, 5)
+    exact = Compactor("gpt-4o").count(messages)
+    # Another counter than the session's (counter_for_model of its model): the rows are not its counts.
+    other = Compactor("gpt-4o", counter=TiktokenCounter("o200k_base"))
+    assert ContextManager(other, store=store, session_id="s1", recall=False).tokens == exact
+    # The model changed after the rows were written (and back): their counts are for another model.
+    store.set_model("s1", "gpt-4")
+    store.set_model("s1", "gpt-4o")
+    reopened = ContextManager(Compactor("gpt-4o"), store=store, session_id="s1", recall=False)
+    assert reopened.tokens == exact
+    reopened.append({"role": "user", "content": "Now run the whole test suite."})
+    latest = store.context("s1").messages[-1]
+    assert latest.tokens == reopened._state.context[-1].tokens  # appended with its count, as before
+
+
+def test_a_stored_count_made_in_another_format_is_not_taken() -> None:
+    anthropic = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    plain = {"role": "user", "content": "go on"}
+    rows = [StoredMessage(id=1, message=plain, tokens=7), StoredMessage(id=2, message=anthropic, tokens=9)]
+    head = ContextHead("s1", None, "gpt-4o", None, None, None, "openai", 0, 2)
+    assert stored_counts(head, rows, COUNTER) == [7, None]  # counted as OpenAI: not its own reading's count
+    assert stored_counts(replace(head, context_format="anthropic"), rows, COUNTER) == [None, 9]
+    assert stored_counts(replace(head, tokens_from_id=1), rows, COUNTER) == [None, None]
+    assert stored_counts(replace(head, model=None), rows, COUNTER) == [None, None]
+
+
+def test_placing_a_counted_message_in_a_request_hashes_its_kept_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, messages = _session(40)
+    entries = [entry_of(m, None, COUNTER) for m in messages]
+    request, system, _ = request_for(messages, "Be brief.", "openai")
+    encoded: list[Any] = []
+    dumps = json.dumps
+
+    def counting(value: Any, *args: Any, **kwargs: Any) -> str:
+        encoded.append(value)
+        return dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", counting)
+    built = request_transcript(request, system, entries, COUNTER)
+    assert not [m for m in encoded if any(m is e.message for e in entries)]  # not encoded again
+    monkeypatch.undo()
+    assert built == to_canonical(request, system)
+
+
+def test_a_store_mode_compaction_reads_no_list_of_messages_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import compaction.middleware.store_mode as store_mode_module
+
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    system, messages = _session(60)
+    config = CompactionConfig(window=32_000, keep_recent_messages=6)
+    cm = ContextManager(Compactor("gpt-4o", config=config), store=store, session_id="s1", system=system)
+    cm.append(*messages)
+    whole = cm.compactor.count(
+        [{"role": "system", "content": system}, *cm.messages], tools=cm._state.tools_after_compaction()
+    )
+    read = store_mode_module.to_canonical
+    lists: list[int] = []
+
+    def spied(batch: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(batch) > 1:
+            lists.append(len(batch))
+        return read(batch, *args, **kwargs)
+
+    monkeypatch.setattr(store_mode_module, "to_canonical", spied)
+    result = asyncio.run(cm.compact_now())
+    assert result.compacted
+    assert lists == []  # the request handed to the compactor was read once, from the context's entries
+    assert cm.summary_through_id is not None
+    assert store.context("s1").summary_through_id == cm.summary_through_id
+    assert result.tokens_before == whole

@@ -35,9 +35,11 @@ def _counted_entries(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     original = context_module.entry_of
 
-    def entry_of(message: dict[str, Any], store_id: int | None, counter: Any) -> ContextEntry:
+    def entry_of(
+        message: dict[str, Any], store_id: int | None, counter: Any, tokens: int | None = None
+    ) -> ContextEntry:
         seen.append(message)
-        return original(message, store_id, counter)
+        return original(message, store_id, counter, tokens)
 
     monkeypatch.setattr(context_module, "entry_of", entry_of)
     return seen

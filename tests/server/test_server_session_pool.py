@@ -236,8 +236,8 @@ def test_an_append_reads_the_session_row_not_its_context(tmp_path: Path, monkeyp
 def test_an_append_reads_its_messages_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
     """Validation reads the batch; counting uses what it read instead of reading each message
     again, and the running total stays the count of the whole context."""
-    import compaction.server.context_size as context_size
     import compaction.server.service as service
+    import compaction.stores.counting as counting
 
     with TestClient(create_app(store_path=str(tmp_path / "s.db"))) as client:
         system: Any = [{"type": "text", "text": "Be brief."}] if fmt == "anthropic" else "Be brief."
@@ -248,7 +248,7 @@ def test_an_append_reads_its_messages_once(tmp_path: Path, monkeypatch: pytest.M
             return lambda messages, *args, **kwargs: reads.append(len(messages)) or original(messages, *args, **kwargs)
 
         monkeypatch.setattr(service, "to_canonical", reading(service.to_canonical))
-        monkeypatch.setattr(context_size, "to_canonical", reading(context_size.to_canonical))
+        monkeypatch.setattr(counting, "to_canonical", reading(counting.to_canonical))
         batch = [
             {"role": "user", "content": "Fix the parser in src/parse.py"},
             {"role": "assistant", "content": "Done: the trailing field is kept, tests pass."},
