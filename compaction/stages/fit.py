@@ -96,7 +96,7 @@ def _is_salient_line(line: str) -> bool:
     """A line worth keeping when its result is cut, error lines aside (found by their own scan): it
     holds a URL, path or id (:func:`~compaction.patterns.is_important_line`), or reports a
     measured value and holds no credential. Each pattern runs only on a line holding what every
-    match of it holds (":" and "//" for a URL; a separator, a dot or "file" for a path)."""
+    match of it holds ("://" for a URL; a separator, a dot or "file" for a path)."""
     if "://" in line and url_search(line) is not None:
         return True
     if ("/" in line or "\\" in line or "." in line or "file" in line) and any(
