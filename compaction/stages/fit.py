@@ -2,9 +2,11 @@
 
 A model summarizer reads the zone fitted by :func:`fit_results` instead of the prune stage's output
 (:mod:`compaction.stages.prune`): the room its chunks leave is shared by all tool results, a result
-with news (a salient line whose words no other result has) getting twice the share, and a result
-longer than its share is cut by :func:`trim_to_chars` to its salient lines (errors, paths, URLs,
-ids and measurements, those showing the most new words per character first), head and tail.
+with news (a salient line with a word no other result has) getting twice the share, and a result
+longer than its share is cut by :func:`trim_to_chars` to its error lines and its salient lines with
+news (paths, URLs, ids and measurements; those showing the most new words per character first),
+head and tail. Words are compared across whole results, so a result no word of which is its own is
+never read line by line: only its error lines are looked for.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ from functools import partial
 import numpy as np
 
 from compaction._cache import memoize_text
-from compaction.patterns import head_cut, important_and_error_lines, tail_cut
+from compaction.patterns import head_cut, reports_quantity, tail_cut
+from compaction.patterns.important import _error_line_bounds
+from compaction.patterns.references import ID_RE, PATH_RE, id_value, path_value, url_search
+from compaction.redact import redact_if_needed
 from compaction.render import CLEARED_PREFIX
 from compaction.stages.prune import (
     _MEASURE_SCAN_CHARS,
     _TRIM_NOTE,
     PruneSettings,
     _if_changed,
-    _kept_measurements,
     _soft_trimmed,
     _trim_message,
     _with_text,
@@ -53,32 +57,25 @@ _SALIENT_CANDIDATES = 200
 _WORD = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|[^\s'\"`()\[\]{},;]{4,}")
 
 
-@memoize_text
-def _salient_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
-    """The lines of ``text`` worth keeping when it is cut (errors first, then lines with paths, URLs
-    or ids, then the measurement lines a cleared result would keep: the same scan, shared), and the
-    error lines among them."""
-    # One scan for error cues serves both the important lines and the error lines.
-    important, _, error_lines = important_and_error_lines(
-        text[:_MEASURE_SCAN_CHARS], _SALIENT_CANDIDATES, count_all=False
-    )
-    measured = _kept_measurements(text, settings)
-    seen = set(important)
-    return [*important, *(m for m in measured if m not in seen)], frozenset(error_lines)
-
-
-@memoize_text
-def _salient_words(text: str, settings: PruneSettings) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
-    """The words of each salient candidate line of ``text``, repeats included, and all of them as a
-    set: found once, where the common words, the news check and every cut of the text read them."""
-    lines, _ = _salient_candidates(text, settings)
-    per_line = tuple(tuple(_WORD.findall(line)) for line in lines)
-    return per_line, frozenset(word for words in per_line for word in words)
-
-
 # A place in a file ("app/db.py:88:", "src/x.ts:12:5", grep's "lib/y.py:7:def"): the file is the
 # news, not which line of it, so a traceback's frames in one file show one new word, not one each.
 _LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
+
+
+@memoize_text
+def _result_words(text: str) -> frozenset[str]:
+    """The words of ``text`` (of its first ``_MEASURE_SCAN_CHARS`` characters, the part searched for
+    salient lines): compared across results, they tell the words several results show
+    (background: a code base's paths, a recurring warning) from those one alone shows (news)."""
+    return frozenset(_WORD.findall(text[:_MEASURE_SCAN_CHARS]))
+
+
+def _is_news_word(word: str, common: frozenset[str]) -> bool:
+    """Whether ``word`` (not in ``common``) says something no other result says: a place in a file
+    ("app/db.py:88:") does only when the file, or text glued after it, is not common."""
+    if "://" in word or ":" not in word or not _LOCATION.search(word):  # a URL's port is no line number
+        return True
+    return any(len(piece) >= 4 and piece not in common for piece in _LOCATION.split(word))
 
 
 def _news_of(words: Sequence[str], common: frozenset[str]) -> frozenset[str]:
@@ -88,11 +85,88 @@ def _news_of(words: Sequence[str], common: frozenset[str]) -> frozenset[str]:
     for word in words:
         if word in common:
             continue
-        if "://" in word or not _LOCATION.search(word):  # a URL's port is no line number
+        if "://" in word or ":" not in word or not _LOCATION.search(word):
             news.add(word)
             continue
         news.update(p for p in _LOCATION.split(word) if len(p) >= 4 and p not in common)
     return frozenset(news)
+
+
+def _is_salient_line(line: str) -> bool:
+    """A line worth keeping when its result is cut, error lines aside (found by their own scan): it
+    holds a URL, path or id (:func:`~compaction.patterns.is_important_line`), or reports a
+    measured value and holds no credential. Each pattern runs only on a line holding what every
+    match of it holds ("://" for a URL; a separator, a dot or "file" for a path)."""
+    if "://" in line and url_search(line) is not None:
+        return True
+    if ("/" in line or "\\" in line or "." in line or "file" in line) and any(
+        path_value(m) is not None for m in PATH_RE.finditer(line)
+    ):
+        return True
+    if any(id_value(m) is not None for m in ID_RE.finditer(line)):
+        return True
+    return reports_quantity(line) and redact_if_needed(line) == line
+
+
+@memoize_text
+def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The lines of ``text`` a cut may keep, in their order: its error lines and its salient lines
+    (:func:`_is_salient_line`) that show news (a word not in ``common``, see :func:`_news_of`); at
+    most ``_SALIENT_CANDIDATES``, errors first. Also the error lines among them.
+
+    A salient line whose every word other results show too would be kept after every line with
+    news and every error line, in a cut that keeps a few lines: it is not looked for, so a text
+    with no word of its own is not read line by line at all, and in one with some only the lines
+    holding such a word are checked for paths, URLs, ids and measurements."""
+    scanned = text[:_MEASURE_SCAN_CHARS]
+    bounds = _error_line_bounds(scanned)
+    errors = {start for start, _ in bounds}
+    news = {word for word in _result_words(text) - common if _is_news_word(word, common)}
+    salient: list[int] = []
+    for start in _lines_holding(scanned, news):
+        end = scanned.find("\n", start)
+        line = scanned[start : len(scanned) if end < 0 else end]
+        # A word found inside a longer word of a line does not count: the line's own words decide.
+        if start not in errors and not news.isdisjoint(_WORD.findall(line)) and _is_salient_line(line):
+            salient.append(start)
+    # Distinct lines, errors first when there are too many, then in their order.
+    first: dict[str, int] = {}
+    for start in sorted(errors) + salient:
+        end = scanned.find("\n", start)
+        line = scanned[start : len(scanned) if end < 0 else end].strip()
+        if line and line not in first:
+            first[line] = start
+            if len(first) >= _SALIENT_CANDIDATES:
+                break
+    chosen = sorted(first.items(), key=lambda item: item[1])
+    error_lines = frozenset(scanned[start:end].strip() for start, end in bounds)
+    return tuple(line for line, _ in chosen), error_lines
+
+
+_FEW_WORDS = 32  # news words few enough to search the text for one by one
+
+
+def _lines_holding(text: str, words: set[str]) -> list[int]:
+    """The starts of the lines of ``text`` that may hold one of ``words``, in order: found by
+    searching the text for each word when they are few, else every line (the caller checks)."""
+    if not words:
+        return []
+    if len(words) > _FEW_WORDS:
+        starts = [0]
+        position = text.find("\n")
+        while position >= 0:
+            starts.append(position + 1)
+            position = text.find("\n", position + 1)
+        return starts
+    found: set[int] = set()
+    for word in words:
+        position = text.find(word)
+        while position >= 0:
+            start = text.rfind("\n", 0, position) + 1
+            end = text.find("\n", position)
+            found.add(start)
+            position = -1 if end < 0 else text.find(word, end + 1)
+    return sorted(found)
 
 
 _SHOWN_LINE_CHARS = 300  # a salient line longer than this is shown cut
@@ -103,15 +177,14 @@ def _shown_line(line: str) -> str:
 
 
 @memoize_text
-def _ranked_candidates(text: str, common: frozenset[str], settings: PruneSettings) -> tuple[tuple[int, str], ...]:
+def _ranked_candidates(text: str, common: frozenset[str]) -> tuple[tuple[int, str], ...]:
     """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
     each with its position and shown at most 300 characters long: the order does not depend on the
     limit, so the rounds that cut the same result to other limits rank it once."""
-    candidates, errors = _salient_candidates(text, settings)
-    words, _ = _salient_words(text, settings)
+    candidates, errors = _salient_candidates(text, common)
     shown = [_shown_line(line) for line in candidates]
     order = rank_by_new_words(
-        [_news_of(line_words, common) for line_words in words],
+        [_news_of(_WORD.findall(line), common) for line in candidates],
         [len(line) + 1 for line in shown],
         [line in errors for line in candidates],
     )
@@ -153,12 +226,10 @@ def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int],
     return ranked + rest
 
 
-def trim_to_chars(
-    text: str, limit: int, *, common: frozenset[str] = frozenset(), settings: PruneSettings | None = None
-) -> str | None:
-    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors,
-    paths, URLs, ids and measurements), those showing the most words not yet shown per character
-    first (new: not in ``common``, the words found in several results; see
+def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()) -> str | None:
+    """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors, and
+    lines with paths, URLs, ids or measurements that show a word not in ``common``, the words found
+    in several results), those showing the most words not yet shown per character first (see
     :func:`rank_by_new_words`), up to a share of the room, then its head and tail, with a ``[…]``
     mark where output was left out. None when ``text`` already fits.
 
@@ -171,7 +242,7 @@ def trim_to_chars(
         return None
     room = max(0, int(limit * _SALIENT_SHARE))
     kept: list[tuple[int, str]] = []
-    for order, shown in _ranked_candidates(text, common, settings or PruneSettings()):
+    for order, shown in _ranked_candidates(text, common):
         if len(shown) + 1 > room:
             continue
         kept.append((order, shown))
@@ -194,13 +265,13 @@ def trim_to_chars(
     return "\n".join(pieces)
 
 
-def _common_words(texts: Sequence[str], settings: PruneSettings) -> frozenset[str]:
-    """The words found in the salient lines of more than one of ``texts``: background (a code
-    base's paths, a recurring warning), where a word found in one result alone is news."""
+def _common_words(texts: Sequence[str]) -> frozenset[str]:
+    """The words found in more than one of ``texts``: background (a code base's paths, a recurring
+    warning), where a word found in one result alone is news."""
     seen: set[str] = set()
     common: set[str] = set()
     for text in texts:
-        _, words = _salient_words(text, settings)
+        words = _result_words(text)
         # A text's words are distinct: one seen before came from another text.
         common |= words & seen
         seen |= words
@@ -235,14 +306,13 @@ _NEWS_WEIGHT = 2.0  # a result with a salient line found in no other result gets
 
 
 @memoize_text  # the view's rounds fit the same zone again with other rooms
-def _news_weights(texts: tuple[str, ...], settings: PruneSettings) -> tuple[frozenset[str], tuple[float, ...]]:
+def _news_weights(texts: tuple[str, ...]) -> tuple[frozenset[str], tuple[float, ...]]:
     """The words common to several results, and each result's weight: a result with news (a
-    salient line whose words no other result has) gets a larger share than one that repeats what
+    salient line with a word no other result has) gets a larger share than one that repeats what
     others said, since its lines are what a summary must not lose."""
-    common = _common_words([t for t in texts if len(t) > MIN_RESULT_CHARS], settings)
-    weights = tuple(
-        _NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common, settings) else 1.0 for t in texts
-    )
+    long = [t for t in texts if len(t) > MIN_RESULT_CHARS]
+    common = _common_words(long)
+    weights = tuple(_NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and _has_news(t, common) else 1.0 for t in texts)
     return common, weights
 
 
@@ -253,9 +323,12 @@ def _soft_size(text: str, s: PruneSettings) -> int:
     return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
 
 
-def _has_news(text: str, common: frozenset[str], settings: PruneSettings) -> bool:
-    _, words = _salient_words(text, settings)
-    return not words <= common
+def _has_news(text: str, common: frozenset[str]) -> bool:
+    """Whether a salient line of ``text`` shows a word not in ``common``."""
+    if _result_words(text) <= common:
+        return False  # no word of its own: no line to read
+    candidates, _ = _salient_candidates(text, common)
+    return any(_news_of(_WORD.findall(line), common) for line in candidates)
 
 
 def result_limit(size: int, level: float, weight: float) -> int:
@@ -287,7 +360,7 @@ def fit_results(
     sizes = [_soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
-    common, weights = _news_weights(candidates, settings)
+    common, weights = _news_weights(candidates)
     level = _level(sizes, weights, room_chars)
     limits = [result_limit(size, level, w) for size, w in zip(sizes, weights, strict=True)]
     out: list[Message] = []
@@ -326,6 +399,6 @@ def _fit_message(message: Message, limits: tuple[int, ...], common: frozenset[st
         if soft is not None and len(soft.text) <= limit:
             parts.append(soft)
             continue
-        cut = trim_to_chars(part.text, limit, common=common, settings=settings)
+        cut = trim_to_chars(part.text, limit, common=common)
         parts.append(part if cut is None else _with_text(part, cut))
     return _if_changed(message, tuple(parts))

@@ -22,7 +22,9 @@ import compaction.stages.fit as fit
 import compaction.stages.prune as prune
 import compaction.stages.view as view
 from compaction import CompactionConfig, Compactor
-from compaction.patterns import find_error_lines, head_cut, important_lines, tail_cut
+from compaction.patterns import find_error_lines, head_cut, reports_quantity, tail_cut
+from compaction.patterns.references import ID_RE, PATH_RE, URL_RE, id_value, path_value
+from compaction.redact import redact_if_needed
 from compaction.render import CLEARED_PREFIX
 from compaction.stages.fit import MIN_RESULT_CHARS, fit_results
 from compaction.stages.prune import PruneSettings
@@ -36,11 +38,33 @@ require("litellm")  # the test extra installs it: a failure in CI, a skip elsewh
 # -- the reference: the view written the plain way ------------------------------------------------
 
 
-def ref_candidates(text: str, settings: PruneSettings) -> tuple[list[str], frozenset[str]]:
-    important, _ = important_lines(text[: prune._MEASURE_SCAN_CHARS], fit._SALIENT_CANDIDATES)
-    measured = prune._kept_measurements(text, settings)
-    errors = frozenset(find_error_lines(text[: prune._MEASURE_SCAN_CHARS]))
-    return [*important, *(m for m in measured if m not in set(important))], errors
+def ref_salient(line: str) -> bool:
+    """A line with a URL, path or id (as the important-line scan marks them) or a measurement."""
+    has_path = any(path_value(m) is not None for m in PATH_RE.finditer(line))
+    has_id = any(id_value(m) is not None for m in ID_RE.finditer(line))
+    measured = reports_quantity(line) and redact_if_needed(line) == line
+    return URL_RE.search(line) is not None or has_path or has_id or measured
+
+
+def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], frozenset[str]]:
+    """Every line read: the error lines, and the salient lines with a word no other result has;
+    at most 200 distinct, errors first, in their order."""
+    scanned = text[: prune._MEASURE_SCAN_CHARS]
+    errors = find_error_lines(scanned)
+    picked: list[tuple[bool, int, str]] = []
+    for index, raw in enumerate(scanned.split("\n")):
+        line = raw.strip()
+        if not line:
+            continue
+        if line in errors:
+            picked.append((False, index, line))
+        elif ref_news(raw, common) and ref_salient(raw):
+            picked.append((True, index, line))
+    first: dict[str, int] = {}
+    for _, index, line in sorted(picked):
+        first.setdefault(line, index)
+    chosen = sorted(list(first.items())[: fit._SALIENT_CANDIDATES], key=lambda item: item[1])
+    return [line for line, _ in chosen], frozenset(errors)
 
 
 _REF_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
@@ -59,10 +83,10 @@ def ref_news(line: str, common: frozenset[str]) -> set[str]:
     return news
 
 
-def ref_trim(text: str, limit: int, *, common: frozenset[str], settings: PruneSettings) -> str | None:
+def ref_trim(text: str, limit: int, *, common: frozenset[str]) -> str | None:
     if len(text) <= limit:
         return None
-    candidates, errors = ref_candidates(text, settings)
+    candidates, errors = ref_candidates(text, common)
 
     # Each next line: the most words not yet shown per character (errors first, then in order).
     news = [ref_news(line, common) for line in candidates]
@@ -104,19 +128,18 @@ def ref_trim(text: str, limit: int, *, common: frozenset[str], settings: PruneSe
     return "\n".join(pieces)
 
 
-def ref_weights(texts: Sequence[str], settings: PruneSettings) -> tuple[frozenset[str], list[float]]:
+def ref_weights(texts: Sequence[str]) -> tuple[frozenset[str], list[float]]:
     long = [t for t in texts if len(t) > MIN_RESULT_CHARS]
     seen: dict[str, int] = {}
     common: set[str] = set()
     for index, text in enumerate(long):
-        lines, _ = ref_candidates(text, settings)
-        for word in {w for line in lines for w in fit._WORD.findall(line)}:
+        for word in set(fit._WORD.findall(text[: prune._MEASURE_SCAN_CHARS])):
             if seen.setdefault(word, index) != index:
                 common.add(word)
 
     def news(text: str) -> bool:
-        lines, _ = ref_candidates(text, settings)
-        return any(word not in common for line in lines for word in fit._WORD.findall(line))
+        lines, _ = ref_candidates(text, frozenset(common))
+        return any(ref_news(line, frozenset(common)) for line in lines)
 
     weights = [fit._NEWS_WEIGHT if len(t) > MIN_RESULT_CHARS and news(t) else 1.0 for t in texts]
     return frozenset(common), weights
@@ -148,7 +171,7 @@ def ref_fit(
     sizes = [fit._soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(prune._trim_message(m, settings) for m in messages), -1
-    common, weights = ref_weights(candidates, settings)
+    common, weights = ref_weights(candidates)
     level = ref_level(sizes, weights, room_chars)
     limits = iter([ref_limit(size, level, w) for size, w in zip(sizes, weights, strict=True)])
     out: list[Message] = []
@@ -167,7 +190,7 @@ def ref_fit(
             if soft is not None and len(soft.text) <= limit:
                 parts.append(soft)
                 continue
-            cut = ref_trim(part.text, limit, common=common, settings=settings)
+            cut = ref_trim(part.text, limit, common=common)
             parts.append(part if cut is None else prune._with_text(part, cut))
         out.append(prune._if_changed(message, tuple(parts)))
     return tuple(out), int(level)
@@ -268,10 +291,7 @@ _LINES = [
 def test_trim_to_chars_equals_the_reference(picks: list[int], common_picks: list[int], limit: int) -> None:
     text = "\n".join(_LINES[i] if i < len(_LINES) else "filler line " * 5 for i in picks)
     common = frozenset(w for i in common_picks for w in fit._WORD.findall(_LINES[i]))
-    settings = PruneSettings()
-    assert fit.trim_to_chars(text, limit, common=common, settings=settings) == ref_trim(
-        text, limit, common=common, settings=settings
-    )
+    assert fit.trim_to_chars(text, limit, common=common) == ref_trim(text, limit, common=common)
 
 
 @hypothesis_settings(max_examples=100, deadline=None)
@@ -286,9 +306,8 @@ def test_trim_to_chars_equals_the_reference(picks: list[int], common_picks: list
     room=st.integers(min_value=0, max_value=20_000),
 )
 def test_news_weights_and_level_equal_the_reference(texts: list[str], room: int) -> None:
-    settings = PruneSettings()
-    common, weights = fit._news_weights(tuple(texts), settings)
-    expected_common, expected_weights = ref_weights(texts, settings)
+    common, weights = fit._news_weights(tuple(texts))
+    expected_common, expected_weights = ref_weights(texts)
     assert common == expected_common
     assert list(weights) == expected_weights
     sizes = [len(t) for t in texts]

@@ -1,0 +1,79 @@
+"""The summarizer view reads, line by line, only the lines that can show news.
+
+A cut result keeps its error lines and the salient lines (paths, URLs, ids, measurements) that show
+a word no other result shows; a line every word of which other results show too would come after
+all of those, so it is not looked for, and a result with no word of its own is not read line by
+line at all.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import compaction.stages.fit as fit
+from compaction._cache import memo_scope
+from compaction.stages.fit import fit_results, trim_to_chars
+from compaction.stages.prune import PruneSettings
+from compaction.transcript import Message, ToolResultPart
+
+_FILLER = "\n".join(f"collecting worker batch number {'x' * (i % 7)} please wait" for i in range(40))
+
+
+def _result(call_id: str, text: str) -> Message:
+    return Message(role="tool", id=f"t-{call_id}", parts=(ToolResultPart(call_id=call_id, content=text),))
+
+
+def _repeated_run(extra: str = "") -> str:
+    return "\n".join(
+        [
+            "$ make test",
+            _FILLER,
+            "tests/payments/test_refunds.py::test_partial FAILED",
+            "see src/payments/refunds.py for the handler",
+            "ValueError: amount must be positive",
+            extra,
+            _FILLER,
+            "1 failed, 41 passed",
+        ]
+    )
+
+
+def test_a_result_with_no_word_of_its_own_is_not_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[str] = []
+    original = fit._is_salient_line
+
+    def counting(line: str) -> bool:
+        checked.append(line)
+        return original(line)
+
+    monkeypatch.setattr(fit, "_is_salient_line", counting)
+    unique = "commit: 3f9a2c1b7e4d deployed to https://deploy.example.org/r/4451"
+    zone = [_result("c1", _repeated_run()), _result("c2", _repeated_run()), _result("c3", _repeated_run(unique))]
+    with memo_scope():  # as in a run: each result's lines are found once for its weight and its cut
+        fitted, level = fit_results(zone, room_chars=900, settings=PruneSettings())
+    assert level >= 0, "the results must have been cut"
+    # Only the third result has words of its own, and only its line holding them is checked.
+    assert checked == [unique]
+    assert unique in fitted[2].tool_results[0].text
+
+
+def test_a_repeated_result_keeps_its_error_lines_not_its_repeated_paths() -> None:
+    text = _repeated_run()
+    common = fit._result_words(text)  # every word of it is found in another result
+    cut = trim_to_chars(text, 400, common=common)
+    assert cut is not None
+    assert "ValueError: amount must be positive" in cut
+    assert "tests/payments/test_refunds.py::test_partial FAILED" in cut  # an error line (FAILED)
+    # A path line that says nothing new gives its room to the head and tail instead.
+    assert "see src/payments/refunds.py for the handler" not in cut
+
+
+def test_a_line_whose_new_word_sits_inside_another_word_is_not_news() -> None:
+    # "handler" is in no other result; the path line holds it only inside a common word.
+    text = "\n".join([_FILLER, "see src/payments/handler_v2.py", _FILLER, "handler at 0x7f3a"])
+    common = fit._result_words(text) - {"handler", "0x7f3a"}
+    candidates, _ = fit._salient_candidates(text, common)
+    assert candidates == ()
+    # The same line is a candidate once a word of its own is news.
+    candidates, _ = fit._salient_candidates(text, common - {"src/payments/handler_v2.py"})
+    assert candidates == ("see src/payments/handler_v2.py",)
