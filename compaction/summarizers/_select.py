@@ -44,6 +44,7 @@ from compaction.summarizers._supersede import latest_of_each, same_subject
 __all__ = [
     "CONSTRAINT_PREFIX",
     "LAST_REQUEST_PREFIX",
+    "LATER_REQUEST_PREFIX",
     "NEWEST_SHARE",
     "REQUEST_PREFIX",
     "PartLayout",
@@ -59,10 +60,12 @@ __all__ = [
     "same_subject",
     "select_units",
     "statement_places",
+    "task_block",
 ]
 
 CONSTRAINT_PREFIX = "Constraint: "
 REQUEST_PREFIX = "Primary request: "
+LATER_REQUEST_PREFIX = "Later request: "
 LAST_REQUEST_PREFIX = "Last user request: "
 PENDING_PREFIX = "Pending: "
 STATED_PREFIX = "Assistant's stated next step: "
@@ -141,6 +144,35 @@ def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[st
     return out
 
 
+# The block of a first message that holds the task itself, as benchmark harnesses and agent
+# frameworks wrap it (``<task>``, ``<issue>``, ``<pr_description>``, ``<problem_statement>``,
+# ``<issue_description>``, ``<user_request>``): the rest of such a message is standing instructions
+# (a persona, a response format, examples) that say how to work, not what to do.
+_TASK_TAG = re.compile(
+    r"^<(?P<name>[\w-]*(?:task|issue|problem|request|description|goal|objective|query|question|ticket|bug|"
+    r"assignment|statement)[\w-]*)(?:\s[^<>]*)?>$",
+    re.I,
+)
+
+
+def task_block(units: Sequence[Unit]) -> list[Unit] | None:
+    """The units of ``units`` (one message's) inside its first task-like block (see
+    :data:`_TASK_TAG`) with prose in it; ``None`` when the message has none."""
+    for k, unit in enumerate(units):
+        opening = _TASK_TAG.match(unit.text.strip())
+        if opening is None:
+            continue
+        closing = f"</{opening.group('name').lower()}>"
+        inside: list[Unit] = []
+        for other in units[k + 1 :]:
+            if other.text.strip().lower() == closing:
+                break
+            inside.append(other)
+        if any(u.form == "prose" for u in inside):
+            return inside
+    return None
+
+
 def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
@@ -150,6 +182,8 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     last = turns[-1].msg if turns else -1
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
+        if number == 0:
+            mine = task_block(mine) or mine
         requests = request_text(mine)
         if not requests and number == 0:
             requests = request_text(mine, constraints=True)[:1] or [u.text for u in mine[:1]]
@@ -168,7 +202,7 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     for k in latest_of_each([request for _msg, request in later], threshold=0.7):
         msg, request = later[k]
         recency = msg / span
-        lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
+        lines.append(Line(LATER_REQUEST_PREFIX + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
     for rank, unit in enumerate(_ranked(constraints)):
         used.add(unit.uid)
