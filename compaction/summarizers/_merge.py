@@ -26,6 +26,7 @@ from compaction.summarizers._segment import Unit
 from compaction.summarizers._select import (
     CONSTRAINT_PREFIX,
     LAST_REQUEST_PREFIX,
+    MAX_HISTORY,
     PENDING_PREFIX,
     REQUEST_PREFIX,
     essential_line,
@@ -344,8 +345,52 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     """
     merged = empty_sections()
     _merge_sections(sources, merged)
+    merged[2] = _one_line_per_quantity(merged[2])
     _merge_next_steps(sources, merged)
     return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(merged)]
+
+
+# A quantity read in a tool's output, as a summary lists it: "p95 latency: 740.9 ms (in bash
+# output) (earlier: 812.0 ms, 790.2 ms, +3 more)".
+_OUTPUT_QUANTITY = re.compile(
+    r"^(?P<label>[^:()]{2,48}): (?P<value>.+?) \(in (?P<source>[\w.:-]+) output\)"
+    r"(?: \(earlier: (?P<earlier>.*?)(?:, \+(?P<more>\d+) more)?\))?$"
+)
+
+
+def _one_line_per_quantity(lines: list[Line]) -> list[Line]:
+    """One line per quantity a tool reported, across the sources as within one: the newest
+    source's line (its latest value) with the older sources' values as its history. Each part of
+    a long span lists its own latest value of the same quantity; listed apart, the same quantity
+    would take a line per part from the other facts."""
+    groups: dict[tuple[str, str], list[tuple[int, re.Match[str]]]] = {}
+    for k, line in enumerate(lines):
+        match = _OUTPUT_QUANTITY.match(line.text)
+        if match is not None:
+            groups.setdefault((match.group("label").lower(), match.group("source")), []).append((k, match))
+    folded: dict[int, Line | None] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda member: lines[member[0]].order)  # newest source first
+        (head, match), older = members[0], members[1:]
+        earlier = [v.strip() for v in (match.group("earlier") or "").split(", ") if v.strip()]
+        more = int(match.group("more") or 0)
+        for k, other in older:
+            for value in [other.group("value"), *(other.group("earlier") or "").split(", ")]:
+                value = value.strip()
+                if value and value != match.group("value") and value not in earlier:
+                    earlier.append(value)
+            more += int(other.group("more") or 0)
+            folded[k] = None
+        more += max(len(earlier) - MAX_HISTORY, 0)
+        history = ", ".join(earlier[:MAX_HISTORY]) + (f", +{more} more" if more else "")
+        text = (
+            f"{match.group('label')}: {match.group('value')} (in {match.group('source')} output) (earlier: {history})"
+        )
+        folded[head] = replace(lines[head], text=text)
+    kept = [folded.get(k, line) for k, line in enumerate(lines)]
+    return [line for line in kept if line is not None]
 
 
 _OK_LINE = re.compile(r"-> ok\b|, last ok\b|fixed, ")

@@ -45,6 +45,7 @@ __all__ = [
     "CONSTRAINT_PREFIX",
     "LAST_REQUEST_PREFIX",
     "LATER_REQUEST_PREFIX",
+    "MAX_HISTORY",
     "NEWEST_SHARE",
     "REQUEST_PREFIX",
     "PartLayout",
@@ -76,7 +77,7 @@ QUESTION_PREFIX = "Question for the user: "
 _BASE = {"constraint": 3.0, "decision": 2.0, "next_step": 2.0, "number": 1.9}
 _RANK_STEP = 0.02
 _MAX_MMR = 400  # candidates of one kind ordered by MMR; the rest follow by relevance
-_MAX_HISTORY = 5  # earlier values listed after a measured quantity
+MAX_HISTORY = 5  # earlier values listed after a measured quantity
 _MAX_TIMELINE = 60
 _TIMELINE_PER_PHASE = 10
 
@@ -281,8 +282,8 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int], since: in
             text += f" (in {unit.source} output)"
         earlier = history[unit.uid]
         if earlier:
-            more = len(earlier) - _MAX_HISTORY
-            text += " (earlier: " + ", ".join(earlier[:_MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
+            more = len(earlier) - MAX_HISTORY
+            text += " (earlier: " + ", ".join(earlier[:MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
         alt = truncate(unit.text, 200)
         lines.append(essential_line("number", rank, text, (1, unit.msg, unit.uid), alt=alt, at=unit.msg))
 
