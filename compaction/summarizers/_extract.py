@@ -59,7 +59,9 @@ def code(text: str) -> str:
 # where no match can start; a pattern led by \b or a lookbehind has no such shortcut of its own,
 # and these scan every tool result (two to three times faster).
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
-UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+UUID_RE = re.compile(
+    r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b(?![-./]\w)"
+)
 # A hash, a ticket is a whole token: not glued to more of it ("analyzer-d7f3a9b2.md", "PAY-7-draft").
 HASH_RE = re.compile(r"(?<![\w.\-])(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}(?!\w|[-.]\w)")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")

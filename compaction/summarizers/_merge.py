@@ -255,10 +255,13 @@ class _Later:
     open_errors: list[set[str]]
 
 
-def _merged_line(line: Line, s: int, newest: bool, have_primary: bool, later: _Later) -> tuple[int, Line] | None:
-    """Where one line of an older or the newest source goes (section, line), or None to drop it."""
+def _merged_line(line: Line, s: int, newest: bool, primaries: set[str], later: _Later) -> tuple[int, Line] | None:
+    """Where one line of an older or the newest source goes (section, line), or None to drop it.
+    ``primaries``: the primary requests of the older sources."""
     if s == 0 and line.text.startswith(REQUEST_PREFIX):
-        if have_primary:
+        if line.text in primaries:
+            return None  # every part names the session's task: it is the primary request once
+        if primaries:
             line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
     elif s == 4 and not newest:
         for old, new in _STALE_PREFIXES:
@@ -281,21 +284,22 @@ def _merge_sections(sources: Sequence[Sections], merged: Sections) -> None:
         {_first_command(line.text) for line in sections[5] if line.text.startswith(UNRESOLVED_PREFIX)}
         for sections in sources
     ]
-    have_primary = False  # an older source already covers the start of the session
+    primaries: set[str] = set()  # an older source already covers the start of the session
     for rank, sections in enumerate(sources):
         newest = rank == count - 1
         later = _Later(set().union(*succeeded[rank + 1 :]) if not newest else set(), open_errors[rank + 1 :])
         for s in range(6):
             direction = rank if s in _CHRONOLOGICAL else -rank
             for line in sections[s]:
-                placed = _merged_line(line, s, newest, have_primary, later)
+                placed = _merged_line(line, s, newest, primaries, later)
                 if placed is None:
                     continue
                 target, line = placed
                 bonus = 0.5 if s == 4 and newest else 0.0
                 merged[target].append(replace(line, order=(float(direction), *line.order), score=line.score + bonus))
         if any(sections):
-            have_primary = True
+            primaries.update(line.text for line in sections[0] if line.text.startswith(REQUEST_PREFIX))
+            primaries.add("")  # no primary request of its own: the start of the session is still older
 
 
 def _merge_next_steps(sources: Sequence[Sections], merged: Sections) -> None:

@@ -58,7 +58,9 @@ _SHELL = re.compile(r"^\s*(?:\$|>>>|\.\.\.|In \[\d+\]:|PS [A-Z]:\\|[\w.-]+@[\w.-
 _LOG = re.compile(
     r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|TRACE)\]?[\s:]|"
     r"File \"[^\"]+\", line \d+|Traceback \(most recent|[\w.]*(?:Error|Exception|Warning|Failure)\b:|"
-    r"at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,})"
+    r"at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,}|"
+    # A compiler's or linter's diagnostic: "aider/commands.py:12:1: F401 'x' imported but unused".
+    r"[\w./\\-]+\.\w{1,8}:\d+(?::\d+)?:\s)"
 )
 # Keywords that open a line of code whatever follows, and keywords that also open English sentences
 # ("if", "for", "with"), which need a second sign of code.

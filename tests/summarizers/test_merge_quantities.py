@@ -1,5 +1,6 @@
-"""A quantity a tool reported is one line of the merged summary, whatever the number of parts
-that listed it: the newest part's value, the older parts' values as its history."""
+"""Merging parts: a quantity a tool reported is one line of the merged summary, whatever the number
+of parts that listed it (the newest part's value, the older parts' values as its history), and the
+session's task, which every part names, is the primary request once."""
 
 from __future__ import annotations
 
@@ -41,3 +42,14 @@ def test_a_long_history_is_counted_not_listed() -> None:
 def test_the_same_label_from_another_tool_is_another_quantity() -> None:
     sources = [_source("Rows: 1,200 (in sqlite output)"), _source("Rows: 900 (in bash output)")]
     assert len(merge_sources(sources)[2]) == 2
+
+
+def test_the_task_every_part_names_is_the_primary_request_once() -> None:
+    task = "Primary request: Check git and update TODO.md with what you have done."
+    sources = []
+    for first in (task, task, "Primary request: do it"):
+        sections = empty_sections()
+        sections[0] = [Line(first, 2.0, (0.0, 0.0, 0.0), pinned=True)]
+        sources.append(sections)
+    goals = [line.text for line in merge_sources(sources)[0]]
+    assert goals == [task, "Later request: do it"]
