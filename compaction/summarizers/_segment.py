@@ -154,6 +154,12 @@ _OPEN_WORD = re.compile(
 _BLOCK_START = re.compile(r"^\s*(?:[-*+\u2022>#|]|\d{1,3}[.)]\s|```|~~~|<)")
 
 
+def _is_record(line: str) -> bool:
+    """A log, diff, shell or numbered line: a record of its own, never the rest of a sentence."""
+    stripped = line.strip()
+    return any(p.match(stripped) for p in (_LOG, _NUMBERED, _DIFF, _SHELL, _BRACKETED))
+
+
 def _wrapped(line: str, following: str, *, opens: bool) -> bool:
     """Does ``line`` of a hard-wrapped paragraph go on in ``following`` (see :data:`_WRAP_WIDTH`)?
     ``opens``: ``line`` is the paragraph's first line, which must be prose (a later line of it
@@ -163,7 +169,7 @@ def _wrapped(line: str, following: str, *, opens: bool) -> bool:
         return False
     if opens and (line.lstrip().startswith(("#", "|")) or line_form(line) != "prose"):
         return False
-    if _natural_share(following)[1] < 0.6:
+    if _natural_share(following)[1] < 0.6 or _is_record(following):
         return False
     return bool(_GOES_ON.match(following) or _OPEN_WORD.search(line))
 

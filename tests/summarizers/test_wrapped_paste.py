@@ -74,3 +74,13 @@ def test_lines_that_are_items_stay_apart() -> None:
     assert "No writes to the replica from any service, ever, for any reason" in texts
     assert "Only use the staging database for integration tests of the app" in " ".join(texts)
     assert any(t.startswith("make build") and "deploy" not in t for t in texts)
+
+
+def test_a_log_line_after_an_open_sentence_stays_a_log_line() -> None:
+    text = (
+        "The VPN drops every few minutes and this is what the client prints when\n"
+        "2025-02-24 06:07:32 us=540165 Control Channel: TLSv1.3, cipher TLS_AES_256_GCM_SHA384\n"
+        "2025-02-24 06:07:33 us=842147 AUTH: Received control message: AUTH_FAILED\n"
+    )
+    units = _units(text)
+    assert [form for form, _, _ in units] == ["prose", "code", "code"]
