@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -518,15 +518,17 @@ def _page_figures(index: MemoryRecallIndex, queries: Sequence[tuple[str, str]]) 
     return out
 
 
-def bench_corpus_recall() -> list[dict[str, Any]]:
-    """Per corpus transcript compacted at :data:`CORPUS_WINDOW`: its archive's copies and, for the
-    word queries of its archived messages, the first page's figures with each distinct text once
-    (``distinct``) and with every copy listed (``copies``)."""
+def bench_corpus_recall(names: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Per corpus transcript (those in ``names``, or all) compacted at :data:`CORPUS_WINDOW`: its
+    archive's copies and, for the word queries of its archived messages, the first page's figures
+    with each distinct text once (``distinct``) and with every copy listed (``copies``)."""
     from benchmarks.corpus import load_corpus
     from compaction.recall.text import archive_text
 
     rows: list[dict[str, Any]] = []
     for name, messages, system in load_corpus():
+        if names is not None and name not in names:
+            continue
         result = Compactor(MODEL, None, CompactionConfig(window=CORPUS_WINDOW)).compact(messages, system=system)
         entries = [archive_text(message) for message in result.archive.values()]
         if not entries:

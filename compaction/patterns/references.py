@@ -115,7 +115,7 @@ _ISSUE_WORDS = r"(?i:issues?|prs?|pull(?:\s+request)?|tickets?|bugs?|fix(?:es|ed
 # opening with a named group, would be entered and fail in turn.
 ID_RE = re.compile(
     r"(?<![\w\-/.])(?=[\w.-])(?:"
-    r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-])"
+    r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?![\w-]|[./]\w)"
     r"|(?P<cve>CVE-\d{4}-\d{4,7})\b"
     r"|(?P<repo>[\w.-]{1,100}/[\w.-]{1,100}#\d+)\b"
     rf"|\b{_ISSUE_WORDS}\s*:?\s*(?P<issue>#\d+)\b"

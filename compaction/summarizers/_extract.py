@@ -59,7 +59,9 @@ def code(text: str) -> str:
 # where no match can start; a pattern led by \b or a lookbehind has no such shortcut of its own,
 # and these scan every tool result (two to three times faster).
 URL_RE = re.compile(r"(?=h)\bhttps?://[^\s<>\"'`\[\]{}|\\^)(]+")
-UUID_RE = re.compile(r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+UUID_RE = re.compile(
+    r"(?=[0-9a-fA-F])\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b(?![-./]\w)"
+)
 # A hash, a ticket is a whole token: not glued to more of it ("analyzer-d7f3a9b2.md", "PAY-7-draft").
 HASH_RE = re.compile(r"(?<![\w.\-])(?=[0-9a-f]{0,63}[a-f])(?=[0-9a-f]{0,63}[0-9])[0-9a-f]{7,64}(?!\w|[-.]\w)")
 CVE_RE = re.compile(r"\bCVE-\d{4}-\d{4,7}\b")
@@ -71,8 +73,8 @@ ISSUE_RE = re.compile(r"(?<![\w&#/])#\d{1,6}\b")
 # character (a two-character look-behind checks the one before it), and a possessive repeat stops
 # where backtracking could never find a match anyway (the next character must end the token).
 _UUID_AT_DASH = re.compile(  # matched from its first dash: the 8 digits before it are a look-behind
-    r"-(?<=\b[0-9a-fA-F]{8}-)[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-)
+    r"-(?<=\b[0-9a-fA-F]{8}-)[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b(?![-./]\w)"
+)  # a UUID that names a file ("<uuid>.jsonl") is part of the file name, not an identifier
 _TICKET = re.compile(r"[A-Z](?<![\w.-][A-Z])[A-Z0-9]{1,9}+-\d{1,6}\b(?![.,]\d|[-./]\w)")
 _ISSUE = re.compile(r"#(?<![\w&#/]#)\d{1,6}\b")
 # What HASH_RE matches: a whole run of 7-64 hex digits, kept when it has a letter and a digit

@@ -26,6 +26,8 @@ _NARRATION = _rx(
     r"|^(?:(?:now|first|so|ok(?:ay)?|great|good|perfect|alright|all right|again|actually|first of all)[,!.:]?\s+)+"
     r"(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|i need to|we need to)\b"
     r"|^(?:i'll|i will|we'll|we will)\s+(?:start|begin)\s+(?:by|with)\b"
+    # "Waiting 30 seconds and retrying the same job.": the pause being made, not a value of anything.
+    r"|^(?:(?:now|so|ok(?:ay)?)[,!.:]?\s+)?(?:waiting|retrying|sleeping|pausing|backing off)\b"
     # "I'll first read ...", "I'll now check ...": the move about to be made.
     r"|^(?:i'll|i will|we'll|we will|let me)\s+(?:\w+\s+)?(?:first|now|quickly|go ahead and)\b"
     # "I'll help you implement ...": the opening of an answer, not a plan.

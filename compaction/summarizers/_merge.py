@@ -26,6 +26,7 @@ from compaction.summarizers._segment import Unit
 from compaction.summarizers._select import (
     CONSTRAINT_PREFIX,
     LAST_REQUEST_PREFIX,
+    MAX_HISTORY,
     PENDING_PREFIX,
     REQUEST_PREFIX,
     essential_line,
@@ -254,10 +255,13 @@ class _Later:
     open_errors: list[set[str]]
 
 
-def _merged_line(line: Line, s: int, newest: bool, have_primary: bool, later: _Later) -> tuple[int, Line] | None:
-    """Where one line of an older or the newest source goes (section, line), or None to drop it."""
+def _merged_line(line: Line, s: int, newest: bool, primaries: set[str], later: _Later) -> tuple[int, Line] | None:
+    """Where one line of an older or the newest source goes (section, line), or None to drop it.
+    ``primaries``: the primary requests of the older sources."""
     if s == 0 and line.text.startswith(REQUEST_PREFIX):
-        if have_primary:
+        if line.text in primaries:
+            return None  # every part names the session's task: it is the primary request once
+        if primaries:
             line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
     elif s == 4 and not newest:
         for old, new in _STALE_PREFIXES:
@@ -280,21 +284,22 @@ def _merge_sections(sources: Sequence[Sections], merged: Sections) -> None:
         {_first_command(line.text) for line in sections[5] if line.text.startswith(UNRESOLVED_PREFIX)}
         for sections in sources
     ]
-    have_primary = False  # an older source already covers the start of the session
+    primaries: set[str] = set()  # an older source already covers the start of the session
     for rank, sections in enumerate(sources):
         newest = rank == count - 1
         later = _Later(set().union(*succeeded[rank + 1 :]) if not newest else set(), open_errors[rank + 1 :])
         for s in range(6):
             direction = rank if s in _CHRONOLOGICAL else -rank
             for line in sections[s]:
-                placed = _merged_line(line, s, newest, have_primary, later)
+                placed = _merged_line(line, s, newest, primaries, later)
                 if placed is None:
                     continue
                 target, line = placed
                 bonus = 0.5 if s == 4 and newest else 0.0
                 merged[target].append(replace(line, order=(float(direction), *line.order), score=line.score + bonus))
         if any(sections):
-            have_primary = True
+            primaries.update(line.text for line in sections[0] if line.text.startswith(REQUEST_PREFIX))
+            primaries.add("")  # no primary request of its own: the start of the session is still older
 
 
 def _merge_next_steps(sources: Sequence[Sections], merged: Sections) -> None:
@@ -344,8 +349,52 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     """
     merged = empty_sections()
     _merge_sections(sources, merged)
+    merged[2] = _one_line_per_quantity(merged[2])
     _merge_next_steps(sources, merged)
     return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(merged)]
+
+
+# A quantity read in a tool's output, as a summary lists it: "p95 latency: 740.9 ms (in bash
+# output) (earlier: 812.0 ms, 790.2 ms, +3 more)".
+_OUTPUT_QUANTITY = re.compile(
+    r"^(?P<label>[^:()]{2,48}): (?P<value>.+?) \(in (?P<source>[\w.:-]+) output\)"
+    r"(?: \(earlier: (?P<earlier>.*?)(?:, \+(?P<more>\d+) more)?\))?$"
+)
+
+
+def _one_line_per_quantity(lines: list[Line]) -> list[Line]:
+    """One line per quantity a tool reported, across the sources as within one: the newest
+    source's line (its latest value) with the older sources' values as its history. Each part of
+    a long span lists its own latest value of the same quantity; listed apart, the same quantity
+    would take a line per part from the other facts."""
+    groups: dict[tuple[str, str], list[tuple[int, re.Match[str]]]] = {}
+    for k, line in enumerate(lines):
+        match = _OUTPUT_QUANTITY.match(line.text)
+        if match is not None:
+            groups.setdefault((match.group("label").lower(), match.group("source")), []).append((k, match))
+    folded: dict[int, Line | None] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda member: lines[member[0]].order)  # newest source first
+        (head, match), older = members[0], members[1:]
+        earlier = [v.strip() for v in (match.group("earlier") or "").split(", ") if v.strip()]
+        more = int(match.group("more") or 0)
+        for k, other in older:
+            for value in [other.group("value"), *(other.group("earlier") or "").split(", ")]:
+                value = value.strip()
+                if value and value != match.group("value") and value not in earlier:
+                    earlier.append(value)
+            more += int(other.group("more") or 0)
+            folded[k] = None
+        more += max(len(earlier) - MAX_HISTORY, 0)
+        history = ", ".join(earlier[:MAX_HISTORY]) + (f", +{more} more" if more else "")
+        text = (
+            f"{match.group('label')}: {match.group('value')} (in {match.group('source')} output) (earlier: {history})"
+        )
+        folded[head] = replace(lines[head], text=text)
+    kept = [folded.get(k, line) for k, line in enumerate(lines)]
+    return [line for line in kept if line is not None]
 
 
 _OK_LINE = re.compile(r"-> ok\b|, last ok\b|fixed, ")

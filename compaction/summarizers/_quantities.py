@@ -68,6 +68,96 @@ _UNIT_MARK = re.compile(r"[A-Za-z%\u00a3$\u20ac\u00a5\u00b5\u00b0]")
 _THERE_ARE = _rx(r"\bthere (?:is|are|were|was)\s+(?:\w+\s+)?$")
 
 
+# Units prose uses that the output-line pattern (QUANTITY) leaves out: lengths, areas, masses,
+# volumes, degrees, money named by word or code, amounts in thousands or millions, a rate after a
+# bare amount ("68,000 a year", "550 per day"), and a score named beside a decimal ("0.87 F1").
+_PROSE_UNIT = (
+    r"(?:k|m|bn|mn|million|billion|thousand|trillion|grand)?\s?"
+    r"(?:(?:square|sq\.?)\s(?:met(?:er|re)s?|m|feet|foot|ft|km|kilomet(?:er|re)s?|miles?|yards?)|m\u00b2|"
+    r"km|kms|kilomet(?:er|re)s?|miles?|mi|met(?:er|re)s?|cm|mm|centimet(?:er|re)s?|millimet(?:er|re)s?|ft|feet|"
+    r"foot|inch(?:es)?|yards?|acres?|hectares?|kg|kilos?|kilograms?|grams?|mg|lbs?|tonnes?|tons?|oz|ounces?|"
+    r"litres?|liters?|ml|gallons?|degrees?|\u00b0|dollars?|euros?|pounds?|bucks|quid|usd|eur|gbp|chf|jpy|cad|aud|"
+    r"inr|sek|nok|dkk|pln|story points?|mpg|mph|kph|km/h|fps|rpm|dpi|px|pixels?|calories|kcal|volts?|"
+    r"amps?|watts?|hrs?|mins?|secs?|minute|hour|per cent|percent|"
+    r"(?:a|per|an|each|every)\s(?:second|minute|hour|day|night|week|month|quarter|year|annum|person|head|seat|"
+    r"user|request|call|run|page)|"
+    r"(?:million|billion|thousand|trillion|k|m|bn)\b(?!\s+[a-z]{2,}s\b))"  # "10M vectors" is a count
+)
+_PROSE_QUANTITY = re.compile(
+    r"(?<![\w.#/-])(?:[\u00a3$\u20ac\u00a5]\s?)?\d[\d,]*(?:\.\d+)?\s?"
+    + _PROSE_UNIT
+    + r"|(?<![\w.#/-])\d*\.\d+\s(?:F1|AUC|accuracy|precision|recall|BLEU|ROUGE|RMSE|MAE|MSE|mAP|IoU|NDCG|MRR|"
+    r"perplexity|kappa|COP)\b"
+    r"|\b(?:F1|AUC|accuracy|precision|recall|BLEU|ROUGE|RMSE|MAE|MSE|mAP|IoU|NDCG|MRR|perplexity|kappa|COP)"
+    r"(?: score)?(?: of| at| is| was)?\s(?:about |around |roughly |only |just )?\d*\.\d+\b",
+    re.I,
+)
+# Where a quantity with a unit is no value of anything: a time relative to now ("2 days ago", "back in
+# 5 minutes") or an aside in parentheses (a list of weights, a job advert's pay beside its title).
+_RELATIVE_AFTER = _rx(r"^\s*(?:ago|later|earlier|before|from now|back|old\b(?! and))")
+_RELATIVE_BEFORE = _rx(r"\b(?:back in|again in|in another|(?:for|in|over|during|within) the (?:last|past|next))\s+$")
+# A count is a value of what holds or draws it ("the dataset has 2.3 million rows", "the venue
+# holds 250 people", "the role drew 342 applicants"), not of what someone did to it ("I changed 4
+# files"): after a verb of having, or counted in thousands.
+_HOLDS = _rx(
+    r"\b(?:has|have|had|holds?|held|contains?|contained|includes?|included|employs?|employed|draws?|drew|"
+    r"attracts?|attracted|gets?|getting|got|receives?|received|serves?|served|reached|totals?|totalled|totaled|"
+    r"process(?:es|ed)?|handles?|handled|stores?|stored|index(?:es|ed)|scans?|scanned|ingests?|ingested|"
+    r"sends?|sent|reads?|writes?|wrote|loads?|loaded|returns?|returned|yields?|yielded)"
+    r"\s+(?:(?:about|around|roughly|nearly|almost|over|"
+    r"under|some|just|only|close to|more than|fewer than|less than)\s+)*$"
+)
+_FIRST_PERSON_HOLDS = _rx(r"\b(?:i|we|i've|we've)\s+(?:\w+\s+)?$")
+# A count of things, in thousands or millions too ("342 applicants", "2.3 million rows").
+_PROSE_COUNT = _rx(
+    r"(?<![\w.#/-])\d[\d,]*(?:\.\d+)?\s?(?:(?:million|billion|thousand|k|m|bn)\s)?"
+    r"(?!(?:days?|years?|weeks?|months?|hours?|minutes?|seconds?)\b)[a-z]{3,}s\b"
+)
+# A count per period is a rate, whoever has it ("we get 50,000 visitors a month").
+_RATE_AFTER = _rx(r"^\s*(?:a|per|an|each|every)\s(?:second|minute|hour|day|night|week|month|quarter|year)\b")
+
+
+def _aside(text: str, start: int) -> bool:
+    """Is position ``start`` inside parentheses (nested ones too)?"""
+    depth = 0
+    for ch in text[:start]:
+        if ch == "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+    return depth > 0
+
+
+def _stated_value(text: str) -> bool:
+    """Does a statement give a quantity with a unit (any unit prose uses, see :data:`_PROSE_UNIT`)
+    or a count of what something holds, outside an aside and not as a time relative to now?"""
+    # "727,000 events" is a count (below), not a unit quantity.
+    with_unit = [
+        m for m in QUANTITY.finditer(text) if _UNIT_MARK.search(m.group()) and not _PROSE_COUNT.fullmatch(m.group())
+    ]
+    for match in sorted([*with_unit, *_PROSE_QUANTITY.finditer(text)], key=lambda m: m.start()):
+        if _aside(text, match.start()):
+            continue
+        before = text[max(0, match.start() - 40) : match.start()]
+        if _THERE_ARE.search(before) or _RELATIVE_BEFORE.search(before):
+            continue
+        if _RELATIVE_AFTER.match(text[match.end() : match.end() + 12]):
+            continue
+        return True
+    for match in _PROSE_COUNT.finditer(text):
+        if _aside(text, match.start()):
+            continue
+        before = text[max(0, match.start() - 40) : match.start()]
+        if _THERE_ARE.search(before):
+            continue
+        verb = _HOLDS.search(before)
+        if (verb and not _FIRST_PERSON_HOLDS.search(before[: verb.start()])) or (
+            verb and _RATE_AFTER.match(text[match.end() :])
+        ):
+            return True
+    return False
+
+
 def measured(text: str) -> bool:
     """Does the sentence state a measured quantity (a number with a unit, money, a percentage, a
     ratio, a decimal or a count of things) as the value of something named before it, or a
@@ -86,4 +176,4 @@ def measured(text: str) -> bool:
                 _COMPARED_AFTER.match(after) and not (pattern is _COUNT and _OF_THINGS.match(after))
             ):
                 return True
-    return _HYPHEN_QUANTITY.search(text) is not None
+    return _HYPHEN_QUANTITY.search(text) is not None or _stated_value(text)

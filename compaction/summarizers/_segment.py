@@ -58,7 +58,9 @@ _SHELL = re.compile(r"^\s*(?:\$|>>>|\.\.\.|In \[\d+\]:|PS [A-Z]:\\|[\w.-]+@[\w.-
 _LOG = re.compile(
     r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?(?:DEBUG|INFO|WARN(?:ING)?|ERROR|CRITICAL|TRACE)\]?[\s:]|"
     r"File \"[^\"]+\", line \d+|Traceback \(most recent|[\w.]*(?:Error|Exception|Warning|Failure)\b:|"
-    r"at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,})"
+    r"at [\w.$]+\([\w.]*:\d+\)|={3,}|-{3,}|\*{3,}|"
+    # A compiler's or linter's diagnostic: "aider/commands.py:12:1: F401 'x' imported but unused".
+    r"[\w./\\-]+\.\w{1,8}:\d+(?::\d+)?:\s)"
 )
 # Keywords that open a line of code whatever follows, and keywords that also open English sentences
 # ("if", "for", "with"), which need a second sign of code.
@@ -134,11 +136,70 @@ _CJK_STOP = re.compile(r"(?<=[\u3002\uff01\uff1f])\s*(?=\S)")
 _FENCE_MARK = re.compile(r"^\s*(?:```|~~~)")
 
 
+# A hard-wrapped paragraph (a pasted README or spec, wrapped at ~72-80 columns): a line that fills
+# most of that width and stops mid-sentence goes on in the next line. It stops mid-sentence when it
+# ends without a stop and the next line starts in lower case, with a digit, a quote or a bracket, or
+# after a word that cannot end a sentence ("for", "the", "and"): "The service must answer within
+# 200 ms for" / "all requests under normal load." is one rule, not two.
+_WRAP_WIDTH = 45
+_ENDS_SENTENCE = re.compile(r"[.!?:;\u3002\uff01\uff1f]['\")\]`*]*$")
+_GOES_ON = re.compile(r"^[a-z0-9(\[\"'`]")
+_OPEN_WORD = re.compile(
+    r"\b(?:a|an|the|and|or|but|nor|of|to|for|in|on|at|by|with|from|into|onto|than|as|that|which|who|whose|"
+    r"is|are|was|were|be|been|has|have|had|will|would|should|must|can|could|may|might|not|no|any|all|each|"
+    r"every|its|their|our|your|this|these|those|if|when|while|because|so|such|per|via|about|under|over|"
+    r"between|without|within|also|only|more|less|most|very|both|either|neither),?$",
+    re.I,
+)
+_BLOCK_START = re.compile(r"^\s*(?:[-*+\u2022>#|]|\d{1,3}[.)]\s|```|~~~|<)")
+
+
+def _is_record(line: str) -> bool:
+    """A log, diff, shell or numbered line: a record of its own, never the rest of a sentence."""
+    stripped = line.strip()
+    return any(p.match(stripped) for p in (_LOG, _NUMBERED, _DIFF, _SHELL, _BRACKETED))
+
+
+def _wrapped(line: str, following: str, *, opens: bool) -> bool:
+    """Does ``line`` of a hard-wrapped paragraph go on in ``following`` (see :data:`_WRAP_WIDTH`)?
+    ``opens``: ``line`` is the paragraph's first line, which must be prose (a later line of it
+    only needs to read as words: "function must update ..." is not code there)."""
+    line, following = line.rstrip(), following.strip()
+    if len(line) < _WRAP_WIDTH or not following or _ENDS_SENTENCE.search(line) or _BLOCK_START.match(following):
+        return False
+    if opens and (line.lstrip().startswith(("#", "|")) or line_form(line) != "prose"):
+        return False
+    if _natural_share(following)[1] < 0.6 or _is_record(following):
+        return False
+    return bool(_GOES_ON.match(following) or _OPEN_WORD.search(line))
+
+
+def _unwrapped(text: str) -> list[str]:
+    """The lines of ``text`` with each hard-wrapped paragraph's lines joined (fenced code as is)."""
+    out: list[str] = []
+    in_fence = False
+    joining = False
+    lines = text.splitlines()
+    for k, raw in enumerate(lines):
+        if _FENCE_MARK.match(raw):
+            in_fence = not in_fence
+        if joining:
+            # A word broken at its hyphen ("long-" / "term") is joined whole.
+            joint = "" if out[-1].endswith("-") and raw.lstrip()[:1].islower() else " "
+            out[-1] = out[-1].rstrip() + joint + raw.strip()
+        else:
+            out.append(raw)
+        opens = not joining
+        joining = not in_fence and k + 1 < len(lines) and _wrapped(raw, lines[k + 1], opens=opens)
+    return out
+
+
 def _person_units(text: str) -> list[tuple[str, str]]:
-    """``(form, text)`` for each sentence or non-prose line of what a person wrote."""
+    """``(form, text)`` for each sentence or non-prose line of what a person wrote (a hard-wrapped
+    paragraph read as the sentences it holds, not line by line)."""
     out: list[tuple[str, str]] = []
     in_fence = False
-    for raw in text.splitlines():
+    for raw in _unwrapped(text):
         if _FENCE_MARK.match(raw):
             in_fence = not in_fence
             continue

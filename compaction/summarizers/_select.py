@@ -44,6 +44,8 @@ from compaction.summarizers._supersede import latest_of_each, same_subject
 __all__ = [
     "CONSTRAINT_PREFIX",
     "LAST_REQUEST_PREFIX",
+    "LATER_REQUEST_PREFIX",
+    "MAX_HISTORY",
     "NEWEST_SHARE",
     "REQUEST_PREFIX",
     "PartLayout",
@@ -59,10 +61,12 @@ __all__ = [
     "same_subject",
     "select_units",
     "statement_places",
+    "task_block",
 ]
 
 CONSTRAINT_PREFIX = "Constraint: "
 REQUEST_PREFIX = "Primary request: "
+LATER_REQUEST_PREFIX = "Later request: "
 LAST_REQUEST_PREFIX = "Last user request: "
 PENDING_PREFIX = "Pending: "
 STATED_PREFIX = "Assistant's stated next step: "
@@ -73,7 +77,7 @@ QUESTION_PREFIX = "Question for the user: "
 _BASE = {"constraint": 3.0, "decision": 2.0, "next_step": 2.0, "number": 1.9}
 _RANK_STEP = 0.02
 _MAX_MMR = 400  # candidates of one kind ordered by MMR; the rest follow by relevance
-_MAX_HISTORY = 5  # earlier values listed after a measured quantity
+MAX_HISTORY = 5  # earlier values listed after a measured quantity
 _MAX_TIMELINE = 60
 _TIMELINE_PER_PHASE = 10
 
@@ -141,6 +145,35 @@ def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[st
     return out
 
 
+# The block of a first message that holds the task itself, as benchmark harnesses and agent
+# frameworks wrap it (``<task>``, ``<issue>``, ``<pr_description>``, ``<problem_statement>``,
+# ``<issue_description>``, ``<user_request>``): the rest of such a message is standing instructions
+# (a persona, a response format, examples) that say how to work, not what to do.
+_TASK_TAG = re.compile(
+    r"^<(?P<name>[\w-]*(?:task|issue|problem|request|description|goal|objective|query|question|ticket|bug|"
+    r"assignment|statement)[\w-]*)(?:\s[^<>]*)?>$",
+    re.I,
+)
+
+
+def task_block(units: Sequence[Unit]) -> list[Unit] | None:
+    """The units of ``units`` (one message's) inside its first task-like block (see
+    :data:`_TASK_TAG`) with prose in it; ``None`` when the message has none."""
+    for k, unit in enumerate(units):
+        opening = _TASK_TAG.match(unit.text.strip())
+        if opening is None:
+            continue
+        closing = f"</{opening.group('name').lower()}>"
+        inside: list[Unit] = []
+        for other in units[k + 1 :]:
+            if other.text.strip().lower() == closing:
+                break
+            inside.append(other)
+        if any(u.form == "prose" for u in inside):
+            return inside
+    return None
+
+
 def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
@@ -150,6 +183,8 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     last = turns[-1].msg if turns else -1
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
+        if number == 0:
+            mine = task_block(mine) or mine
         requests = request_text(mine)
         if not requests and number == 0:
             requests = request_text(mine, constraints=True)[:1] or [u.text for u in mine[:1]]
@@ -168,7 +203,7 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     for k in latest_of_each([request for _msg, request in later], threshold=0.7):
         msg, request = later[k]
         recency = msg / span
-        lines.append(Line("Later request: " + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
+        lines.append(Line(LATER_REQUEST_PREFIX + request, 0.6 + 0.5 * recency, (msg, 0, 0)))
     constraints = _latest_distinct([u for u in units if u.role == "user" and "constraint" in u.labels])
     for rank, unit in enumerate(_ranked(constraints)):
         used.add(unit.uid)
@@ -247,8 +282,8 @@ def _numbers(units: Sequence[Unit], lines: list[Line], used: set[int], since: in
             text += f" (in {unit.source} output)"
         earlier = history[unit.uid]
         if earlier:
-            more = len(earlier) - _MAX_HISTORY
-            text += " (earlier: " + ", ".join(earlier[:_MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
+            more = len(earlier) - MAX_HISTORY
+            text += " (earlier: " + ", ".join(earlier[:MAX_HISTORY]) + (f", +{more} more" if more > 0 else "") + ")"
         alt = truncate(unit.text, 200)
         lines.append(essential_line("number", rank, text, (1, unit.msg, unit.uid), alt=alt, at=unit.msg))
 

@@ -57,10 +57,12 @@ from compaction.summarizers._sections import (
 )
 from compaction.summarizers._segment import segment
 from compaction.summarizers._select import (
+    LATER_REQUEST_PREFIX,
     REQUEST_PREFIX,
     first_requests,
     request_text,
     select_units,
+    task_block,
     user_turns,
 )
 from compaction.summarizers.base import (
@@ -273,6 +275,7 @@ def task_goal(task: str) -> str | None:
     """
     message = Message(role="user", parts=(TextPart(text=task),), id="task")
     units = classify(segment([message]))
+    units = task_block(units) or units
     said = request_text([u for u in units if u.role == "user"], constraints=True)
     if not said:
         # A task that is mostly pasted output (a log with the user's remarks between its lines)
@@ -288,13 +291,26 @@ def task_goal(task: str) -> str | None:
     return truncate(" ".join(said[:2]), 400)
 
 
+_SPACES = re.compile(r"\s+")
+
+
 def _add_task(sections: Sections, task: str | None) -> None:
-    """Name the task in section 1 when nothing there does (the task lies outside the span)."""
-    if not task or any(line.text.startswith(REQUEST_PREFIX) for line in sections[0]):
+    """Name the task in section 1. When the task lies outside the span (kept verbatim in the
+    context), the span's first request ("do it", "continue") is a later request, not the primary
+    one: the task is."""
+    goal = task_goal(task) if task else None
+    if not task or not goal:
         return
-    goal = task_goal(task)
-    if goal:
-        sections[0].insert(0, Line(REQUEST_PREFIX + goal, 2.0, (-1e9, 0.0, 0.0), pinned=True))
+    said = _SPACES.sub(" ", task)
+    for k, line in enumerate(sections[0]):
+        if not line.text.startswith(REQUEST_PREFIX):
+            continue
+        stated = line.text[len(REQUEST_PREFIX) :]
+        if stated.startswith(goal[:60]) or _SPACES.sub(" ", stated)[:60] in said:
+            return  # the span (or the earlier summary) names the task already
+        sections[0][k] = Line(LATER_REQUEST_PREFIX + stated, 1.1, line.order)
+        break
+    sections[0].insert(0, Line(REQUEST_PREFIX + goal, 2.0, (-1e9, 0.0, 0.0), pinned=True))
 
 
 def _add_focus(sections: Sections, instructions: str | None) -> None:

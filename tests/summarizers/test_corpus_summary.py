@@ -114,3 +114,46 @@ def test_a_task_pasted_among_log_lines_is_named_by_the_users_own_sentences() -> 
     assert "Why does it fetch the same batch twice?" in goal
     assert "DEBUG" not in goal
     assert "Establishing connection" not in goal
+
+
+def _primary_request(summary: str) -> str:
+    return next(line for line in summary.splitlines() if "Primary request: " in line).split("Primary request: ", 1)[1]
+
+
+def test_the_goal_comes_from_the_task_block_not_the_standing_instructions() -> None:
+    """A first message of standing instructions (a persona, a response format) with the task in a
+    ``<task>`` block: the goal is the block's request, and the span's own first turn ("do it") is a
+    later request, not the primary one."""
+    messages, system = CORPUS["cursor_nyord_vpn_git_and_todo"]
+    task = next(m["content"] for m in messages if m["role"] == "user")
+    assert task.lstrip().startswith("<instructions>")
+    goal = task_goal(task)
+    assert goal is not None
+    assert goal.startswith("Check git and update @TODO.md")
+    canonical = to_canonical(messages, system).messages
+    first = next(k for k, m in enumerate(canonical) if m.role == "user")
+    span = canonical[first + 1 : first + 60]
+    summary = ExtractiveSummarizer().summarize_messages(span, max_tokens=3000, task=task)
+    assert _primary_request(summary).startswith("Check git and update @TODO.md")
+    assert "Later request: do it" in summary
+
+
+@pytest.mark.parametrize("tag", ["pr_description", "issue", "task", "problem_statement", "issue_description"])
+def test_a_task_block_inside_the_span_names_the_goal(tag: str) -> None:
+    """The SWE-bench / mini-swe-agent / OpenHands shape: instructions around a tagged issue."""
+    task = (
+        "<instructions>\nYou are a helpful assistant that can interact with a computer shell.\n"
+        "Your response must contain exactly one bash code block.\n</instructions>\n"
+        f"<{tag}>\nConsider the following PR description:\n"
+        "QuerySet.only() after select_related() crashes on proxy models. Steps to reproduce:\n"
+        "```\nFoo.objects.select_related('bar').only('bar__name')\n```\n"
+        f"</{tag}>\n<example_response>\nTHOUGHT: I will look at the files.\n</example_response>"
+    )
+    history = [{"role": "user", "content": task}]
+    for k in range(12):
+        history.append({"role": "assistant", "content": f"Looking at file {k}.\n```bash\ncat src/m{k}.py\n```"})
+        history.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\nline {k}\n</output>"})
+    span = to_canonical(history).messages
+    summary = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000)
+    assert _primary_request(summary).startswith("QuerySet.only() after select_related() crashes on proxy models.")
+    assert goal_stated(summary)

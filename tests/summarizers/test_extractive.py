@@ -198,13 +198,14 @@ def test_coding_session_keeps_constraints_identifiers_and_errors() -> None:
 
 def test_job_search_keeps_urls_scores_and_rubric() -> None:
     text = summarize("job_search")
-    goals, timeline, decisions, files, active, _open, next_step = (section_text(text, n) for n in range(1, 8))
+    goals, _timeline, decisions, files, active, _open, next_step = (section_text(text, n) for n in range(1, 8))
     assert "Primary request: Execute the job search prompt from search-prompt.txt." in goals
     assert "never apply to anything or contact recruiters on my behalf" in goals
     assert "technical stack match 30%, remote policy 20%, salary 25%, growth 25%" in decisions
-    assert "scored 8.4/10" in timeline
+    # A role's score line states its pay ("£650/day"): a quantity, listed with the numbers.
+    assert "scored 8.4/10" in decisions
     assert "https://www.linkedin.com/jobs/view/3912345671/" in text
-    assert "scored 8.2/10" in timeline
+    assert "scored 8.2/10" in decisions
     assert "https://www.linkedin.com/jobs/view/3913400145/" in text
     assert "https://www.jobserve.com/gb/en/search-jobs-in-United-Kingdom/JSR7Q2K9LM/" in files
     assert "`todays-jobs-2026-02-17.md` - modified" in files
