@@ -12,8 +12,11 @@ What each stage did goes into ``run.record`` here, in this order.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+
+import numpy as np
 
 from compaction._cache import memo_scope
 from compaction.config import CompactionConfig
@@ -21,12 +24,12 @@ from compaction.errors import CompactionError
 from compaction.outcome import compacted_result, count_returned, not_compacted
 from compaction.pairs import repair
 from compaction.result import CompactionResult, FallbackLevel
-from compaction.run_state import Run, turn_rules
+from compaction.run_state import InputTokens, Run, turn_rules
 from compaction.stages.block import carried, scan_artifacts, summary_block, trim_note
 from compaction.stages.chunk import ChunkPlan
-from compaction.stages.layout import fit_layout, prune_settings
+from compaction.stages.layout import Fitted, fit_layout, prune_settings
 from compaction.stages.plan import plan_zone, summarize_job, zone_view
-from compaction.stages.protect import Partition
+from compaction.stages.protect import Partition, partition
 from compaction.stages.reconstruct import strip_previous_summary
 from compaction.stages.summarize import SummarizeJob, summarize_zone
 from compaction.stages.verify import trim_to_fit, verify
@@ -42,7 +45,8 @@ class Prepared:
     layout: Partition
     config: CompactionConfig
     zone: list[Message]
-    tokens_before: int
+    input_tokens: InputTokens
+    """The input's exact count, summed from carried counts or counted off the critical path."""
     job: SummarizeJob | None = None
     summarizer_input: list[Message] = field(default_factory=list)
     plan: ChunkPlan | None = None
@@ -59,6 +63,11 @@ class Prepared:
     """The zone as every later stage reads it (pruning, the summarizer, the ledger): secrets redacted
     (unless the run keeps them), before any of them keeps or cuts a line."""
 
+    @property
+    def tokens_before(self) -> int:
+        """The input's exact tokens (waits for, or makes, the count of what carried none)."""
+        return self.input_tokens.total()
+
 
 async def prepare(run: Run) -> Prepared:
     """Repair, fit, prune and chunk: the whole plan, with no summarizer call (in the run's memo
@@ -69,11 +78,11 @@ async def prepare(run: Run) -> Prepared:
 
 async def _prepare(run: Run) -> Prepared:
     alternation, keep_turns = turn_rules(run)
-    tokens_before = run.count(run.transcript.messages)
+    input_tokens = InputTokens(run)
     repaired, repair_report = repair(run.transcript, alternation=alternation, merge_turns=not keep_turns)
     messages, previous = strip_previous_summary(repaired.messages, run.config)
     earlier = carried("\n\n".join(x for x in (run.previous_summary, previous) if x) or None)
-    fitted = fit_layout(run, messages, run.counts(messages))
+    fitted = _fit(run, messages)
     run.record["layout_rounds"] = list(fitted.rounds)
     layout, config, messages = fitted.partition, fitted.config, fitted.messages or messages
     run.record["repair"] = repair_report.to_dict()
@@ -87,18 +96,17 @@ async def _prepare(run: Run) -> Prepared:
         layout,
         config,
         zone,
-        tokens_before,
+        input_tokens,
         carried_ledger=earlier.ledger,
         carried_topics=earlier.topics,
     )
+    if not zone:
+        return prepared
     # Fewer than two messages is "not enough to compact", unless the context does not fit: then
-    # even a single huge message is summarized rather than left over budget.
-    if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
-        # The input's counts are carried ones: it is left as it is only if it fits by a fresh count.
-        fresh = run.recount(run.transcript.messages) if zone else tokens_before
-        if not zone or run.budget.fits(fresh):
-            return prepared
-        prepared.tokens_before = fresh
+    # even a single huge message is summarized rather than left over budget. Exact counts decide.
+    # The input's counts are carried ones: it is left as it is only if it fits by a fresh count.
+    if len(zone) < 2 and run.budget.fits(input_tokens.total()) and run.budget.fits(input_tokens.recount()):
+        return prepared
 
     settings = prune_settings(config)
     view = zone_view(run, config, zone, settings)
@@ -120,6 +128,61 @@ async def _prepare(run: Run) -> Prepared:
     return prepared
 
 
+_TAIL_BATCH = 8  # messages counted at a time from the newest back, until a token-bounded tail is decided
+
+
+def _fit(run: Run, messages: Sequence[Message]) -> Fitted:
+    """:func:`fit_layout` on exact counts of every message the layout can keep, and planning
+    estimates (:meth:`Run.plan_counts`) of the rest, which it can only summarize.
+
+    What can be kept is what :func:`partition` keeps before any reduction (the head, the pinned and
+    system messages between, the recent tail widened to a safe cut; a token-bounded tail is found
+    by counting from the newest message back until its bound is passed): the reductions only move
+    the tail's start later or trim what is kept, and count what they change themselves. Should a
+    fitted layout keep a message counted by estimate, it is counted and the layout fitted again."""
+    n = len(messages)
+    exact = np.zeros(n, dtype=bool)
+    counts = np.zeros(n, dtype=np.int64)
+
+    def count_exactly(indices: Sequence[int]) -> None:
+        todo = [i for i in indices if not exact[i]]
+        if todo:
+            counts[todo] = run.counts([messages[i] for i in todo])
+            exact[todo] = True
+
+    keep_tokens = run.config.keep_recent_tokens
+    if keep_tokens is not None:
+        keep_tokens >>= run.aggression
+        end, suffix = n, 0
+        while end > 0 and suffix <= keep_tokens:
+            start = max(0, end - _TAIL_BATCH)
+            count_exactly(range(start, end))
+            suffix += int(counts[start:end].sum())
+            end = start
+    first = partition(
+        messages,
+        counts,
+        keep_recent_messages=run.config.keep_recent_messages >> run.aggression,
+        keep_recent_tokens=keep_tokens,
+        pinned_ids=run.pinned_ids,
+        protect_first_user=run.config.protect_first_user_message,
+    )
+    count_exactly(_kept_indices(first, n))
+    planned = [i for i in range(n) if not exact[i]]
+    if planned:
+        counts[planned] = run.plan_counts([messages[i] for i in planned])
+    while True:
+        fitted = fit_layout(run, messages, counts)
+        estimated = [i for i in _kept_indices(fitted.partition, n) if not exact[i]]
+        if not estimated:
+            return fitted
+        count_exactly(estimated)
+
+
+def _kept_indices(layout: Partition, n: int) -> list[int]:
+    return [*layout.head, *layout.kept_middle, *range(layout.tail_start, n)]
+
+
 async def run_pipeline(run: Run) -> CompactionResult:
     """Compact ``run``: every stage, with one memo scope for the run (see :mod:`compaction._cache`:
     nothing computed for one run makes another faster)."""
@@ -132,6 +195,8 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     if p.job is None or p.plan is None:
         return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job = p.config, p.job
+    # The input's exact count is needed only for the result: it runs beside the summarizer.
+    p.input_tokens.start()
     # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
     # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
     scan = partial(scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
@@ -139,6 +204,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     try:
         outcome = await summarize_zone(job, p.summarizer_input, p.plan.spans)
     except BaseException:
+        p.input_tokens.cancel()
         if ledger_task is not None:
             ledger_task.cancel()
         raise
@@ -156,6 +222,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
         "failed_chunks": list(outcome.failed_chunks),
     }
     if outcome.level != "full" and config.strict:
+        p.input_tokens.cancel()
         raise CompactionError(f"summarization degraded to {outcome.level!r}: {outcome.reason}")
 
     layout = p.layout
@@ -174,11 +241,11 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     # A compaction forced on a small context can come out larger than what it replaces (the summary
     # block outweighs the zone). The input, repaired, is then the better context: say so instead.
     # With ``previous_summary`` passed separately (session stores) the input is that summary too.
-    baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
+    baseline = await p.input_tokens.wait() + previous
     if done.tokens >= baseline:
         # Carried counts said the input was this small: a fresh count decides before giving up.
-        p.tokens_before = run.recount(run.transcript.messages)
-        baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+        baseline = p.input_tokens.recount() + previous
     if done.tokens >= baseline:
         run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": done.tokens}
         reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"
