@@ -87,10 +87,12 @@ class Run:
         the tokenizer on samples, not on every character), scaled per message by a calibrated
         counter. Nothing that decides fit reads these; what a compaction returns is counted exactly.
 
-        A message gets one planning count per run, the first asked for: a count carried onto it
-        later (the input's exact count runs beside the summarizer) does not change the plan."""
+        A run whose summarizer needs no model call (an offline one) plans on exact counts: it
+        counts every input message once anyway (``tokens_before``), and has no call to count
+        beside. A message gets one planning count per run, the first asked for: a count carried
+        onto it later (the input's exact count runs beside the summarizer) does not change the plan."""
         additive = _additive(self.counter)
-        if additive is None:
+        if additive is None or isinstance(self.summarizer, OfflineSummarizer):
             return self.counts(messages)
         base, calibrated = additive
         out = np.empty(len(messages), dtype=np.int64)
@@ -198,6 +200,10 @@ class InputTokens:
         """Count what is missing in a worker thread (once; nothing when nothing is missing)."""
         if self._total is not None or self._future is not None:
             return
+        self._take_carried()
+        if not self._missing:  # the plan counted them (an offline run plans on exact counts)
+            self._total = self._finish(0)
+            return
         future: Future[int] = Future()
         self._future = future
         context = contextvars.copy_context()  # the counter's cache partition travels with the run
@@ -213,6 +219,8 @@ class InputTokens:
     def total(self) -> int:
         """The exact count: the worker's (waited for), or counted here if it was never started."""
         if self._total is None:
+            if self._future is None:
+                self._take_carried()
             missing = self._future.result() if self._future is not None else self._count_missing()
             self._total = self._finish(missing)
         return self._total
@@ -235,6 +243,18 @@ class InputTokens:
             future.set_result(self._count_missing())
         except BaseException as exc:  # handed to whoever waits for the figure
             future.set_exception(exc)
+
+    def _take_carried(self) -> None:
+        """Sum the counts carried since the run began (what the layout and the plan counted)."""
+        assert self._base is not None
+        still: list[Message] = []
+        for message in self._missing:
+            tokens = message.carried_tokens(self._base)
+            if tokens is None:
+                still.append(message)
+            else:
+                self._carried += tokens
+        self._missing = still
 
     def _count_missing(self) -> int:
         assert self._base is not None

@@ -1,8 +1,9 @@
 """Exact counts where they guarantee fit, planning estimates where they only plan.
 
 A compaction counts exactly what it can keep (the head, pinned and system messages, the recent tail
-and what bounds it); the messages it can only summarize are planned on estimates; the input's exact
-count (``tokens_before``) is summed from carried counts or made beside the summarizer. The layout,
+and what bounds it); with a model summarizer the messages it can only summarize are planned on
+estimates, and the input's exact count (``tokens_before``) is summed from carried counts or made
+beside the summarizer's calls (an offline run counts every message once, exactly, and plans on it). The layout,
 the "does it need compacting" decision and the result's figures are the ones exact counts give,
 whatever the estimates say, for text a character count misjudges (CJK, base64, emoji)."""
 
@@ -21,6 +22,7 @@ from compaction import CompactionConfig, Compactor
 from compaction.adapters import to_canonical
 from compaction.pipeline import prepare
 from compaction.run_state import InputTokens, carried_counts
+from compaction.summarizers.scripted import ScriptedSummarizer
 from compaction.tokens import CalibratedCounter, TiktokenCounter, active_count_cache_partition, count_cache_partition
 
 _PROSE = "The migration failed on the orders table; the lock timeout was too short for the backfill. "
@@ -84,9 +86,15 @@ LAYOUTS = {
 }
 
 
-def _prepared(layout: str, *, carried: bool, seed: int) -> Any:
+def _model() -> ScriptedSummarizer:
+    """A stand-in for a model summarizer (it answers at once)."""
+    return ScriptedSummarizer(default="SUMMARY: the migration work so far.")
+
+
+def _prepared(layout: str, *, carried: bool, seed: int, offline: bool = False) -> Any:
     config, call = LAYOUTS[layout]
-    compactor = Compactor("gpt-4o", config=CompactionConfig(**{"window": 64_000, **config}))
+    summarizer = None if offline else _model()
+    compactor = Compactor("gpt-4o", summarizer, CompactionConfig(**{"window": 64_000, **config}))
     messages = _session(seed)
     messages[21] = {**messages[21], "id": "PIN"}
     transcript = to_canonical(messages)
@@ -123,6 +131,14 @@ def test_only_what_can_be_kept_is_counted_before_the_summarizer(layout: str) -> 
     assert len(counted_in_zone) <= 8  # at most the few a token-bounded tail's count reached past its start
 
 
+def test_an_offline_run_counts_every_message_once_and_plans_on_it() -> None:
+    compactor, run, prepared = _prepared("recent messages", carried=False, seed=3, offline=True)
+    assert all(m.carried_tokens(compactor.counter) is not None for m in run.transcript.messages)
+    prepared.input_tokens.start()
+    assert prepared.input_tokens.pending == 0  # nothing left for a worker
+    assert prepared.tokens_before == TiktokenCounter("o200k_base").count_messages(run.transcript.messages)
+
+
 def _one_zone_message(dense: str) -> list[dict[str, Any]]:
     """Task, one long message (the zone), last request. The long message's dense content lies
     between the estimator's sample windows, which see prose: its estimate is far under its count."""
@@ -137,7 +153,7 @@ def _one_zone_message(dense: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("over", [True, False])
 def test_whether_to_compact_is_decided_on_exact_counts(dense: str, over: bool) -> None:
     config = CompactionConfig(window=100_000, keep_recent_messages=1, max_summary_tokens=1_000)
-    compactor = Compactor("gpt-4o", config=config)
+    compactor = Compactor("gpt-4o", _model(), config)
     messages = _one_zone_message(dense)
     exact = compactor.count(messages)
     estimated = compactor.counter.planning_estimator().estimate(to_canonical(messages).messages)
@@ -155,7 +171,7 @@ def test_whether_to_compact_is_decided_on_exact_counts(dense: str, over: bool) -
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_result_figures_are_exact_and_the_context_fits(seed: int) -> None:
-    compactor = Compactor("gpt-4o", config=CompactionConfig(window=32_000, reserve_tokens=2_000))
+    compactor = Compactor("gpt-4o", _model(), CompactionConfig(window=32_000, reserve_tokens=2_000))
     messages = _session(seed)
     result = compactor.compact(messages)
     assert result.compacted
@@ -166,7 +182,7 @@ def test_the_result_figures_are_exact_and_the_context_fits(seed: int) -> None:
 def test_a_calibrated_counter_reports_the_scaled_exact_count() -> None:
     counter = CalibratedCounter(TiktokenCounter("o200k_base"))
     counter.record_usage(estimated_tokens=1_000, reported_prompt_tokens=1_300)
-    compactor = Compactor("gpt-4o", counter=counter, config=CompactionConfig(window=64_000))
+    compactor = Compactor("gpt-4o", _model(), CompactionConfig(window=64_000), counter=counter)
     messages = _session(4)
     result = compactor.compact(messages)
     assert result.compacted
@@ -182,7 +198,7 @@ def test_the_input_count_runs_in_a_worker_with_the_callers_cache_partition(monke
         return count_missing(self)
 
     monkeypatch.setattr(InputTokens, "_count_missing", spy)
-    compactor = Compactor("gpt-4o", config=CompactionConfig(window=32_000, reserve_tokens=2_000))
+    compactor = Compactor("gpt-4o", _model(), CompactionConfig(window=32_000, reserve_tokens=2_000))
     messages = _session(6)
     with count_cache_partition("tenant-a"):
         result = compactor.compact(messages)
