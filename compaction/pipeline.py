@@ -139,7 +139,10 @@ def _fit(run: Run, messages: Sequence[Message]) -> Fitted:
     system messages between, the recent tail widened to a safe cut; a token-bounded tail is found
     by counting from the newest message back until its bound is passed): the reductions only move
     the tail's start later or trim what is kept, and count what they change themselves. Should a
-    fitted layout keep a message counted by estimate, it is counted and the layout fitted again."""
+    fitted layout keep a message counted by estimate, it is counted and the layout fitted again.
+    A run that plans on exact counts (an offline one) counts every message at once."""
+    if not run.plans_on_estimates:
+        return fit_layout(run, messages, run.counts(messages))
     n = len(messages)
     exact = np.zeros(n, dtype=bool)
     counts = np.zeros(n, dtype=np.int64)

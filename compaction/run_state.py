@@ -92,7 +92,7 @@ class Run:
         beside. A message gets one planning count per run, the first asked for: a count carried
         onto it later (the input's exact count runs beside the summarizer) does not change the plan."""
         additive = _additive(self.counter)
-        if additive is None or isinstance(self.summarizer, OfflineSummarizer):
+        if additive is None or not self.plans_on_estimates:
             return self.counts(messages)
         base, calibrated = additive
         out = np.empty(len(messages), dtype=np.int64)
@@ -119,6 +119,13 @@ class Run:
         if calibrated is not None:
             return np.fromiter((calibrated._scale(int(c)) for c in out), dtype=np.int64, count=len(out))
         return out
+
+    @property
+    def plans_on_estimates(self) -> bool:
+        """Whether :meth:`plan_counts` gives estimates for messages that carry no count: with a
+        model summarizer and a counter whose list counts add up its messages' (see
+        :meth:`plan_counts`)."""
+        return _additive(self.counter) is not None and not isinstance(self.summarizer, OfflineSummarizer)
 
     def plan_count_message(self, message: Message) -> int:
         """One message's :meth:`plan_counts`."""
