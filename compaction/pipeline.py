@@ -12,11 +12,8 @@ What each stage did goes into ``run.record`` here, in this order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-
-import numpy as np
 
 from compaction._cache import memo_scope
 from compaction.config import CompactionConfig
@@ -27,9 +24,10 @@ from compaction.result import CompactionResult, FallbackLevel
 from compaction.run_state import InputTokens, Run, turn_rules
 from compaction.stages.block import carried, scan_artifacts, summary_block, trim_note
 from compaction.stages.chunk import ChunkPlan
-from compaction.stages.layout import Fitted, fit_layout, prune_settings
+from compaction.stages.counted_layout import counted_layout
+from compaction.stages.layout import prune_settings
 from compaction.stages.plan import plan_zone, summarize_job, zone_view
-from compaction.stages.protect import Partition, partition
+from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import strip_previous_summary
 from compaction.stages.summarize import SummarizeJob, summarize_zone
 from compaction.stages.verify import trim_to_fit, verify
@@ -82,7 +80,7 @@ async def _prepare(run: Run) -> Prepared:
     repaired, repair_report = repair(run.transcript, alternation=alternation, merge_turns=not keep_turns)
     messages, previous = strip_previous_summary(repaired.messages, run.config)
     earlier = carried("\n\n".join(x for x in (run.previous_summary, previous) if x) or None)
-    fitted = _fit(run, messages)
+    fitted = counted_layout(run, messages)
     run.record["layout_rounds"] = list(fitted.rounds)
     layout, config, messages = fitted.partition, fitted.config, fitted.messages or messages
     run.record["repair"] = repair_report.to_dict()
@@ -126,64 +124,6 @@ async def _prepare(run: Run) -> Prepared:
     prepared.job, prepared.summarizer_input, prepared.plan = chunked.job, chunked.messages, chunked.plan
     prepared.planned_tokens = chunked.planned_tokens
     return prepared
-
-
-_TAIL_BATCH = 8  # messages counted at a time from the newest back, until a token-bounded tail is decided
-
-
-def _fit(run: Run, messages: Sequence[Message]) -> Fitted:
-    """:func:`fit_layout` on exact counts of every message the layout can keep, and planning
-    estimates (:meth:`Run.plan_counts`) of the rest, which it can only summarize.
-
-    What can be kept is what :func:`partition` keeps before any reduction (the head, the pinned and
-    system messages between, the recent tail widened to a safe cut; a token-bounded tail is found
-    by counting from the newest message back until its bound is passed): the reductions only move
-    the tail's start later or trim what is kept, and count what they change themselves. Should a
-    fitted layout keep a message counted by estimate, it is counted and the layout fitted again.
-    A run that plans on exact counts (an offline one) counts every message at once."""
-    if not run.plans_on_estimates:
-        return fit_layout(run, messages, run.counts(messages))
-    n = len(messages)
-    exact = np.zeros(n, dtype=bool)
-    counts = np.zeros(n, dtype=np.int64)
-
-    def count_exactly(indices: Sequence[int]) -> None:
-        todo = [i for i in indices if not exact[i]]
-        if todo:
-            counts[todo] = run.counts([messages[i] for i in todo])
-            exact[todo] = True
-
-    keep_tokens = run.config.keep_recent_tokens
-    if keep_tokens is not None:
-        keep_tokens >>= run.aggression
-        end, suffix = n, 0
-        while end > 0 and suffix <= keep_tokens:
-            start = max(0, end - _TAIL_BATCH)
-            count_exactly(range(start, end))
-            suffix += int(counts[start:end].sum())
-            end = start
-    first = partition(
-        messages,
-        counts,
-        keep_recent_messages=run.config.keep_recent_messages >> run.aggression,
-        keep_recent_tokens=keep_tokens,
-        pinned_ids=run.pinned_ids,
-        protect_first_user=run.config.protect_first_user_message,
-    )
-    count_exactly(_kept_indices(first, n))
-    planned = [i for i in range(n) if not exact[i]]
-    if planned:
-        counts[planned] = run.plan_counts([messages[i] for i in planned])
-    while True:
-        fitted = fit_layout(run, messages, counts)
-        estimated = [i for i in _kept_indices(fitted.partition, n) if not exact[i]]
-        if not estimated:
-            return fitted
-        count_exactly(estimated)
-
-
-def _kept_indices(layout: Partition, n: int) -> list[int]:
-    return [*layout.head, *layout.kept_middle, *range(layout.tail_start, n)]
 
 
 async def run_pipeline(run: Run) -> CompactionResult:

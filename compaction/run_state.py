@@ -83,7 +83,7 @@ class Run:
         """Each message's tokens for what only plans: the summarizer's chunks, the view's room,
         which tool results pruning clears. A message's carried exact count when it has one (what
         a ContextManager counted on append, what the layout counted to decide fit), else the
-        counter's planning estimate (:meth:`~compaction.tokens.BaseTokenCounter.planning_estimator`:
+        counter's planning estimate (:class:`~compaction.tokens.PlanningEstimator`:
         the tokenizer on samples, not on every character), scaled per message by a calibrated
         counter. Nothing that decides fit reads these; what a compaction returns is counted exactly.
 
@@ -111,7 +111,7 @@ class Run:
             out[index] = tokens
         if todo:
             if self._estimator is None:
-                self._estimator = base.planning_estimator()
+                self._estimator = PlanningEstimator(base)
             estimates = self._estimator.estimate([messages[i] for i in todo])
             for index, tokens in zip(todo, estimates, strict=True):
                 planned[id(messages[index])] = (messages[index], tokens)

@@ -17,7 +17,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from compaction.tokens._estimate import PlanningEstimator
 from compaction.tokens._images import ImageStyle, image_part_tokens
 from compaction.transcript import (
     ImagePart,
@@ -368,13 +367,6 @@ class BaseTokenCounter(ABC):
         self._hits += len(messages) - len(missing)
         fresh = iter(self._count_new(missing) if missing else ())
         return [count if count is not None else next(fresh) for count in counts]
-
-    def planning_estimator(self) -> PlanningEstimator:
-        """A :class:`~compaction.tokens.PlanningEstimator` with this counter: estimates of
-        :meth:`count_message` for sizes that only plan (the summarizer's chunks), the tokenizer run
-        on samples rather than on every character. One per compaction (it keeps the rate it
-        measures); its estimates are not counts, and nothing that decides fit reads them."""
-        return PlanningEstimator(self)
 
     def message_texts(self, message: Message) -> tuple[list[str], int]:
         """The strings :meth:`count_message` tokenizes for ``message`` (role and name first), and

@@ -23,7 +23,13 @@ from compaction.adapters import to_canonical
 from compaction.pipeline import prepare
 from compaction.run_state import InputTokens, carried_counts
 from compaction.summarizers.scripted import ScriptedSummarizer
-from compaction.tokens import CalibratedCounter, TiktokenCounter, active_count_cache_partition, count_cache_partition
+from compaction.tokens import (
+    CalibratedCounter,
+    PlanningEstimator,
+    TiktokenCounter,
+    active_count_cache_partition,
+    count_cache_partition,
+)
 
 _PROSE = "The migration failed on the orders table; the lock timeout was too short for the backfill. "
 
@@ -156,7 +162,7 @@ def test_whether_to_compact_is_decided_on_exact_counts(dense: str, over: bool) -
     compactor = Compactor("gpt-4o", _model(), config)
     messages = _one_zone_message(dense)
     exact = compactor.count(messages)
-    estimated = compactor.counter.planning_estimator().estimate(to_canonical(messages).messages)
+    estimated = PlanningEstimator(compactor.counter).estimate(to_canonical(messages).messages)
     assert sum(estimated) + 3 < exact * 0.8  # the estimate alone would call it a fit
     result = compactor.compact(messages, budget=exact - 1 if over else exact)
     assert result.tokens_before == exact
