@@ -6,6 +6,15 @@ figures as a dict (for ``benchmarks/run_all.py``). Figures are medians over seve
 Measured: cold exact count with o200k (fresh counter, encoding already loaded), the warm re-count
 after appending one message (with and without re-converting the dicts), and the import time of
 ``compaction`` in fresh subprocesses.
+
+``python benchmarks/bench_tokens.py --estimates`` measures the planning estimates instead (what a
+compaction plans the summarizer's chunks on: ``PlanningEstimator``, one per source as one per run):
+the share of characters it hands the tokenizer, its CPU against the exact count of the same messages
+(fresh counters, alternated), and how far off it is: the whole source, each message of 500 tokens or
+more, and runs of 20 consecutive messages (a chunk is many of them), as exact / estimate. Sources:
+generated coding and job-search sessions (2,000 messages, seed 0), every transcript of
+``tests/corpus`` together, and a generated mix of the texts a character count misjudges (CJK, emoji,
+base64, hex, identifiers, minified JSON) among ordinary prose, short and long.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.common import appended_message, synthetic_transcript  # noqa: E402
 from compaction.adapters import to_canonical  # noqa: E402
-from compaction.tokens import EstimateCounter, HFTokenizerCounter, TiktokenCounter  # noqa: E402
+from compaction.tokens import EstimateCounter, HFTokenizerCounter, PlanningEstimator, TiktokenCounter  # noqa: E402
 from compaction.transcript import Message  # noqa: E402
 
 N_MESSAGES = 2_000
@@ -164,5 +173,94 @@ def _table(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _misjudged(seed: int, n: int) -> list[Message]:
+    """Messages whose texts a character count misjudges, short and long, among ordinary prose."""
+    import base64
+    import json
+
+    rng = random.Random(seed)
+    prose = "The deploy failed because the cache key changed; rerun the job after clearing it. "
+
+    def piece() -> str:
+        kind = rng.randrange(7)
+        size = rng.choice((40, 300, 1_500, 6_000))
+        if kind == 0:
+            return "".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(size // 2))
+        if kind == 1:
+            return "".join(rng.choice("🎉🚀✅❌🔥👍😀🙏💡📦") for _ in range(size // 3))
+        if kind == 2:
+            return base64.b64encode(rng.randbytes(size)).decode()
+        if kind == 3:
+            return rng.randbytes(size // 2).hex()
+        if kind == 4:
+            return json.dumps([{"id": i, "v": rng.random()} for i in range(size // 20)], separators=(",", ":"))
+        return prose * max(1, size // len(prose))
+
+    out = []
+    for i in range(n):
+        text = "\n".join(piece() for _ in range(rng.randint(1, 3)))
+        out.append(to_canonical([{"role": "user" if i % 2 else "assistant", "content": text}]).messages[0])
+    return out
+
+
+def estimates(seed: int = 0, repeats: int = 3) -> dict[str, dict[str, float]]:
+    """Per source: the planning estimate's tokenized share, CPU and error (see the docstring)."""
+    import numpy as np
+
+    from benchmarks.corpus import load_corpus
+    from benchmarks.generate import generate
+
+    sources: dict[str, list[Message]] = {}
+    for kind in ("coding", "job_search"):
+        sources[kind] = list(to_canonical(generate(kind, 2_000, seed=seed, format="openai").messages).messages)
+    sources["corpus"] = [m for _, raw, system in load_corpus() for m in to_canonical(raw, system).messages]
+    sources["misjudged mix"] = _misjudged(seed, 600)
+    TiktokenCounter("o200k_base").count_text("warm up")
+    out: dict[str, dict[str, float]] = {}
+    for name, messages in sources.items():
+        exact_cpu, estimate_cpu = [], []
+        for _ in range(repeats):
+            start = time.process_time()
+            exact = np.array(TiktokenCounter("o200k_base").count_each(messages), dtype=float)
+            exact_cpu.append(time.process_time() - start)
+            estimator = PlanningEstimator(TiktokenCounter("o200k_base"))
+            start = time.process_time()
+            estimate = np.array(estimator.estimate(messages), dtype=float)
+            estimate_cpu.append(time.process_time() - start)
+        chars = sum(len(t) for m in messages for t in TiktokenCounter("o200k_base").message_texts(m)[0])
+        large = exact >= 500
+        runs = [exact[i : i + 20].sum() / estimate[i : i + 20].sum() for i in range(0, len(messages) - 19, 20)]
+        per_message = exact[large] / estimate[large]
+        out[name] = {
+            "messages": len(messages),
+            "tokens": float(exact.sum()),
+            "tokenized_share": estimator.tokenized_chars / chars,
+            "exact_ms": statistics.median(exact_cpu) * 1e3,
+            "estimate_ms": statistics.median(estimate_cpu) * 1e3,
+            "total_ratio": float(exact.sum() / estimate.sum()),
+            "message_p1": float(np.percentile(per_message, 1)),
+            "message_p99": float(np.percentile(per_message, 99)),
+            "runs_p1": float(np.percentile(runs, 1)),
+            "runs_p99": float(np.percentile(runs, 99)),
+        }
+    return out
+
+
+def _estimates_table(figures: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| source | messages | tokens | tokenized chars | CPU estimate / exact | exact/estimate: total | "
+        "messages >= 500 tokens (p1-p99) | runs of 20 (p1-p99) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, f in figures.items():
+        lines.append(
+            f"| {name} | {f['messages']:,} | {f['tokens']:,.0f} | {f['tokenized_share']:.1%} | "
+            f"{f['estimate_ms']:.0f} / {f['exact_ms']:.0f} ms ({f['estimate_ms'] / f['exact_ms']:.2f}x) | "
+            f"{f['total_ratio']:.3f} | {f['message_p1']:.2f}-{f['message_p99']:.2f} | "
+            f"{f['runs_p1']:.2f}-{f['runs_p99']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(_table(run()))
+    print(_estimates_table(estimates()) if "--estimates" in sys.argv[1:] else _table(run()))

@@ -21,10 +21,11 @@ from compaction.errors import CompactionError
 from compaction.outcome import ReturnedCounts, compacted_result, not_compacted
 from compaction.pairs import repair
 from compaction.result import CompactionResult, FallbackLevel
-from compaction.run_state import Run, turn_rules
+from compaction.run_state import InputTokens, Run, turn_rules
 from compaction.stages.block import carried, scan_artifacts, summary_block, trim_note
 from compaction.stages.chunk import ChunkPlan
-from compaction.stages.layout import fit_layout, prune_settings
+from compaction.stages.counted_layout import counted_layout
+from compaction.stages.layout import prune_settings
 from compaction.stages.plan import plan_zone, summarize_job, zone_view
 from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import strip_previous_summary
@@ -42,7 +43,8 @@ class Prepared:
     layout: Partition
     config: CompactionConfig
     zone: list[Message]
-    tokens_before: int
+    input_tokens: InputTokens
+    """The input's exact count, summed from carried counts or counted off the critical path."""
     job: SummarizeJob | None = None
     summarizer_input: list[Message] = field(default_factory=list)
     plan: ChunkPlan | None = None
@@ -59,6 +61,11 @@ class Prepared:
     """The zone as every later stage reads it (pruning, the summarizer, the ledger): secrets redacted
     (unless the run keeps them), before any of them keeps or cuts a line."""
 
+    @property
+    def tokens_before(self) -> int:
+        """The input's exact tokens (waits for, or makes, the count of what carried none)."""
+        return self.input_tokens.total()
+
 
 async def prepare(run: Run) -> Prepared:
     """Repair, fit, prune and chunk: the whole plan, with no summarizer call (in the run's memo
@@ -69,11 +76,11 @@ async def prepare(run: Run) -> Prepared:
 
 async def _prepare(run: Run) -> Prepared:
     alternation, keep_turns = turn_rules(run)
-    tokens_before = run.count(run.transcript.messages)
+    input_tokens = InputTokens(run)
     repaired, repair_report = repair(run.transcript, alternation=alternation, merge_turns=not keep_turns)
     messages, previous = strip_previous_summary(repaired.messages, run.config)
     earlier = carried("\n\n".join(x for x in (run.previous_summary, previous) if x) or None)
-    fitted = fit_layout(run, messages, run.counts(messages))
+    fitted = counted_layout(run, messages)
     run.record["layout_rounds"] = list(fitted.rounds)
     layout, config, messages = fitted.partition, fitted.config, fitted.messages or messages
     run.record["repair"] = repair_report.to_dict()
@@ -87,18 +94,17 @@ async def _prepare(run: Run) -> Prepared:
         layout,
         config,
         zone,
-        tokens_before,
+        input_tokens,
         carried_ledger=earlier.ledger,
         carried_topics=earlier.topics,
     )
+    if not zone:
+        return prepared
     # Fewer than two messages is "not enough to compact", unless the context does not fit: then
-    # even a single huge message is summarized rather than left over budget.
-    if not zone or (len(zone) < 2 and run.budget.fits(tokens_before)):
-        # The input's counts are carried ones: it is left as it is only if it fits by a fresh count.
-        fresh = run.recount(run.transcript.messages) if zone else tokens_before
-        if not zone or run.budget.fits(fresh):
-            return prepared
-        prepared.tokens_before = fresh
+    # even a single huge message is summarized rather than left over budget. Exact counts decide.
+    # The input's counts are carried ones: it is left as it is only if it fits by a fresh count.
+    if len(zone) < 2 and run.budget.fits(input_tokens.total()) and run.budget.fits(input_tokens.recount()):
+        return prepared
 
     settings = prune_settings(config)
     view = zone_view(run, config, zone, settings)
@@ -132,6 +138,8 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     if p.job is None or p.plan is None:
         return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job = p.config, p.job
+    # The input's exact count is needed only for the result: it runs beside the summarizer.
+    p.input_tokens.start()
     # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
     # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
     scan = partial(scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
@@ -139,6 +147,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     try:
         outcome = await summarize_zone(job, p.summarizer_input, p.plan.spans)
     except BaseException:
+        p.input_tokens.cancel()
         if ledger_task is not None:
             ledger_task.cancel()
         raise
@@ -156,6 +165,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
         "failed_chunks": list(outcome.failed_chunks),
     }
     if outcome.level != "full" and config.strict:
+        p.input_tokens.cancel()
         raise CompactionError(f"summarization degraded to {outcome.level!r}: {outcome.reason}")
 
     layout = p.layout
@@ -175,11 +185,11 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     # A compaction forced on a small context can come out larger than what it replaces (the summary
     # block outweighs the zone). The input, repaired, is then the better context: say so instead.
     # With ``previous_summary`` passed separately (session stores) the input is that summary too.
-    baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
+    baseline = await p.input_tokens.wait() + previous
     if done.tokens >= baseline:
         # Carried counts said the input was this small: a fresh count decides before giving up.
-        p.tokens_before = run.recount(run.transcript.messages)
-        baseline = p.tokens_before + (run.counter.count_text(run.previous_summary) if run.previous_summary else 0)
+        baseline = p.input_tokens.recount() + previous
     if done.tokens >= baseline:
         run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": done.tokens}
         reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"

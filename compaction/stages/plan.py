@@ -62,11 +62,13 @@ def zone_view(run: Run, config: CompactionConfig, zone: list[Message], settings:
     the view that spends the room the chunks leave on every result's head, tail and salient lines
     instead of on whole recent results and cleared old ones: as many chunks, more history in them."""
     readable = [redact_message(m) for m in zone] if config.redact_secrets else zone
-    pruned = prune_tool_results(readable, settings=settings, window_tokens=run.budget.window, count=run.count_message)
+    pruned = prune_tool_results(
+        readable, settings=settings, window_tokens=run.budget.window, count=run.plan_count_message
+    )
     visible = list(prepare_for_summarizer(pruned.messages, settings=settings))
     view_record = None
     if reads_rendered_prompt(run.summarizer):
-        room = view_room(config, run.counts(visible), summarizer_window(run, config))
+        room = view_room(config, run.plan_counts(visible), summarizer_window(run, config))
         visible, view_record = summarizer_view(run.counter, readable, room, settings)
     return ZoneView(readable, tuple(pruned.items), visible, view_record)
 
@@ -96,7 +98,7 @@ def summarize_job(
         # failure_mode="trim" replaces the extractive fallback: a failed summarizer trims instead.
         config=config.model_copy(update={"extractive_fallback": False}) if config.failure_mode == "trim" else config,
         count=run.counter.count_text,
-        count_message=run.count_message,
+        count_message=run.plan_count_message,
         previous_summary=previous_summary,
         instructions=run.instructions,
         fallback=run.fallback,
@@ -180,7 +182,7 @@ class _Planner:
         self.overhead = self.fixed + config.max_summary_tokens + earlier
 
     def counts(self, messages: list[Message]) -> npt.NDArray[np.int64]:
-        return rendered_counts(self.run.counter, messages) if self.rendered else self.run.counts(messages)
+        return rendered_counts(self.run.counter, messages) if self.rendered else self.run.plan_counts(messages)
 
     def plan(self, messages: list[Message]) -> ChunkPlan:
         config = self.config
@@ -200,7 +202,7 @@ def _fit_long_messages(
 ) -> tuple[list[Message], ChunkPlan]:
     """Messages too long for one chunk cut to fit it, and the plan made again if any was."""
     limit = math.floor(plan.max_chunk_tokens / config.safety_margin)
-    fitted = [fit_message(m, limit, run.count_message) for m in messages]
+    fitted = [fit_message(m, limit, run.plan_count_message) for m in messages]
     if all(a is b for a, b in zip(fitted, messages, strict=True)):
         return messages, plan
     return fitted, planner.plan(fitted)

@@ -48,6 +48,7 @@ from compaction.tokens._base import (
 )
 from compaction.tokens._calibrated import CalibratedCounter
 from compaction.tokens._counters import EstimateCounter, HFTokenizerCounter, TiktokenCounter, TiktokenEncodingName
+from compaction.tokens._estimate import PlanningEstimator
 from compaction.tokens._images import (
     ANTHROPIC_DEFAULT_IMAGE_TOKENS,
     OPENAI_DEFAULT_IMAGE_TOKENS,
@@ -73,6 +74,7 @@ __all__ = [
     "EstimateCounter",
     "HFTokenizerCounter",
     "ImageStyle",
+    "PlanningEstimator",
     "TiktokenCounter",
     "TiktokenEncodingName",
     "TokenCounter",

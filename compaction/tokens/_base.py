@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from compaction.tokens._images import ImageStyle, image_part_tokens
 from compaction.transcript import (
@@ -278,6 +278,8 @@ class BaseTokenCounter(ABC):
     name: str
     exact: bool
     image_style: ImageStyle
+    cheap: ClassVar[bool] = False
+    """Whether a count costs no tokenizer (an estimate by characters): planning then uses counts."""
 
     def __init__(
         self,
@@ -348,6 +350,28 @@ class BaseTokenCounter(ABC):
             total += sum(self._count_new(missing))
         self._last = (current, total)
         return total + REPLY_PRIMING
+
+    def count_each(self, messages: Sequence[Message]) -> list[int]:
+        """:meth:`count_message` of each message, those not found in the caches tokenized in one
+        batch (each distinct string once)."""
+        get = self._by_id.get
+        counts: list[int | None] = []
+        missing: list[Message] = []
+        for message in messages:
+            entry = get(id(message))
+            if entry is not None and entry[0]() is message:
+                counts.append(entry[1])
+            else:
+                counts.append(None)
+                missing.append(message)
+        self._hits += len(messages) - len(missing)
+        fresh = iter(self._count_new(missing) if missing else ())
+        return [count if count is not None else next(fresh) for count in counts]
+
+    def message_texts(self, message: Message) -> tuple[list[str], int]:
+        """The strings :meth:`count_message` tokenizes for ``message`` (role and name first), and
+        its tokens besides them (framing, overheads, images)."""
+        return self._plan(message)
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of tool schemas: the JSON of each plus :data:`TOOL_SCHEMA_OVERHEAD`."""

@@ -162,6 +162,8 @@ class EstimateCounter(BaseTokenCounter):
     3
     """
 
+    cheap = True
+
     def __init__(
         self,
         *,
