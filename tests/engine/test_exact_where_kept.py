@@ -221,3 +221,16 @@ def test_a_transcript_compacts_alike_on_first_sight_and_repeated() -> None:
     first, second = compactor.compact(messages), compactor.compact(messages)
     assert first.compacted
     assert first.to_dict() | {"duration_s": 0} == second.to_dict() | {"duration_s": 0}
+
+
+def test_whether_a_run_plans_on_estimates_follows_its_summarizer() -> None:
+    # The answer is kept between calls; a summarizer put in its place (a tracing wrapper, an
+    # offline fallback) is asked again, not answered from what the first one said.
+    compactor = Compactor("gpt-4o", _model(), CompactionConfig(window=64_000))
+    run = compactor.plan_run(to_canonical(_session(1)))
+    assert run.plans_on_estimates
+    assert run.plans_on_estimates  # the kept answer
+    run.summarizer = Compactor("gpt-4o", None, CompactionConfig(window=64_000)).summarizer
+    assert not run.plans_on_estimates
+    run.summarizer = _model()
+    assert run.plans_on_estimates
