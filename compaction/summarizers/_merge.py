@@ -64,6 +64,11 @@ _LINE_KINDS: tuple[tuple[re.Pattern[str], float, bool], ...] = tuple(
 _CARRIED = re.compile(r"`([^`]+)`|^(https?://\S+)")
 
 
+def _carries_identifier(text: str) -> bool:
+    """Is this one of the lines this module words only to carry an identifier (see :data:`_LINE_KINDS`)?"""
+    return any(carrier and pattern.search(text) for pattern, _delta, carrier in _LINE_KINDS)
+
+
 def _line_kind(text: str) -> tuple[float, tuple[str, ...]]:
     for pattern, delta, carrier in _LINE_KINDS:
         if pattern.search(text):
@@ -134,8 +139,8 @@ def _essential_kind(section: int, text: str) -> str | None:
         return None
     if section == 5 and text.startswith(PENDING_PREFIX):
         return "next_step"
-    if section not in (0, 2, 5):
-        return None
+    if section not in (0, 2, 5) or _carries_identifier(text):
+        return None  # a tally line ("Command `x` run 3x, last ok") carries a reference, not a fact
     role = "user" if section == 0 or text.startswith("User: ") else "assistant"
     kind = primary(classify([Unit(0, 0, role, 1, text.removeprefix("User: "), "prose")])[0])
     wanted = {0: ("constraint",), 2: ("decision", "number"), 5: ("next_step",)}[section]

@@ -128,15 +128,36 @@ def _aside(text: str, start: int) -> bool:
     return depth > 0
 
 
+def _in_code(text: str, start: int) -> bool:
+    """Is position ``start`` inside an inline code span (`` `sleep 30s` ``)? A quantity there is an
+    argument of a command or a piece of code, not a value the statement gives."""
+    return text.count("`", 0, start) % 2 == 1
+
+
+# A bare multiplier ("run 3x", "retried 2x") counts times something was done; a multiplier that is
+# a value says what it multiplies ("2.1x the throughput", "3x as fast") or is named or compared
+# ("speedup: 2x", "3.5x faster"), which :func:`measured` checks first.
+_MULTIPLIER = re.compile(r"\d[\d,]*(?:\.\d+)?\s?x", re.I)
+_MULTIPLIES = _rx(r"^\s+(?:the|as|that|what|its|their|our|your|my|his|her)\b")
+
+
+def _repetitions(text: str, match: re.Match[str]) -> bool:
+    """Is ``match`` (a quantity) a bare multiplier: a count of times, not a value?"""
+    return _MULTIPLIER.fullmatch(match.group()) is not None and not _MULTIPLIES.match(text[match.end() :])
+
+
 def _stated_value(text: str) -> bool:
     """Does a statement give a quantity with a unit (any unit prose uses, see :data:`_PROSE_UNIT`)
-    or a count of what something holds, outside an aside and not as a time relative to now?"""
+    or a count of what something holds, outside an aside or inline code and not as a time relative
+    to now?"""
     # "727,000 events" is a count (below), not a unit quantity.
     with_unit = [
-        m for m in QUANTITY.finditer(text) if _UNIT_MARK.search(m.group()) and not _PROSE_COUNT.fullmatch(m.group())
+        m
+        for m in QUANTITY.finditer(text)
+        if _UNIT_MARK.search(m.group()) and not _PROSE_COUNT.fullmatch(m.group()) and not _repetitions(text, m)
     ]
     for match in sorted([*with_unit, *_PROSE_QUANTITY.finditer(text)], key=lambda m: m.start()):
-        if _aside(text, match.start()):
+        if _aside(text, match.start()) or _in_code(text, match.start()):
             continue
         before = text[max(0, match.start() - 40) : match.start()]
         if _THERE_ARE.search(before) or _RELATIVE_BEFORE.search(before):
@@ -145,7 +166,7 @@ def _stated_value(text: str) -> bool:
             continue
         return True
     for match in _PROSE_COUNT.finditer(text):
-        if _aside(text, match.start()):
+        if _aside(text, match.start()) or _in_code(text, match.start()):
             continue
         before = text[max(0, match.start() - 40) : match.start()]
         if _THERE_ARE.search(before):
