@@ -1,6 +1,7 @@
 """Engine time before the first model call of one compaction with a model summarizer.
 
     python benchmarks/bench_view_cpu.py 2000      # prints one JSON line
+    python benchmarks/bench_view_cpu.py 5000 --external-provider --warm   # the critical path as a user meets it
 
 ``benchmarks.generate("coding", n, seed=0)`` (OpenAI format) compacted once by
 ``Compactor("gpt-4o", LLMSummarizer("openai/bench", ...))`` with a 128,000-token window against a
@@ -15,11 +16,22 @@ model call is sent), ``tokenized_chars`` the characters handed to the tokenizer 
 compaction. Run it in a fresh process per figure (the text
 memos are warm after a first compaction), with ``PYTHONPATH`` on the tree to measure (this file
 runs against any tree: it only needs ``pipeline.prepare`` and ``SummarizeJob.request``).
+
+``--external-provider`` runs the fake provider in a child process (this file's tree), so that its
+work (reading the requests, writing the stand-in summaries) neither takes the engine's GIL nor
+counts as the engine's CPU: ``wall`` is then the compaction's latency as a caller meets it (the
+engine's work on the critical path plus the modelled provider latency, the same for every tree
+measured with the same prompts' sizes). ``--warm`` first compacts another, smaller session (400
+messages, seed 5) in the same process, so the one-time imports a first model call makes
+(litellm's OpenAI client modules) are not in the figures. Also printed: ``to_first_call_wall`` and
+``to_first_call_thread_cpu`` (the event loop's thread only: the input's exact count runs in a
+worker thread beside it).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,8 +57,43 @@ except ImportError:  # d40fedf, the baseline tree, kept its loader private to th
     from compaction.summarizers._litellm import load_litellm  # type: ignore[no-redef]
 
 
+_PROVIDER = """
+import sys, time
+from compaction.testing import FakeProvider, LatencyModel
+provider = FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6))
+provider.start()
+print(provider.openai_api_base, flush=True)
+sys.stdin.read()  # until the parent closes it
+provider.stop()
+"""
+
+
+class _ProviderProcess:
+    """The fake provider in a child process (see the module's notes): ``api_base`` while open."""
+
+    def __enter__(self) -> _ProviderProcess:
+        env_path = str(ROOT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PROVIDER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**__import__("os").environ, "PYTHONPATH": env_path},
+        )
+        assert self.process.stdout is not None
+        self.openai_api_base = self.process.stdout.readline().strip()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 2000
+    external, warm = "--external-provider" in sys.argv, "--warm" in sys.argv
     TiktokenCounter("o200k_base").count_text("load")
     load_litellm()
     figures: dict[str, float] = {}
@@ -61,8 +108,13 @@ def main() -> None:
     tiktoken.core.Encoding.encode_ordinary = counted_encode  # type: ignore[method-assign]
     original = pipeline.prepare
 
+    started: dict[str, float] = {}
+
     async def timed_prepare(run: pipeline.Run) -> pipeline.Prepared:
+        if not measuring[0]:
+            return await original(run)
         wall, cpu = time.perf_counter(), time.process_time()
+        started.update(wall=wall, thread=time.thread_time())
         tokenized[1] = True
         prepared = await original(run)
         figures["prepare_wall"] = time.perf_counter() - wall
@@ -79,19 +131,29 @@ def main() -> None:
         request = original_request(job, *args, **kwargs)
         figures["first_request_cpu"] = time.process_time() - cpu
         figures["to_first_call_cpu"] = figures["prepare_cpu"] + figures["first_request_cpu"]
+        figures["to_first_call_wall"] = time.perf_counter() - started["wall"]
+        figures["to_first_call_thread_cpu"] = time.thread_time() - started["thread"]
         tokenized[1] = False
         figures["tokenized_chars"] = tokenized[0]
         return request
 
     pipeline.prepare = timed_prepare  # type: ignore[assignment]
     SummarizeJob.request = timed_request  # type: ignore[method-assign]
+    measuring = [not warm]
     session = generate("coding", n, seed=0, format="openai")
-    with FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6)) as server:
+    provider = (
+        _ProviderProcess() if external else FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6))
+    )
+    with provider as server:
         summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)
+        if warm:
+            small = generate("coding", 400, seed=5, format="openai")
+            Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000)).compact(small.messages)
+            measuring[0] = True
         compactor = Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000))
-        started = time.perf_counter()
+        begun = time.perf_counter()
         compactor.compact(session.messages)
-        figures["wall"] = time.perf_counter() - started
+        figures["wall"] = time.perf_counter() - begun
     print(json.dumps({"messages": n, **{k: round(v, 3) for k, v in figures.items()}}))
 
 

@@ -22,7 +22,7 @@ from compaction.outcome import ReturnedCounts, compacted_result, not_compacted
 from compaction.pairs import repair
 from compaction.result import CompactionResult, FallbackLevel
 from compaction.run_state import InputTokens, Run, turn_rules
-from compaction.stages.block import carried, scan_artifacts, summary_block, trim_note
+from compaction.stages.block import carried, read_zone, summary_block, trim_note
 from compaction.stages.chunk import ChunkPlan
 from compaction.stages.counted_layout import counted_layout
 from compaction.stages.layout import prune_settings
@@ -31,6 +31,7 @@ from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import strip_previous_summary
 from compaction.stages.summarize import SummarizeJob, summarize_zone
 from compaction.stages.verify import trim_to_fit, verify
+from compaction.summarizers.base import reads_rendered_prompt
 from compaction.transcript import Message, Transcript
 
 
@@ -140,18 +141,18 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     config, job = p.config, p.job
     # The input's exact count is needed only for the result: it runs beside the summarizer.
     p.input_tokens.start()
-    # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
-    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
-    scan = partial(scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
-    ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
+    # The artifact scan and a model summarizer's topic statements are CPU work on the whole zone;
+    # they run while the summarizer calls are in flight. The ledger reads the redacted zone.
+    view = p.index_view if reads_rendered_prompt(run.summarizer) else None
+    read = partial(read_zone, p.zone, p.readable_zone, p.carried_ledger, job.previous_summary, view=view)
+    reading_task = asyncio.create_task(asyncio.to_thread(read, ledger=config.artifact_ledger))
     try:
         outcome = await summarize_zone(job, p.summarizer_input, p.plan.spans)
     except BaseException:
         p.input_tokens.cancel()
-        if ledger_task is not None:
-            ledger_task.cancel()
+        reading_task.cancel()
         raise
-    ledger = await ledger_task if ledger_task is not None else None
+    reading = await reading_task
     usage = job.log.usage
     run.record["calls"] = job.log.entries
     run.record["summarizer_usage"] = {
@@ -177,7 +178,15 @@ async def _run_pipeline(run: Run) -> CompactionResult:
         carried_tokens = run.counter.count_text(p.carried_ledger) if p.carried_ledger else 0
         topics = (p.carried_topics, p.index_view)
         block = summary_block(
-            run, p.messages, layout, p.zone, outcome, ledger, carried_tokens=carried_tokens, topics=topics
+            run,
+            p.messages,
+            layout,
+            p.zone,
+            outcome,
+            reading.ledger,
+            carried_tokens=carried_tokens,
+            topics=topics,
+            reading=reading.topics,
         )
     returned = ReturnedCounts(run)
     done = verify(run, p.messages, layout, block, returned)

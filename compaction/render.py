@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.patterns import head_cut, tail_cut
-from compaction.redact import redact_if_needed
+from compaction.redact import _redacted_text, redact_if_needed
 from compaction.transcript import (
     ImagePart,
     Message,
@@ -209,7 +209,9 @@ _NONCE_SLOT = "\x00"  # stands for the nonce until it is drawn; shown text never
 
 
 def _shown(text: str, redact: bool) -> str:
-    text = redact_if_needed(text) if redact else text
+    # Within a run, a text the run redacted before (the zone's, or the same text in an earlier
+    # request) is looked up, not scanned again.
+    text = _redacted_text(text) if redact else text
     return drop_forged_markers(text.replace(_NONCE_SLOT, "\ufffd") if _NONCE_SLOT in text else text)
 
 

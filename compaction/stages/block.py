@@ -15,7 +15,7 @@ from compaction.stages.ledger import ArtifactLedger, carry_forward, collect_arti
 from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import SummaryBlock
 from compaction.stages.summarize import SummaryOutcome
-from compaction.summarizers.topics import TOPIC_SHARE, build_topic_index, split_topic_index
+from compaction.summarizers.topics import TOPIC_SHARE, SpanReading, build_topic_index, read_span, split_topic_index
 from compaction.transcript import Message, TextPart
 
 
@@ -48,6 +48,33 @@ def scan_artifacts(
     return carry_forward(ledger, carried_section, previous_summary or "")
 
 
+@dataclass(frozen=True)
+class ZoneReading:
+    """What the block needs of the zone whatever the summary says, read while the summarizer's
+    calls are in flight (CPU work that would otherwise follow them)."""
+
+    ledger: ArtifactLedger | None
+    topics: SpanReading | None
+    """The zone's statements for the topic index (None: read when the block is made)."""
+
+
+def read_zone(
+    zone: Sequence[Message],
+    readable: Sequence[Message],
+    carried_section: str,
+    previous_summary: str | None,
+    *,
+    ledger: bool,
+    view: Sequence[Message] | None,
+) -> ZoneReading:
+    """The ledger's scan of the ``readable`` zone (when ``ledger``), and, given the ``view`` a model
+    summarizer reads, the zone's statements for the topic index. Without a view (the offline
+    summarizer) the statements are the ones the summarizer classifies itself, shared when the
+    block is made, so they are not read here."""
+    artifacts = scan_artifacts(readable, carried_section, previous_summary, redact=False) if ledger else None
+    return ZoneReading(artifacts, read_span(zone, view) if view is not None else None)
+
+
 def trim_note(removed: int, reason: str) -> SummaryBlock:
     """The block of ``failure_mode="trim"``: what was removed, and why."""
     note = f"[{removed} earlier messages were removed to fit the context window; the summarizer failed ({reason}).]"
@@ -64,11 +91,13 @@ def summary_block(
     *,
     carried_tokens: int = 0,
     topics: tuple[str, Sequence[Message]] = ("", ()),
+    reading: SpanReading | None = None,
 ) -> SummaryBlock:
     """The block for ``outcome``: the summary (an annotation when there is none), the last user
     request quoted when it left the context, then the topic index and the ledger in what the block
     cap leaves. ``topics``: the topic index an earlier block carried and the zone as the summarizer
-    was shown it."""
+    was shown it; ``reading``: the zone's statements for the index, read beside the summarizer's
+    calls (:func:`~compaction.summarizers.topics.read_span`)."""
     config = run.config
     count = run.counter.count_text
     summary = outcome.text if outcome.text is not None else _unavailable(run, zone, outcome.reason)
@@ -93,6 +122,7 @@ def summary_block(
         count=count,
         carried=carried_topics,
         view=view or None,
+        reading=reading,
     )
     if index:
         body = summary.rstrip() + "\n\n" + index

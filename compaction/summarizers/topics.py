@@ -47,9 +47,11 @@ from compaction.transcript import Message, Part, TextPart, ToolResultPart
 
 __all__ = [
     "TOPIC_HEADING",
+    "SpanReading",
     "TopicLine",
     "build_topic_index",
     "parse_topic_index",
+    "read_span",
     "render_topic_index",
     "split_topic_index",
 ]
@@ -313,14 +315,23 @@ def _shared_units(message: Message) -> tuple[Unit, ...] | None:
     return units if held is message else None
 
 
-def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
-    """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
-    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``
-    and ``uid`` its place in the result.
+@dataclass(frozen=True)
+class SpanReading:
+    """The classified statements of a span (see :func:`read_span`), and the messages classified for
+    them here because the run's summarizer had shared none (:func:`share_units`)."""
 
-    A message the summarizer of this run classified (:func:`share_units`) gives its units as the
-    summarizer classified them; the others are segmented and classified here, each within
-    :data:`MESSAGE_CHARS` (its head and tail)."""
+    units: list[Unit]
+    classified: tuple[Message, ...]
+
+    def current(self) -> bool:
+        """Whether the units are still what :func:`span_units` would return now: no message
+        classified here has since been classified by the summarizer (an offline fallback)."""
+        return all(_shared_units(message) is None for message in self.classified)
+
+
+def read_span(span: Sequence[Message], view: Sequence[Message] | None = None) -> SpanReading:
+    """:func:`span_units`, with the messages it classified itself: a reading made before the
+    summarizer's calls end (beside them) is used only while :meth:`SpanReading.current`."""
     read = list(view if view is not None else span)
     where = {m.id: k for k, m in enumerate(span)}
     per_message: list[Sequence[Unit]] = []
@@ -346,7 +357,18 @@ def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -
             continue
         for unit in mine:
             out.append(replace(unit, msg=at, uid=len(out)))
-    return out
+    return SpanReading(out, tuple(read[k] for k in missing))
+
+
+def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
+    """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
+    the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``
+    and ``uid`` its place in the result.
+
+    A message the summarizer of this run classified (:func:`share_units`) gives its units as the
+    summarizer classified them; the others are segmented and classified here, each within
+    :data:`MESSAGE_CHARS` (its head and tail)."""
+    return read_span(span, view).units
 
 
 def topic_lines(span: Sequence[Message], summary: str, *, groups: int, units: Sequence[Unit]) -> list[TopicLine]:
@@ -409,11 +431,13 @@ def build_topic_index(
     count: Callable[[str], int],
     carried: str = "",
     view: Sequence[Message] | None = None,
+    reading: SpanReading | None = None,
 ) -> str:
     """The topic index section for ``span`` (the archived messages, oldest first) after ``summary``,
     within ``max_tokens`` by ``count``; ``view`` is what the summarizer read of the span (see
     :func:`span_units`); ``carried`` an earlier compaction's section, whose lines (older ranges)
-    come first. "" when there is nothing to index or no room for one line."""
+    come first. ``reading``: the span's statements read beforehand (:func:`read_span`, used while
+    current). "" when there is nothing to index or no room for one line."""
     earlier = parse_topic_index(carried) if carried else []
     if max_tokens <= 0 or (not span and not earlier):
         return ""
@@ -425,7 +449,8 @@ def build_topic_index(
     per_line = max(1, count(TopicLine(("word",) * WORDS_PER_LINE, sample, sample, 100).render()))
     room = max(1, (max_tokens - count(TOPIC_HEADING + "\n" + INTRO)) // per_line)
     groups = min(MAX_LINES, max(1, room - min(len(earlier), room // 3)))
-    new = topic_lines(span, summary, groups=groups, units=span_units(span, view)) if span else []
+    units = reading.units if reading is not None and reading.current() else span_units(span, view) if span else []
+    new = topic_lines(span, summary, groups=groups, units=units) if span else []
     lines = [*earlier, *new]
     if not lines:
         return ""
