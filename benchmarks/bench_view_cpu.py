@@ -2,6 +2,7 @@
 
     python benchmarks/bench_view_cpu.py 2000      # prints one JSON line
     python benchmarks/bench_view_cpu.py 5000 --external-provider --warm   # the critical path as a user meets it
+    python benchmarks/bench_view_cpu.py 5000 --external-provider --warm --latency 0.5,2e-5,0.01
 
 ``benchmarks.generate("coding", n, seed=0)`` (OpenAI format) compacted once by
 ``Compactor("gpt-4o", LLMSummarizer("openai/bench", ...))`` with a 128,000-token window against a
@@ -23,7 +24,10 @@ counts as the engine's CPU: ``wall`` is then the compaction's latency as a calle
 engine's work on the critical path plus the modelled provider latency, the same for every tree
 measured with the same prompts' sizes). ``--warm`` first compacts another, smaller session (400
 messages, seed 5) in the same process, so the one-time imports a first model call makes
-(litellm's OpenAI client modules) are not in the figures. Also printed: ``to_first_call_wall`` and
+(litellm's OpenAI client modules) are not in the figures. ``--latency FIXED,IN,OUT`` sets the fake
+model's latency (seconds per call, per input token, per output token; default ``0.05,2e-6,0``): with
+``0.5,2e-5,0.01`` a 100k-token prompt waits 2.5 s before its first token and a 1,000-token summary
+takes 10 s more, about what hosted models take. Also printed: ``to_first_call_wall`` and
 ``to_first_call_thread_cpu`` (the event loop's thread only: the input's exact count runs in a
 worker thread beside it).
 """
@@ -60,7 +64,8 @@ except ImportError:  # d40fedf, the baseline tree, kept its loader private to th
 _PROVIDER = """
 import sys, time
 from compaction.testing import FakeProvider, LatencyModel
-provider = FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6))
+fixed, per_in, per_out = map(float, sys.argv[1].split(","))
+provider = FakeProvider(latency=LatencyModel(fixed_s=fixed, per_input_token_s=per_in, per_output_token_s=per_out))
 provider.start()
 print(provider.openai_api_base, flush=True)
 sys.stdin.read()  # until the parent closes it
@@ -71,10 +76,13 @@ provider.stop()
 class _ProviderProcess:
     """The fake provider in a child process (see the module's notes): ``api_base`` while open."""
 
+    def __init__(self, latency: str) -> None:
+        self.latency = latency
+
     def __enter__(self) -> _ProviderProcess:
         env_path = str(ROOT)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _PROVIDER],
+            [sys.executable, "-c", _PROVIDER, self.latency],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -94,6 +102,9 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 2000
     external, warm = "--external-provider" in sys.argv, "--warm" in sys.argv
+    latency = sys.argv[sys.argv.index("--latency") + 1] if "--latency" in sys.argv else "0.05,2e-6,0"
+    args = [a for a in args if a != latency]
+    fixed, per_in, per_out = map(float, latency.split(","))
     TiktokenCounter("o200k_base").count_text("load")
     load_litellm()
     figures: dict[str, float] = {}
@@ -141,9 +152,8 @@ def main() -> None:
     SummarizeJob.request = timed_request  # type: ignore[method-assign]
     measuring = [not warm]
     session = generate("coding", n, seed=0, format="openai")
-    provider = (
-        _ProviderProcess() if external else FakeProvider(latency=LatencyModel(fixed_s=0.05, per_input_token_s=2e-6))
-    )
+    model = LatencyModel(fixed_s=fixed, per_input_token_s=per_in, per_output_token_s=per_out)
+    provider = _ProviderProcess(latency) if external else FakeProvider(latency=model)
     with provider as server:
         summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)
         if warm:
@@ -154,7 +164,8 @@ def main() -> None:
         begun = time.perf_counter()
         compactor.compact(session.messages)
         figures["wall"] = time.perf_counter() - begun
-    print(json.dumps({"messages": n, **{k: round(v, 3) for k, v in figures.items()}}))
+    figures["to_first_call_wall"] = figures.get("to_first_call_wall", 0.0)
+    print(json.dumps({"messages": n, "latency": latency, **{k: round(v, 3) for k, v in figures.items()}}))
 
 
 if __name__ == "__main__":

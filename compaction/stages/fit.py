@@ -121,7 +121,11 @@ def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, .
     scanned = text[:_MEASURE_SCAN_CHARS]
     bounds = _error_line_bounds(scanned)
     errors = {start for start, _ in bounds}
-    news = {word for word in _result_words(text) - common if _is_news_word(word, common)}
+    own = _result_words(text) - common
+    # Most words hold no ":" and are news as they are; only a place in a file needs the closer look.
+    news = {word for word in own if ":" not in word}
+    if len(news) < len(own):
+        news.update(word for word in own if ":" in word and _is_news_word(word, common))
     salient: list[int] = []
     for start in _lines_holding(scanned, news):
         end = scanned.find("\n", start)
@@ -141,6 +145,15 @@ def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, .
     chosen = sorted(first.items(), key=lambda item: item[1])
     error_lines = frozenset(scanned[start:end].strip() for start, end in bounds)
     return tuple(line for line, _ in chosen), error_lines
+
+
+def _has_news(text: str, common: frozenset[str]) -> bool:
+    """Whether a salient line of ``text`` (see :func:`_salient_candidates`) shows a word not in
+    ``common``: a salient line that is no error line shows one by its choice; an error line may."""
+    if _result_words(text) <= common:
+        return False  # no word of its own: no line to read
+    candidates, errors = _salient_candidates(text, common)
+    return any(line not in errors or _news_of(_WORD.findall(line), common) for line in candidates)
 
 
 _FEW_WORDS = 32  # news words few enough to search the text for one by one
@@ -321,14 +334,6 @@ def _soft_size(text: str, s: PruneSettings) -> int:
     if len(text) <= s.soft_trim_chars or _TRIM_NOTE.search(text):
         return len(text)
     return min(len(text), s.head_chars + s.tail_chars + 600 + s.cleared_measurement_chars)
-
-
-def _has_news(text: str, common: frozenset[str]) -> bool:
-    """Whether a salient line of ``text`` shows a word not in ``common``."""
-    if _result_words(text) <= common:
-        return False  # no word of its own: no line to read
-    candidates, _ = _salient_candidates(text, common)
-    return any(_news_of(_WORD.findall(line), common) for line in candidates)
 
 
 def result_limit(size: int, level: float, weight: float) -> int:
