@@ -3,7 +3,8 @@
 repair -> fit the layout (:mod:`~compaction.stages.layout`) -> the zone's view and the chunk plan
 (:mod:`~compaction.stages.plan`) -> summarize (:mod:`~compaction.stages.summarize`, the ledger's scan
 alongside) -> the summary block (:mod:`~compaction.stages.block`) -> verify
-(:mod:`~compaction.stages.verify`) -> the result (:mod:`compaction.outcome`).
+(:mod:`~compaction.stages.verify`) -> no larger than the input (its exact count, waited for) -> the
+result (:mod:`compaction.outcome`).
 
 Every size comes from :mod:`compaction.budget`; the run's inputs are a :class:`~compaction.run_state.Run`.
 What each stage did goes into ``run.record`` here, in this order.
@@ -26,10 +27,11 @@ from compaction.stages.block import carried, scan_artifacts, summary_block, trim
 from compaction.stages.chunk import ChunkPlan
 from compaction.stages.counted_layout import counted_layout
 from compaction.stages.layout import prune_settings
+from compaction.stages.ledger import ArtifactLedger
 from compaction.stages.plan import plan_zone, summarize_job, zone_view
 from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import strip_previous_summary
-from compaction.stages.summarize import SummarizeJob, summarize_zone
+from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone
 from compaction.stages.verify import trim_to_fit, verify
 from compaction.transcript import Message, Transcript
 
@@ -138,32 +140,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     if p.job is None or p.plan is None:
         return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job = p.config, p.job
-    # The input's exact count is needed only for the result: it runs beside the summarizer.
-    p.input_tokens.start()
-    # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
-    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
-    scan = partial(scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
-    ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if config.artifact_ledger else None
-    try:
-        outcome = await summarize_zone(job, p.summarizer_input, p.plan.spans)
-    except BaseException:
-        p.input_tokens.cancel()
-        if ledger_task is not None:
-            ledger_task.cancel()
-        raise
-    ledger = await ledger_task if ledger_task is not None else None
-    usage = job.log.usage
-    run.record["calls"] = job.log.entries
-    run.record["summarizer_usage"] = {
-        "input_tokens": usage.input_tokens,
-        "cached_input_tokens": usage.cached_input_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-    run.record["outcome"] = {
-        "level": outcome.level,
-        "reason": outcome.reason,
-        "failed_chunks": list(outcome.failed_chunks),
-    }
+    outcome, ledger = await _summarize(run, p, job, p.plan)
     if outcome.level != "full" and config.strict:
         p.input_tokens.cancel()
         raise CompactionError(f"summarization degraded to {outcome.level!r}: {outcome.reason}")
@@ -182,18 +159,60 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     returned = ReturnedCounts(run)
     done = verify(run, p.messages, layout, block, returned)
     run.record["verify"] = list(done.notes)
-    # A compaction forced on a small context can come out larger than what it replaces (the summary
-    # block outweighs the zone). The input, repaired, is then the better context: say so instead.
-    # With ``previous_summary`` passed separately (session stores) the input is that summary too.
-    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
-    baseline = await p.input_tokens.wait() + previous
-    if done.tokens >= baseline:
-        # Carried counts said the input was this small: a fresh count decides before giving up.
-        baseline = p.input_tokens.recount() + previous
-    if done.tokens >= baseline:
-        run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": done.tokens}
-        reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"
-        return not_compacted(run, p.repaired, p.tokens_before, reason, job=job)
+    not_smaller = await _not_smaller_than_input(run, p.input_tokens, done.tokens)
+    if not_smaller is not None:
+        return not_compacted(run, p.repaired, p.tokens_before, not_smaller, job=job)
     return compacted_result(
         run, returned.of(done.messages), done.layout, done.block, level, p.tokens_before, job, outcome
     )
+
+
+async def _summarize(
+    run: Run, p: Prepared, job: SummarizeJob, plan: ChunkPlan
+) -> tuple[SummaryOutcome, ArtifactLedger | None]:
+    """The summarizer's calls, with the input's exact count and the artifact scan beside them."""
+    # The input's exact count is needed only for the result: it runs beside the summarizer.
+    p.input_tokens.start()
+    # The artifact scan is CPU work on the whole zone; it runs while the summarizer calls are in flight.
+    # The zone it reads is redacted already (unless the run keeps secrets): no second pass.
+    scan = partial(scan_artifacts, p.readable_zone, p.carried_ledger, job.previous_summary, redact=False)
+    ledger_task = asyncio.create_task(asyncio.to_thread(scan)) if p.config.artifact_ledger else None
+    try:
+        outcome = await summarize_zone(job, p.summarizer_input, plan.spans)
+    except BaseException:
+        p.input_tokens.cancel()
+        if ledger_task is not None:
+            ledger_task.cancel()
+        raise
+    ledger = await ledger_task if ledger_task is not None else None
+    usage = job.log.usage
+    run.record["calls"] = job.log.entries
+    run.record["summarizer_usage"] = {
+        "input_tokens": usage.input_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+    run.record["outcome"] = {
+        "level": outcome.level,
+        "reason": outcome.reason,
+        "failed_chunks": list(outcome.failed_chunks),
+    }
+    return outcome, ledger
+
+
+async def _not_smaller_than_input(run: Run, input_tokens: InputTokens, tokens_after: int) -> str | None:
+    """Why the compacted context (``tokens_after``) is no gain over the input, else None. Waits for
+    the input's exact count (the worker counting beside the summarizer).
+
+    A compaction forced on a small context can come out larger than what it replaces (the summary
+    block outweighs the zone). The input, repaired, is then the better context: say so instead.
+    With ``previous_summary`` passed separately (session stores) the input is that summary too."""
+    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
+    baseline = await input_tokens.wait() + previous
+    if tokens_after >= baseline:
+        # Carried counts said the input was this small: a fresh count decides before giving up.
+        baseline = input_tokens.recount() + previous
+    if tokens_after < baseline:
+        return None
+    run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": tokens_after}
+    return f"compaction would not reduce the context: {baseline:,} -> {tokens_after:,} tokens"
