@@ -62,7 +62,7 @@ from compaction.summarizers._select import (
     first_requests,
     request_text,
     select_units,
-    task_block,
+    task_units,
     user_turns,
 )
 from compaction.summarizers.base import (
@@ -275,7 +275,7 @@ def task_goal(task: str) -> str | None:
     """
     message = Message(role="user", parts=(TextPart(text=task),), id="task")
     units = classify(segment([message]))
-    units = task_block(units) or units
+    units = task_units(units)
     said = request_text([u for u in units if u.role == "user"], constraints=True)
     if not said:
         # A task that is mostly pasted output (a log with the user's remarks between its lines)
