@@ -60,6 +60,7 @@ __all__ = [
     "remember_part",
     "same_subject",
     "select_units",
+    "shows_an_example",
     "statement_places",
     "task_block",
     "task_units",
@@ -221,6 +222,23 @@ def _preamble_length(units: Sequence[Unit]) -> int:
         if text.endswith(":"):
             return k + 1 if names_task else 0
     return 0
+
+
+# A harness's few-shot demonstration opens by saying what it is ("Here is a demonstration of how to
+# correctly accomplish this task.", "The following is an example of how to use the interface:").
+_SHOWS_AN_EXAMPLE = re.compile(
+    r"^(?:here(?:'s|\s+is|\s+are)|the following (?:is|are)|below (?:is|are))\s+(?:an?|some|one|two|three)?\s*"
+    r"(?:worked\s+|solved\s+)?(?:demonstrations?\b|examples?\s+of\s+how\b)",
+    re.I,
+)
+
+
+def shows_an_example(units: Sequence[Unit]) -> bool:
+    """Whether a message (its ``units``, in order) opens by saying it shows a demonstration or an
+    example of how to do the task: a worked example, not the task ("Here is an example of the bug:"
+    is the task's own evidence, and stays)."""
+    first = next((u for u in units if u.form == "prose"), None)
+    return first is not None and _SHOWS_AN_EXAMPLE.match(first.text.strip()) is not None
 
 
 def task_units(units: Sequence[Unit]) -> list[Unit]:

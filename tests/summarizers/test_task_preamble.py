@@ -86,3 +86,32 @@ def test_an_announcement_with_no_prose_after_it_is_kept() -> None:
     task = "Here is the task you need to solve:\n```\nmake release\n```"
     summary = ExtractiveSummarizer().summarize_messages(to_canonical(_session(task)).messages, max_tokens=2000)
     assert _primary_request(summary).startswith("Here is the task you need to solve"), summary
+
+
+DEMONSTRATIONS = [
+    "Here is a demonstration of how to correctly accomplish this task.\nIt is included to show you how to use the "
+    "interface.\n--- DEMONSTRATION ---\n",
+    "The following is an example of how to solve a task like yours:\n",
+    "Below are two worked examples of how the tools are used.\n",
+]
+
+
+@pytest.mark.parametrize("opening", DEMONSTRATIONS)
+def test_a_demonstration_is_not_the_task(opening: str) -> None:
+    # A harness's few-shot demonstration, kept as the protected first message: its solved example is
+    # not this session's task, so the span's own first request (the real issue) stays the primary one.
+    demonstration = (
+        opening + PREAMBLES[0] + "\nThe date parser rejects leap days. Parsing 2024-02-29 raises ValueError.\n"
+        "```\nedit src/dates.py\n```\n--- END OF DEMONSTRATION ---"
+    )
+    assert task_goal(demonstration) is None
+    span = to_canonical(_session(PREAMBLES[0] + "\n" + ISSUE)).messages
+    summary = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000, task=demonstration)
+    assert _primary_request(summary).startswith("The CSV exporter drops the last row"), summary
+    assert "leap days" not in summary
+
+
+def test_an_example_of_the_bug_is_the_task_itself() -> None:
+    goal = task_goal("Here is an example of the bug: parsing 'a,' returns one field instead of two.\n" + ISSUE)
+    assert goal is not None
+    assert goal.startswith("Here is an example of the bug"), goal
