@@ -3,7 +3,8 @@
 repair -> fit the layout (:mod:`~compaction.stages.layout`) -> the zone's view and the chunk plan
 (:mod:`~compaction.stages.plan`) -> summarize (:mod:`~compaction.stages.summarize`, the ledger's scan
 alongside) -> the summary block (:mod:`~compaction.stages.block`) -> verify
-(:mod:`~compaction.stages.verify`) -> the result (:mod:`compaction.outcome`).
+(:mod:`~compaction.stages.verify`) -> no larger than the input (its exact count, waited for) -> the
+result (:mod:`compaction.outcome`).
 
 Every size comes from :mod:`compaction.budget`; the run's inputs are a :class:`~compaction.run_state.Run`.
 What each stage did goes into ``run.record`` here, in this order.
@@ -22,14 +23,14 @@ from compaction.outcome import ReturnedCounts, compacted_result, not_compacted
 from compaction.pairs import repair
 from compaction.result import CompactionResult, FallbackLevel
 from compaction.run_state import InputTokens, Run, turn_rules
-from compaction.stages.block import carried, read_zone, summary_block, trim_note
+from compaction.stages.block import ZoneReading, carried, read_zone, summary_block, trim_note
 from compaction.stages.chunk import ChunkPlan
 from compaction.stages.counted_layout import counted_layout
 from compaction.stages.layout import prune_settings
 from compaction.stages.plan import plan_zone, summarize_job, zone_view
 from compaction.stages.protect import Partition
 from compaction.stages.reconstruct import strip_previous_summary
-from compaction.stages.summarize import SummarizeJob, summarize_zone
+from compaction.stages.summarize import SummarizeJob, SummaryOutcome, summarize_zone
 from compaction.stages.verify import trim_to_fit, verify
 from compaction.summarizers.base import reads_rendered_prompt
 from compaction.transcript import Message, Transcript
@@ -139,32 +140,7 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     if p.job is None or p.plan is None:
         return not_compacted(run, p.repaired, p.tokens_before, "not enough messages to compact")
     config, job = p.config, p.job
-    # The input's exact count is needed only for the result: it runs beside the summarizer.
-    p.input_tokens.start()
-    # The artifact scan and a model summarizer's topic statements are CPU work on the whole zone;
-    # they run while the summarizer calls are in flight. The ledger reads the redacted zone.
-    view = p.index_view if reads_rendered_prompt(run.summarizer) else None
-    read = partial(read_zone, p.zone, p.readable_zone, p.carried_ledger, job.previous_summary, view=view)
-    reading_task = asyncio.create_task(asyncio.to_thread(read, ledger=config.artifact_ledger))
-    try:
-        outcome = await summarize_zone(job, p.summarizer_input, p.plan.spans)
-    except BaseException:
-        p.input_tokens.cancel()
-        reading_task.cancel()
-        raise
-    reading = await reading_task
-    usage = job.log.usage
-    run.record["calls"] = job.log.entries
-    run.record["summarizer_usage"] = {
-        "input_tokens": usage.input_tokens,
-        "cached_input_tokens": usage.cached_input_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-    run.record["outcome"] = {
-        "level": outcome.level,
-        "reason": outcome.reason,
-        "failed_chunks": list(outcome.failed_chunks),
-    }
+    outcome, reading = await _summarize(run, p, job, p.plan)
     if outcome.level != "full" and config.strict:
         p.input_tokens.cancel()
         raise CompactionError(f"summarization degraded to {outcome.level!r}: {outcome.reason}")
@@ -191,18 +167,58 @@ async def _run_pipeline(run: Run) -> CompactionResult:
     returned = ReturnedCounts(run)
     done = verify(run, p.messages, layout, block, returned)
     run.record["verify"] = list(done.notes)
-    # A compaction forced on a small context can come out larger than what it replaces (the summary
-    # block outweighs the zone). The input, repaired, is then the better context: say so instead.
-    # With ``previous_summary`` passed separately (session stores) the input is that summary too.
-    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
-    baseline = await p.input_tokens.wait() + previous
-    if done.tokens >= baseline:
-        # Carried counts said the input was this small: a fresh count decides before giving up.
-        baseline = p.input_tokens.recount() + previous
-    if done.tokens >= baseline:
-        run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": done.tokens}
-        reason = f"compaction would not reduce the context: {baseline:,} -> {done.tokens:,} tokens"
-        return not_compacted(run, p.repaired, p.tokens_before, reason, job=job)
+    not_smaller = await _not_smaller_than_input(run, p.input_tokens, done.tokens)
+    if not_smaller is not None:
+        return not_compacted(run, p.repaired, p.tokens_before, not_smaller, job=job)
     return compacted_result(
         run, returned.of(done.messages), done.layout, done.block, level, p.tokens_before, job, outcome
     )
+
+
+async def _summarize(run: Run, p: Prepared, job: SummarizeJob, plan: ChunkPlan) -> tuple[SummaryOutcome, ZoneReading]:
+    """The summarizer's calls, with the input's exact count and the reading of the zone beside them."""
+    # The input's exact count is needed only for the result: it runs beside the summarizer.
+    p.input_tokens.start()
+    # The artifact scan and a model summarizer's topic statements are CPU work on the whole zone;
+    # they run while the summarizer calls are in flight. The ledger reads the redacted zone.
+    view = p.index_view if reads_rendered_prompt(run.summarizer) else None
+    read = partial(read_zone, p.zone, p.readable_zone, p.carried_ledger, job.previous_summary, view=view)
+    reading_task = asyncio.create_task(asyncio.to_thread(read, ledger=p.config.artifact_ledger))
+    try:
+        outcome = await summarize_zone(job, p.summarizer_input, plan.spans)
+    except BaseException:
+        p.input_tokens.cancel()
+        reading_task.cancel()
+        raise
+    reading = await reading_task
+    usage = job.log.usage
+    run.record["calls"] = job.log.entries
+    run.record["summarizer_usage"] = {
+        "input_tokens": usage.input_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+    run.record["outcome"] = {
+        "level": outcome.level,
+        "reason": outcome.reason,
+        "failed_chunks": list(outcome.failed_chunks),
+    }
+    return outcome, reading
+
+
+async def _not_smaller_than_input(run: Run, input_tokens: InputTokens, tokens_after: int) -> str | None:
+    """Why the compacted context (``tokens_after``) is no gain over the input, else None. Waits for
+    the input's exact count (the worker counting beside the summarizer).
+
+    A compaction forced on a small context can come out larger than what it replaces (the summary
+    block outweighs the zone). The input, repaired, is then the better context: say so instead.
+    With ``previous_summary`` passed separately (session stores) the input is that summary too."""
+    previous = run.counter.count_text(run.previous_summary) if run.previous_summary else 0
+    baseline = await input_tokens.wait() + previous
+    if tokens_after >= baseline:
+        # Carried counts said the input was this small: a fresh count decides before giving up.
+        baseline = input_tokens.recount() + previous
+    if tokens_after < baseline:
+        return None
+    run.record["not_smaller"] = {"tokens_before": baseline, "tokens_after": tokens_after}
+    return f"compaction would not reduce the context: {baseline:,} -> {tokens_after:,} tokens"

@@ -22,6 +22,10 @@ from compaction.summarizers.base import OfflineSummarizer, Summarizer
 from compaction.tokens import REPLY_PRIMING, BaseTokenCounter, CalibratedCounter, PlanningEstimator, TokenCounter
 from compaction.transcript import Message, Transcript
 
+_Additive = tuple[BaseTokenCounter, CalibratedCounter | None]
+"""What an additive counter is made of: the counter whose counts messages carry, and the calibrated
+counter scaling their sum (None: no calibration)."""
+
 
 @dataclass
 class Run:
@@ -51,11 +55,12 @@ class Run:
     """Planning counts given so far, by message identity (the message is held, so its id stays its own)."""
     _estimator: PlanningEstimator | None = field(default=None, init=False, repr=False)
     _estimates_rule: tuple[Summarizer, TokenCounter, bool] | None = field(default=None, init=False, repr=False)
+    _additive_rule: tuple[TokenCounter, _Additive | None] | None = field(default=None, init=False, repr=False)
 
     def count(self, messages: Sequence[Message]) -> int:
         """Tokens of ``messages`` as a request (reply priming and tool schemas included): the sum of
         their carried counts (:func:`carried_counts`), scaled once by a calibrated counter."""
-        additive = _additive(self.counter)
+        additive = self.additive
         if additive is None or not messages:
             return self.counter.count_messages(messages) + self.tools_tokens
         base, calibrated = additive
@@ -65,7 +70,7 @@ class Run:
     def count_message(self, message: Message) -> int:
         """One message's tokens: its carried count (scaled by a calibrated counter), else counted
         now and carried (what stages pass on as their ``count``, for messages they read or keep)."""
-        additive = _additive(self.counter)
+        additive = self.additive
         if additive is None:
             return self.counter.count_message(message)
         base, calibrated = additive
@@ -92,7 +97,7 @@ class Run:
         counts every input message once anyway (``tokens_before``), and has no call to count
         beside. A message gets one planning count per run, the first asked for: a count carried
         onto it later (the input's exact count runs beside the summarizer) does not change the plan."""
-        additive = _additive(self.counter)
+        additive = self.additive
         if additive is None or not self.plans_on_estimates:
             return self.counts(messages)
         base, calibrated = additive
@@ -131,9 +136,21 @@ class Run:
         summarizer, counter = self.summarizer, self.counter
         kept = self._estimates_rule
         if kept is None or kept[0] is not summarizer or kept[1] is not counter:
-            answer = _additive(counter) is not None and not isinstance(summarizer, OfflineSummarizer)
+            answer = self.additive is not None and not isinstance(summarizer, OfflineSummarizer)
             kept = self._estimates_rule = (summarizer, counter, answer)
         return kept[2]
+
+    @property
+    def additive(self) -> _Additive | None:
+        """``(the counter whose counts messages carry, the calibrated counter scaling them)`` when the
+        run's counter adds up its messages' counts, else None (see :func:`_additive`)."""
+        # Asked on every count: the answer is kept while the counter stays the same object (two
+        # isinstance checks against runtime-checkable types on each call add up over a run).
+        counter = self.counter
+        kept = self._additive_rule
+        if kept is None or kept[0] is not counter:
+            kept = self._additive_rule = (counter, _additive(counter))
+        return kept[1]
 
     def plan_count_message(self, message: Message) -> int:
         """One message's :meth:`plan_counts`."""
@@ -141,7 +158,7 @@ class Run:
 
     def counts(self, messages: Sequence[Message]) -> npt.NDArray[np.int64]:
         """Each message's tokens (carried counts, scaled per message by a calibrated counter)."""
-        additive = _additive(self.counter)
+        additive = self.additive
         if additive is None:
             return np.fromiter((self.counter.count_message(m) for m in messages), dtype=np.int64, count=len(messages))
         base, calibrated = additive
@@ -189,7 +206,7 @@ class InputTokens:
         self._total: int | None = None
         self._future: Future[int] | None = None
         self._cancelled = threading.Event()
-        additive = _additive(run.counter)
+        additive = run.additive
         self._base = additive[0] if additive is not None else None
         self._calibrated = additive[1] if additive is not None else None
         self._missing: list[Message] = []
@@ -286,7 +303,7 @@ class InputTokens:
         return scaled + self._run.tools_tokens
 
 
-def _additive(counter: TokenCounter) -> tuple[BaseTokenCounter, CalibratedCounter | None] | None:
+def _additive(counter: TokenCounter) -> _Additive | None:
     """``(the counter whose counts messages carry, the calibrated counter scaling them)`` when a
     list's count is the sum of its messages' counts plus :data:`REPLY_PRIMING` (the base counters;
     a calibrated one scales that sum once, and its ratio moves, so its scaled counts are not

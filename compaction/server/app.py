@@ -46,7 +46,7 @@ from compaction.server.admission import AdmissionMiddleware
 from compaction.server.auth import KeyRing
 from compaction.server.errors import error_responses, install_error_handlers
 from compaction.server.json_body import JSONBodyRoute
-from compaction.server.options import DEFAULT_MAX_BODY_BYTES
+from compaction.server.options import DEFAULT_MAX_BODY_BYTES, SERVE_DEFAULTS
 from compaction.server.schemas import CompactionFailedEvent, CompactionFinishedEvent, CompactionStartedEvent
 from compaction.server.service import CompactionService
 from compaction.server.settings import ServerSettings
@@ -59,27 +59,27 @@ _EVENT_MODELS = (CompactionStartedEvent, CompactionFinishedEvent, CompactionFail
 
 
 def create_app(
-    store_path: str = "compaction.db",
+    store_path: str = SERVE_DEFAULTS.store_path,
     model: str = "gpt-4o",
     summarizer: Summarizer | str | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int = SERVE_DEFAULTS.max_body_bytes,
     *,
     config: CompactionConfig | None = None,
     store: SessionStore | None = None,
-    heartbeat_s: float = 15.0,
-    drain_timeout_s: float = 120.0,
+    heartbeat_s: float = SERVE_DEFAULTS.heartbeat_s,
+    drain_timeout_s: float = SERVE_DEFAULTS.drain_timeout_s,
     api_keys: KeyRing | None = None,
-    rate_limit: float = 20.0,
-    rate_burst: int = 40,
-    header_timeout_s: float = 10.0,
-    keep_alive_s: float = 75.0,
-    body_timeout_s: float = 60.0,
+    rate_limit: float = SERVE_DEFAULTS.rate_limit,
+    rate_burst: int = SERVE_DEFAULTS.rate_burst,
+    header_timeout_s: float = SERVE_DEFAULTS.header_timeout_s,
+    keep_alive_s: float = SERVE_DEFAULTS.keep_alive_s,
+    body_timeout_s: float = SERVE_DEFAULTS.body_timeout_s,
     client_permissions: frozenset[str] = frozenset(),
-    compact_processes: int = 0,
-    max_event_streams: int = 512,
-    max_event_streams_per_key: int = 16,
-    max_storage_bytes_per_key: int = 1 << 30,
-    max_sessions_per_key: int = 10_000,
+    compact_processes: int = SERVE_DEFAULTS.compact_processes,
+    max_event_streams: int = SERVE_DEFAULTS.max_event_streams,
+    max_event_streams_per_key: int = SERVE_DEFAULTS.max_event_streams_per_key,
+    max_storage_bytes_per_key: int = SERVE_DEFAULTS.max_storage_bytes_per_key,
+    max_sessions_per_key: int = SERVE_DEFAULTS.max_sessions_per_key,
 ) -> FastAPI:
     """The compaction service as an ASGI app (serve it with uvicorn).
 

@@ -6,47 +6,48 @@ from dataclasses import dataclass, field
 
 from compaction.config import CompactionConfig
 from compaction.server.auth import PERMISSIONS, KeyRing
-from compaction.server.options import DEFAULT_MAX_BODY_BYTES
+from compaction.server.options import SERVE_DEFAULTS
 from compaction.summarizers.base import Summarizer
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Everything ``compaction serve`` configures at start."""
+    """Everything ``compaction serve`` configures at start (the start-up options' defaults are
+    :data:`~compaction.server.options.SERVE_DEFAULTS`)."""
 
-    store_path: str = "compaction.db"
+    store_path: str = SERVE_DEFAULTS.store_path
     model: str = "gpt-4o"
     summarizer: Summarizer | str | None = None
     """None or "extractive": offline; a string: a litellm model (its key from the environment)."""
     config: CompactionConfig = field(default_factory=CompactionConfig)
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    heartbeat_s: float = 15.0
-    drain_timeout_s: float = 120.0
+    max_body_bytes: int = SERVE_DEFAULTS.max_body_bytes
+    heartbeat_s: float = SERVE_DEFAULTS.heartbeat_s
+    drain_timeout_s: float = SERVE_DEFAULTS.drain_timeout_s
     compactor_cache_size: int = 64
     api_keys: KeyRing | None = None
     """None: open service (bind 127.0.0.1). Else every request but ``/health`` needs a key."""
-    rate_limit: float = 20.0
+    rate_limit: float = SERVE_DEFAULTS.rate_limit
     """Requests per second per API key, on average (only with API keys)."""
-    rate_burst: int = 40
-    header_timeout_s: float = 10.0
+    rate_burst: int = SERVE_DEFAULTS.rate_burst
+    header_timeout_s: float = SERVE_DEFAULTS.header_timeout_s
     """A connection must send a request's line and headers within this (slowloris)."""
-    keep_alive_s: float = 75.0
+    keep_alive_s: float = SERVE_DEFAULTS.keep_alive_s
     """An idle kept-alive connection is closed after this. Longer than the idle expiry of the
     clients and load balancers in front (httpx 5 s, AWS ALB 60 s): closing a connection the client
     still counts as open races with its next request, which is then reset unanswered."""
-    body_timeout_s: float = 60.0
+    body_timeout_s: float = SERVE_DEFAULTS.body_timeout_s
     """A request body must arrive within this (408 otherwise)."""
     client_permissions: frozenset[str] = frozenset()
     """Permissions every client has (see :data:`compaction.server.auth.PERMISSIONS`)."""
-    compact_processes: int = 0
+    compact_processes: int = SERVE_DEFAULTS.compact_processes
     """Worker processes for stateless extractive compactions (0: on the worker thread's loop)."""
-    max_event_streams: int = 512
+    max_event_streams: int = SERVE_DEFAULTS.max_event_streams
     """Open SSE event streams in this process, all keys together (each holds a descriptor)."""
-    max_event_streams_per_key: int = 16
+    max_event_streams_per_key: int = SERVE_DEFAULTS.max_event_streams_per_key
     """Open SSE event streams per API key (only with API keys)."""
-    max_storage_bytes_per_key: int = 1 << 30
+    max_storage_bytes_per_key: int = SERVE_DEFAULTS.max_storage_bytes_per_key
     """Bytes of stored messages per API key (only with API keys; 413 beyond)."""
-    max_sessions_per_key: int = 10_000
+    max_sessions_per_key: int = SERVE_DEFAULTS.max_sessions_per_key
     """Sessions per API key (only with API keys; 429 beyond)."""
 
     def __post_init__(self) -> None:

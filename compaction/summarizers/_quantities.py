@@ -182,9 +182,12 @@ def _stated_value(text: str) -> bool:
 def measured(text: str) -> bool:
     """Does the sentence state a measured quantity (a number with a unit, money, a percentage, a
     ratio, a decimal or a count of things) as the value of something named before it, or a
-    quantity with a unit set, changed or compared (see :data:`_SET_OR_CHANGED`)?"""
+    quantity with a unit set, changed or compared (see :data:`_SET_OR_CHANGED`)? A quantity inside
+    inline code is none of these: it is a command's argument (`` `timeout 45s pytest` ``)."""
     for pattern in (QUANTITY, _COUNT):
         for match in pattern.finditer(text):
+            if _in_code(text, match.start()):
+                continue
             before = text[max(0, match.start() - 60) : match.start()]
             if _THERE_ARE.search(before):
                 continue  # "there are 3 files in ...": a count of what is there, not a value
@@ -197,4 +200,5 @@ def measured(text: str) -> bool:
                 _COMPARED_AFTER.match(after) and not (pattern is _COUNT and _OF_THINGS.match(after))
             ):
                 return True
-    return _HYPHEN_QUANTITY.search(text) is not None or _stated_value(text)
+    hyphenated = (m for m in _HYPHEN_QUANTITY.finditer(text) if not _in_code(text, m.start()))
+    return next(hyphenated, None) is not None or _stated_value(text)

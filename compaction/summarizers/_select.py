@@ -60,8 +60,10 @@ __all__ = [
     "remember_part",
     "same_subject",
     "select_units",
+    "shows_an_example",
     "statement_places",
     "task_block",
+    "task_units",
 ]
 
 CONSTRAINT_PREFIX = "Constraint: "
@@ -174,6 +176,82 @@ def task_block(units: Sequence[Unit]) -> list[Unit] | None:
     return None
 
 
+_TASK_NOUN = (
+    r"(?:tasks?|issues?|problems?|bugs?|bug reports?|tickets?|requests?|PRs?|pull requests?|descriptions?|"
+    r"statements?|assignments?|challenges?|exercises?|questions?)"
+)
+# What a sentence points ahead with ("the following ...", "... below", "here's ...", "as follows").
+_POINTS_AHEAD = re.compile(
+    r"\b(?:the following|below|as follows|here(?:'s|\s+is|\s+are)|this is (?:the|your)|these are the)\b", re.I
+)
+# A task pointed at: "the following issue", "here's the issue text", "the problem statement below".
+_POINTS_AT_TASK = re.compile(
+    r"\b(?:the following|here(?:'s|\s+is|\s+are)|below (?:is|are)|this is|these are)(?:\s+[\w-]+){0,3}?\s+"
+    + _TASK_NOUN
+    + r"\b|\b"
+    + _TASK_NOUN
+    + r"(?:\s+[\w-]+){0,3}?\s+(?:below|as follows)\b",
+    re.I,
+)
+# What names a subject of its own: code, a quotation, a number, a path or a dotted name.
+_SUBJECT_MARK = re.compile(r"[`\"\u201c\u201d\d/\\]|\w\.\w|\w_\w")
+_MAX_PREAMBLE_SENTENCES = 3
+_LABEL_WORDS = 5  # "Here's the issue text:", "The description is:", "Task:"
+
+
+def _preamble_length(units: Sequence[Unit]) -> int:
+    """How many of ``units`` (one message's, in order) are a harness's opening that only announces
+    the task below it, else 0.
+
+    The opening is a few sentences, the last ending with a colon ("We're currently solving the
+    following issue within our repository. Here's the issue text:"); each one points ahead or is a
+    short label, one of them points at a task (an issue, a problem, a PR description, ...), and none
+    names a subject of its own (code, a number, a quotation, a path). A user's own framing ("The
+    login page has a problem with these inputs:", "The CTF challenge is a crypto problem named
+    "Katy". The description is:") says something about the task, so it stays."""
+    names_task = False
+    for k, unit in enumerate(units[:_MAX_PREAMBLE_SENTENCES]):
+        text = unit.text.strip()
+        if unit.form != "prose" or _SUBJECT_MARK.search(text):
+            return 0
+        label = text.endswith(":") and len(text.split()) <= _LABEL_WORDS
+        if not (label or _POINTS_AHEAD.search(text)):
+            return 0
+        names_task = names_task or _POINTS_AT_TASK.search(text) is not None
+        names_task = names_task or (label and re.search(rf"\b{_TASK_NOUN}\b", text, re.I) is not None)
+        if text.endswith(":"):
+            return k + 1 if names_task else 0
+    return 0
+
+
+# A harness's few-shot demonstration opens by saying what it is ("Here is a demonstration of how to
+# correctly accomplish this task.", "The following is an example of how to use the interface:").
+_SHOWS_AN_EXAMPLE = re.compile(
+    r"^(?:here(?:'s|\s+is|\s+are)|the following (?:is|are)|below (?:is|are))\s+(?:an?|some|one|two|three)?\s*"
+    r"(?:worked\s+|solved\s+)?(?:demonstrations?\b|examples?\s+of\s+how\b)",
+    re.I,
+)
+
+
+def shows_an_example(units: Sequence[Unit]) -> bool:
+    """Whether a message (its ``units``, in order) opens by saying it shows a demonstration or an
+    example of how to do the task: a worked example, not the task ("Here is an example of the bug:"
+    is the task's own evidence, and stays)."""
+    first = next((u for u in units if u.form == "prose"), None)
+    return first is not None and _SHOWS_AN_EXAMPLE.match(first.text.strip()) is not None
+
+
+def task_units(units: Sequence[Unit]) -> list[Unit]:
+    """The units of a task message (one message's) that state the task: those inside its task block
+    (:func:`task_block`) if it has one, after a harness's opening that only announces the task
+    (:func:`_preamble_length`), when prose follows it."""
+    inside = task_block(units) or list(units)
+    skipped = _preamble_length(inside)
+    if skipped and any(u.form == "prose" for u in inside[skipped:]):
+        return inside[skipped:]
+    return inside
+
+
 def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
@@ -184,7 +262,7 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
         if number == 0:
-            mine = task_block(mine) or mine
+            mine = task_units(mine)
         requests = request_text(mine)
         if not requests and number == 0:
             requests = request_text(mine, constraints=True)[:1] or [u.text for u in mine[:1]]

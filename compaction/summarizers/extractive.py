@@ -62,7 +62,8 @@ from compaction.summarizers._select import (
     first_requests,
     request_text,
     select_units,
-    task_block,
+    shows_an_example,
+    task_units,
     user_turns,
 )
 from compaction.summarizers.base import (
@@ -268,14 +269,17 @@ def task_of_prompt(prompt: str) -> str | None:
 
 def task_goal(task: str) -> str | None:
     r"""One or two sentences taken from ``task`` that say what is wanted (its first prose sentences
-    that are not list headers or pleasantries), or ``None`` when it has no prose.
+    that are not list headers or pleasantries), or ``None`` when it has no prose or only shows a
+    worked example of the task (a harness's demonstration; the task itself comes later).
 
     >>> task_goal("<issue>\nThe parser drops trailing commas. Steps to reproduce:\n$ parse 'a,'\n</issue>")
     'The parser drops trailing commas.'
     """
     message = Message(role="user", parts=(TextPart(text=task),), id="task")
     units = classify(segment([message]))
-    units = task_block(units) or units
+    if shows_an_example(units):
+        return None
+    units = task_units(units)
     said = request_text([u for u in units if u.role == "user"], constraints=True)
     if not said:
         # A task that is mostly pasted output (a log with the user's remarks between its lines)

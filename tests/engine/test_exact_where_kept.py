@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from compaction import CompactionConfig, Compactor
+from compaction import CompactionConfig, Compactor, run_state
 from compaction.adapters import to_canonical
 from compaction.pipeline import prepare
 from compaction.run_state import InputTokens, carried_counts
@@ -234,3 +234,37 @@ def test_whether_a_run_plans_on_estimates_follows_its_summarizer() -> None:
     assert not run.plans_on_estimates
     run.summarizer = _model()
     assert run.plans_on_estimates
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_run_asks_once_how_its_counter_adds_up(
+    monkeypatch: pytest.MonkeyPatch, offline: bool, calibrated: bool
+) -> None:
+    # Every count a run makes needs to know whether its counter's counts add up; the answer is kept
+    # for the run (the counter is the same object throughout) and asked again only for a new counter.
+    asked: list[object] = []
+    additive = run_state._additive
+
+    def spy(counter: Any) -> Any:
+        asked.append(counter)
+        return additive(counter)
+
+    monkeypatch.setattr(run_state, "_additive", spy)
+    counter: Any = TiktokenCounter("o200k_base")
+    if calibrated:
+        counter = CalibratedCounter(counter)
+    compactor = Compactor("gpt-4o", None if offline else _model(), CompactionConfig(window=32_000), counter=counter)
+    result = compactor.compact(_session(3))
+    assert result.compacted
+    assert asked == [counter]
+
+    run = compactor.plan_run(to_canonical(_session(1)))
+    asked.clear()
+    assert run.additive is not None
+    run.count(run.transcript.messages)
+    run.plan_counts(run.transcript.messages)
+    assert asked == [counter]
+    run.counter = TiktokenCounter("o200k_base")
+    assert run.additive == (run.counter, None)
+    assert asked == [counter, run.counter]

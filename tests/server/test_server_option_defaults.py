@@ -6,6 +6,7 @@ is named here with where it comes from instead. (The configuration's own options
 from __future__ import annotations
 
 import argparse
+import inspect
 from dataclasses import fields
 from typing import Any
 
@@ -53,3 +54,15 @@ def test_every_settings_field_is_an_option_or_named_with_its_source(monkeypatch:
     configured = set(_settings_from_no_options(monkeypatch))
     assert {f.name for f in fields(ServerSettings)} - configured == set(NOT_AN_OPTION)
     assert not configured & set(NOT_AN_OPTION)
+
+
+def test_create_app_defaults_are_the_settings_defaults() -> None:
+    # create_app takes every ServerSettings field by name: its defaults are the settings' own.
+    from compaction.server.app import create_app
+
+    defaults = ServerSettings()
+    parameters = inspect.signature(create_app).parameters
+    compared = {name: p.default for name, p in parameters.items() if name not in ("store", "config")}
+    assert set(compared) == {f.name for f in fields(ServerSettings)} - {"config", "compactor_cache_size"}
+    assert compared == {name: getattr(defaults, name) for name in compared}
+    assert parameters["config"].default is None  # None: CompactionConfig(), the settings' default

@@ -60,6 +60,11 @@ def _summary(technical: list[str], step: str) -> str:
         "Command `sleep 30s && curl -s localhost:8080/health` run 4x, last ok",
         "The fixture runs `sleep 45s` before each suite.",
         "Retried the upload 3x until it went through.",
+        "Ran `timeout 45s pytest -x tests/billing` on the suite.",
+        "Wrapped the build in `timeout 120s ./build.sh` so a hang ends.",
+        "Started the worker with `--memory-limit 512MB --workers 4` as before.",
+        "Use `ulimit -v 2GB` before the import.",
+        "The CI step calls `wait-for-it db:5432 -- a 30-second loop` first.",
     ],
 )
 def test_a_repetition_count_or_a_quantity_in_code_is_no_measured_value(line: str) -> None:
@@ -77,6 +82,8 @@ def test_a_repetition_count_or_a_quantity_in_code_is_no_measured_value(line: str
         "The batch job now hovers near 450 ms.",
         "The sweep timeout is 30s.",
         "p95 latency: 286.1 ms (in bash `pytest tests/billing -q` output)",
+        "Ran `timeout 45s pytest`; the suite now takes 38 s.",
+        "A 30-second timeout guards the `curl` call.",
     ],
 )
 def test_multipliers_and_values_beside_code_are_still_measured(line: str) -> None:

@@ -42,9 +42,6 @@ from compaction.testing.transcripts._generate import generate
 from compaction.testing.transcripts._images import IMAGE_SIZES, blank_png_base64, noisy_png_base64
 from compaction.testing.transcripts._planting import CUE_WORDS
 from compaction.testing.transcripts._text import (
-    _strings as _strings,  # benchmarks.generate re-exports it for bench_quality
-)
-from compaction.testing.transcripts._text import (
     message_text,
     retention,
     retention_total,
