@@ -45,6 +45,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from compaction._cache import memoize_text
 from compaction.redact import redact_secrets
 from compaction.stages._ledger_collect import _collect_text, _Collector, collect_artifacts
 
@@ -61,6 +62,7 @@ __all__ = [
     "carry_forward",
     "collect_artifacts",
     "family",
+    "redacted_item",
     "render_ledger",
     "split_artifacts",
 ]
@@ -240,14 +242,22 @@ def _not_in_summary(
         carried = "earlier " if last_seen == FROM_EARLIER_LEDGER else ""
         kind = f"{carried}{source}:" + family("errors" if category == "tool_failures" else category, key)
         if redact:
-            cleaned, n = redact_secrets(shown)
+            cleaned, n = redacted_item(shown)
             if n and _WHOLE_REDACTION.fullmatch(cleaned):
                 continue  # the item was nothing but a secret: it never appears
-            if n and redact_secrets(key)[0] in summary_text:
+            if n and redacted_item(key)[0] in summary_text:
                 continue
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown, source), kind))
     return by_category
+
+
+@memoize_text
+def redacted_item(text: str) -> tuple[str, int]:
+    """:func:`redact_secrets` of a ledger item, memoized in the run's (or the managed session's)
+    scope: an item is met again in every compaction that carries it forward, and a managed session
+    redacts each message's items as the message is appended."""
+    return redact_secrets(text)
 
 
 def _family_turns(by_category: dict[str, list[tuple[_Entry, str]]], group: Sequence[str]) -> list[_Entry]:
@@ -333,11 +343,40 @@ def render_ledger(
 
     if not missing:
         return ""
-    if fits(len(missing)):
-        return _render(missing, len(missing))
-    # With the "omitted" line present, the length grows with every kept item: binary search.
-    lo, hi = 0, len(missing) - 1
+    whole = _render(missing, len(missing))
+    whole_tokens = measure(whole)
+    if whole_tokens <= max_tokens:
+        return whole
+    # With the "omitted" line present, the length grows with every kept item (a line of at least
+    # two tokens, against at most one the omitted count saves): the most that fit is searched from
+    # where the whole section's tokens per character put it, so a good guess costs two counts.
+    per_char = whole_tokens / max(1, len(whole))
+    guess = _last_true(0, len(missing) - 1, lambda kept: len(_render(missing, kept)) * per_char <= max_tokens)
+    lo = _last_true(0, len(missing) - 1, fits, guess)
+    return _render(missing, lo) if lo > 0 and fits(lo) else ""
+
+
+def _last_true(lo: int, hi: int, holds: Callable[[int], bool], guess: int | None = None) -> int:
+    """The largest ``k`` in ``(lo, hi]`` for which ``holds(k)``, else ``lo`` (``holds`` is true up to
+    some ``k`` and false after it; ``holds(lo)`` is never asked). With ``guess``, the search starts
+    there and widens by doubling steps before it halves the bracket found."""
+    if guess is not None and lo < guess <= hi:
+        step = 1
+        if holds(guess):
+            lo = guess
+            while lo + step <= hi:
+                if not holds(lo + step):
+                    hi = lo + step - 1
+                    break
+                lo, step = lo + step, step * 2
+        else:
+            hi = guess - 1
+            while hi + 1 - step > lo:
+                if holds(hi + 1 - step):
+                    lo = hi + 1 - step
+                    break
+                hi, step = hi - step, step * 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return _render(missing, lo) if lo > 0 and fits(lo) else ""
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid - 1)
+    return lo
