@@ -111,10 +111,11 @@ class SessionState:
         self.wait_until: int | None = None  # see guard.growth_point
         self.system_inner = 0
         self.tools_inner = 0
-        # What the session's compactions found in its texts (redaction, the ledger's and the prune
-        # stage's scans), kept from one compaction to the next: the kept tail and the summary are
-        # read again by the next one. The session's own texts only, so no other session (tenant)
-        # gains from them; bounded, least recently used out first.
+        # What the session's scans found in its texts (redaction, the ledger's, the prune stage's
+        # and the topic index's scans, rendered counts): filled as each message is appended
+        # (middleware.prescan) and by each compaction, so the next compaction reads them instead of
+        # scanning (the kept tail and the summary are read again too). The session's own texts
+        # only, so no other session (tenant) gains from them; bounded, least recently used out first.
         self.memos = MemoScope(max_entries=SESSION_MEMO_ENTRIES, max_chars=SESSION_MEMO_CHARS)
         self.refresh_fixed()
 
