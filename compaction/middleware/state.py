@@ -45,13 +45,30 @@ from compaction.store import CompactedTail, CompactionEntry, SessionStore, Store
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.transcript import Message
 
-__all__ = ["SESSION_MEMO_CHARS", "SESSION_MEMO_ENTRIES", "SessionState"]
+__all__ = [
+    "SESSION_MEMO_CHARS",
+    "SESSION_MEMO_CHARS_PER_WINDOW_TOKEN",
+    "SESSION_MEMO_ENTRIES",
+    "SessionState",
+    "session_memo_bounds",
+]
 
 SESSION_MEMO_ENTRIES: Final = 65_536
-"""Memo entries one session keeps across its compactions (see :attr:`SessionState.memos`)."""
+"""Memo entries one session keeps across its compactions (see :attr:`SessionState.memos`), at least."""
 
 SESSION_MEMO_CHARS: Final = 8_000_000
-"""Characters of text those entries hold (about sixteen 128k-token windows' worth of English)."""
+"""Characters of text those entries hold, at least (each scan of a text counts it: a 128k-token
+window's worth of appended messages, scanned by about six functions, is ~3 M)."""
+
+SESSION_MEMO_CHARS_PER_WINDOW_TOKEN: Final = 60
+"""For a larger window, the characters kept per token of it: what the appends between two
+compactions leave in the memo for the next one must fit twice over, or the oldest findings (the
+messages the next compaction reads first) would be dropped before it reads them."""
+
+
+def session_memo_bounds(window: int) -> tuple[int, int]:
+    """(entries, characters) a session's memo keeps for a model with ``window`` tokens."""
+    return max(SESSION_MEMO_ENTRIES, window // 2), max(SESSION_MEMO_CHARS, SESSION_MEMO_CHARS_PER_WINDOW_TOKEN * window)
 
 
 class SessionState:
@@ -116,7 +133,8 @@ class SessionState:
         # (middleware.prescan) and by each compaction, so the next compaction reads them instead of
         # scanning (the kept tail and the summary are read again too). The session's own texts
         # only, so no other session (tenant) gains from them; bounded, least recently used out first.
-        self.memos = MemoScope(max_entries=SESSION_MEMO_ENTRIES, max_chars=SESSION_MEMO_CHARS)
+        entries, chars = session_memo_bounds(self.work.guard.window)
+        self.memos = MemoScope(max_entries=entries, max_chars=chars)
         self.refresh_fixed()
 
     # --- the compactor and the fixed part of every request ----------------------------------
@@ -222,6 +240,7 @@ class SessionState:
         prompt, tools and every message again, drop the reading and the growth awaited, and record
         the model in the store."""
         self.work = self.derive(compactor)
+        self.memos.max_entries, self.memos.max_chars = session_memo_bounds(self.work.guard.window)
         self.refresh_fixed()
         self.recount_context()
         self.wait_until = None

@@ -162,3 +162,19 @@ def test_a_long_text_is_counted_once_per_scope_and_never_outside_one(monkeypatch
     counter.count_text(long_text)  # outside any scope: counted every time
     counter.count_text(long_text)
     assert encoded == [long_text, short_text, short_text, long_text, long_text, long_text]
+
+
+def test_the_session_memo_grows_with_the_window_so_the_appends_findings_last_to_the_compaction() -> None:
+    from compaction.middleware.state import SESSION_MEMO_CHARS, SESSION_MEMO_ENTRIES, session_memo_bounds
+
+    small = ContextManager(Compactor("gpt-4o", config=CompactionConfig(window=128_000)), recall=False)
+    assert (small._state.memos.max_entries, small._state.memos.max_chars) == (SESSION_MEMO_ENTRIES, SESSION_MEMO_CHARS)
+    large = ContextManager(Compactor("gpt-4o", config=CompactionConfig(window=1_000_000)), recall=False)
+    entries, chars = session_memo_bounds(1_000_000)
+    assert (large._state.memos.max_entries, large._state.memos.max_chars) == (entries, chars)
+    # A window's worth of appended text (about four characters a token), scanned by several
+    # functions, fits in what a window of that size keeps.
+    assert chars >= 6 * 4 * 1_000_000
+    assert entries > SESSION_MEMO_ENTRIES
+    small.set_model("gpt-4o", window=1_000_000)
+    assert (small._state.memos.max_entries, small._state.memos.max_chars) == (entries, chars)
