@@ -54,6 +54,8 @@ class ContextEntry:
     canon: Message
     tokens: int
     payload: bytes | None = field(default=None, compare=False, repr=False)
+    placing: dict[tuple[str, int], Message] = field(default_factory=dict, compare=False, repr=False)
+    """The canonical form as a request last placed it (see :func:`placed`), by (format, index)."""
 
 
 def entry_of(
@@ -244,18 +246,31 @@ def request_transcript(
             message = next(reread)
             message = message.model_copy(update={"id": _read_id(raw, fmt, index, entry.payload)})
         else:
-            entry.canon.carry_tokens(counter, entry.tokens)
             message = placed(entry, fmt, index)
+            message.carry_tokens(counter, entry.tokens)
         out.append(message)
     return Transcript(format=fmt, messages=unique_ids(out))
 
 
 def placed(entry: ContextEntry, fmt: str, index: int) -> Message:
     """The entry's canonical form as a ``fmt`` request places it at canonical ``index``: its id is
-    the one the adapter gives it there (derived ids depend on the position), the rest as it is."""
+    the one the adapter gives it there (derived ids depend on the position), the rest as it is.
+
+    The same object each time the entry is placed at the same index (it is kept on the entry), so
+    what the stages derive from the message and keep on it (its trimmed and prepared forms, its
+    rendered count: :meth:`~compaction.transcript.Message.memo`) is found by the next compaction
+    that reads it there, and by that compaction when the append scanned it (:mod:`.prescan`)."""
+    key = (fmt, index)
+    found = entry.placing.get(key)
+    if found is not None:
+        return found
     message = entry.canon
     new_id = _read_id(entry.message, fmt, index, entry.payload)
-    return message if new_id == message.id else message.model_copy(update={"id": new_id})
+    if new_id != message.id:
+        message = message.model_copy(update={"id": new_id})
+    entry.placing.clear()  # the latest placing only: an entry moves after a compaction
+    entry.placing[key] = message
+    return message
 
 
 def _read_id(raw: Mapping[str, Any], fmt: str, index: int, payload: bytes | None) -> str:

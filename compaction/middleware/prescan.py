@@ -27,8 +27,10 @@ result and that cut's scans, the rendered prompt of each call) is still computed
 
 from __future__ import annotations
 
+from functools import partial
+
 from compaction._cache import memo_scope
-from compaction.middleware.context import ContextEntry, placed
+from compaction.middleware.context import placed
 from compaction.middleware.state import SessionState
 from compaction.redact import redact_message
 from compaction.stages import prune
@@ -62,45 +64,40 @@ def scan_on_entry(state: SessionState, start: int) -> None:
     fmt = state.format or "openai"
     lead = 1 if state.system is not None else 0
 
-    def shown(index: int) -> Message | None:
+    def forms(index: int) -> tuple[Message, Message | None]:
+        """The entry as the zone reads it (placed, redacted) and as the summarizer's view shows it
+        when no result has to be cut (None: nothing of it is shown)."""
         position = lead + (index if state.store is None else context.stored_before(index))
-        return _scan(context[index], fmt, position, config.redact_secrets, settings, config.artifact_ledger)
+        message = placed(context[index], fmt, position)
+        readable = redact_message(message) if config.redact_secrets else message
+        # The soft trim, kept on the message under the prune stage's own key (its note names the
+        # message's id: hence the placing), and the view's form of it, kept on the trimmed one.
+        trimmed = readable.memo(("prune.trimmed", settings), partial(prune._trim_message, readable, settings))
+        shown = prune.prepare_for_summarizer([trimmed], settings=settings)
+        return readable, shown[0] if shown else None
 
     with memo_scope(state.memos):
         # The message before the first new one, as the view shows it: a result right under its
         # call renders without a marker of its own, so its measure depends on what comes before.
-        previous = shown(start - 1) if counter is not None and start > 0 else None
+        previous = forms(start - 1)[1] if counter is not None and start > 0 else None
         for index in range(start, len(context)):
-            message = shown(index)
-            if counter is not None and message is not None:
-                _measure(counter, previous, message)
-                previous = message
+            readable, shown = forms(index)
+            _scan(readable, shown, redact=config.redact_secrets, ledger=config.artifact_ledger)
+            if counter is not None and shown is not None:
+                _measure(counter, previous, shown)
+                previous = shown
 
 
-def _scan(
-    entry: ContextEntry,
-    fmt: str,
-    position: int,
-    redact: bool,
-    settings: prune.PruneSettings,
-    ledger: bool,
-) -> Message | None:
-    """The entry's scans (see the module docstring); returns the message as the summarizer's view
-    shows it when no result has to be cut (None: nothing of it is shown)."""
-    # What the pipeline reads: the zone redacted (redact_message), soft-trimmed (the trim's note
-    # names the message's id, hence the placing), the ledger's scan of the redacted zone and the
-    # message's ledger items as the ledger shows them (redacted), and the topic index's statements.
-    readable = redact_message(placed(entry, fmt, position)) if redact else placed(entry, fmt, position)
-    trimmed = prune._trim_message(readable, settings) if readable.has_tool_results else readable
-    shown = prune.prepare_for_summarizer([trimmed], settings=settings)
-    classify(segment(topics._bounded(shown)))
+def _scan(readable: Message, shown: Message | None, *, redact: bool, ledger: bool) -> None:
+    """The scans of the zone's reading of a message: the ledger's (and its items as the ledger
+    shows them, redacted), and the topic index's statements of what the view shows."""
+    classify(segment(topics._bounded([shown] if shown is not None else [])))
     if ledger:
         found = collect_artifacts([readable], redact=False)
         if redact:
             for category in _CATEGORIES:
                 for item in getattr(found, category):
                     redacted_item(item.value)
-    return shown[0] if shown else None
 
 
 def _measure(counter: TokenCounter, previous: Message | None, message: Message) -> None:
