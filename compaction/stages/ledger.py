@@ -42,8 +42,10 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 
 from compaction._cache import memoize_text
 from compaction.redact import redact_secrets
@@ -351,7 +353,10 @@ def render_ledger(
     # two tokens, against at most one the omitted count saves): the most that fit is searched from
     # where the whole section's tokens per character put it, so a good guess costs two counts.
     per_char = whole_tokens / max(1, len(whole))
-    guess = _last_true(0, len(missing) - 1, lambda kept: len(_render(missing, kept)) * per_char <= max_tokens)
+    ends = list(accumulate(len(entry[2]) + len("\n- ") for entry in missing))
+    # The headings are all in the whole section; the omitted line takes about 50 characters.
+    room = max_tokens / per_char - (len(whole) - ends[-1]) - 50
+    guess = max(1, bisect_right(ends, room))
     lo = _last_true(0, len(missing) - 1, fits, guess)
     return _render(missing, lo) if lo > 0 and fits(lo) else ""
 
