@@ -23,6 +23,7 @@ from compaction.summarizers.scripted import ScriptedSummarizer
 PRESCANNED = (
     "compaction.redact.windows.redact_if_needed",
     "compaction.stages._ledger_collect._scan",
+    "compaction.stages._ledger_collect._output_scan",
     "compaction.stages._ledger_commands._text_commands",
     "compaction.stages.prune.trim_middle",
     "compaction.summarizers._segment._person_units",
