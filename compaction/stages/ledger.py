@@ -351,12 +351,14 @@ def render_ledger(
         return whole
     # With the "omitted" line present, the length grows with every kept item (a line of at least
     # two tokens, against at most one the omitted count saves): the most that fit is searched from
-    # where the whole section's tokens per character put it, so a good guess costs two counts.
-    per_char = whole_tokens / max(1, len(whole))
-    ends = list(accumulate(len(entry[2]) + len("\n- ") for entry in missing))
-    # The headings are all in the whole section; the omitted line takes about 50 characters.
-    room = max_tokens / per_char - (len(whole) - ends[-1]) - 50
-    guess = max(1, bisect_right(ends, room))
+    # a guess, the items whose lines, counted one by one, add up to the room the headings (as the
+    # whole section has them) and the omitted line leave. A line counted alone differs from the
+    # same line in the section by a token or so, so the guess is close: two or three counts of the
+    # section instead of a halving's ten.
+    lines = list(accumulate(measure(f"- {entry[2]}") + 1 for entry in missing))
+    headings = whole_tokens - lines[-1]
+    omitted = measure(f"({len(missing)} more references omitted to fit the token budget.)") + 1
+    guess = min(len(missing) - 1, max(1, bisect_right(lines, max_tokens - headings - omitted)))
     lo = _last_true(0, len(missing) - 1, fits, guess)
     return _render(missing, lo) if lo > 0 and fits(lo) else ""
 
