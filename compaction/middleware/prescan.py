@@ -34,15 +34,11 @@ from compaction.middleware.context import placed
 from compaction.middleware.state import SessionState
 from compaction.redact import redact_message
 from compaction.stages import prune
-from compaction.stages._ledger_collect import collect_artifacts
-from compaction.stages._ledger_items import _CATEGORIES
 from compaction.stages.layout import prune_settings
-from compaction.stages.ledger import redacted_item
+from compaction.stages.ledger import scan_for_ledger
 from compaction.stages.view import RenderedCache, rendered_counts
-from compaction.summarizers import topics
-from compaction.summarizers._classify import classify
-from compaction.summarizers._segment import segment
 from compaction.summarizers.base import reads_rendered_prompt
+from compaction.summarizers.topics import classified_units
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message
 
@@ -91,19 +87,17 @@ def scan_on_entry(state: SessionState, start: int) -> None:
 def _scan(readable: Message, shown: Message | None, *, redact: bool, ledger: bool) -> None:
     """The scans of the zone's reading of a message: the ledger's (and its items as the ledger
     shows them, redacted), and the topic index's statements of what the view shows."""
-    classify(segment(topics._bounded([shown] if shown is not None else [])))
+    if shown is not None:
+        classified_units([shown])
     if ledger:
-        found = collect_artifacts([readable], redact=False)
-        if redact:
-            for category in _CATEGORIES:
-                for item in getattr(found, category):
-                    redacted_item(item.value)
+        scan_for_ledger(readable, redact_items=redact)
 
 
 def _measure(counter: TokenCounter, previous: Message | None, message: Message) -> None:
-    """Count ``message`` rendered as the view measures it after ``previous`` (the counts are kept
-    in the scope by the counter). ``previous`` was measured when it was appended: the cache given
-    holds a stand-in for it, so only ``message`` is rendered and counted here."""
+    """Count ``message`` rendered as the view measures it after ``previous``: the view keeps the
+    count on the message (the one the compaction reads, see :func:`.context.placed`), the counter
+    keeps a long text's count in the scope. ``previous`` was measured when it was appended: the
+    cache given holds a stand-in for it, so only ``message`` is rendered and counted here."""
     if previous is None:
         rendered_counts(counter, [message])
         return

@@ -56,6 +56,7 @@ from compaction.stages._ledger_collect import _collect_text, _Collector, collect
 from compaction.stages._ledger_collect import _scan as _scan
 from compaction.stages._ledger_collect import _text_commands as _text_commands
 from compaction.stages._ledger_items import _CATEGORIES, _TITLES, ArtifactLedger, LedgerItem, ToolFailure, family
+from compaction.transcript import Message
 
 __all__ = [
     "ArtifactLedger",
@@ -66,6 +67,7 @@ __all__ = [
     "family",
     "redacted_item",
     "render_ledger",
+    "scan_for_ledger",
     "split_artifacts",
 ]
 
@@ -252,6 +254,18 @@ def _not_in_summary(
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown, source), kind))
     return by_category
+
+
+def scan_for_ledger(message: Message, *, redact_items: bool) -> None:
+    """Make the ledger's scans of ``message`` (as the zone reads it: redacted when the run
+    redacts) in the active memo scope, and with ``redact_items`` its items as the ledger shows
+    them: what a managed session does as each message is appended, so that the next compaction's
+    ledger reads them instead of scanning."""
+    found = collect_artifacts([message], redact=False)
+    if redact_items:
+        for category in _CATEGORIES:
+            for item in getattr(found, category):
+                redacted_item(item.value)
 
 
 @memoize_text

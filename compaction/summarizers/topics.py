@@ -49,6 +49,7 @@ __all__ = [
     "TOPIC_HEADING",
     "TopicLine",
     "build_topic_index",
+    "classified_units",
     "parse_topic_index",
     "render_topic_index",
     "split_topic_index",
@@ -313,6 +314,14 @@ def _shared_units(message: Message) -> tuple[Unit, ...] | None:
     return units if held is message else None
 
 
+def classified_units(messages: Sequence[Message]) -> list[Unit]:
+    """The statements of ``messages`` segmented and classified, each message read within
+    :data:`MESSAGE_CHARS` (its head and tail). The per-text steps are memoized in the active scope:
+    a managed session runs this on each message it appends, so the topic index of the next
+    compaction finds them."""
+    return classify(segment(_bounded(messages)))
+
+
 def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -> list[Unit]:
     """The classified statements of ``span``, read from ``view`` (what the summarizer read of it:
     the same messages, some cut or left out) when given, each with ``msg`` its index in ``span``
@@ -333,7 +342,7 @@ def span_units(span: Sequence[Message], view: Sequence[Message] | None = None) -
         else:
             per_message.append(shared)
     if missing:
-        fresh = classify(segment(_bounded([read[k] for k in missing])))
+        fresh = classified_units([read[k] for k in missing])
         grouped: dict[int, list[Unit]] = {}
         for unit in fresh:
             grouped.setdefault(missing[unit.msg], []).append(unit)
