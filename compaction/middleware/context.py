@@ -28,6 +28,7 @@ __all__ = [
     "derive_compactor",
     "entry_of",
     "first_format",
+    "placed",
     "request_for",
     "request_transcript",
     "split_leading_system",
@@ -53,6 +54,8 @@ class ContextEntry:
     canon: Message
     tokens: int
     payload: bytes | None = field(default=None, compare=False, repr=False)
+    placing: dict[tuple[str, int], Message] = field(default_factory=dict, compare=False, repr=False)
+    """The canonical form as a request last placed it (see :func:`placed`), by (format, index)."""
 
 
 def entry_of(
@@ -86,11 +89,12 @@ class Context:
     (2, True)
     """
 
-    __slots__ = ("_entries", "_sums")
+    __slots__ = ("_entries", "_stored", "_sums")
 
     def __init__(self, entries: Iterable[ContextEntry] = ()) -> None:
         self._entries: list[ContextEntry] = []
         self._sums: list[int] = [0]  # _sums[k]: tokens of the first k entries
+        self._stored: list[int] = [0]  # _stored[k]: entries with a store id among the first k
         self.extend(entries)
 
     @classmethod
@@ -148,6 +152,7 @@ class Context:
     def append(self, entry: ContextEntry) -> None:
         self._entries.append(entry)
         self._sums.append(self._sums[-1] + entry.tokens)
+        self._stored.append(self._stored[-1] + (entry.store_id is not None))
 
     def extend(self, entries: Iterable[ContextEntry]) -> None:
         for entry in entries:
@@ -156,7 +161,7 @@ class Context:
     def split_off(self, start: int) -> list[ContextEntry]:
         """Remove the entries from ``start`` on and return them."""
         tail = self._entries[start:]
-        del self._entries[start:], self._sums[start + 1 :]
+        del self._entries[start:], self._sums[start + 1 :], self._stored[start + 1 :]
         return tail
 
     # --- reading ---------------------------------------------------------------------------
@@ -190,6 +195,10 @@ class Context:
     def messages(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The provider-format messages ``[start:stop]`` (a new list of the context's dicts)."""
         return [e.message for e in self._entries[start:stop]]
+
+    def stored_before(self, index: int) -> int:
+        """How many of the entries before ``index`` have a store id (O(1))."""
+        return self._stored[index]
 
     def ids(self) -> list[int | None]:
         return [e.store_id for e in self._entries]
@@ -237,13 +246,31 @@ def request_transcript(
             message = next(reread)
             message = message.model_copy(update={"id": _read_id(raw, fmt, index, entry.payload)})
         else:
-            message = entry.canon
+            message = placed(entry, fmt, index)
             message.carry_tokens(counter, entry.tokens)
-            new_id = _read_id(raw, fmt, index, entry.payload)
-            if new_id != message.id:
-                message = message.model_copy(update={"id": new_id})
         out.append(message)
     return Transcript(format=fmt, messages=unique_ids(out))
+
+
+def placed(entry: ContextEntry, fmt: str, index: int) -> Message:
+    """The entry's canonical form as a ``fmt`` request places it at canonical ``index``: its id is
+    the one the adapter gives it there (derived ids depend on the position), the rest as it is.
+
+    The same object each time the entry is placed at the same index (it is kept on the entry), so
+    what the stages derive from the message and keep on it (its trimmed and prepared forms, its
+    rendered count: :meth:`~compaction.transcript.Message.memo`) is found by the next compaction
+    that reads it there, and by that compaction when the append scanned it (:mod:`.prescan`)."""
+    key = (fmt, index)
+    found = entry.placing.get(key)
+    if found is not None:
+        return found
+    message = entry.canon
+    new_id = _read_id(entry.message, fmt, index, entry.payload)
+    if new_id != message.id:
+        message = message.model_copy(update={"id": new_id})
+    entry.placing.clear()  # the latest placing only: an entry moves after a compaction
+    entry.placing[key] = message
+    return message
 
 
 def _read_id(raw: Mapping[str, Any], fmt: str, index: int, payload: bytes | None) -> str:

@@ -18,6 +18,7 @@ from compaction.adapters import message_format
 from compaction.errors import TranscriptError
 from compaction.middleware import store_mode
 from compaction.middleware.context import ContextEntry, canonical, payload_of, split_leading_system
+from compaction.middleware.prescan import scan_on_entry
 from compaction.middleware.recall import weave_answers
 from compaction.middleware.state import SessionState
 from compaction.store import SessionStore
@@ -59,6 +60,7 @@ def append_messages(state: SessionState, messages: Sequence[Mapping[str, Any]]) 
     if store is not None:
         ids = list(_store_batch(state, store, list(zip(copies, canon, counts, strict=True))))
     reading = state.reading
+    start = len(state.context)
     for message, canonical_message, store_id, tokens in zip(copies, canon, ids, counts, strict=True):
         entry = ContextEntry(message, store_id, canonical_message, tokens, payload_of(message))
         state.context.append(entry)
@@ -68,6 +70,7 @@ def append_messages(state: SessionState, messages: Sequence[Mapping[str, Any]]) 
             reading.expect_response = False
             if message.get("role") == "assistant":
                 reading.base_sum += entry.tokens  # the answer is in the reported completion tokens
+    scan_on_entry(state, start)
 
 
 def _store_batch(

@@ -45,13 +45,30 @@ from compaction.store import CompactedTail, CompactionEntry, SessionStore, Store
 from compaction.tokens import REPLY_PRIMING, TokenCounter
 from compaction.transcript import Message
 
-__all__ = ["SESSION_MEMO_CHARS", "SESSION_MEMO_ENTRIES", "SessionState"]
+__all__ = [
+    "SESSION_MEMO_CHARS",
+    "SESSION_MEMO_CHARS_PER_WINDOW_TOKEN",
+    "SESSION_MEMO_ENTRIES",
+    "SessionState",
+    "session_memo_bounds",
+]
 
 SESSION_MEMO_ENTRIES: Final = 65_536
-"""Memo entries one session keeps across its compactions (see :attr:`SessionState.memos`)."""
+"""Memo entries one session keeps across its compactions (see :attr:`SessionState.memos`), at least."""
 
 SESSION_MEMO_CHARS: Final = 8_000_000
-"""Characters of text those entries hold (about sixteen 128k-token windows' worth of English)."""
+"""Characters of text those entries hold, at least (each scan of a text counts it: a 128k-token
+window's worth of appended messages, scanned by about six functions, is ~3 M)."""
+
+SESSION_MEMO_CHARS_PER_WINDOW_TOKEN: Final = 60
+"""For a larger window, the characters kept per token of it: what the appends between two
+compactions leave in the memo for the next one must fit twice over, or the oldest findings (the
+messages the next compaction reads first) would be dropped before it reads them."""
+
+
+def session_memo_bounds(window: int) -> tuple[int, int]:
+    """(entries, characters) a session's memo keeps for a model with ``window`` tokens."""
+    return max(SESSION_MEMO_ENTRIES, window // 2), max(SESSION_MEMO_CHARS, SESSION_MEMO_CHARS_PER_WINDOW_TOKEN * window)
 
 
 class SessionState:
@@ -111,11 +128,13 @@ class SessionState:
         self.wait_until: int | None = None  # see guard.growth_point
         self.system_inner = 0
         self.tools_inner = 0
-        # What the session's compactions found in its texts (redaction, the ledger's and the prune
-        # stage's scans), kept from one compaction to the next: the kept tail and the summary are
-        # read again by the next one. The session's own texts only, so no other session (tenant)
-        # gains from them; bounded, least recently used out first.
-        self.memos = MemoScope(max_entries=SESSION_MEMO_ENTRIES, max_chars=SESSION_MEMO_CHARS)
+        # What the session's scans found in its texts (redaction, the ledger's, the prune stage's
+        # and the topic index's scans, rendered counts): filled as each message is appended
+        # (middleware.prescan) and by each compaction, so the next compaction reads them instead of
+        # scanning (the kept tail and the summary are read again too). The session's own texts
+        # only, so no other session (tenant) gains from them; bounded, least recently used out first.
+        entries, chars = session_memo_bounds(self.work.guard.window)
+        self.memos = MemoScope(max_entries=entries, max_chars=chars)
         self.refresh_fixed()
 
     # --- the compactor and the fixed part of every request ----------------------------------
@@ -221,6 +240,7 @@ class SessionState:
         prompt, tools and every message again, drop the reading and the growth awaited, and record
         the model in the store."""
         self.work = self.derive(compactor)
+        self.memos.max_entries, self.memos.max_chars = session_memo_bounds(self.work.guard.window)
         self.refresh_fixed()
         self.recount_context()
         self.wait_until = None

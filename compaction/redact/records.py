@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from compaction._cache import memoize_text
-
 if TYPE_CHECKING:
     from compaction.transcript import Message
 from compaction.redact.windows import redact_if_needed
@@ -59,10 +57,9 @@ def redact_json(value: Any, *, skip_keys: frozenset[str] = frozenset(), key: str
     return walk(value, key)
 
 
-@memoize_text
 def _redacted_text(text: str) -> str:
-    """:func:`redact_if_needed`, memoized within the compaction run (the zone's texts are read by
-    several stages)."""
+    """:func:`redact_if_needed` (memoized within the compaction run, or the managed session: the
+    zone's texts are read by several stages)."""
     return redact_if_needed(text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compaction._cache import memoize_text
 from compaction.redact.base import _line_end
 from compaction.redact.cues import _cue_spans, _has_cue
 from compaction.redact.steps import _redact_all, _without_ansi, redact_secrets
@@ -39,9 +40,12 @@ def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
     return windows
 
 
+@memoize_text
 def redact_if_needed(text: str) -> str:
     """``text`` with secrets redacted, as :func:`redact_secrets` does; a long text is redacted only
     in the lines around its cues (tool output of megabytes where a few lines of code assign a token).
+    Memoized in the active :class:`~compaction._cache.MemoScope` (a run's, or a managed session's,
+    which redacts each text as it is appended): the stages that read a text each redact it.
 
     >>> redact_if_needed("plain log line"), redact_if_needed("token=abcd1234efgh5678")
     ('plain log line', 'token=[REDACTED:token]')

@@ -107,7 +107,10 @@ class _Collector:
 
     def add_text(self, text: str, index: int, limit: int | None = None) -> list[str]:
         """Add the paths, URLs and ids of ``text``; return its error lines (:func:`_error_lines`)."""
-        found = _scan(text, self.redact)
+        return self.add_found(_scan(text, self.redact), index, limit)
+
+    def add_found(self, found: _Found, index: int, limit: int | None = None) -> list[str]:
+        """Add the paths, URLs and ids a scan found; return its error lines."""
         self.add("files", found.paths, index, limit)
         self.add("urls", found.urls, index, limit)
         self.add("identifiers", found.identifiers, index, limit)
@@ -146,8 +149,28 @@ def _scan(text: str, redact: bool = True) -> _Found:
     """Paths, URLs, ids and error lines of a text; memoized within the run. Secrets are redacted
     first: pieces of a key (a line of a private key body looks like a path) must not be listed on
     their own, where no secret pattern would match them."""
+    return _found_in(text, redact)
+
+
+def _found_in(text: str, redact: bool) -> _Found:
     text = redact_if_needed(text) if redact else text
     return _Found(*find_references(text), _errors_in(text))
+
+
+class _Output(NamedTuple):
+    found: _Found
+    commands: tuple[str, ...]
+    """The commands of its shell prompt lines."""
+    nonzero_exit: bool
+
+
+@memoize_text
+def _output_scan(text: str, redact: bool) -> _Output:
+    """What the ledger reads of one tool output (its references and error lines, its prompt lines'
+    commands, whether it reports a non-zero exit), in one memo entry: a run, or a managed session
+    (which scans each message as it is appended), reads each output once."""
+    commands = tuple(_one_command(cmd) for cmd in _prompt_lines(text))
+    return _Output(_found_in(text, redact), commands, _nonzero_exit(text))
 
 
 # Lines that only look like errors: source code that raises or catches one (a file read, a grep
@@ -298,9 +321,10 @@ def _nonzero_exit(text: str) -> bool:
 
 def _collect_result(c: _Collector, part: ToolResultPart, index: int, tool_names: dict[str, str]) -> None:
     text = part.text
-    errors = [_error_text(line) for line in c.add_text(text, index, PER_RESULT_LIMIT)]
-    c.add("commands", [_one_command(cmd) for cmd in _prompt_lines(text)], index, PER_RESULT_LIMIT)
-    failed = part.is_error is True or _nonzero_exit(text)
+    output = _output_scan(text, c.redact)
+    errors = [_error_text(line) for line in c.add_found(output.found, index, PER_RESULT_LIMIT)]
+    c.add("commands", list(output.commands), index, PER_RESULT_LIMIT)
+    failed = part.is_error is True or output.nonzero_exit
     if failed and not errors:
         first = next((line for line in text.splitlines() if line.strip()), "(no output)")
         errors = [_trim(first, ERROR_LINE_CHARS)]

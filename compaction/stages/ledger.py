@@ -42,9 +42,12 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 
+from compaction._cache import memoize_text
 from compaction.redact import redact_secrets
 from compaction.stages._ledger_collect import _collect_text, _Collector, collect_artifacts
 
@@ -53,6 +56,7 @@ from compaction.stages._ledger_collect import _collect_text, _Collector, collect
 from compaction.stages._ledger_collect import _scan as _scan
 from compaction.stages._ledger_collect import _text_commands as _text_commands
 from compaction.stages._ledger_items import _CATEGORIES, _TITLES, ArtifactLedger, LedgerItem, ToolFailure, family
+from compaction.transcript import Message
 
 __all__ = [
     "ArtifactLedger",
@@ -61,7 +65,9 @@ __all__ = [
     "carry_forward",
     "collect_artifacts",
     "family",
+    "redacted_item",
     "render_ledger",
+    "scan_for_ledger",
     "split_artifacts",
 ]
 
@@ -240,14 +246,34 @@ def _not_in_summary(
         carried = "earlier " if last_seen == FROM_EARLIER_LEDGER else ""
         kind = f"{carried}{source}:" + family("errors" if category == "tool_failures" else category, key)
         if redact:
-            cleaned, n = redact_secrets(shown)
+            cleaned, n = redacted_item(shown)
             if n and _WHOLE_REDACTION.fullmatch(cleaned):
                 continue  # the item was nothing but a secret: it never appears
-            if n and redact_secrets(key)[0] in summary_text:
+            if n and redacted_item(key)[0] in summary_text:
                 continue
             shown = cleaned
         by_category.setdefault(category, []).append(((position, category, shown, source), kind))
     return by_category
+
+
+def scan_for_ledger(message: Message, *, redact_items: bool) -> None:
+    """Make the ledger's scans of ``message`` (as the zone reads it: redacted when the run
+    redacts) in the active memo scope, and with ``redact_items`` its items as the ledger shows
+    them: what a managed session does as each message is appended, so that the next compaction's
+    ledger reads them instead of scanning."""
+    found = collect_artifacts([message], redact=False)
+    if redact_items:
+        for category in _CATEGORIES:
+            for item in getattr(found, category):
+                redacted_item(item.value)
+
+
+@memoize_text
+def redacted_item(text: str) -> tuple[str, int]:
+    """:func:`redact_secrets` of a ledger item, memoized in the run's (or the managed session's)
+    scope: an item is met again in every compaction that carries it forward, and a managed session
+    redacts each message's items as the message is appended."""
+    return redact_secrets(text)
 
 
 def _family_turns(by_category: dict[str, list[tuple[_Entry, str]]], group: Sequence[str]) -> list[_Entry]:
@@ -333,11 +359,45 @@ def render_ledger(
 
     if not missing:
         return ""
-    if fits(len(missing)):
-        return _render(missing, len(missing))
-    # With the "omitted" line present, the length grows with every kept item: binary search.
-    lo, hi = 0, len(missing) - 1
+    whole = _render(missing, len(missing))
+    whole_tokens = measure(whole)
+    if whole_tokens <= max_tokens:
+        return whole
+    # With the "omitted" line present, the length grows with every kept item (a line of at least
+    # two tokens, against at most one the omitted count saves): the most that fit is searched from
+    # a guess, the items whose lines, counted one by one, add up to the room the headings (as the
+    # whole section has them) and the omitted line leave. A line counted alone differs from the
+    # same line in the section by a token or so, so the guess is close: two or three counts of the
+    # section instead of a halving's ten.
+    lines = list(accumulate(measure(f"- {entry[2]}") + 1 for entry in missing))
+    headings = whole_tokens - lines[-1]
+    omitted = measure(f"({len(missing)} more references omitted to fit the token budget.)") + 1
+    guess = min(len(missing) - 1, max(1, bisect_right(lines, max_tokens - headings - omitted)))
+    lo = _last_true(0, len(missing) - 1, fits, guess)
+    return _render(missing, lo) if lo > 0 and fits(lo) else ""
+
+
+def _last_true(lo: int, hi: int, holds: Callable[[int], bool], guess: int | None = None) -> int:
+    """The largest ``k`` in ``(lo, hi]`` for which ``holds(k)``, else ``lo`` (``holds`` is true up to
+    some ``k`` and false after it; ``holds(lo)`` is never asked). With ``guess``, the search starts
+    there and widens by doubling steps before it halves the bracket found."""
+    if guess is not None and lo < guess <= hi:
+        step = 1
+        if holds(guess):
+            lo = guess
+            while lo + step <= hi:
+                if not holds(lo + step):
+                    hi = lo + step - 1
+                    break
+                lo, step = lo + step, step * 2
+        else:
+            hi = guess - 1
+            while hi + 1 - step > lo:
+                if holds(hi + 1 - step):
+                    lo = hi + 1 - step
+                    break
+                hi, step = hi - step, step * 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return _render(missing, lo) if lo > 0 and fits(lo) else ""
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid - 1)
+    return lo

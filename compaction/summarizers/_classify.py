@@ -48,6 +48,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from compaction._cache import memoize_text
 from compaction.summarizers._line_shapes import ANNOUNCES, CODE_SPAN, INTRODUCES, is_code_shaped, is_meter, is_narration
 from compaction.summarizers._quantities import measured
 from compaction.summarizers._rules import NUMBER_WORD, clauses, imperative, states_rule
@@ -387,7 +388,15 @@ def _is_decision(unit: Unit, r: _Reading, found: set[str], step: bool) -> bool:
 
 
 def labels_of(unit: Unit) -> frozenset[str]:
-    """The labels of one unit (see :data:`KINDS`)."""
+    """The labels of one unit (see :data:`KINDS`): they depend on its text, form and role only."""
+    return _labels(unit.text, unit.form, unit.role)
+
+
+@memoize_text
+def _labels(text: str, form: str, role: str) -> frozenset[str]:
+    """:func:`labels_of`, memoized in the active scope (a run's, or a managed session's, which
+    classifies each message's statements as it is appended)."""
+    unit = Unit(uid=0, msg=0, role=role, phase=0, text=text, form=form)
     if is_meter(unit.text):
         return frozenset({"other"})  # a progress meter measures nothing anyone needs later
     if unit.form == "output":

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction._cache import memoize_text
 from compaction.injection import guard
 from compaction.patterns import QUANTITY, measurement, relays_terminal, truncate
 from compaction.summarizers._extract import clean, split_sentences
@@ -194,9 +195,11 @@ def _unwrapped(text: str) -> list[str]:
     return out
 
 
-def _person_units(text: str) -> list[tuple[str, str]]:
+@memoize_text
+def _person_units(text: str) -> tuple[tuple[str, str], ...]:
     """``(form, text)`` for each sentence or non-prose line of what a person wrote (a hard-wrapped
-    paragraph read as the sentences it holds, not line by line)."""
+    paragraph read as the sentences it holds, not line by line). Memoized in the active scope (a
+    run's, or a managed session's, which segments each message as it is appended)."""
     out: list[tuple[str, str]] = []
     in_fence = False
     for raw in _unwrapped(text):
@@ -221,7 +224,7 @@ def _person_units(text: str) -> list[tuple[str, str]]:
                 out.extend(("prose", piece) for piece in _CJK_STOP.split(sentence) if piece)
         else:
             out.append((form, truncate(clean(raw), MAX_OUTPUT_LINE)))
-    return [(form, text) for form, text in out if text]
+    return tuple((form, text) for form, text in out if text)
 
 
 def _mostly_output(pieces: Sequence[tuple[str, str]]) -> bool:
@@ -294,14 +297,25 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
             elif isinstance(part, ToolCallPart):
                 calls[part.id] = _call_label(part)
             elif isinstance(part, ToolResultPart):
-                text = part.text if len(part.text) <= _SCAN_LIMIT else part.text[:_SCAN_LIMIT]
-                if ":" not in text and "=" not in text:
-                    continue
-                for raw in text.splitlines():
-                    if len(raw) > MAX_OUTPUT_LINE or not _may_measure(raw):
-                        continue
-                    found = measurement(clean(raw))
-                    if found is not None:  # marked when it addresses the model (never followed)
-                        add(index, "tool", "output", guard(clean(raw)), calls.get(part.call_id, "a tool"))
-                        units[-1].extra["label"] = found[0]
+                for text, label in _output_measurements(part.text):
+                    add(index, "tool", "output", text, calls.get(part.call_id, "a tool"))
+                    units[-1].extra["label"] = label
     return units
+
+
+@memoize_text
+def _output_measurements(output: str) -> tuple[tuple[str, str], ...]:
+    """``(line, label)`` for each line of a tool's output that reports a measured quantity (the line
+    cleaned, and marked when it addresses the model: never followed). Memoized like
+    :func:`_person_units`."""
+    text = output if len(output) <= _SCAN_LIMIT else output[:_SCAN_LIMIT]
+    if ":" not in text and "=" not in text:
+        return ()
+    out: list[tuple[str, str]] = []
+    for raw in text.splitlines():
+        if len(raw) > MAX_OUTPUT_LINE or not _may_measure(raw):
+            continue
+        found = measurement(clean(raw))
+        if found is not None:
+            out.append((guard(clean(raw)), found[0]))
+    return tuple(out)

@@ -50,6 +50,7 @@ __all__ = [
     "SpanReading",
     "TopicLine",
     "build_topic_index",
+    "classified_units",
     "parse_topic_index",
     "read_span",
     "render_topic_index",
@@ -315,6 +316,14 @@ def _shared_units(message: Message) -> tuple[Unit, ...] | None:
     return units if held is message else None
 
 
+def classified_units(messages: Sequence[Message]) -> list[Unit]:
+    """The statements of ``messages`` segmented and classified, each message read within
+    :data:`MESSAGE_CHARS` (its head and tail). The per-text steps are memoized in the active scope:
+    a managed session runs this on each message it appends, so the topic index of the next
+    compaction finds them."""
+    return classify(segment(_bounded(messages)))
+
+
 @dataclass(frozen=True)
 class SpanReading:
     """The classified statements of a span (see :func:`read_span`), and the messages classified for
@@ -344,7 +353,7 @@ def read_span(span: Sequence[Message], view: Sequence[Message] | None = None) ->
         else:
             per_message.append(shared)
     if missing:
-        fresh = classify(segment(_bounded([read[k] for k in missing])))
+        fresh = classified_units([read[k] for k in missing])
         grouped: dict[int, list[Unit]] = {}
         for unit in fresh:
             grouped.setdefault(missing[unit.msg], []).append(unit)

@@ -11,12 +11,13 @@ import json
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from compaction._cache import active_scope
 from compaction.tokens._images import ImageStyle, image_part_tokens
 from compaction.transcript import (
     ImagePart,
@@ -57,6 +58,11 @@ TOOL_RESULT_OVERHEAD = 6
 TOOL_SCHEMA_OVERHEAD = 8
 
 DEFAULT_CACHE_SIZE = 100_000
+SCOPED_COUNT_MIN_CHARS = 512
+"""Texts at least this long are counted once per memo scope (see ``BaseTokenCounter._scoped_count``);
+shorter ones cost less to count than to look up and keep."""
+_SCOPED_COUNT = "compaction.tokens.count_text"  # the memo keys' first item
+
 # The content cache holds the strings of its keys; this bounds what it can keep alive.
 DEFAULT_CACHE_CHARS = 32_000_000
 
@@ -307,6 +313,22 @@ class BaseTokenCounter(ABC):
     @abstractmethod
     def count_text(self, text: str) -> int:
         """Tokens of a plain string."""
+
+    def _scoped_count(self, text: str, encode: Callable[[str], int]) -> int:
+        """``encode(text)``; a text of at least :data:`SCOPED_COUNT_MIN_CHARS` characters is counted
+        once per active :class:`~compaction._cache.MemoScope` (a compaction run's, or a managed
+        session's, which measures each message as the summarizer's prompt shows it when the
+        message is appended). Outside a scope nothing is kept."""
+        scope = active_scope() if len(text) >= SCOPED_COUNT_MIN_CHARS else None
+        if scope is None:
+            return encode(text)
+        key = (_SCOPED_COUNT, self, text)
+        found, value = scope.lookup(key)
+        if found:
+            return value  # type: ignore[return-value]
+        tokens = encode(text)
+        scope.store(key, tokens, len(text))
+        return tokens
 
     def _count_texts(self, texts: list[str]) -> list[int]:
         """Tokens of many strings; overridden where a batch API is faster."""

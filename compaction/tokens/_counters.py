@@ -66,6 +66,9 @@ class TiktokenCounter(BaseTokenCounter):
         """
         if not text:
             return 0
+        return self._scoped_count(text, self._encoded_length)
+
+    def _encoded_length(self, text: str) -> int:
         return len((self._encoding or self.encoding).encode_ordinary(text))
 
     def _count_texts(self, texts: list[str]) -> list[int]:
@@ -139,6 +142,9 @@ class HFTokenizerCounter(BaseTokenCounter):
         """Tokens of ``text`` (no special tokens added)."""
         if not text:
             return 0
+        return self._scoped_count(text, self._encoded_length)
+
+    def _encoded_length(self, text: str) -> int:
         return len((self._tokenizer or self.tokenizer).encode(text, add_special_tokens=False))
 
     def _count_texts(self, texts: list[str]) -> list[int]:
