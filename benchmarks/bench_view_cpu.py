@@ -22,9 +22,10 @@ runs against any tree: it only needs ``pipeline.prepare`` and ``SummarizeJob.req
 work (reading the requests, writing the stand-in summaries) neither takes the engine's GIL nor
 counts as the engine's CPU: ``wall`` is then the compaction's latency as a caller meets it (the
 engine's work on the critical path plus the modelled provider latency, the same for every tree
-measured with the same prompts' sizes). ``--warm`` first compacts another, smaller session (400
-messages, seed 5) in the same process, so the one-time imports a first model call makes
-(litellm's OpenAI client modules) are not in the figures. ``--latency FIXED,IN,OUT`` sets the fake
+measured with the same prompts' sizes). ``--warm`` first compacts another session (forty messages of
+random words, no text in common with the measured one) in the same process, so the one-time imports
+a first model call makes (litellm's OpenAI client modules) are not in the figures, while a tree
+whose memos outlive a compaction gains nothing else from it. ``--latency FIXED,IN,OUT`` sets the fake
 model's latency (seconds per call, per input token, per output token; default ``0.05,2e-6,0``): with
 ``0.5,2e-5,0.01`` a 100k-token prompt waits 2.5 s before its first token and a 1,000-token summary
 takes 10 s more, about what hosted models take. Also printed: ``to_first_call_wall`` and
@@ -35,6 +36,7 @@ worker thread beside it).
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -98,6 +100,20 @@ class _ProviderProcess:
         self.process.wait(timeout=30)
 
 
+def _warm_up_session() -> list[dict[str, str]]:
+    """Forty long messages of random words: a compaction of them makes a model call (the client's
+    imports) and shares no text with the measured session, so a tree whose memos outlive a
+    compaction (the baseline's were process-wide) gains nothing else from it."""
+    rng = random.Random(5)
+
+    def words(n: int) -> str:
+        return " ".join(
+            "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))) for _ in range(n)
+        )
+
+    return [{"role": "user" if k % 2 == 0 else "assistant", "content": words(1_500)} for k in range(40)]
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 2000
@@ -157,8 +173,7 @@ def main() -> None:
     with provider as server:
         summarizer = LLMSummarizer("openai/bench", api_base=server.openai_api_base, api_key="k", attempts=1)
         if warm:
-            small = generate("coding", 400, seed=5, format="openai")
-            Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000)).compact(small.messages)
+            Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000)).compact(_warm_up_session())
             measuring[0] = True
         compactor = Compactor("gpt-4o", summarizer, CompactionConfig(window=128_000))
         begun = time.perf_counter()
