@@ -21,7 +21,7 @@ from compaction.summarizers.scripted import ScriptedSummarizer
 
 # The memoized per-text functions the append runs (module-qualified, as the memo keys name them).
 PRESCANNED = (
-    "compaction.redact.windows.redact_if_needed",
+    "compaction.redact.windows._redacted",
     "compaction.stages._ledger_collect._scan",
     "compaction.stages._ledger_collect._output_scan",
     "compaction.stages._ledger_commands._text_commands",

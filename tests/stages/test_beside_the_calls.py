@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from compaction._cache import memo_scope
-from compaction.redact import redact_message, redact_secrets, windows
+from compaction.redact import redact_if_needed, redact_message, redact_secrets, windows
 from compaction.render import render_for_summarizer
 from compaction.summarizers.extractive import ExtractiveSummarizer
 from compaction.summarizers.topics import build_topic_index, read_span, span_units
@@ -72,13 +72,13 @@ def test_rendering_looks_up_texts_the_run_redacted(monkeypatch: pytest.MonkeyPat
         return redact_secrets(text)
 
     monkeypatch.setattr(windows, "redact_secrets", counted)
-    clean = Message(role="user", id="u1", parts=(TextPart(text="run the payments tests again tonight " * 3),))
+    clean = Message(role="user", id="u1", parts=(TextPart(text="run the payments tests again tonight " * 9),))
     secret = Message(role="user", id="u2", parts=(TextPart(text="deploy with token=abcd1234efgh5678 tonight"),))
     with memo_scope():
         readable = [redact_message(m) for m in (clean, secret)]
         scanned = len(scans)
         render_for_summarizer(readable[:1], redact=True)
-        assert len(scans) == scanned  # the zone's text was looked up, not scanned again
+        assert len(scans) == scanned  # the zone's text (long enough to be kept) was looked up, not scanned again
         text = render_for_summarizer(readable, redact=True).text
     assert "abcd1234efgh5678" not in text
     assert "[REDACTED:token]" in text
@@ -90,3 +90,11 @@ def test_rendering_still_redacts_what_the_run_did_not() -> None:
         text = render_for_summarizer([message], redact=True).text
     assert "a1B2a1B2" not in text
     assert "[REDACTED:openai_key]" in text
+
+
+def test_only_texts_worth_keeping_enter_the_memo() -> None:
+    with memo_scope() as scope:
+        redact_if_needed("p95 latency: 230 ms")  # a line: cheaper to redact again than to keep
+        assert len(scope) == 0
+        redact_if_needed("x" * windows.MEMO_MIN_CHARS)
+        assert len(scope) == 1
