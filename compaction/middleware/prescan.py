@@ -33,12 +33,12 @@ from compaction._cache import memo_scope
 from compaction.middleware.context import placed
 from compaction.middleware.state import SessionState
 from compaction.redact import redact_message
-from compaction.stages import prune
 from compaction.stages.layout import prune_settings
 from compaction.stages.ledger import scan_for_ledger
+from compaction.stages.prune import prepare_for_summarizer, soft_trimmed
 from compaction.stages.view import RenderedCache, rendered_counts
 from compaction.summarizers.base import reads_rendered_prompt
-from compaction.summarizers.topics import classified_units
+from compaction.summarizers.topics import scan_statements
 from compaction.tokens import TokenCounter
 from compaction.transcript import Message
 
@@ -65,11 +65,15 @@ def scan_on_entry(state: SessionState, start: int) -> None:
         when no result has to be cut (None: nothing of it is shown)."""
         position = lead + (index if state.store is None else context.stored_before(index))
         message = placed(context[index], fmt, position)
+        # Kept on the placed message: the next append reads the forms of this one again (as the
+        # message before its own) and finds them.
+        return message.memo(("prescan.forms", config.redact_secrets, settings), partial(derive, message))
+
+    def derive(message: Message) -> tuple[Message, Message | None]:
         readable = redact_message(message) if config.redact_secrets else message
         # The soft trim, kept on the message under the prune stage's own key (its note names the
         # message's id: hence the placing), and the view's form of it, kept on the trimmed one.
-        trimmed = readable.memo(("prune.trimmed", settings), partial(prune._trim_message, readable, settings))
-        shown = prune.prepare_for_summarizer([trimmed], settings=settings)
+        shown = prepare_for_summarizer([soft_trimmed(readable, settings)], settings=settings)
         return readable, shown[0] if shown else None
 
     with memo_scope(state.memos):
@@ -88,7 +92,7 @@ def _scan(readable: Message, shown: Message | None, *, redact: bool, ledger: boo
     """The scans of the zone's reading of a message: the ledger's (and its items as the ledger
     shows them, redacted), and the topic index's statements of what the view shows."""
     if shown is not None:
-        classified_units([shown])
+        scan_statements(shown)
     if ledger:
         scan_for_ledger(readable, redact_items=redact)
 

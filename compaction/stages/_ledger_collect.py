@@ -346,6 +346,11 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
     >>> [i.value for i in led.identifiers], led.files[0].last_seen
     (['PAY-1432'], 0)
     """
+    return _collected(messages, redact=redact).ledger()
+
+
+def _collected(messages: Sequence[Message], *, redact: bool) -> _Collector:
+    """What :func:`collect_artifacts` gathers, before it is made a ledger."""
     c = _Collector(redact=redact)
     tool_names: dict[str, str] = {}
     for index, message in enumerate(messages):
@@ -366,7 +371,7 @@ def collect_artifacts(messages: Sequence[Message], *, redact: bool = True) -> Ar
             # turn ends with, and the next turn is its output: what the command changes is edited.
             action = final_code_block(message.text)
             _add_edited(c, c.editor.command(action) if action else [], index)
-    return c.ledger()
+    return c
 
 
 def _collect_text(c: _Collector, text: str, index: int, role: str) -> None:

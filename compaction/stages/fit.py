@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Sequence
-from functools import partial
 
 import numpy as np
 
@@ -30,8 +29,8 @@ from compaction.stages.prune import (
     PruneSettings,
     _if_changed,
     _soft_trimmed,
-    _trim_message,
     _with_text,
+    soft_trimmed,
 )
 from compaction.transcript import Message, Part, ToolResultPart
 
@@ -364,7 +363,7 @@ def fit_results(
     candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
     sizes = [_soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
-        return tuple(m.memo(("prune.trimmed", settings), partial(_trim_message, m, settings)) for m in messages), -1
+        return tuple(soft_trimmed(m, settings) for m in messages), -1
     common, weights = _news_weights(candidates)
     level = _level(sizes, weights, room_chars)
     limits = [result_limit(size, level, w) for size, w in zip(sizes, weights, strict=True)]

@@ -49,7 +49,7 @@ from itertools import accumulate
 
 from compaction._cache import memoize_text
 from compaction.redact import redact_secrets
-from compaction.stages._ledger_collect import _collect_text, _Collector, collect_artifacts
+from compaction.stages._ledger_collect import _collect_text, _collected, _Collector, collect_artifacts
 
 # The memoized scans, bound here too, as before collecting had a module of its own (their memos
 # live in each run's scope: see compaction._cache).
@@ -261,11 +261,12 @@ def scan_for_ledger(message: Message, *, redact_items: bool) -> None:
     redacts) in the active memo scope, and with ``redact_items`` its items as the ledger shows
     them: what a managed session does as each message is appended, so that the next compaction's
     ledger reads them instead of scanning."""
-    found = collect_artifacts([message], redact=False)
+    # The values as the ledger's items hold them, without making a ledger of one message.
+    seen = _collected([message], redact=False).seen
     if redact_items:
         for category in _CATEGORIES:
-            for item in getattr(found, category):
-                redacted_item(item.value)
+            for value in seen[category]:
+                redacted_item(value)
 
 
 @memoize_text

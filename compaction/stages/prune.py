@@ -297,6 +297,13 @@ def _trim_message(message: Message, settings: PruneSettings) -> Message:
     return _if_changed(message, parts)
 
 
+def soft_trimmed(message: Message, settings: PruneSettings) -> Message:
+    """``message`` with its long tool results soft-trimmed (head, tail, the important and
+    measurement lines of the middle), kept on the message: the prune stage, the summarizer's view
+    and a managed session's scan on append all read the same trim."""
+    return message.memo(("prune.trimmed", settings), partial(_trim_message, message, settings))
+
+
 def prune_tool_results(
     messages: Sequence[Message], *, settings: PruneSettings, window_tokens: int, count: Callable[[Message], int]
 ) -> PruneOutcome:
@@ -345,7 +352,7 @@ def prune_tool_results(
             )
             record(index, "cleared", out[index])
         else:
-            out[index] = message.memo(("prune.trimmed", settings), partial(_trim_message, message, settings))
+            out[index] = soft_trimmed(message, settings)
             record(index, "trimmed", out[index])
 
     def tool_chars(msgs: Sequence[Message]) -> int:

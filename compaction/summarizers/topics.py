@@ -40,7 +40,7 @@ from typing import cast
 
 from compaction._cache import active_scope
 from compaction.recall.text import WORD as _RECALL_WORD
-from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._classify import classify, labels_of, primary
 from compaction.summarizers._extract import clean
 from compaction.summarizers._segment import Unit, segment
 from compaction.transcript import Message, Part, TextPart, ToolResultPart
@@ -54,6 +54,7 @@ __all__ = [
     "parse_topic_index",
     "read_span",
     "render_topic_index",
+    "scan_statements",
     "split_topic_index",
 ]
 
@@ -318,10 +319,17 @@ def _shared_units(message: Message) -> tuple[Unit, ...] | None:
 
 def classified_units(messages: Sequence[Message]) -> list[Unit]:
     """The statements of ``messages`` segmented and classified, each message read within
-    :data:`MESSAGE_CHARS` (its head and tail). The per-text steps are memoized in the active scope:
-    a managed session runs this on each message it appends, so the topic index of the next
-    compaction finds them."""
+    :data:`MESSAGE_CHARS` (its head and tail). The per-text steps are memoized in the active scope
+    (a managed session makes them as each message is appended: :func:`scan_statements`)."""
     return classify(segment(_bounded(messages)))
+
+
+def scan_statements(message: Message) -> None:
+    """The per-text steps of :func:`classified_units` for one message (its statements found, each
+    one's labels), made in the active memo scope and nothing else: what a managed session does as
+    each message is appended, so that the next compaction's topic index finds them."""
+    for unit in segment(_bounded([message])):
+        labels_of(unit)
 
 
 @dataclass(frozen=True)
