@@ -11,6 +11,11 @@ every memoized function called inside it, in this task or a thread started from 
 
 A scope is bounded (entries and characters of text kept alive, least recently used out first) and
 dropped with its run.
+
+``@memoize_text(min_chars=N)`` memoizes only calls whose text (the first string argument) has at
+least ``N`` characters: a line or an id costs less to compute again than to look up and keep, and
+would only crowd the scope. A shorter call just computes, with no lookup and no store. Bare
+``@memoize_text`` memoizes every call.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Final, ParamSpec, TypeVar
+from typing import Final, ParamSpec, TypeVar, overload
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -106,17 +111,36 @@ def memo_scope(scope: MemoScope | None = None) -> Iterator[MemoScope]:
         _SCOPE.reset(token)
 
 
-def memoize_text(func: Callable[P, R]) -> Callable[P, R]:
+@overload
+def memoize_text(func: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def memoize_text(*, min_chars: int = 0) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def memoize_text(
+    func: Callable[P, R] | None = None, /, *, min_chars: int = 0
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Memoize ``func(text, *args)`` (hashable arguments) in the active :class:`MemoScope`;
-    without one, every call computes."""
+    without one, every call computes. With ``min_chars``, only calls whose first string argument
+    has at least that many characters are memoized (see the module's docstring)."""
+    if min_chars < 0:
+        raise ValueError(f"min_chars must be >= 0, got {min_chars}")
+    if func is None:
+        return lambda function: _memoized(function, min_chars)
+    return _memoized(func, min_chars)
+
+
+def _memoized(func: Callable[P, R], min_chars: int) -> Callable[P, R]:
     name = f"{func.__module__}.{func.__qualname__}"
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         scope = _SCOPE.get()
-        if scope is None:
+        if scope is None or (min_chars and _text_chars(args, kwargs) < min_chars):
             return func(*args, **kwargs)
-        key = (name, args, tuple(sorted(kwargs.items())))
+        key = (name, args, tuple(sorted(kwargs.items())) if kwargs else ())
         found, value = scope.lookup(key)
         if found:
             return value  # type: ignore[return-value]
@@ -125,6 +149,17 @@ def memoize_text(func: Callable[P, R]) -> Callable[P, R]:
         return result
 
     return wrapper
+
+
+def _text_chars(args: tuple[object, ...], kwargs: dict[str, object]) -> int:
+    """Characters of the first string argument (positional first, then by keyword); 0 without one."""
+    for arg in args:
+        if isinstance(arg, str):
+            return len(arg)
+    for arg in kwargs.values():
+        if isinstance(arg, str):
+            return len(arg)
+    return 0
 
 
 def _chars(args: tuple[object, ...]) -> int:

@@ -40,6 +40,11 @@ def _cue_windows(text: str, lowered: str) -> list[tuple[int, int]]:
     return windows
 
 
+MEMO_MIN_CHARS = 256
+"""Texts at least this long are redacted once per memo scope (see :func:`redact_if_needed`)."""
+
+
+@memoize_text(min_chars=MEMO_MIN_CHARS)
 def redact_if_needed(text: str) -> str:
     """``text`` with secrets redacted, as :func:`redact_secrets` does; a long text is redacted only
     in the lines around its cues (tool output of megabytes where a few lines of code assign a token).
@@ -51,17 +56,6 @@ def redact_if_needed(text: str) -> str:
     >>> redact_if_needed("plain log line"), redact_if_needed("token=abcd1234efgh5678")
     ('plain log line', 'token=[REDACTED:token]')
     """
-    if len(text) < MEMO_MIN_CHARS:
-        return redact_secrets(text)[0]
-    return _redacted(text)
-
-
-MEMO_MIN_CHARS = 256
-"""Texts at least this long are redacted once per memo scope (see :func:`redact_if_needed`)."""
-
-
-@memoize_text
-def _redacted(text: str) -> str:
     if len(text) < _WINDOWED_MIN_CHARS:
         return redact_secrets(text)[0]
     redacted = _redact_windows(text)

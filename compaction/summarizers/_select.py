@@ -241,15 +241,104 @@ def shows_an_example(units: Sequence[Unit]) -> bool:
     return first is not None and _SHOWS_AN_EXAMPLE.match(first.text.strip()) is not None
 
 
+# A label that opens a harness's standing instructions for the agent: "INSTRUCTIONS:", "IMPORTANT
+# TIPS:", "Rules:", "NOTE:", "## Guidelines", "Note about the edit command:".
+_STANDING_LABEL = re.compile(
+    r"^(?:(?:important|general|additional|further|key|helpful|useful|ground|house|operating|agent)\s+)*"
+    r"(?:instructions?|tips?|rules?|guidelines?|notes?|reminders?|hints?|guidance|important)"
+    r"(?:\s+(?:about|on|for|regarding|to)\b.*)?$",
+    re.I,
+)
+_TASK_LABEL = re.compile(rf"\b(?:{_TASK_NOUN}|goals?|objectives?)\b", re.I)
+_LABEL_MARKUP = "#*_ \t"  # a markdown heading's hashes, emphasis around a label
+
+
+def _label(unit: Unit) -> str | None:
+    """The words of ``unit`` when it is a short label that opens what follows ("ISSUE:", "Rules:",
+    "**Instructions:**", "## Goal"), else ``None``."""
+    if unit.form not in ("prose", "listing"):
+        return None
+    text = unit.text.strip()
+    heading = text.startswith("#")
+    text = text.strip(_LABEL_MARKUP)
+    if text.endswith(":"):
+        text = text[:-1].rstrip(_LABEL_MARKUP)
+    elif not heading:
+        return None
+    return text if 0 < len(text.split()) <= _LABEL_WORDS else None
+
+
+def _standing_blocks(units: Sequence[Unit]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of ``units`` that a standing-instructions label opens, up to the
+    next label that is not one (or the end)."""
+    blocks: list[tuple[int, int]] = []
+    start: int | None = None
+    for k, unit in enumerate(units):
+        label = _label(unit)
+        if label is None:
+            continue
+        standing = _STANDING_LABEL.match(label) is not None
+        if standing and start is None:
+            start = k
+        elif not standing and start is not None:
+            blocks.append((start, k))
+            start = None
+    if start is not None:
+        blocks.append((start, len(units)))
+    return blocks
+
+
+# Who the agent is told to be ("You are a careful assistant.", "Act as a reviewer."): not a task.
+_PERSONA = re.compile(r"^(?:you are|you're|act as|i want you to act as)\b", re.I)
+
+
+def _states_task(units: Sequence[Unit], *, labelled_only: bool = False) -> bool:
+    """Whether ``units`` (a run of one message's) state a task: prose under a label naming the task
+    ("ISSUE:", "Task:", "The description is:") or, unless ``labelled_only``, a sentence of prose
+    that asks for something or states something (a bug report's "The exporter drops the last
+    row."), not a persona, a pleasantry or a title."""
+    under_task_label = False
+    for unit in units:
+        label = _label(unit)
+        if label is not None:
+            under_task_label = _TASK_LABEL.search(label) is not None
+            continue
+        if unit.form != "prose":
+            continue
+        if under_task_label:
+            return True
+        text = unit.text.strip()
+        if labelled_only or _PERSONA.match(text) or is_pleasantry(text):
+            continue
+        if {"request", "question"} & unit.labels or text.endswith((".", "?", "!")):
+            return True
+    return False
+
+
+def _without_standing_instructions(units: Sequence[Unit]) -> list[Unit]:
+    """``units`` (one message's) without the harness's standing instructions: a block opened by a
+    label such as "INSTRUCTIONS:" or "IMPORTANT TIPS:" that tells the agent how to work (one command
+    at a time, how to edit, when to submit), not what to do. A block is dropped only when the task is
+    stated outside it, in prose before it or under a task label after it ("Task:"); otherwise the
+    block may be the task itself ("Instructions: write a function that ...") and stays."""
+    dropped: set[int] = set()
+    for start, end in _standing_blocks(units):
+        before = [u for k, u in enumerate(units[:start]) if k not in dropped]
+        if _states_task(before) or _states_task(units[end:], labelled_only=True):
+            dropped.update(range(start, end))
+    return [u for k, u in enumerate(units) if k not in dropped] if dropped else list(units)
+
+
 def task_units(units: Sequence[Unit]) -> list[Unit]:
     """The units of a task message (one message's) that state the task: those inside its task block
     (:func:`task_block`) if it has one, after a harness's opening that only announces the task
-    (:func:`_preamble_length`), when prose follows it."""
+    (:func:`_preamble_length`), when prose follows it, and without the harness's standing
+    instructions around the task (:func:`_without_standing_instructions`)."""
     inside = task_block(units) or list(units)
     skipped = _preamble_length(inside)
     if skipped and any(u.form == "prose" for u in inside[skipped:]):
-        return inside[skipped:]
-    return inside
+        inside = inside[skipped:]
+    return _without_standing_instructions(inside)
 
 
 def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from compaction._cache import active_scope
+from compaction._cache import memoize_text
 from compaction.tokens._images import ImageStyle, image_part_tokens
 from compaction.transcript import (
     ImagePart,
@@ -61,7 +61,6 @@ DEFAULT_CACHE_SIZE = 100_000
 SCOPED_COUNT_MIN_CHARS = 512
 """Texts at least this long are counted once per memo scope (see ``BaseTokenCounter._scoped_count``);
 shorter ones cost less to count than to look up and keep."""
-_SCOPED_COUNT = "compaction.tokens.count_text"  # the memo keys' first item
 
 # The content cache holds the strings of its keys; this bounds what it can keep alive.
 DEFAULT_CACHE_CHARS = 32_000_000
@@ -314,21 +313,14 @@ class BaseTokenCounter(ABC):
     def count_text(self, text: str) -> int:
         """Tokens of a plain string."""
 
+    @memoize_text(min_chars=SCOPED_COUNT_MIN_CHARS)
     def _scoped_count(self, text: str, encode: Callable[[str], int]) -> int:
         """``encode(text)``; a text of at least :data:`SCOPED_COUNT_MIN_CHARS` characters is counted
         once per active :class:`~compaction._cache.MemoScope` (a compaction run's, or a managed
         session's, which measures each message as the summarizer's prompt shows it when the
-        message is appended). Outside a scope nothing is kept."""
-        scope = active_scope() if len(text) >= SCOPED_COUNT_MIN_CHARS else None
-        if scope is None:
-            return encode(text)
-        key = (_SCOPED_COUNT, self, text)
-        found, value = scope.lookup(key)
-        if found:
-            return value  # type: ignore[return-value]
-        tokens = encode(text)
-        scope.store(key, tokens, len(text))
-        return tokens
+        message is appended). Outside a scope nothing is kept. The memo is keyed by the counter
+        object itself (and ``encode``, one of its methods): counters never share a count."""
+        return encode(text)
 
     def _count_texts(self, texts: list[str]) -> list[int]:
         """Tokens of many strings; overridden where a batch API is faster."""

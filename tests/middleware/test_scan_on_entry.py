@@ -21,7 +21,7 @@ from compaction.summarizers.scripted import ScriptedSummarizer
 
 # The memoized per-text functions the append runs (module-qualified, as the memo keys name them).
 PRESCANNED = (
-    "compaction.redact.windows._redacted",
+    "compaction.redact.windows.redact_if_needed",
     "compaction.stages._ledger_collect._scan",
     "compaction.stages._ledger_collect._output_scan",
     "compaction.stages._ledger_commands._text_commands",
@@ -29,7 +29,8 @@ PRESCANNED = (
     "compaction.summarizers._segment._person_units",
     "compaction.summarizers._segment._output_measurements",
 )
-COUNTED = "compaction.tokens.count_text"  # the first item of a scoped count's key
+# A scoped count's memo key: (COUNTED, (counter, text, encode), ()).
+COUNTED = "compaction.tokens._base.BaseTokenCounter._scoped_count"
 
 
 class RecordingScope(MemoScope):
@@ -104,7 +105,7 @@ def test_a_compaction_after_appends_scans_no_appended_text_again(
         if model_summarizer:
             # The view measures each message rendered: a result shown whole was measured on append.
             whole = {t for t in appended if len(t) >= 512}
-            recounted = [k for k in scope.missed if _counted(k) and any(t in k[2] for t in whole)]  # type: ignore[index]
+            recounted = [k for k in scope.missed if _counted(k) and any(t in k[1][1] for t in whole)]  # type: ignore[index]
             assert recounted == []
             assert scope.hits_by(COUNTED) > 0
 

@@ -195,3 +195,31 @@ def test_the_shared_partition_is_the_default_for_library_use() -> None:
         count("m3")
         count("m4")
     assert counter.cache_info().misses == 2
+
+
+def test_min_chars_memoizes_only_texts_at_least_that_long() -> None:
+    computed: list[str] = []
+
+    @memoize_text(min_chars=8)
+    def length(text: str) -> int:
+        computed.append(text)
+        return len(text)
+
+    class Owner:
+        @memoize_text(min_chars=8)
+        def measure(self, text: str, unit: int) -> int:  # the text is the first string argument
+            computed.append(text)
+            return len(text) // unit
+
+    owner = Owner()
+    with memo_scope() as scope:
+        assert [length("short"), length("short"), owner.measure("short", 1)] == [5, 5, 5]
+        assert (scope.hits, scope.misses, len(scope)) == (0, 0, 0)  # neither looked up nor stored
+        assert [length("long enough"), length("long enough")] == [11, 11]
+        assert [length(text="exactly8"), length(text="exactly8")] == [8, 8]  # by keyword, at the bound
+        assert [owner.measure("long enough", 2), owner.measure("long enough", 2)] == [5, 5]
+        assert (scope.hits, scope.misses, len(scope)) == (3, 3, 3)
+    assert computed == ["short", "short", "short", "long enough", "exactly8", "long enough"]
+
+    with pytest.raises(ValueError, match="min_chars"):
+        memoize_text(min_chars=-1)
