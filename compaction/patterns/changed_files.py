@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from compaction._cache import memoize_text
 from compaction.patterns.references import dedupe
 
 # A unified or git diff's headers ("diff --git a/x b/x", "+++ b/x", "--- a/x" of a deleted file) and
@@ -179,6 +180,11 @@ def shell_written_paths(command: str) -> list[str]:
     >>> shell_written_paths("cat src/b.py | grep x; cp a.cfg backup/a.cfg; echo ok >> log.txt")
     ['backup/a.cfg', 'log.txt']
     """
+    return list(_shell_written_paths(command))
+
+
+@memoize_text  # an agent's command is met again in every compaction that reads its call
+def _shell_written_paths(command: str) -> tuple[str, ...]:
     head, bodies = _heredocs(command)
     words = _words_of(head)
     out: list[str] = []
@@ -201,7 +207,7 @@ def shell_written_paths(command: str) -> list[str]:
     if bodies and re.search(r"\b(?:git\s+apply|patch|apply_patch)\b", head):
         for body in bodies:
             out += diff_paths(body)
-    return dedupe(out)
+    return tuple(dedupe(out))
 
 
 # Edits written as text: an aider SEARCH/REPLACE block names its file on the line before the block

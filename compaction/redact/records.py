@@ -66,7 +66,15 @@ def _redacted_text(text: str) -> str:
 def redact_message(message: Message) -> Message:
     """``message`` with every text a summarizer, the ledger or the archive index may read redacted:
     text parts, tool-call arguments, tool results (their text blocks too). The message itself when
-    nothing changed (most messages), so its cached derived views stay."""
+    nothing changed (most messages), so its cached derived views stay; else the same redacted copy
+    each time (kept on the message), so what the stages derive from it and keep on it stays too."""
+    return message.memo(_REDACTED_KEY, lambda: _redacted_message(message))
+
+
+_REDACTED_KEY = ("redact.message",)
+
+
+def _redacted_message(message: Message) -> Message:
     from compaction.transcript import TextPart, ToolCallPart, ToolResultPart
 
     def part_redacted(part: Any) -> Any:

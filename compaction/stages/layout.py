@@ -11,6 +11,7 @@ whole message archived) and the layout is fitted again. Every size comes from
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -42,13 +43,29 @@ from compaction.transcript import Message
 
 
 def prune_settings(config: CompactionConfig) -> PruneSettings:
-    """The pruning stage's settings, from the config (one mapping for every caller)."""
+    """The pruning stage's settings, from the config (one mapping for every caller): the same
+    object for the same values, since the settings are part of the memo keys kept on every message
+    (a managed session looks them up on each append): a key that is the same object is found
+    without comparing the settings field by field."""
+    return _settings(
+        config.prune_min_chars,
+        config.prune_head_chars,
+        config.prune_tail_chars,
+        config.prune_hard_clear_share,
+        config.summarizer_tool_preview,
+    )
+
+
+@functools.lru_cache(maxsize=64)  # a process uses a few configs; the settings are five numbers
+def _settings(
+    soft_trim_chars: int, head_chars: int, tail_chars: int, hard_clear_share: float, preview: tuple[int, int] | None
+) -> PruneSettings:
     return PruneSettings(
-        soft_trim_chars=config.prune_min_chars,
-        head_chars=config.prune_head_chars,
-        tail_chars=config.prune_tail_chars,
-        hard_clear_share=config.prune_hard_clear_share,
-        preview=config.summarizer_tool_preview,
+        soft_trim_chars=soft_trim_chars,
+        head_chars=head_chars,
+        tail_chars=tail_chars,
+        hard_clear_share=hard_clear_share,
+        preview=preview,
     )
 
 
