@@ -8,10 +8,11 @@ them when a message is appended, in that scope, with the arguments the next comp
 with (the message as that compaction's request places it: same canonical id, redacted the same
 way), so that compaction finds their results instead of scanning:
 
-* redaction of its texts (:func:`~compaction.redact.redact_if_needed`);
+* redaction of its texts (:func:`~compaction.redact.redact_if_needed`), and the message's redacted
+  copy, kept on it (:func:`~compaction.redact.redact_message`);
 * the prune stage's soft trim of a long result (the important and measurement lines of its middle);
 * the ledger's scan (paths, URLs, ids, errors, commands) and its items as the ledger shows them;
-* the topic index's statements (segmented and classified);
+* the topic index's statements (segmented, each one labelled);
 * for a model summarizer, its tokens as the summarizer's prompt renders it after the message
   before it (the counter keeps long texts' counts in the scope).
 
