@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.corpus import load_corpus
-from compaction.adapters import to_canonical
-from compaction.summarizers.extractive import ExtractiveSummarizer, task_goal
+from compaction.summarizers.extractive import task_goal
+from tests.support.goal_session import offline_summary, primary_request
 
 TASK = "The CSV exporter drops the last row when the file has no trailing newline."
 
@@ -43,22 +43,6 @@ RULE_WORDS = (
 )
 
 
-def _primary_request(summary: str) -> str:
-    return next(line for line in summary.splitlines() if "Primary request: " in line).split("Primary request: ", 1)[1]
-
-
-def _session(task: str) -> list[dict[str, str]]:
-    messages = [{"role": "user", "content": task}]
-    for k in range(10):
-        messages.append({"role": "assistant", "content": f"Reading exporter module {k} next."})
-        messages.append({"role": "user", "content": f"Module {k} read; nothing odd in it yet."})
-    return messages
-
-
-def _summary(task: str) -> str:
-    return ExtractiveSummarizer().summarize_messages(to_canonical(_session(task)).messages, max_tokens=2000)
-
-
 @pytest.mark.parametrize("standing", STANDING)
 @pytest.mark.parametrize(
     "opening", ["", "ISSUE:\n", "We're currently solving the following issue. Here's the issue text:\n"]
@@ -66,7 +50,7 @@ def _summary(task: str) -> str:
 def test_standing_instructions_after_the_task_are_not_the_goal(opening: str, standing: str) -> None:
     task = opening + TASK + "\n\n" + standing
     assert task_goal(task) == TASK
-    primary = _primary_request(_summary(task))
+    primary = primary_request(offline_summary(task))
     assert primary.startswith(TASK), primary
     assert not any(word in primary for word in RULE_WORDS), primary
 
@@ -82,7 +66,7 @@ def test_a_label_that_is_not_an_instruction_ends_the_block() -> None:
         TASK + "\n\nRules:\n- Answer with one command per turn.\n\n"
         "Details:\nExporting three orders gives a file with two rows."
     )
-    primary = _primary_request(_summary(task))
+    primary = primary_request(offline_summary(task))
     assert "Exporting three orders gives a file with two rows." in primary, primary
     assert "one command" not in primary, primary
 
@@ -116,5 +100,5 @@ def test_the_humanevalfix_goal_is_its_issue_not_the_harness_instructions() -> No
     assert "INSTRUCTIONS:" in task
     assert "IMPORTANT TIPS:" in task
     assert task_goal(task) == "I have a function that has a bug and needs to be fixed, can you help?"
-    primary = _primary_request(_summary(task))
+    primary = primary_request(offline_summary(task))
     assert primary == "I have a function that has a bug and needs to be fixed, can you help?", primary

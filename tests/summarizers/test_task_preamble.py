@@ -8,6 +8,7 @@ import pytest
 
 from compaction.adapters import to_canonical
 from compaction.summarizers.extractive import ExtractiveSummarizer, task_goal
+from tests.support.goal_session import offline_summary, primary_request, session
 
 ISSUE = (
     "The CSV exporter drops the last row when the file has no trailing newline. "
@@ -29,18 +30,6 @@ PREAMBLES = [
 ]
 
 
-def _primary_request(summary: str) -> str:
-    return next(line for line in summary.splitlines() if "Primary request: " in line).split("Primary request: ", 1)[1]
-
-
-def _session(task: str) -> list[dict[str, str]]:
-    messages = [{"role": "user", "content": task}]
-    for k in range(10):
-        messages.append({"role": "assistant", "content": f"Reading exporter module {k} next."})
-        messages.append({"role": "user", "content": f"Module {k} read; nothing odd in it yet."})
-    return messages
-
-
 @pytest.mark.parametrize("separator", ["\n", "\n\n"])
 @pytest.mark.parametrize("preamble", PREAMBLES)
 def test_the_goal_is_the_task_a_preamble_introduces(preamble: str, separator: str) -> None:
@@ -48,8 +37,8 @@ def test_the_goal_is_the_task_a_preamble_introduces(preamble: str, separator: st
     goal = task_goal(task)
     assert goal is not None
     assert goal.startswith("The CSV exporter drops the last row"), goal
-    summary = ExtractiveSummarizer().summarize_messages(to_canonical(_session(task)).messages, max_tokens=2000)
-    assert _primary_request(summary).startswith("The CSV exporter drops the last row"), summary
+    summary = offline_summary(task)
+    assert primary_request(summary).startswith("The CSV exporter drops the last row"), summary
 
 
 @pytest.mark.parametrize(
@@ -84,8 +73,8 @@ def test_a_framing_that_says_something_stays_the_goal(framing: str, kept: str) -
 def test_an_announcement_with_no_prose_after_it_is_kept() -> None:
     # Nothing but code follows: the opening is all the prose there is, so it stays the goal.
     task = "Here is the task you need to solve:\n```\nmake release\n```"
-    summary = ExtractiveSummarizer().summarize_messages(to_canonical(_session(task)).messages, max_tokens=2000)
-    assert _primary_request(summary).startswith("Here is the task you need to solve"), summary
+    summary = offline_summary(task)
+    assert primary_request(summary).startswith("Here is the task you need to solve"), summary
 
 
 DEMONSTRATIONS = [
@@ -105,9 +94,9 @@ def test_a_demonstration_is_not_the_task(opening: str) -> None:
         "```\nedit src/dates.py\n```\n--- END OF DEMONSTRATION ---"
     )
     assert task_goal(demonstration) is None
-    span = to_canonical(_session(PREAMBLES[0] + "\n" + ISSUE)).messages
+    span = to_canonical(session(PREAMBLES[0] + "\n" + ISSUE)).messages
     summary = ExtractiveSummarizer().summarize_messages(span, max_tokens=2000, task=demonstration)
-    assert _primary_request(summary).startswith("The CSV exporter drops the last row"), summary
+    assert primary_request(summary).startswith("The CSV exporter drops the last row"), summary
     assert "leap days" not in summary
 
 
