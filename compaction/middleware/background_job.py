@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from compaction._cache import memo_scope
 from compaction.budget import recent_tail_cap
 from compaction.compactor import Compactor
 from compaction.middleware import store_mode
@@ -137,9 +138,12 @@ class Preparer:
 
     async def _run(self, session: SessionState) -> None:
         try:
-            state = await (
-                _prepare_stored(self, session) if session.store is not None else _prepare_memory(self, session)
-            )
+            # In the session's memos, like a compaction on demand: what the appends scanned is
+            # read, not scanned again (the scans are pure, and the scope is safe to share).
+            with memo_scope(session.memos):
+                state = await (
+                    _prepare_stored(self, session) if session.store is not None else _prepare_memory(self, session)
+                )
             if state is None:
                 return
             if session.store is not None and isinstance(session.store, PreparedStateStore):

@@ -4,6 +4,7 @@ one job per session, clean cancellation and compare-and-swap persistence."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ from compaction.sqlite_store import SQLiteSessionStore
 from compaction.summarizers.base import SummaryRequest, SummaryResponse
 from compaction.summarizers.scripted import ScriptedSummarizer
 from tests.middleware.test_middleware import make_compactor, session, turn
+from tests.middleware.test_scan_on_entry import RecordingScope
+from tests.middleware.test_scan_on_entry import _missed_on as missed_on
+from tests.middleware.test_scan_on_entry import _texts as texts_of
 
 PREFIX = "compaction-prepare:"
 
@@ -602,3 +606,43 @@ async def test_a_job_that_cannot_make_the_context_fit_is_cancelled_and_the_rest_
     assert valid_pairs(cm)
     await cm.aclose()
     assert not jobs()
+
+
+class JobRecordingScope(RecordingScope):
+    """A session scope that also records the lookups a background job's task makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_lookups = 0
+        self.job_missed: list[Hashable] = []
+
+    def lookup(self, key: Hashable) -> tuple[bool, object]:
+        found, value = super().lookup(key)
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # a worker thread of the job: no event loop of its own
+            task = None
+        if task is not None and task.get_name().startswith(PREFIX):
+            self.job_lookups += 1
+            if not found:
+                self.job_missed.append(key)
+        return found, value
+
+
+async def test_a_background_job_reads_what_the_appends_scanned() -> None:
+    cm = manager(ScriptedSummarizer(default=lambda r: "Summary: the agent read several modules."))
+    scope = cm._state.memos = JobRecordingScope()
+    appended: set[str] = set()
+    index = 1
+    while not cm.preparing:
+        assert await cm.before_turn() is None, "grew into a compaction"
+        for message in turn(index):
+            appended |= texts_of(message)
+        cm.append(*turn(index))
+        index += 1
+    await settle(cm)
+    usage = cm.prepared
+    assert usage is not None
+    assert usage.jobs == 1
+    assert scope.job_lookups > 0  # the job's compaction looked in the session's memos
+    assert missed_on(scope.job_missed, appended) == []  # and found what the appends scanned
