@@ -341,6 +341,29 @@ def task_units(units: Sequence[Unit]) -> list[Unit]:
     return _without_standing_instructions(inside)
 
 
+def _first_asking(turns: Sequence[UserTurn], by_msg: dict[int, list[Unit]]) -> int:
+    """The index of the span's first user turn that is not a bare courtesy (:func:`_asks_nothing`):
+    a span that opens with "thanks!", "ok" or a greeting has its primary request in the next turn
+    (0 when every turn is one: the first stands)."""
+    for number, turn in enumerate(turns):
+        if turn.images or not _asks_nothing(by_msg.get(turn.msg, [])):
+            return number
+    return 0
+
+
+_COURTESY_WORDS = 4  # "Thanks, that works." is a courtesy; a sentence with a subject and an object is not
+
+
+def _asks_nothing(units: Sequence[Unit]) -> bool:
+    """A turn of thanks, a greeting or an acknowledgement: no request, and nothing but a few words
+    of prose (no code, no output, no statement long enough to carry a task)."""
+    return (
+        bool(units)
+        and not request_text(units)
+        and all(u.form == "prose" and len(u.text.split()) <= _COURTESY_WORDS for u in units)
+    )
+
+
 def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
@@ -348,6 +371,8 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
             by_msg.setdefault(unit.msg, []).append(unit)
     later: list[tuple[int, str]] = []
     last = turns[-1].msg if turns else -1
+    first = _first_asking(turns, by_msg)
+    turns = turns[first:]
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
         if number == 0:

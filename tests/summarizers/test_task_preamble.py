@@ -104,3 +104,22 @@ def test_an_example_of_the_bug_is_the_task_itself() -> None:
     goal = task_goal("Here is an example of the bug: parsing 'a,' returns one field instead of two.\n" + ISSUE)
     assert goal is not None
     assert goal.startswith("Here is an example of the bug"), goal
+
+
+@pytest.mark.parametrize("opening", ["thanks!", "ok", "hi", "Thanks, that works."])
+def test_a_span_opening_with_a_turn_that_asks_nothing_takes_its_goal_from_the_next_ask(opening: str) -> None:
+    messages = [
+        {"role": "user", "content": opening},
+        {"role": "assistant", "content": "Glad it helped."},
+        {"role": "user", "content": "Now add a retry with backoff to the uploader."},
+        *session("")[1:],
+    ]
+    summary = ExtractiveSummarizer().summarize_messages(to_canonical(messages).messages, max_tokens=2000)
+    assert primary_request(summary).startswith("Now add a retry with backoff to the uploader."), summary
+
+
+def test_a_span_whose_turns_ask_nothing_keeps_its_first_turn_as_the_goal() -> None:
+    messages = [{"role": "user", "content": "thanks!"}, {"role": "assistant", "content": "You're welcome."}]
+    messages += [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Anything else?"}]
+    summary = ExtractiveSummarizer().summarize_messages(to_canonical(messages).messages, max_tokens=2000)
+    assert primary_request(summary) == "thanks!", summary
