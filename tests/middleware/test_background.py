@@ -17,9 +17,7 @@ from compaction.sqlite_store import SQLiteSessionStore
 from compaction.summarizers.base import SummaryRequest, SummaryResponse
 from compaction.summarizers.scripted import ScriptedSummarizer
 from tests.middleware.test_middleware import make_compactor, session, turn
-from tests.middleware.test_scan_on_entry import RecordingScope
-from tests.middleware.test_scan_on_entry import _missed_on as missed_on
-from tests.middleware.test_scan_on_entry import _texts as texts_of
+from tests.middleware.test_scan_on_entry import RecordingScope, missed_on, texts_of
 
 PREFIX = "compaction-prepare:"
 

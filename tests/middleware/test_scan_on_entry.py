@@ -47,7 +47,7 @@ class RecordingScope(MemoScope):
         return found, value
 
 
-def _texts(message: dict[str, Any]) -> set[str]:
+def texts_of(message: dict[str, Any]) -> set[str]:
     """The texts of an OpenAI-format message: its content (or its text blocks) and its tool calls'
     arguments (not the ids and names around them)."""
     content = message.get("content")
@@ -59,7 +59,7 @@ def _texts(message: dict[str, Any]) -> set[str]:
     return out
 
 
-def _missed_on(missed: list[Hashable], texts: set[str]) -> list[str]:
+def missed_on(missed: list[Hashable], texts: set[str]) -> list[str]:
     """The prescanned functions that missed on one of ``texts`` (their first argument)."""
     out = []
     for key in missed:
@@ -90,11 +90,11 @@ def test_a_compaction_after_appends_scans_no_appended_text_again(
     first, second = messages[:120], messages[120:]
     for chunk in (first, second):
         cm.append(*chunk)
-        appended = set().union(*(_texts(m) for m in chunk))
+        appended = set().union(*(texts_of(m) for m in chunk))
         scope.missed.clear()
         result = asyncio.run(cm.compact_now())
         assert result.compacted, result.reason
-        assert _missed_on(scope.missed, appended) == []
+        assert missed_on(scope.missed, appended) == []
         assert scope.missed  # the compaction still computes what depends on the whole zone
         if model_summarizer:
             # The view measures each message rendered: a result shown whole was measured on append.
