@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
-from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
+from compaction.render import CLEARED_PREFIX, NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
 from compaction.stages.fit import FitCache, fit_results
 from compaction.stages.protect import Partition
@@ -81,8 +81,33 @@ def rendered_counts(
 
 
 _VIEW_ROUNDS = 3
-_RESULT_FRAMING_TOKENS = 10  # a result's marker and cut marks, about
-_CHARS_PER_TOKEN = 3.6  # of tool output, about (the rounds correct it)
+_RATE_SAMPLES = 128  # results whose start the first guess measures characters per token on
+_RATE_SAMPLE_CHARS = 512  # of each sampled result's start
+
+
+def _results_chars_per_token(counter: TokenCounter, texts: Sequence[str]) -> float:
+    """The characters per token of the zone's tool output, measured on the start of up to
+    ``_RATE_SAMPLES`` results spread evenly over it: code, logs, JSON and prose differ by more
+    than the rounds' tolerance, and a view's cut results show heads, tails and lines alike."""
+    step = max(1, len(texts) // _RATE_SAMPLES)
+    sample = "\n".join(text[:_RATE_SAMPLE_CHARS] for text in texts[::step])
+    tokens = counter.count_text(sample) if sample else 0
+    return len(sample) / tokens if tokens else 4.0
+
+
+def _results_framing(counter: TokenCounter, zone: Sequence[Message]) -> int:
+    """The tokens the render adds to the zone's tool results besides their text: a line break for
+    a result right under its call's one-line marker, a marker of its own for any other."""
+    marker = counter.count_text(f"[{_MEASURING_NONCE} #10 out]") + 1
+    framing = 0
+    for previous, message in zip([None, *zone[:-1]], zone, strict=True):
+        results = len(message.tool_results)
+        if results:
+            under_call = follows_its_call(previous, message) is not None
+            framing += (results - 1) * marker + (1 if under_call else marker)
+    return framing
+
+
 _VIEW_FILL_CHUNKS = 0.97  # of the chunks' capacity, the room a view may fill (cut points are not exact)
 
 
@@ -117,11 +142,13 @@ def summarizer_view(
     what the rest of the history leaves (:func:`fit_results`); a few rounds correct the characters
     per token the first guess assumed. Returns the messages shown and what the view took (for the
     record)."""
-    # A first guess from what the zone's other messages take (rendered alone, cheap) and a
-    # result's usual characters per token; each round then corrects it on the rendered view.
+    # A first guess from what the zone's other messages take (rendered alone, cheap), the results'
+    # framing and their characters per token (measured on a sample); each round then corrects it
+    # on the rendered view.
     other = int(rendered_counts(counter, [m for m in zone if not m.has_tool_results]).sum())
-    results = sum(len(m.tool_results) for m in zone)
-    room_chars = int(max(0, room * _VIEW_AIM - other - _RESULT_FRAMING_TOKENS * results) * _CHARS_PER_TOKEN)
+    texts = [p.text for m in zone for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
+    free = room * _VIEW_AIM - other - _results_framing(counter, zone)
+    room_chars = int(max(0, free) * _results_chars_per_token(counter, texts))
     # Rounds share the fitted messages: a message cut to the same limits again is the same object,
     # so it is neither cut, prepared nor rendered and counted again.
     fitted: FitCache = {}
