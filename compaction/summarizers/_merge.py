@@ -32,6 +32,7 @@ from compaction.summarizers._select import (
     essential_line,
     is_pleasantry,
     latest_of_each,
+    without_proposal,
 )
 from compaction.summarizers._tools import command_family, normalize_command
 
@@ -243,9 +244,11 @@ _STALE_PREFIXES = (("Last action: ", "Earlier action: "), ("Latest assistant mes
 
 
 def _relabel(line: Line, old: str, new: str, penalty: float, *, unpin: bool = False) -> Line:
+    said = line.text[len(old) :]
     return replace(
         line,
-        text=new + line.text[len(old) :],
+        # A go-ahead listed among the later requests stays as it was said (see with_proposal).
+        text=new + (without_proposal(said) if new == _LATER_REQUEST else said),
         score=line.score - penalty,
         pinned=line.pinned and not unpin,
         alt=None,
@@ -335,7 +338,7 @@ def _merge_next_steps(sources: Sequence[Sections], merged: Sections) -> None:
 def _superseded_last_request(line: Line, goals: Sequence[Line], rank: int) -> Line | None:
     """A superseded "last" request is still something the user asked for (unless the same summary
     already lists it as a request): as a later request, or None."""
-    request = line.text[len(LAST_REQUEST_PREFIX) :]
+    request = without_proposal(line.text[len(LAST_REQUEST_PREFIX) :])
     listed = [ln.text.split(": ", 1)[1][:60] for ln in goals if ln.text.startswith((REQUEST_PREFIX, "Later request: "))]
     if any(head and head in request for head in listed):
         return None

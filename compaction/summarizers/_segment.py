@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 
 from compaction._cache import memoize_text
 from compaction.injection import guard
-from compaction.patterns import QUANTITY, measurement, relays_terminal, truncate
+from compaction.patterns import (
+    QUANTITY,
+    carries_a_summary,
+    is_harness_notice,
+    measurement,
+    relays_terminal,
+    truncate,
+)
 from compaction.summarizers._extract import clean, split_sentences
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
@@ -94,6 +101,21 @@ def _natural_share(line: str) -> tuple[int, float]:
     return words, words / len(tokens)
 
 
+_SLASH_COMMAND = re.compile(r"^/[a-z][\w-]*\s+")  # a chat command before what it is given ("/ask {...}")
+
+
+def _is_json_data(line: str) -> bool:
+    """Whether ``line`` (stripped), after any leading chat command, is a JSON object or array."""
+    data = _SLASH_COMMAND.sub("", line, count=1)
+    if len(data) < 2 or data[0] not in "{[" or data[-1] != ("}" if data[0] == "{" else "]"):
+        return False
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
 def line_form(line: str) -> str:
     """``prose``, ``code`` or ``listing`` for one line a person wrote, judged by its shape only.
 
@@ -103,6 +125,8 @@ def line_form(line: str) -> str:
     'code'
     >>> line_form("AUTHORS.rst CHANGELOG.rst setup.py")
     'listing'
+    >>> line_form('{"type": "error", "message": "Extra inputs are not permitted"}')
+    'code'
     """
     stripped = line.strip()
     if stripped.startswith("|") and stripped.count("|") >= 2:
@@ -115,6 +139,8 @@ def line_form(line: str) -> str:
         return "listing"
     if _CODE_ALWAYS.match(stripped) or _BRACKETED.match(stripped):
         return "code"  # a bracketed line is a tool's status note ("(Open file: x.py)"), not speech
+    if _is_json_data(stripped):
+        return "code"  # a pasted API reply or record ('{"type": "error", ...}') is data, not speech
     words, share = _natural_share(stripped)
     if _CODE_START.match(stripped) and (share < 0.75 or _CODE_END.search(stripped) or _CALL.search(stripped)):
         return "code"
@@ -195,11 +221,17 @@ def _unwrapped(text: str) -> list[str]:
     return out
 
 
+_ONE_WORD = re.compile(r"[^\W\d_]+[.!?]*")
+
+
 @memoize_text
 def _person_units(text: str) -> tuple[tuple[str, str], ...]:
     """``(form, text)`` for each sentence or non-prose line of what a person wrote (a hard-wrapped
     paragraph read as the sentences it holds, not line by line). Memoized in the active scope (a
     run's, or a managed session's, which segments each message as it is appended)."""
+    word = text.strip()
+    if _ONE_WORD.fullmatch(word):
+        return (("prose", word),)  # a person's one-word message is speech ("continue", "yes", "why?")
     out: list[tuple[str, str]] = []
     in_fence = False
     for raw in _unwrapped(text):
@@ -289,11 +321,16 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                 pieces = _person_units(part.text)
                 # A user turn that is mostly code, listings and log lines, or that answers a command
                 # with the terminal's output, relays tool output (agent frameworks that send
-                # observations as user messages): none of it is the user's word.
+                # observations as user messages); a harness's own notice in the user's role is the
+                # environment speaking too: none of it is the user's word.
                 previous = messages[index - 1] if index else None
-                relayed = person == "user" and (_mostly_output(pieces) or relays_terminal(message, previous))
+                relayed = person == "user" and (
+                    _mostly_output(pieces) or relays_terminal(message, previous) or is_harness_notice(part.text)
+                )
+                # A harness's compaction summary is the agent's account of its earlier work.
+                speaker = "assistant" if person == "user" and carries_a_summary(part.text) else person
                 for form, text in pieces:
-                    add(index, "tool" if relayed else person, form, text)
+                    add(index, "tool" if relayed and speaker == "user" else speaker, form, text)
             elif isinstance(part, ToolCallPart):
                 calls[part.id] = _call_label(part)
             elif isinstance(part, ToolResultPart):

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from compaction.patterns import truncate
+from compaction.patterns.harness import TASK_TAG_WORDS
 from compaction.summarizers._classify import primary
 from compaction.summarizers._extract import NARRATION_RE, clean
 from compaction.summarizers._facts import SpanFacts, UserTurn
@@ -64,6 +65,8 @@ __all__ = [
     "statement_places",
     "task_block",
     "task_units",
+    "with_proposal",
+    "without_proposal",
 ]
 
 CONSTRAINT_PREFIX = "Constraint: "
@@ -151,11 +154,7 @@ def request_text(units: Sequence[Unit], *, constraints: bool = False) -> list[st
 # frameworks wrap it (``<task>``, ``<issue>``, ``<pr_description>``, ``<problem_statement>``,
 # ``<issue_description>``, ``<user_request>``): the rest of such a message is standing instructions
 # (a persona, a response format, examples) that say how to work, not what to do.
-_TASK_TAG = re.compile(
-    r"^<(?P<name>[\w-]*(?:task|issue|problem|request|description|goal|objective|query|question|ticket|bug|"
-    r"assignment|statement)[\w-]*)(?:\s[^<>]*)?>$",
-    re.I,
-)
+_TASK_TAG = re.compile(rf"^<(?P<name>[\w-]*{TASK_TAG_WORDS}[\w-]*)(?:\s[^<>]*)?>$", re.I)
 
 
 def task_block(units: Sequence[Unit]) -> list[Unit] | None:
@@ -364,7 +363,91 @@ def _asks_nothing(units: Sequence[Unit]) -> bool:
     )
 
 
-def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
+# A user turn that only approves what the agent proposed ("do it", "go ahead", "yes, continue"): it
+# asks for the proposal, so the proposal is what its request line must say.
+_GO_AHEAD = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yep|yeah|sure|sounds good|great|good|perfect|alright|fine|then)[\s,.!:)]*)*"
+    r"(?:please[\s,]+)?(?:do (?:it|that|so|this|them)|go (?:on|ahead)(?: with (?:it|that|this))?|continue|proceed|"
+    r"keep going|carry on|try (?:it|that)|make it so|implement (?:it|that|this))(?:[\s,]+please)?[\s.!:)]*$",
+    re.I,
+)
+_GO_AHEAD_WORDS = 8
+_PROPOSAL_CHARS = 240
+
+
+def goes_ahead(text: str) -> bool:
+    """Whether a user turn only gives the go-ahead to what the agent proposed.
+
+    >>> goes_ahead("DO IT"), goes_ahead("Sounds good, go ahead."), goes_ahead("do it in Rust instead")
+    (True, True, False)
+    """
+    stripped = text.strip()
+    return len(stripped.split()) <= _GO_AHEAD_WORDS and _GO_AHEAD.match(stripped) is not None
+
+
+def approved_proposals(units: Sequence[Unit], turns: Sequence[UserTurn]) -> dict[int, str]:
+    """For each user turn that only gives the go-ahead (:func:`goes_ahead`), by its message, what it
+    answers: the end of the agent's last message with prose since the turn before (see
+    :func:`_proposal`). A go-ahead with no such message (the agent only ran tools since) answers
+    nothing this span shows, and gets nothing."""
+    said: dict[int, list[Unit]] = {}
+    for unit in units:
+        if unit.role == "assistant" and unit.form == "prose":
+            said.setdefault(unit.msg, []).append(unit)
+    out: dict[int, str] = {}
+    previous = -1
+    for turn in turns:
+        if goes_ahead(turn.text):
+            spoken = [msg for msg in said if previous < msg < turn.msg]
+            if spoken:
+                out[turn.msg] = truncate(_joined(_proposal(said[max(spoken)])), _PROPOSAL_CHARS)
+        previous = turn.msg
+    return out
+
+
+_PROPOSAL_TAIL = 8  # units at the end of a message where its proposal is looked for
+
+
+def _proposal(units: Sequence[Unit]) -> Sequence[Unit]:
+    """The end of an agent's message that a go-ahead answers: from the first of its last few
+    sentences that introduces what follows ("The next steps should focus on:", with its list) or
+    states a plan, a next step or a question, else its last two sentences."""
+    tail = units[-_PROPOSAL_TAIL:]
+    start = next(
+        (k for k, u in enumerate(tail) if u.text.endswith(":") or {"next_step", "intent", "question"} & u.labels),
+        None,
+    )
+    return tail[start:] if start is not None else units[-2:]
+
+
+def _joined(units: Sequence[Unit]) -> str:
+    """Sentences and list items as one line: an item without a stop of its own ends with ";"."""
+    texts = [u.text if u.text.endswith((".", "!", "?", ":", ";")) else u.text + ";" for u in units]
+    return " ".join(texts).removesuffix(";")
+
+
+_IN_REPLY = " (in reply to the assistant's: "
+_IN_REPLY_NOTE = re.compile(re.escape(_IN_REPLY) + r'".*"\)$', re.S)
+
+
+def with_proposal(request: str, proposal: str | None) -> str:
+    """A go-ahead's request line with the agent's words it answers (see :func:`approved_proposals`)."""
+    return f'{request}{_IN_REPLY}"{proposal}")' if proposal else request
+
+
+def without_proposal(request: str) -> str:
+    """``request`` without what :func:`with_proposal` added: a go-ahead listed as a later request
+    (a part's primary or last request, in a merge) stays as it was said.
+
+    >>> without_proposal(with_proposal("do it", "Shall I add the index?"))
+    'do it'
+    """
+    return _IN_REPLY_NOTE.sub("", request)
+
+
+def _goals(
+    units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int], approvals: dict[int, str]
+) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
         if unit.role == "user":
@@ -386,11 +469,13 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
             requests = [f"({turn.images} image(s) without text)"]
         request = truncate(" ".join(requests), 400 if number == 0 else 260)
         if number == 0:
+            request = with_proposal(request, approvals.get(turn.msg))
             lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
         elif turn.msg != last:
             later.append((turn.msg, request))
     # A request repeated with other values ("run the search for 2026-03-22", then "... 2026-03-23")
-    # is listed once, as its latest form.
+    # is listed once, as its latest form. A later go-ahead ("keep going") stays as it was said: the
+    # primary and the last request say what theirs answer, the others would crowd the section.
     span = max((turns[-1].msg if turns else 0), 1)
     for k in latest_of_each([request for _msg, request in later], threshold=0.7):
         msg, request = later[k]
@@ -546,12 +631,26 @@ def user_turns(units: Sequence[Unit], facts: SpanFacts) -> list[UserTurn]:
     return [turn for turn in facts.user_turns if turn.msg in said or (turn.images and not turn.text.strip())]
 
 
-def next_step_lines(turns: Sequence[UserTurn], lines: list[Line], *, replied: bool) -> None:
-    """The last user request, verbatim (pinned), and whether work on it has started."""
+def next_step_lines(
+    turns: Sequence[UserTurn],
+    lines: list[Line],
+    *,
+    replied: bool,
+    approvals: dict[int, str] | None = None,
+    units: Sequence[Unit] = (),
+) -> None:
+    """The last user request, verbatim (pinned), and whether work on it has started. When it only
+    gives the go-ahead, the agent's words it answers follow (``approvals``, see
+    :func:`approved_proposals`); when it wraps the request in a task block (standing instructions
+    around a ``<task>``, as some editors send every turn), the block is quoted (``units``: the
+    span's, to find it)."""
     if not turns:
         return
     turn = turns[-1]
-    request = truncate(clean(turn.text), 1200) or f"({turn.images} image(s) without text)"
+    block = task_block([u for u in units if u.msg == turn.msg and u.role == "user"])
+    said = " ".join(u.text for u in block) if block else turn.text
+    request = truncate(clean(said), 1200) or f"({turn.images} image(s) without text)"
+    request = with_proposal(request, (approvals or {}).get(turn.msg))
     lines.append(Line(LAST_REQUEST_PREFIX + request, 3.0, (0, 0, 0), pinned=True))
     if not replied:
         lines.append(Line("Work on the last user request has not started yet.", 0.5, (2, 0, 0)))
@@ -607,8 +706,9 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     """Add the lines made of units to ``sections`` (in place); the ids of the units used."""
     used: set[int] = set()
     turns = user_turns(units, facts)
-    next_step_lines(turns, sections[6], replied=replied)
-    _goals(units, turns, sections[0], used)
+    approvals = approved_proposals(units, turns)
+    next_step_lines(turns, sections[6], replied=replied, approvals=approvals, units=units)
+    _goals(units, turns, sections[0], used, approvals)
     since = newest_from(facts.messages)
     _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts), since=since)
     _decisions(units, sections[2], used, since)

@@ -65,6 +65,7 @@ from compaction.summarizers._select import (
     shows_an_example,
     task_units,
     user_turns,
+    without_proposal,
 )
 from compaction.summarizers.base import (
     EmptySummaryError,
@@ -312,7 +313,7 @@ def _add_task(sections: Sections, task: str | None) -> None:
         stated = line.text[len(REQUEST_PREFIX) :]
         if stated.startswith(goal[:60]) or _SPACES.sub(" ", stated)[:60] in said:
             return  # the span (or the earlier summary) names the task already
-        sections[0][k] = Line(LATER_REQUEST_PREFIX + stated, 1.1, line.order)
+        sections[0][k] = Line(LATER_REQUEST_PREFIX + without_proposal(stated), 1.1, line.order)
         break
     sections[0].insert(0, Line(REQUEST_PREFIX + goal, 2.0, (-1e9, 0.0, 0.0), pinned=True))
 
