@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.patterns import head_cut, tail_cut
+from compaction.patterns import head_cut, is_harness_notice, tail_cut
 from compaction.redact import _redacted_text, redact_if_needed
 from compaction.transcript import (
     ImagePart,
@@ -191,7 +191,7 @@ def _argument_value(value: Any) -> str:
 
 # Text shown in a prompt that looks like one of its block markers ("[123456 user]", "[0000000 #3
 # out]"): it cannot start a block (the nonce differs), but it need not reach the summarizer either.
-_FORGED_MARKER_RE = re.compile(r"\[[ \t]*\d{4,}[ \t]+(?:#\d+|user|assistant|system|tool|developer)\b[^\]\n]*\]")
+_FORGED_MARKER_RE = re.compile(r"\[[ \t]*\d{4,}[ \t]+(?:#\d+|user|assistant|system|tool|developer|harness)\b[^\]\n]*\]")
 FORGED_MARKER_NOTE = "[marker-like text removed]"
 
 
@@ -231,7 +231,8 @@ def render_for_summarizer(
     nothing shown in the prompt holds, so no message (tool output above all) can end a block or
     start one: a block runs to the next marker.
 
-    * a message's text: ``[<nonce> user]`` (its role), then the text;
+    * a message's text: ``[<nonce> user]`` (its role; ``harness`` for a harness's notice or
+      injected document in the user's role), then the text;
     * a call: ``[<nonce> #3 bash] key: value, ...`` (a short label per prompt instead of the
       provider's id, arguments as pairs with long values cut head and tail);
     * a result: its output, right under its call's marker when it comes next and the arguments
@@ -284,18 +285,19 @@ class _HistoryWriter:
         return self.labels.get(call_id) or self.labels.setdefault(call_id, f"#{len(self.labels) + 1}")
 
     def write_message(self, message: Message) -> None:
-        opened = False  # whether the message's own words have their role marker yet
+        opened: str | None = None  # who the marker over the message's last words names, if any
         for part in message.parts:
             if isinstance(part, ToolCallPart):
                 self.write_call(part)
-                opened = False
+                opened = None
             elif isinstance(part, ToolResultPart):
                 self.write_result(part)
-                opened = False
+                opened = None
             elif not isinstance(part, ReasoningPart):  # the scratchpad is not history to summarize
-                if not opened:
-                    self.lines.append(f"{_MARKER} {message.role}]")
-                    self.open_call, opened = None, True
+                speaker = _speaker(message, part)
+                if opened != speaker:
+                    self.lines.append(f"{_MARKER} {speaker}]")
+                    self.open_call, opened = None, speaker
                 self.write_own_words(part)
         if not message.parts:
             self.lines.append(f"{_MARKER} {message.role}]")
@@ -334,6 +336,16 @@ class _HistoryWriter:
             self.lines.append("[image]")
         elif isinstance(part, UnknownPart):
             self.lines.append(_shown(f"[{part.block.get('type', 'block')} block]", self.redact))
+
+
+def _speaker(message: Message, part: Part) -> str:
+    """Who a message's words are from, as their marker names it: the message's role, or
+    ``harness`` for a text a harness sent in the user's role (a notice, an injected document, its
+    compaction summary: :func:`~compaction.patterns.is_harness_notice`), so the summarizer does not
+    take it for the user's words."""
+    if message.role == "user" and isinstance(part, TextPart) and is_harness_notice(part.text):
+        return "harness"
+    return message.role
 
 
 def follows_its_call(previous: Message | None, message: Message) -> str | None:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
+from compaction.patterns import is_harness_notice
 from compaction.render import CLEARED_PREFIX, NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
 from compaction.stages.fit import FitCache, fit_results
@@ -28,13 +29,19 @@ TASK_MAX_TOKENS = 1_000
 
 def task_text(counter: TokenCounter, messages: Sequence[Message], layout: Partition) -> str | None:
     """The session's first user message, as the read-only task shown in every history prompt (cut
-    from the middle when very long: its start and end say what is asked)."""
+    from the middle when very long: its start and end say what is asked). What a harness sent in
+    the user's role (:func:`~compaction.patterns.is_harness_notice`: an agent's standing context
+    block, a reminder) is not the task: the first user message with words of the user's own is."""
     if layout.first_user is None:
         return None
-    text = "\n".join(p.text for p in messages[layout.first_user].parts if isinstance(p, TextPart)).strip()
-    if not text:
-        return None
-    return truncate_to_tokens(text, TASK_MAX_TOKENS, counter.count_text)
+    for message in messages[layout.first_user :]:
+        if not message.is_user_turn:
+            continue
+        said = (p.text for p in message.parts if isinstance(p, TextPart) and not is_harness_notice(p.text))
+        text = "\n".join(said).strip()
+        if text:
+            return truncate_to_tokens(text, TASK_MAX_TOKENS, counter.count_text)
+    return None
 
 
 _MEASURING_NONCE = "0" * NONCE_DIGITS  # as many tokens as a drawn nonce; drawing one scans the message
