@@ -12,10 +12,12 @@ is read as the agent's own account (:func:`carries_a_summary`).
 
 What counts, each a named step of :func:`is_harness_notice`:
 
-* a message that opens with a markup block whose tag name is joined by ``-`` or ``_`` (the
-  harnesses' convention; HTML's tags are single words) and is closed later, unless the name ends
-  in a task word (``<user_query>``, ``<pr_description>``: the user's words, wrapped; a
-  ``<task-notification>`` is a notice);
+* a message that opens with a markup block, closed later, whose tag name is a harness's: joined
+  by ``_`` (HTML has no such element), or by ``-`` with a word harnesses use there ("system",
+  "reminder", "command", "notification", "stdout", ...: a pasted ``<my-app>`` or
+  ``<router-view>`` is an HTML custom element, the user's); unless the name ends in a task word
+  (``<user_query>``, ``<pr_description>``: the user's words, wrapped; a ``<task-notification>`` is
+  a notice);
 * a message that is one bracketed sentence ("[Request interrupted by user for tool use]"; an
   attachment's placeholder, "[image: ...]", is not one);
 * a short label line followed by a markup block ("Tool call error:" then ``<error>...</error>``);
@@ -65,11 +67,29 @@ def _closed_block_at(text: str) -> str | None:
     return name if f"</{name}>" in text[opening.end() :] else None
 
 
+# Words of the hyphenated tags harnesses write (``<system-reminder>``, ``<local-command-caveat>``,
+# ``<task-notification>``, ``<bash-stdout>``, ``<user-prompt-submit-hook>``). A hyphenated tag without
+# one is more likely an HTML custom element a user pasted (``<my-app>``, ``<router-view>``).
+_NOTICE_WORDS = frozenset(
+    {"system", "reminder", "caveat", "command", "notification", "stdout", "stderr", "hook", "environment", "bash"}
+)
+
+
+def _harness_tag(name: str) -> bool:
+    """Whether a tag name is a harness's: joined by ``_`` (never an HTML element's; Codex's
+    ``environment_context``), or by ``-`` with a word of :data:`_NOTICE_WORDS`; never one whose
+    last word names the task."""
+    if _TASK_NAME.search(name) is not None:
+        return False
+    if "_" in name and "-" not in name:
+        return True
+    return "-" in name and not _NOTICE_WORDS.isdisjoint(name.lower().split("-"))
+
+
 def _opens_with_notice_block(text: str) -> bool:
-    """A harness's markup block opens the message: a closed tag whose name is joined by ``-`` or
-    ``_`` and names no task."""
+    """A harness's markup block opens the message: a closed tag with a harness's name."""
     name = _closed_block_at(text)
-    return name is not None and ("-" in name or "_" in name) and _TASK_NAME.search(name) is None
+    return name is not None and _harness_tag(name)
 
 
 def _bracketed_notice(text: str) -> bool:

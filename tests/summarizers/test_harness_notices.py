@@ -43,6 +43,7 @@ USERS_WORDS = [
     "<task>\nCheck git and update TODO.md.\n</task>",
     "<div class='x'> is not centered, why?",
     "<my-widget> stays empty after the upgrade",  # a custom element, never closed: the user's words
+    "<my-app>\n  <router-view></router-view>\n</my-app>\nWhy does the page stay blank?",  # a pasted template
     "[WIP] fix the flaky test in ci.yml first",
     "[image: 1920x1080 image/png, about 1 KB, archived as m_78d5c5aac5aedde7]",  # what the user attached
     "Why does this fail?\n\nTraceback (most recent call last):\n  File 'a.py', line 3",
