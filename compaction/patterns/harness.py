@@ -20,7 +20,9 @@ What counts, each a named step of :func:`is_harness_notice`:
   a notice);
 * a message that is one bracketed sentence ("[Request interrupted by user for tool use]"; an
   attachment's placeholder, "[image: ...]", is not one);
-* a short label line followed by a markup block ("Tool call error:" then ``<error>...</error>``);
+* a short label line followed by a feedback block (``<error>``, ``<output>``, ...) or a harness's
+  block ("Tool call error:" then ``<error>...</error>``; "My component:" over a ``<template>`` is
+  the user's paste);
 * a message that opens with a known harness document's first words (:data:`INJECTED_OPENINGS`).
 """
 
@@ -97,13 +99,18 @@ def _bracketed_notice(text: str) -> bool:
     return _BRACKETED_LINE.fullmatch(text) is not None
 
 
+# What a harness's feedback wraps under its label ("Tool call error:" over ``<error>``). Other tags
+# under a label are a user's paste ("My component:" over a Vue ``<template>``, an XML config).
+_FEEDBACK_TAGS = frozenset({"error", "errors", "warning", "warnings", "output", "returncode", "observation"})
+
+
 def _labelled_block(text: str) -> bool:
-    """A short label line, then a markup block ("Tool call error:" then ``<error>...</error>``)."""
+    """A short label line, then a harness's feedback block ("Tool call error:" then ``<error>``)."""
     label, _, rest = text.partition("\n")
     if _LABEL_LINE.fullmatch(label.strip()) is None or len(label.split()) > _LABEL_WORDS:
         return False
     name = _closed_block_at(rest.lstrip())
-    return name is not None and _TASK_NAME.search(name) is None
+    return name is not None and (name.lower() in _FEEDBACK_TAGS or _harness_tag(name))
 
 
 def is_harness_notice(text: str) -> bool:

@@ -44,6 +44,7 @@ USERS_WORDS = [
     "<div class='x'> is not centered, why?",
     "<my-widget> stays empty after the upgrade",  # a custom element, never closed: the user's words
     "<my-app>\n  <router-view></router-view>\n</my-app>\nWhy does the page stay blank?",  # a pasted template
+    "My component:\n<template>\n  <div>{{ total }}</div>\n</template>\nWhy is total always 0?",
     "[WIP] fix the flaky test in ci.yml first",
     "[image: 1920x1080 image/png, about 1 KB, archived as m_78d5c5aac5aedde7]",  # what the user attached
     "Why does this fail?\n\nTraceback (most recent call last):\n  File 'a.py', line 3",
