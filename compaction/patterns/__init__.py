@@ -32,6 +32,7 @@ from compaction.patterns.cutting import (
 )
 from compaction.patterns.harness import carries_a_summary as carries_a_summary
 from compaction.patterns.harness import is_harness_notice as is_harness_notice
+from compaction.patterns.harness import users_words as users_words
 from compaction.patterns.important import error_start, find_error_lines, important_lines, is_important_line
 from compaction.patterns.important import important_and_error_lines as important_and_error_lines
 from compaction.patterns.measurements import MAX_MEASUREMENT_LINE as MAX_MEASUREMENT_LINE

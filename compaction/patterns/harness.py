@@ -30,7 +30,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["INJECTED_OPENINGS", "SUMMARY_OPENINGS", "TASK_TAG_WORDS", "carries_a_summary", "is_harness_notice"]
+from compaction.transcript import Message, TextPart
+
+__all__ = [
+    "INJECTED_OPENINGS",
+    "SUMMARY_OPENINGS",
+    "TASK_TAG_WORDS",
+    "carries_a_summary",
+    "is_harness_notice",
+    "users_words",
+]
 
 TASK_TAG_WORDS = (
     r"(?:task|issue|problem|request|description|goal|objective|query|question|ticket|bug|assignment|statement)"
@@ -66,7 +75,7 @@ def _closed_block_at(text: str) -> str | None:
     if opening is None:
         return None
     name = opening.group("name")
-    return name if f"</{name}>" in text[opening.end() :] else None
+    return name if text.find(f"</{name}>", opening.end()) >= 0 else None
 
 
 # Words of the hyphenated tags harnesses write (``<system-reminder>``, ``<local-command-caveat>``,
@@ -147,3 +156,9 @@ def carries_a_summary(text: str) -> bool:
     True
     """
     return text.lstrip().startswith(SUMMARY_OPENINGS)
+
+
+def users_words(message: Message) -> str:
+    """A user message's text parts that are the user's own (no harness notice among them), joined
+    by line breaks: what the user said in it."""
+    return "\n".join(p.text for p in message.parts if isinstance(p, TextPart) and not is_harness_notice(p.text))

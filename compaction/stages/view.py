@@ -15,14 +15,14 @@ import numpy.typing as npt
 
 from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
-from compaction.patterns import is_harness_notice
+from compaction.patterns import users_words
 from compaction.render import CLEARED_PREFIX, NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
 from compaction.stages.fit import FitCache, fit_results
 from compaction.stages.protect import Partition
 from compaction.stages.prune import PruneSettings, prepare_for_summarizer
 from compaction.tokens import TokenCounter
-from compaction.transcript import Message, TextPart
+from compaction.transcript import Message
 
 TASK_MAX_TOKENS = 1_000
 
@@ -37,8 +37,7 @@ def task_text(counter: TokenCounter, messages: Sequence[Message], layout: Partit
     for message in messages[layout.first_user :]:
         if not message.is_user_turn:
             continue
-        said = (p.text for p in message.parts if isinstance(p, TextPart) and not is_harness_notice(p.text))
-        text = "\n".join(said).strip()
+        text = users_words(message).strip()
         if text:
             return truncate_to_tokens(text, TASK_MAX_TOKENS, counter.count_text)
     return None

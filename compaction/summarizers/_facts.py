@@ -16,10 +16,10 @@ from compaction.patterns import (
     OpenFile,
     diff_paths,
     final_code_block,
-    is_harness_notice,
     relays_terminal,
     search_replace_paths,
     truncate,
+    users_words,
 )
 from compaction.summarizers._extract import (
     clean,
@@ -260,9 +260,7 @@ class _SpanReader:
         collector = self.collector
         if message.role == "user" and message.is_user_turn:
             self.phase += 1
-            # The user's own words: a harness's notice in the same message is not part of the turn.
-            said = (p.text for p in message.parts if isinstance(p, TextPart) and not is_harness_notice(p.text))
-            text = "\n".join(said)
+            text = users_words(message)  # a harness's notice in the same message is not part of the turn
             images = sum(1 for _ in message.iter_images())
             self.users.append(UserTurn(msg=index, phase=self.phase, text=text, images=images))
             self.last_user = index

@@ -300,6 +300,18 @@ def _may_measure(raw: str) -> bool:
     return head.isascii() and (head.isalpha() or not head.isprintable()) and _has_digit(raw)
 
 
+def _user_part_speaker(text: str, pieces: Sequence[tuple[str, str]], message: Message, previous: Message | None) -> str:
+    """Who a text part of a user turn is from: a harness's compaction summary is the agent's account
+    of its earlier work ("assistant"); a part that is mostly code, listings and log lines, that
+    answers a command with the terminal's output (agent frameworks that send observations as user
+    messages), or that is a harness's notice is the environment speaking ("tool"); else "user"."""
+    if carries_a_summary(text):
+        return "assistant"
+    if _mostly_output(pieces) or relays_terminal(message, previous) or is_harness_notice(text):
+        return "tool"
+    return "user"
+
+
 def segment(messages: Sequence[Message]) -> list[Unit]:
     """The span's units in order: sentences and non-prose lines of the user's and the assistant's
     text, and the measurement lines of tool results."""
@@ -319,18 +331,10 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
         for part in message.parts:
             if isinstance(part, TextPart) and person is not None:
                 pieces = _person_units(part.text)
-                # A user turn that is mostly code, listings and log lines, or that answers a command
-                # with the terminal's output, relays tool output (agent frameworks that send
-                # observations as user messages); a harness's own notice in the user's role is the
-                # environment speaking too: none of it is the user's word.
                 previous = messages[index - 1] if index else None
-                relayed = person == "user" and (
-                    _mostly_output(pieces) or relays_terminal(message, previous) or is_harness_notice(part.text)
-                )
-                # A harness's compaction summary is the agent's account of its earlier work.
-                speaker = "assistant" if person == "user" and carries_a_summary(part.text) else person
+                speaker = person if person == "assistant" else _user_part_speaker(part.text, pieces, message, previous)
                 for form, text in pieces:
-                    add(index, "tool" if relayed and speaker == "user" else speaker, form, text)
+                    add(index, speaker, form, text)
             elif isinstance(part, ToolCallPart):
                 calls[part.id] = _call_label(part)
             elif isinstance(part, ToolResultPart):

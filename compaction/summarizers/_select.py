@@ -385,24 +385,20 @@ def goes_ahead(text: str) -> bool:
     return len(stripped.split()) <= _GO_AHEAD_WORDS and _GO_AHEAD.match(stripped) is not None
 
 
-def approved_proposals(units: Sequence[Unit], turns: Sequence[UserTurn]) -> dict[int, str]:
-    """For each user turn that only gives the go-ahead (:func:`goes_ahead`), by its message, what it
-    answers: the end of the agent's last message with prose since the turn before (see
-    :func:`_proposal`). A go-ahead with no such message (the agent only ran tools since) answers
-    nothing this span shows, and gets nothing."""
-    said: dict[int, list[Unit]] = {}
-    for unit in units:
-        if unit.role == "assistant" and unit.form == "prose":
-            said.setdefault(unit.msg, []).append(unit)
-    out: dict[int, str] = {}
-    previous = -1
-    for turn in turns:
-        if goes_ahead(turn.text):
-            spoken = [msg for msg in said if previous < msg < turn.msg]
-            if spoken:
-                out[turn.msg] = truncate(_joined(_proposal(said[max(spoken)])), _PROPOSAL_CHARS)
-        previous = turn.msg
-    return out
+def answered_proposal(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> str | None:
+    """What user turn ``turns[index]`` answers when it only gives the go-ahead (:func:`goes_ahead`):
+    the end of the agent's last message with prose since the turn before (see :func:`_proposal`).
+    None for any other turn, and for a go-ahead after which the agent said nothing in prose (it
+    only ran tools since): it answers nothing this span shows."""
+    turn = turns[index]
+    if not goes_ahead(turn.text):
+        return None
+    since = turns[index - 1].msg if index > 0 else -1
+    spoken = [u for u in units if u.role == "assistant" and u.form == "prose" and since < u.msg < turn.msg]
+    if not spoken:
+        return None
+    last = spoken[-1].msg
+    return truncate(_joined(_proposal([u for u in spoken if u.msg == last])), _PROPOSAL_CHARS)
 
 
 _PROPOSAL_TAIL = 8  # units at the end of a message where its proposal is looked for
@@ -431,7 +427,7 @@ _IN_REPLY_NOTE = re.compile(re.escape(_IN_REPLY) + r'".*"\)$', re.S)
 
 
 def with_proposal(request: str, proposal: str | None) -> str:
-    """A go-ahead's request line with the agent's words it answers (see :func:`approved_proposals`)."""
+    """A go-ahead's request line with the agent's words it answers (see :func:`answered_proposal`)."""
     return f'{request}{_IN_REPLY}"{proposal}")' if proposal else request
 
 
@@ -445,9 +441,7 @@ def without_proposal(request: str) -> str:
     return _IN_REPLY_NOTE.sub("", request)
 
 
-def _goals(
-    units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int], approvals: dict[int, str]
-) -> None:
+def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], used: set[int]) -> None:
     by_msg: dict[int, list[Unit]] = {}
     for unit in units:
         if unit.role == "user":
@@ -455,6 +449,7 @@ def _goals(
     later: list[tuple[int, str]] = []
     last = turns[-1].msg if turns else -1
     first = _first_asking(turns, by_msg)
+    answered = answered_proposal(units, turns, first) if turns else None
     turns = turns[first:]
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
@@ -469,7 +464,7 @@ def _goals(
             requests = [f"({turn.images} image(s) without text)"]
         request = truncate(" ".join(requests), 400 if number == 0 else 260)
         if number == 0:
-            request = with_proposal(request, approvals.get(turn.msg))
+            request = with_proposal(request, answered)
             lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
         elif turn.msg != last:
             later.append((turn.msg, request))
@@ -631,26 +626,18 @@ def user_turns(units: Sequence[Unit], facts: SpanFacts) -> list[UserTurn]:
     return [turn for turn in facts.user_turns if turn.msg in said or (turn.images and not turn.text.strip())]
 
 
-def next_step_lines(
-    turns: Sequence[UserTurn],
-    lines: list[Line],
-    *,
-    replied: bool,
-    approvals: dict[int, str] | None = None,
-    units: Sequence[Unit] = (),
-) -> None:
+def next_step_lines(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], *, replied: bool) -> None:
     """The last user request, verbatim (pinned), and whether work on it has started. When it only
-    gives the go-ahead, the agent's words it answers follow (``approvals``, see
-    :func:`approved_proposals`); when it wraps the request in a task block (standing instructions
-    around a ``<task>``, as some editors send every turn), the block is quoted (``units``: the
-    span's, to find it)."""
+    gives the go-ahead, the agent's words it answers follow (:func:`answered_proposal`); when it
+    wraps the request in a task block (standing instructions around a ``<task>``, as some editors
+    send every turn), the block is quoted."""
     if not turns:
         return
     turn = turns[-1]
     block = task_block([u for u in units if u.msg == turn.msg and u.role == "user"])
     said = " ".join(u.text for u in block) if block else turn.text
     request = truncate(clean(said), 1200) or f"({turn.images} image(s) without text)"
-    request = with_proposal(request, (approvals or {}).get(turn.msg))
+    request = with_proposal(request, answered_proposal(units, turns, len(turns) - 1))
     lines.append(Line(LAST_REQUEST_PREFIX + request, 3.0, (0, 0, 0), pinned=True))
     if not replied:
         lines.append(Line("Work on the last user request has not started yet.", 0.5, (2, 0, 0)))
@@ -706,9 +693,8 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     """Add the lines made of units to ``sections`` (in place); the ids of the units used."""
     used: set[int] = set()
     turns = user_turns(units, facts)
-    approvals = approved_proposals(units, turns)
-    next_step_lines(turns, sections[6], replied=replied, approvals=approvals, units=units)
-    _goals(units, turns, sections[0], used, approvals)
+    next_step_lines(units, turns, sections[6], replied=replied)
+    _goals(units, turns, sections[0], used)
     since = newest_from(facts.messages)
     _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts), since=since)
     _decisions(units, sections[2], used, since)
