@@ -4,8 +4,8 @@ A model summarizer reads the zone fitted by :func:`fit_results` instead of the p
 (:mod:`compaction.stages.prune`): the room its chunks leave is shared by all tool results, a result
 with news (a salient line with a word no other result has) getting twice the share, and a result
 longer than its share is cut by :func:`trim_to_chars` to its error lines and its salient lines with
-news (paths, URLs, ids and measurements; those showing the most new words per character first),
-head and tail. Words are compared across whole results, so a result no word of which is its own is
+news (paths, URLs, ids and measurements; the best line of each kind first, then those showing
+the most new words per character), head and tail. Words are compared across whole results, so a result no word of which is its own is
 never read line by line: only its error lines are looked for.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -91,27 +92,52 @@ def _news_of(words: Sequence[str], common: frozenset[str]) -> frozenset[str]:
     return frozenset(news)
 
 
-def _is_salient_line(line: str) -> bool:
-    """A line worth keeping when its result is cut, error lines aside (found by their own scan): it
-    holds a URL, path or id (:func:`~compaction.patterns.is_important_line`), or reports a
-    measured value and holds no credential. Each pattern runs only on a line holding what every
-    match of it holds ("://" for a URL; a separator, a dot or "file" for a path)."""
+SalientKind = Literal["error", "measure", "url", "path", "id"]
+_KIND_ORDER: tuple[SalientKind, ...] = ("error", "measure", "url", "path", "id")
+"""The kinds of salient line, in the order a cut shows the first line of each (see
+:func:`rank_by_new_words`): what failed, what was measured, where to look."""
+
+
+def _salient_kind(line: str) -> SalientKind | None:
+    """What makes a line worth keeping when its result is cut, error lines aside (found by their
+    own scan): a URL, a path, an id (:func:`~compaction.patterns.is_important_line`), or else a
+    measured value with no credential; None for none of those. Each pattern runs only on a line
+    holding what every match of it holds ("://" for a URL; a separator, a dot or "file" for a path)."""
     if "://" in line and url_search(line) is not None:
-        return True
+        return "url"
     if ("/" in line or "\\" in line or "." in line or "file" in line) and any(
         path_value(m) is not None for m in PATH_RE.finditer(line)
     ):
-        return True
+        return "path"
     if any(id_value(m) is not None for m in ID_RE.finditer(line)):
-        return True
-    return reports_quantity(line) and redact_if_needed(line) == line
+        return "id"
+    if reports_quantity(line) and redact_if_needed(line) == line:
+        return "measure"
+    return None
+
+
+def _fair_shares(counts: Sequence[int], cap: int) -> list[int]:
+    """How many of each group's items to take so that at most ``cap`` are taken in all and no group
+    is crowded out by a larger one: the smallest groups are taken whole, the rest share what is left.
+
+    >>> _fair_shares([700, 1, 3], 200)
+    [196, 1, 3]
+    """
+    shares = [0] * len(counts)
+    left = cap
+    order = sorted(range(len(counts)), key=lambda i: counts[i])
+    for done, i in enumerate(order):
+        shares[i] = min(counts[i], left // (len(order) - done))
+        left -= shares[i]
+    return shares
 
 
 @memoize_text
-def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The lines of ``text`` a cut may keep, in their order: its error lines and its salient lines
-    (:func:`_is_salient_line`) that show news (a word not in ``common``, see :func:`_news_of`); at
-    most ``_SALIENT_CANDIDATES``, errors first. Also the error lines among them.
+def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, ...], tuple[SalientKind, ...]]:
+    """The lines of ``text`` a cut may keep, in their order, with their kinds: its error lines and
+    its salient lines (:func:`_salient_kind`) that show news (a word not in ``common``, see
+    :func:`_news_of`). At most ``_SALIENT_CANDIDATES``: when there are more, each kind gets a fair
+    share (:func:`_fair_shares`), so the one timing line of a grep listing 700 paths is still one.
 
     A salient line whose every word other results show too would be kept after every line with
     news and every error line, in a cut that keeps a few lines: it is not looked for, so a text
@@ -125,25 +151,29 @@ def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, .
     news = {word for word in own if ":" not in word}
     if len(news) < len(own):
         news.update(word for word in own if ":" in word and _is_news_word(word, common))
-    salient: list[int] = []
+    found: list[tuple[int, SalientKind]] = [(start, "error") for start in sorted(errors)]
     for start in _lines_holding(scanned, news):
         end = scanned.find("\n", start)
         line = scanned[start : len(scanned) if end < 0 else end]
         # A word found inside a longer word of a line does not count: the line's own words decide.
-        if start not in errors and not news.isdisjoint(_WORD.findall(line)) and _is_salient_line(line):
-            salient.append(start)
-    # Distinct lines, errors first when there are too many, then in their order.
-    first: dict[str, int] = {}
-    for start in sorted(errors) + salient:
+        if start not in errors and not news.isdisjoint(_WORD.findall(line)):
+            kind = _salient_kind(line)
+            if kind is not None:
+                found.append((start, kind))
+    # Distinct lines (an error line first), each kind its fair share when there are too many.
+    first: dict[str, tuple[int, SalientKind]] = {}
+    for start, kind in found:
         end = scanned.find("\n", start)
         line = scanned[start : len(scanned) if end < 0 else end].strip()
         if line and line not in first:
-            first[line] = start
-            if len(first) >= _SALIENT_CANDIDATES:
-                break
-    chosen = sorted(first.items(), key=lambda item: item[1])
-    error_lines = frozenset(scanned[start:end].strip() for start, end in bounds)
-    return tuple(line for line, _ in chosen), error_lines
+            first[line] = (start, kind)
+    by_kind: dict[SalientKind, list[tuple[int, str]]] = {}
+    for line, (start, kind) in first.items():
+        by_kind.setdefault(kind, []).append((start, line))
+    groups = list(by_kind.values())
+    shares = _fair_shares([len(g) for g in groups], _SALIENT_CANDIDATES)
+    chosen = sorted((start, line) for group, share in zip(groups, shares, strict=True) for start, line in group[:share])
+    return tuple(line for _, line in chosen), tuple(first[line][1] for _, line in chosen)
 
 
 def _has_news(text: str, common: frozenset[str]) -> bool:
@@ -151,8 +181,10 @@ def _has_news(text: str, common: frozenset[str]) -> bool:
     ``common``: a salient line that is no error line shows one by its choice; an error line may."""
     if _result_words(text) <= common:
         return False  # no word of its own: no line to read
-    candidates, errors = _salient_candidates(text, common)
-    return any(line not in errors or _news_of(_WORD.findall(line), common) for line in candidates)
+    candidates, kinds = _salient_candidates(text, common)
+    return any(
+        kind != "error" or _news_of(_WORD.findall(line), common) for line, kind in zip(candidates, kinds, strict=True)
+    )
 
 
 _FEW_WORDS = 32  # news words few enough to search the text for one by one
@@ -193,35 +225,53 @@ def _ranked_candidates(text: str, common: frozenset[str]) -> tuple[tuple[int, st
     """The salient candidates of ``text`` in the order a cut keeps them (see :func:`trim_to_chars`),
     each with its position and shown at most 300 characters long: the order does not depend on the
     limit, so the rounds that cut the same result to other limits rank it once."""
-    candidates, errors = _salient_candidates(text, common)
+    candidates, kinds = _salient_candidates(text, common)
     shown = [_shown_line(line) for line in candidates]
     order = rank_by_new_words(
         [_news_of(_WORD.findall(line), common) for line in candidates],
         [len(line) + 1 for line in shown],
-        [line in errors for line in candidates],
+        kinds,
     )
     return tuple((i, shown[i]) for i in order)
 
 
-def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int], errors: Sequence[bool]) -> list[int]:
-    """The order in which a cut keeps salient lines: each next line is the one that shows the most
-    words not yet shown per character it costs (``new_words``: each line's words found in no other
-    result), so a short line naming a new path, id or number goes before a long one that repeats
-    what a kept line already shows (a traceback frame, a summary line quoting the error); errors
-    go first among equals. Lines that show nothing new follow, errors first, in their order.
+def rank_by_new_words(
+    new_words: Sequence[frozenset[str]], costs: Sequence[int], kinds: Sequence[SalientKind]
+) -> list[int]:
+    """The order in which a cut keeps salient lines. First one line of each kind that shows news
+    (in ``_KIND_ORDER``: an error, a measurement, a URL, a path, an id), the one showing the most
+    words not yet shown per character of its kind: the one timing line of a profile is not crowded
+    out by its fifty rows of numbers. Then each next line is the one that shows the most words not
+    yet shown per character it costs (``new_words``: each line's words found in no other result),
+    so a short line naming a new path, id or number goes before a long one that repeats what a
+    kept line already shows (a traceback frame, a summary line quoting the error); errors go first
+    among equals. Lines that show nothing new follow, errors first, in their order.
 
-    >>> lines = [frozenset({"a", "b"}), frozenset({"a", "b", "c"}), frozenset({"d"})]
-    >>> rank_by_new_words(lines, [50, 90, 20], [True, False, False])
-    [2, 0, 1]
+    >>> lines = [frozenset({"a", "b"}), frozenset({"a", "b", "c"}), frozenset({"d"}), frozenset({"e"})]
+    >>> rank_by_new_words(lines, [50, 90, 20, 10], ["error", "path", "path", "path"])
+    [0, 3, 2, 1]
     """
+    errors = [kind == "error" for kind in kinds]
+    shown: set[str] = set()
+    ranked: list[int] = []
+    for kind in _KIND_ORDER:
+        best = max(
+            (i for i, k in enumerate(kinds) if k == kind and new_words[i] - shown),
+            key=lambda i: (len(new_words[i] - shown) / max(1, costs[i]), -i),
+            default=None,
+        )
+        if best is not None:
+            ranked.append(best)
+            shown |= new_words[best]
+    first = set(ranked)
     # Lazy greedy: a line's gain only falls as lines are kept, so a popped line whose gain, counted
     # again, still beats the next one's bound is the best; others go back with their new gain.
     heap = [
-        (-len(w) / max(1, c), not e, i) for i, (w, c, e) in enumerate(zip(new_words, costs, errors, strict=True)) if w
+        (-len(w) / max(1, c), not e, i)
+        for i, (w, c, e) in enumerate(zip(new_words, costs, errors, strict=True))
+        if w and i not in first
     ]
     heapq.heapify(heap)
-    shown: set[str] = set()
-    ranked: list[int] = []
     while heap:
         _, not_error, i = heapq.heappop(heap)
         gain = len(new_words[i] - shown)
@@ -241,8 +291,8 @@ def rank_by_new_words(new_words: Sequence[frozenset[str]], costs: Sequence[int],
 def trim_to_chars(text: str, limit: int, *, common: frozenset[str] = frozenset()) -> str | None:
     """``text`` within about ``limit`` characters for the summarizer: its salient lines (errors, and
     lines with paths, URLs, ids or measurements that show a word not in ``common``, the words found
-    in several results), those showing the most words not yet shown per character first (see
-    :func:`rank_by_new_words`), up to a share of the room, then its head and tail, with a ``[…]``
+    in several results), one of each kind first, then those showing the most words not yet shown
+    per character (see :func:`rank_by_new_words`), up to a share of the room, then its head and tail, with a ``[…]``
     mark where output was left out. None when ``text`` already fits.
 
     >>> body = "x" * 400 + "\\ncommit: 3f9a2c1b7e4d\\n" + "y" * 400

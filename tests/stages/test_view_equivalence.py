@@ -38,33 +38,48 @@ require("litellm")  # the test extra installs it: a failure in CI, a skip elsewh
 # -- the reference: the view written the plain way ------------------------------------------------
 
 
-def ref_salient(line: str) -> bool:
-    """A line with a URL, path or id (as the important-line scan marks them) or a measurement."""
-    has_path = any(path_value(m) is not None for m in PATH_RE.finditer(line))
-    has_id = any(id_value(m) is not None for m in ID_RE.finditer(line))
-    measured = reports_quantity(line) and redact_if_needed(line) == line
-    return URL_RE.search(line) is not None or has_path or has_id or measured
+def ref_kind(line: str) -> str | None:
+    """A line with a URL, else a path, else an id (as the important-line scan marks them), else a
+    measurement: its kind; None for none of those."""
+    if URL_RE.search(line) is not None:
+        return "url"
+    if any(path_value(m) is not None for m in PATH_RE.finditer(line)):
+        return "path"
+    if any(id_value(m) is not None for m in ID_RE.finditer(line)):
+        return "id"
+    if reports_quantity(line) and redact_if_needed(line) == line:
+        return "measure"
+    return None
 
 
-def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], frozenset[str]]:
-    """Every line read: the error lines, and the salient lines with a word no other result has;
-    at most 200 distinct, errors first, in their order."""
+def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Every line read: the error lines, and the salient lines with a word no other result has,
+    with their kinds; at most 200 distinct (errors first when a line is both), each kind taking
+    a fair share when there are more: the smallest kinds whole, in the order kinds first appear."""
     scanned = text[: prune._MEASURE_SCAN_CHARS]
     errors = find_error_lines(scanned)
-    picked: list[tuple[bool, int, str]] = []
+    picked: list[tuple[bool, int, str, str]] = []
     for index, raw in enumerate(scanned.split("\n")):
         line = raw.strip()
         if not line:
             continue
         if line in errors:
-            picked.append((False, index, line))
-        elif ref_news(raw, common) and ref_salient(raw):
-            picked.append((True, index, line))
-    first: dict[str, int] = {}
-    for _, index, line in sorted(picked):
-        first.setdefault(line, index)
-    chosen = sorted(list(first.items())[: fit._SALIENT_CANDIDATES], key=lambda item: item[1])
-    return [line for line, _ in chosen], frozenset(errors)
+            picked.append((False, index, line, "error"))
+        elif ref_news(raw, common) and (kind := ref_kind(raw)) is not None:
+            picked.append((True, index, line, kind))
+    first: dict[str, tuple[int, str]] = {}
+    for _, index, line, kind in sorted(picked):
+        first.setdefault(line, (index, kind))
+    kinds_seen = list(dict.fromkeys(kind for _, kind in first.values()))
+    groups = {k: [(i, line) for line, (i, kind) in first.items() if kind == k] for k in kinds_seen}
+    left, taken = fit._SALIENT_CANDIDATES, []
+    by_size = sorted(kinds_seen, key=lambda k: len(groups[k]))
+    for done, k in enumerate(by_size):
+        share = min(len(groups[k]), left // (len(by_size) - done))
+        taken += groups[k][:share]
+        left -= share
+    chosen = sorted(taken)
+    return [line for _, line in chosen], [first[line][1] for _, line in chosen]
 
 
 _REF_LOCATION = re.compile(r"(?<=[^\d:])(?::\d+)+(?::|$)")
@@ -86,23 +101,32 @@ def ref_news(line: str, common: frozenset[str]) -> set[str]:
 def ref_trim(text: str, limit: int, *, common: frozenset[str]) -> str | None:
     if len(text) <= limit:
         return None
-    candidates, errors = ref_candidates(text, common)
+    candidates, kinds = ref_candidates(text, common)
+    errors = [kind == "error" for kind in kinds]
 
-    # Each next line: the most words not yet shown per character (errors first, then in order).
+    # First the best line of each kind with news (error, measure, url, path, id), then each next
+    # line: the most words not yet shown per character (errors first, then in order).
     news = [ref_news(line, common) for line in candidates]
     costs = [len(line if len(line) <= 300 else line[:299] + "…") + 1 for line in candidates]
     shown_words: set[str] = set()
     adding: list[tuple[int, str]] = []
     left = list(range(len(candidates)))
+    for kind in ("error", "measure", "url", "path", "id"):
+        keys = [(-len(news[i] - shown_words) / costs[i], i) for i in left if kinds[i] == kind]
+        best = min((k for k in keys if k[0] < 0), default=None)
+        if best is not None:
+            adding.append((best[1], candidates[best[1]]))
+            shown_words |= news[best[1]]
+            left.remove(best[1])
     while True:
-        keys = [(-len(news[i] - shown_words) / costs[i], candidates[i] not in errors, i) for i in left]
+        keys = [(-len(news[i] - shown_words) / costs[i], not errors[i], i) for i in left]
         best = min((k for k in keys if k[0] < 0), default=None)
         if best is None:
             break
         adding.append((best[2], candidates[best[2]]))
         shown_words |= news[best[2]]
         left.remove(best[2])
-    repeating = [(i, candidates[i]) for i in sorted(left, key=lambda i: (candidates[i] not in errors, i))]
+    repeating = [(i, candidates[i]) for i in sorted(left, key=lambda i: (not errors[i], i))]
     room = max(0, int(limit * fit._SALIENT_SHARE))
     kept: list[tuple[int, str]] = []
     for order, line in adding + repeating:

@@ -40,13 +40,13 @@ def _repeated_run(extra: str = "") -> str:
 
 def test_a_result_with_no_word_of_its_own_is_not_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[str] = []
-    original = fit._is_salient_line
+    original = fit._salient_kind
 
-    def counting(line: str) -> bool:
+    def counting(line: str) -> fit.SalientKind | None:
         checked.append(line)
         return original(line)
 
-    monkeypatch.setattr(fit, "_is_salient_line", counting)
+    monkeypatch.setattr(fit, "_salient_kind", counting)
     unique = "commit: 3f9a2c1b7e4d deployed to https://deploy.example.org/r/4451"
     zone = [_result("c1", _repeated_run()), _result("c2", _repeated_run()), _result("c3", _repeated_run(unique))]
     with memo_scope():  # as in a run: each result's lines are found once for its weight and its cut
@@ -77,3 +77,47 @@ def test_a_line_whose_new_word_sits_inside_another_word_is_not_news() -> None:
     # The same line is a candidate once a word of its own is news.
     candidates, _ = fit._salient_candidates(text, common - {"src/payments/handler_v2.py"})
     assert candidates == ("see src/payments/handler_v2.py",)
+
+
+def test_a_rare_kind_of_line_is_a_candidate_among_hundreds_of_another() -> None:
+    # A grep listing 700 matching lines, each with a path of its own, and one timing line after
+    # the first 200: the cap on candidates gives each kind its share, so the timing line is one.
+    listing = [f"vendor/mod{i}/file{i}.py:{i}:    value_{i} = compute_{i}()" for i in range(700)]
+    listing.insert(400, "cold start: 3.98 s")
+    text = "\n".join(listing)
+    candidates, kinds = fit._salient_candidates(text, frozenset())
+    assert len(candidates) == fit._SALIENT_CANDIDATES
+    assert "cold start: 3.98 s" in candidates
+    assert kinds[candidates.index("cold start: 3.98 s")] == "measure"
+    cut = trim_to_chars(text, 600)
+    assert cut is not None
+    assert "cold start: 3.98 s" in cut
+
+
+def test_a_cut_shows_one_line_of_each_kind_before_denser_lines_of_one_kind() -> None:
+    # A profile's rows hold many numbers of their own each (dense news); its one error line and its
+    # one labelled measurement show fewer new words per character, and are kept first all the same.
+    rows = [
+        f"{40_000 + 137 * i}     {i % 9}.{i:03d}   0.{i:05d}    {i % 7}.{i:03d} src/pkg/mod{i}.py:{i}(fn_{i})"
+        for i in range(60)
+    ]
+    rows.insert(20, "E   KeyError: 'rollup_token_bucket_61912'")
+    rows.insert(45, "line coverage: 98.2%")
+    text = "\n".join(["   ncalls  tottime  percall  cumtime  filename:lineno(function)", *rows])
+    cut = trim_to_chars(text, 500)
+    assert cut is not None
+    assert "E   KeyError: 'rollup_token_bucket_61912'" in cut
+    assert "line coverage: 98.2%" in cut
+
+
+def test_a_url_in_a_git_log_is_kept_beside_its_commit_ids() -> None:
+    entries = []
+    for i in range(12):
+        entries += [f"commit {i:02d}{'ab3f9c' * 6}{i:02d}", "Author: Jon Park <dev@acme.example>", ""]
+        if i == 7:
+            entries.append("    https://github.com/kestrel-io/retention-service/issues/4248")
+        entries += [f"    Fix persist payload {i}", ""]
+    text = "\n".join(entries)
+    cut = trim_to_chars(text, 400)
+    assert cut is not None
+    assert "https://github.com/kestrel-io/retention-service/issues/4248" in cut
