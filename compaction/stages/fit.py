@@ -4,9 +4,9 @@ A model summarizer reads the zone fitted by :func:`fit_results` instead of the p
 (:mod:`compaction.stages.prune`): the room its chunks leave is shared by all tool results, a result
 with news (a salient line with a word no other result has) getting twice the share, and a result
 longer than its share is cut by :func:`trim_to_chars` to its error lines and its salient lines with
-news (paths, URLs, ids and measurements; the best line of each kind first, then those showing
-the most new words per character), head and tail. Words are compared across whole results, so a result no word of which is its own is
-never read line by line: only its error lines are looked for.
+news (paths, URLs, ids and measurements; the best line of each kind first, then those showing the
+most new words per character), head and tail. Words are compared across whole results, so a result
+no word of which is its own is never read line by line: only its error lines are looked for.
 """
 
 from __future__ import annotations

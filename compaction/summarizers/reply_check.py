@@ -62,28 +62,37 @@ CUT_NOTE = "[... the summarizer reached its output limit here ...]"
 
 
 _REFUSAL = re.compile(
-    r"^\W*(?:(?:i'?m|i am|we'?re|we are)\s+(?:very\s+|so\s+|really\s+)?sorry\b|sorry\b|(?:my\s+)?apologies\b|"
-    r"i\s+apologi[sz]e\b|unfortunately,?\s+i\b|"
-    r"i\s+(?:can\s*not|can'?t|won'?t|will not|am unable to|am not able to|must decline|cannot)\s+"
-    r"(?:help|assist|comply|provide|do|fulfil|fulfill|create|write|summari[sz]e|complete|continue|share)|"
-    r"(?:i'?m|i am)\s+(?:unable|not able)\s+to\b|as an ai\b)",
+    r"^\W*(?:(?:i'?m|i am|we'?re|we are)\s+(?:very\s+|so\s+|really\s+|truly\s+)?sorry\b|sorry\b|(?:my\s+)?apologies\b|"
+    r"i\s+apologi[sz]e\b|unfortunately,?\s+(?:i\b|we\b|(?:this|that|the|your) request\b)|(?:i'?m|i am)\s+afraid\b|"
+    r"i\s+(?:can\s*not|can'?t|won'?t|will not|am unable to|am not able to|must (?:respectfully\s+)?decline|cannot|"
+    r"(?:do not|don'?t) (?:think i (?:can|should)|feel comfortable))\s+"
+    r"(?:help|assist|comply|provide|do|fulfil|fulfill|create|write|summari[sz]|complete|continue|share|produce|"
+    r"generate|process|engage|with|to|that|this)|"
+    r"(?:i'?m|i am)\s+(?:unable|not able|not going|not comfortable|not in a position)\s+(?:to\b|with\b)|"
+    r"as an ai\b|as a language model\b)",
     re.I,
 )
 
 
 _REFUSAL_ANYWHERE = re.compile(
-    r"\b(?:i\s+(?:can\s*not|can'?t|won'?t|must decline to|am unable to)\s+"
-    r"(?:help|assist|comply|provide|summari[sz]e))\b",
+    r"\b(?:i\s+(?:can\s*not|can'?t|won'?t|must (?:respectfully\s+)?decline to|am unable to|am not able to)\s+"
+    r"(?:help|assist|comply|provide|summari[sz]\w*|fulfil|fulfill)|(?:this|that|your) request (?:cannot|can'?t) be "
+    r"(?:completed|fulfilled|processed))\b",
     re.I,
 )
 
 
 _CONTINUATION_OPENER = re.compile(
     r"^\W*(?:let me\b|let's\b|let us\b|i'?ll\b|i will\b|i'?m going to\b|i am going to\b|now,?\s+(?:i|let)\b|"
-    r"next,?\s+i\b|first,?\s+(?:i|let)\b|okay,?\s+(?:i|let)\b|ok,?\s+(?:i|let)\b|sure,?\s+(?:i|let)\b|"
-    r"great,?\s+(?:i|let|now)\b|alright,?\s+(?:i|let)\b|i need to\b|to (?:fix|do) this,?\s+i\b)",
+    r"next,?\s+i\b|first,?\s+(?:i|let)\b|okay,?\s+(?:i|let)\b|ok,?\s+(?:i|let)\b|sure[,!.]?\s+(?:i|let)\b|"
+    r"great,?\s+(?:i|let|now)\b|alright,?\s+(?:i|let)\b|i need to\b|to (?:fix|do) this,?\s+i\b|"
+    r"(?:sure[,!.]?\s+)?here(?:'s| is| are) (?:the|a|an|my) (?:fix|patch|diff|implementation|code)\b)",
     re.I,
 )
+
+
+# Typographic apostrophes and quotes, as models often write them ("I’m sorry"), read as ASCII.
+_TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'})
 
 
 _TOOL_MARKUP = re.compile(
@@ -131,7 +140,10 @@ def _is_refusal(text: str, present: int, wanted: int) -> str | None:
     if wanted and present * 2 > wanted:
         return None  # a summary that opens with an apology is still a summary
     head = _first_paragraph(text)
-    if _REFUSAL.search(head) or (len(text) < 600 and _REFUSAL_ANYWHERE.search(text)):
+    # Matched with typographic apostrophes read as ASCII; quoted as the model wrote it.
+    if _REFUSAL.search(head.translate(_TYPOGRAPHIC)) or (
+        len(text) < 600 and _REFUSAL_ANYWHERE.search(text.translate(_TYPOGRAPHIC))
+    ):
         return " ".join(head.split())[:240]
     return None
 
@@ -140,7 +152,7 @@ def _is_continuation(text: str, present: int, wanted: int) -> str | None:
     if wanted and present * 2 > wanted:
         return None
     head = _first_paragraph(text, 300)
-    opener = _CONTINUATION_OPENER.search(head) is not None
+    opener = _CONTINUATION_OPENER.search(head.translate(_TYPOGRAPHIC)) is not None
     markup = _TOOL_MARKUP.search(text) is not None
     if opener and (markup or not wanted or present == 0):
         return " ".join(head.split())[:160]

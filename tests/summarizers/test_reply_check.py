@@ -67,6 +67,16 @@ def test_a_bullet_naming_a_title_is_not_a_heading() -> None:
         "I apologize, but I won't be able to provide a summary of this content.",
         "Unfortunately, I am unable to comply with this request.",
         "As an AI, I must decline to summarize private conversations.",
+        # Typographic apostrophes, as models often write them.
+        "I’m sorry, but I can’t help with that.",
+        "I can’t assist with summarizing this conversation.",
+        "I’m not able to produce a summary of this content.",
+        "I’m afraid I can’t do that.",
+        # Other wordings of the same refusal.
+        "I must respectfully decline to summarize this conversation, as it appears to contain credentials.",
+        "I don’t feel comfortable summarizing this history.",
+        "Unfortunately, this request cannot be completed.",
+        "The history contains private keys, so I won’t summarize it.",
     ],
 )
 def test_refusals_are_unusable_and_quoted(reply: str) -> None:
@@ -88,6 +98,9 @@ def test_a_summary_that_opens_with_an_apology_is_still_a_summary() -> None:
         "I'll run the tests again to confirm.\n\n```sh\npytest tests/server/test_auth.py -x\n```",
         'Now I will read the file.\n{"name": "read_file", "arguments": {"path": "src/auth/session.py"}}',
         "Okay, let me move the cookie parse after the middleware and re-run pytest.",
+        "I’ll run the tests again to confirm.\n\n```sh\npytest tests/server/test_auth.py -x\n```",
+        "Sure! Here is the fix:\n\n```python\ndef parse_cookie(raw):\n    return raw.split(';')\n```",
+        "Here’s the patch:\n\n```diff\n-    parse(raw)\n+    parse(raw.strip())\n```",
     ],
 )
 def test_a_reply_that_carries_on_with_the_task_is_unusable(reply: str) -> None:
@@ -168,3 +181,18 @@ def test_a_continuation_adds_only_what_was_missing() -> None:
     merged = merge_continuation(first, more, SECTION_HEADINGS)
     assert len(find_sections(merged, SECTION_HEADINGS)) == 7
     assert merged.count(SECTION_HEADINGS[4]) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Unfortunately, this session ended with the tests still failing in src/auth/session.py.",
+        "Here is the updated summary: the user asked to fix src/auth/session.py.",
+        "Sure, here is the summary: the user asked to fix the cookie parse order.",
+        "I cannot stress enough that the migration must run before the deploy.",
+    ],
+)
+def test_a_summary_in_plain_words_is_no_refusal_nor_continuation(reply: str) -> None:
+    # No sections asked for (a custom prompt): only the opening words could mislead the check.
+    check = check_reply(reply, prompt=reply + " " + PROMPT)
+    assert [d.kind for d in check.defects] == [], check.describe()
