@@ -13,7 +13,9 @@ from compaction.redact.base import (
     _generated,
     _is_placeholder,
     _line_end,
+    _names_itself,
     _replace_group,
+    _wordlike,
 )
 
 _KEY_WORDS = (
@@ -144,6 +146,8 @@ def _names_code(value: str, *, line_value: bool) -> bool:
         return True
     if ("{" in value and "}" in value) or ("{" in value and value.endswith("[")):
         return True  # a format field inside ("os.environ/{p['env_key']}")
+    if _PRINTF_FIELD.search(value):
+        return True  # a log message's field ("token: server=%s has no ..."); URL escapes are hex
     value = value.rstrip(".")  # the end of a sentence
     if not _IDENTIFIER_CHAIN.fullmatch(value):
         return False
@@ -163,6 +167,11 @@ def _names_code(value: str, *, line_value: bool) -> bool:
 _STAND_IN = re.compile(r"[A-Za-z]+(?:[-_][A-Za-z]+)*-?")
 
 
+# A printf-style field ("%s", "%r", "%(name)s", "%d" before no hex digit): a URL-escaped secret
+# holds "%" before two hex digits only.
+_PRINTF_FIELD = re.compile(r"%\(\w+\)[sdr]|%[sr]|%d(?![0-9A-Fa-f])")
+
+
 _SNAKE_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
 
 
@@ -173,14 +182,18 @@ _MODEL_NAME = re.compile(r"[A-Za-z][\w.-]*(?:/[A-Za-z][\w.:-]*)+")
 _TYPE_STRING = re.compile(r"[A-Z][\w.]*(?:\[[\w.,| \[\]]*\])?")
 
 
-def _stand_in(value: str) -> bool:
+def _stand_in(value: str, password: bool = False) -> bool:
     """A quoted value in code that is not a credential: a letter or two (``api_key="k"``), a short
-    word without digits (``"fake"``, ``"sk-fake"``, ``"offline"``), a model route
+    word without digits (``"fake"``, ``"sk-fake"``, ``"offline"``), a value naming what it holds
+    (``"x-goog-api-key"``, ``"static-token"``), words after a key that names no password
+    (``token="failed-to-connect-to-db"``, ``api_key="My API Key"``; a pass phrase may be words), a model route
     (``"openai/gpt-4o-mini"``). Credentials have digits, length or both."""
     if len(value) < 4:
         return True
     if len(value) < 12 and _STAND_IN.fullmatch(value):
         return True
+    if _names_itself(value) or (not password and all(_wordlike(word) for word in value.split())):
+        return True  # ("My API Key": words with spaces are a pass phrase only after a password's key)
     if _SNAKE_NAME.fullmatch(value):  # a function or field name ("token": "schedule_window")
         return True
     if _TYPE_STRING.fullmatch(value) and not any(c.isdigit() for c in value):
@@ -235,10 +248,11 @@ def _assignments(text: str) -> tuple[str, int]:
         key, quote, value = match.group(1), match.group(2), match.group(3)
         if _keep_value(key, value.strip()):
             return match.group()
-        if not _key_context(match.string, match.start(), key.rstrip("\"'\\")) and _stand_in(value):
+        kind = _assignment_kind(key)
+        if not _key_context(match.string, match.start(), key.rstrip("\"'\\")) and _stand_in(value, kind == "password"):
             return match.group()
         count += 1
-        return f"{key}{quote}[REDACTED:{_assignment_kind(key)}]{quote}"
+        return f"{key}{quote}[REDACTED:{kind}]{quote}"
 
     def plain(match: re.Match[str]) -> str:
         nonlocal count
@@ -248,8 +262,11 @@ def _assignments(text: str) -> tuple[str, int]:
         # An argument list ("f(API_KEY=name, ...)") is code, not an environment line.
         in_call = match.string[match.end() : match.end() + 1] in (",", ")")
         env = _key_context(match.string, match.start(), key) and not in_call
-        if not env and not key.startswith("--") and key[-1:] in "\"'" and _stand_in(value):
+        password = _assignment_kind(key) == "password"
+        if not env and not key.startswith("--") and key[-1:] in "\"'" and _stand_in(value, password):
             return match.group()
+        if not env and not password and _wordlike(value.rstrip(".,;:!?")):
+            return match.group()  # words after a key that names no password: prose or a name
         if value.lower() == re.sub(r"[\s\"'\\:=]", "", key).lower():
             return match.group()  # "token=token": a keyword argument passed on
         if not env and not key.startswith("--"):
@@ -343,10 +360,10 @@ def _quoted_value_may_be_secret(text: str, value_at: int, password: bool) -> boo
     quoted = _QUOTED_VALUE.match(text, value_at)
     if quoted is not None:
         inside = quoted.group(2)
-        if not (_kept_value(inside.strip(), password) or _stand_in(inside)):
+        if not (_kept_value(inside.strip(), password) or _stand_in(inside, password)):
             return True
     value = _ASSIGNED_VALUE.match(text, quote.end())
     if value is None:
         return False
     found = value.group()
-    return not (len(found) < 4 or _kept_value(found, password) or _stand_in(found))
+    return not (len(found) < 4 or _kept_value(found, password) or _stand_in(found, password))

@@ -19,8 +19,63 @@ _PLACEHOLDER = re.compile(
 )
 
 
+# A value shown masked or cut short ("sk-1****cdef", "glpat_***", "hvs.CAESI...", "6xxxxxxx"), or
+# with a template's slot in it ("pat/<token>"): what is left of the secret is not one.
+_MASKED = re.compile(r"\*{3}|\.{3}|\u2026|\u2022{3}|[xX]{4}|<[A-Za-z][\w -]*>")
+
+
 def _is_placeholder(value: str) -> bool:
-    return _PLACEHOLDER.match(value) is not None
+    return _PLACEHOLDER.match(value) is not None or _MASKED.search(value) is not None
+
+
+_WORDS = re.compile(r"_*[A-Za-z]+(?:[-_][A-Za-z]+)*_*")
+
+
+def _wordlike(value: str) -> bool:
+    """Is ``value`` words joined by "-" or "_" ("route-level", "Token-based", "failed-to-connect",
+    "x-goog-api-key"), each all lower case, Capitalized or all capitals? Then it is a name or prose:
+    a generated key has digits, or capitals inside its runs of letters ("kQzPrXw").
+
+    >>> [_wordlike(v) for v in ("route-level", "Token-based", "__auth_check__", "kQzPrXwLmTs", "abc123")]
+    [True, True, True, False, False]
+    """
+    if not _WORDS.fullmatch(value):
+        return False
+    parts = [p for p in re.split(r"[-_]+", value) if p]
+    return all(p.islower() or p.isupper() or (p[0].isupper() and p[1:].islower()) for p in parts)
+
+
+# The words a key is named by: a value spelling one out as a part ("static-token", "my-client-secret",
+# "profile-username-password") names what it holds, as a header, an enum member or a placeholder does.
+_KEY_NAME_PARTS = frozenset(
+    {
+        "key",
+        "keys",
+        "token",
+        "tokens",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "pass",
+        "auth",
+        "credential",
+        "credentials",
+        "apikey",
+    }
+)
+
+
+def _names_itself(value: str) -> bool:
+    """Is ``value`` words (see :func:`_wordlike`), two or more, one of them a key's own name?
+
+    >>> [_names_itself(v) for v in ("x-goog-api-key", "static-token", "correct-horse-battery", "token")]
+    [True, True, False, False]
+    """
+    if not _wordlike(value):
+        return False
+    parts = [p.lower() for p in re.split(r"[-_]+", value) if p]
+    return len(parts) >= 2 and any(p in _KEY_NAME_PARTS for p in parts)
 
 
 def _replace_group(

@@ -13,6 +13,7 @@ from compaction.redact.base import (
     _generated,
     _is_placeholder,
     _replace_group,
+    _wordlike,
 )
 
 # scheme://user:password@host -> the password goes, the user and host stay (they are useful context).
@@ -39,6 +40,9 @@ _URL_SIGNATURE_RE = re.compile(
 _AUTH_RE = re.compile(r"(?i)(?=b)\b(Bearer|Basic)\s+" + _NOT_DONE + r"([A-Za-z0-9._~+/=-]{8,})")
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
 # Other schemes of an Authorization header (Django REST's "Token", "ApiKey", "SSWS", "Digest"...):
 # after the header name only, where the scheme word cannot be prose.
 _AUTH_SCHEME_RE = re.compile(
@@ -54,8 +58,12 @@ def _auth_headers(text: str) -> tuple[str, int]:
     def replace(match: re.Match[str]) -> str:
         nonlocal count
         scheme, value = match.group(1), match.group(2)
-        # A digit or a decodable user:password tells a credential from prose ("Basic authentication").
-        if not any(c.isdigit() for c in value) and not (scheme.lower() == "basic" and _basic_credentials(value)):
+        # A digit or a decodable user:password tells a credential from prose ("Basic authentication");
+        # Basic credentials are base64, so "basic base64-encoded" is prose too.
+        basic = scheme.lower() == "basic"
+        if basic and not _BASE64.fullmatch(value):
+            return match.group()
+        if not any(c.isdigit() for c in value) and not (basic and _basic_credentials(value)):
             return match.group()
         count += 1
         return match.group()[: match.start(2) - match.start()] + "[REDACTED:bearer_token]"
@@ -66,7 +74,8 @@ def _auth_headers(text: str) -> tuple[str, int]:
         1,
         "[REDACTED:auth_token]",
         text,
-        lambda v: _is_placeholder(v) or _names_code(v, line_value=False),
+        # "authorization: the route-level gate": words after a word are prose, not a scheme and its credential.
+        lambda v: _is_placeholder(v) or _names_code(v, line_value=False) or _wordlike(v.rstrip(".,:!?")),
     )
     return text, count + n
 

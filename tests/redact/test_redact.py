@@ -263,6 +263,25 @@ CODE_LINES = [
     "postgresql://user:password@host:5432/db",
     "token = token or os.environ['TOKEN']",
     "secret_key: SecretStr = Field(...)",
+    # Names, prose and placeholders that read like a key's value (seen in popular libraries' source):
+    # a header's or an enum member's name, a sentinel, words after a key word in a sentence, a log
+    # message's printf field, a masked or templated example, prose about Basic authentication.
+    'GOOGLE_API_KEY_HEADER = "x-goog-api-key"',
+    'static_token = "static-token"',
+    'PROFILE_PASSWORD = "profile-username-password"',
+    'token="__scope_auth_check__",',
+    'token="failed-to-connect-to-db",',
+    'client = OpenAI(api_key="My API Key", base_url=base)',
+    '"api_key": "your-api-key",  # optional',
+    "- prompt_cost_per_token + completion_cost_per_token: Token-based pricing",
+    'logger.warning("refresh_oauth_token: server=%s has no token_url configured", name)',
+    'raise UsageError("the URL must not hold credentials; pass --api-key separately")',
+    "# Per-route authorization: the route-level gate accepts this call when the scope matches",
+    "Schemes: bearer and token are sent verbatim, basic base64-encoded.",
+    "- x-upstream-authorization: Basic base64_encoded_creds",
+    '"access_token": "glpat_***",',
+    '#    "api_key": "sk-1****cdef",',
+    'api_key="pat/<token>"',
 ]
 
 
@@ -294,7 +313,20 @@ _CODE_LINE = st.one_of(
 )
 
 
-@given(st.lists(_CODE_LINE, min_size=1, max_size=30))
+_WORD = st.from_regex(r"[a-z]{2,9}", fullmatch=True)
+_NON_PASSWORD_KEYS = st.sampled_from(["api_key", "token", "secret", "access_token", "client_secret", "auth_token"])
+_SLUG = st.lists(_WORD, min_size=2, max_size=5).map("-".join)
+_PROSE_LINE = st.one_of(
+    # a key word inside a sentence, more words after its value ("per_token: token-based pricing")
+    st.builds("- the {}: {} {} here".format, _NON_PASSWORD_KEYS, _SLUG, _WORD),
+    # a sentinel or header name in code
+    st.builds('{} = "{}"'.format, _NON_PASSWORD_KEYS, _SLUG),
+    # a value that names itself, whatever the key
+    st.builds('{} = "x-{}-{}"'.format, _KEYS, _WORD, st.sampled_from(["key", "token", "secret", "password"])),
+)
+
+
+@given(st.lists(st.one_of(_CODE_LINE, _PROSE_LINE), min_size=1, max_size=30))
 def test_code_like_text_without_secrets_is_never_redacted(lines: list[str]) -> None:
     text = "\n".join("    " + line for line in lines)
     assert redact_secrets(text) == (text, 0)
@@ -309,6 +341,9 @@ def test_code_like_text_without_secrets_is_never_redacted(lines: list[str]) -> N
         ("DB_PASSWORD=plainletters", "plainletters"),
         ("password: hunter", "hunter"),
         ("passphrase: plum Kx7!r9 lantern", "lantern"),
+        # Words are a password's value all the same, and any value is one on an environment line.
+        ('password = "correct-horse-battery-staple"', "staple"),
+        ('db_password = "tangerine quartz lantern"', "lantern"),
     ],
 )
 def test_the_whole_secret_value_goes(text: str, secret: str) -> None:
@@ -623,3 +658,19 @@ def test_the_count_adds_every_steps_replacements() -> None:
 )
 def test_each_step_writes_its_own_label_and_keeps_the_context(text: str, expected: str) -> None:
     assert redact_secrets(text) == (expected, expected.count("[REDACTED"))
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("API_KEY=changeme", "changeme"),
+        ("SECRET_KEY=supersecretvalue", "supersecretvalue"),
+        ("export GITHUB_TOKEN=plainletterstoken", "plainletterstoken"),
+        ('api_key = "sk-9876543210abcdef"', "9876543210abcdef"),
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+    ],
+)
+def test_settings_and_credential_shapes_are_still_redacted(text: str, secret: str) -> None:
+    redacted, count = redact_secrets(text)
+    assert count >= 1
+    assert secret not in redacted, redacted
