@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -137,7 +137,8 @@ def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, .
     """The lines of ``text`` a cut may keep, in their order, with their kinds: its error lines and
     its salient lines (:func:`_salient_kind`) that show news (a word not in ``common``, see
     :func:`_news_of`). At most ``_SALIENT_CANDIDATES``: when there are more, each kind gets a fair
-    share (:func:`_fair_shares`), so the one timing line of a grep listing 700 paths is still one.
+    share (:func:`_fair_shares`), so the one timing line of a grep listing 700 paths is still one,
+    and a kind with more lines than its share keeps its densest (:func:`_densest`).
 
     A salient line whose every word other results show too would be kept after every line with
     news and every error line, in a cut that keeps a few lines: it is not looked for, so a text
@@ -151,29 +152,49 @@ def _salient_candidates(text: str, common: frozenset[str]) -> tuple[tuple[str, .
     news = {word for word in own if ":" not in word}
     if len(news) < len(own):
         news.update(word for word in own if ":" in word and _is_news_word(word, common))
-    found: list[tuple[int, SalientKind]] = [(start, "error") for start in sorted(errors)]
+    # (start, kind, how many of the text's news words the line shows)
+    found: list[tuple[int, SalientKind, int]] = [(start, "error", -1) for start in sorted(errors)]
     for start in _lines_holding(scanned, news):
         end = scanned.find("\n", start)
         line = scanned[start : len(scanned) if end < 0 else end]
         # A word found inside a longer word of a line does not count: the line's own words decide.
-        if start not in errors and not news.isdisjoint(_WORD.findall(line)):
-            kind = _salient_kind(line)
+        if start not in errors:
+            shown = len(news.intersection(_WORD.findall(line)))
+            kind = _salient_kind(line) if shown else None
             if kind is not None:
-                found.append((start, kind))
+                found.append((start, kind, shown))
     # Distinct lines (an error line first), each kind its fair share when there are too many.
-    first: dict[str, tuple[int, SalientKind]] = {}
-    for start, kind in found:
+    first: dict[str, tuple[int, SalientKind, int]] = {}
+    for start, kind, shown in found:
         end = scanned.find("\n", start)
         line = scanned[start : len(scanned) if end < 0 else end].strip()
         if line and line not in first:
-            first[line] = (start, kind)
+            first[line] = (start, kind, shown)
     by_kind: dict[SalientKind, list[tuple[int, str]]] = {}
-    for line, (start, kind) in first.items():
+    for line, (start, kind, _) in first.items():
         by_kind.setdefault(kind, []).append((start, line))
+
+    def news_shown(line: str) -> int:
+        shown = first[line][2]
+        return shown if shown >= 0 else len(news.intersection(_WORD.findall(line)))
+
     groups = list(by_kind.values())
     shares = _fair_shares([len(g) for g in groups], _SALIENT_CANDIDATES)
-    chosen = sorted((start, line) for group, share in zip(groups, shares, strict=True) for start, line in group[:share])
+    chosen = sorted(
+        item for group, share in zip(groups, shares, strict=True) for item in _densest(group, share, news_shown)
+    )
     return tuple(line for _, line in chosen), tuple(first[line][1] for _, line in chosen)
+
+
+def _densest(group: list[tuple[int, str]], share: int, news_shown: Callable[[str], int]) -> list[tuple[int, str]]:
+    """The ``share`` lines of ``group`` (``(start, line)``, in order) that show the most of their
+    text's news words (``news_shown``) per character, earlier first among equals: when a kind has
+    more lines than its share, a log's one saved path is not left out for the hundred test names
+    before it."""
+    if len(group) <= share:
+        return group
+    ranked = sorted(group, key=lambda item: (-news_shown(item[1]) / (len(_shown_line(item[1])) + 1), item[0]))
+    return sorted(ranked[:share])
 
 
 def _has_news(text: str, common: frozenset[str]) -> bool:

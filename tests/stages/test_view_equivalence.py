@@ -55,7 +55,8 @@ def ref_kind(line: str) -> str | None:
 def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], list[str]]:
     """Every line read: the error lines, and the salient lines with a word no other result has,
     with their kinds; at most 200 distinct (errors first when a line is both), each kind taking
-    a fair share when there are more: the smallest kinds whole, in the order kinds first appear."""
+    a fair share when there are more: the smallest kinds whole, in the order kinds first appear,
+    a larger one its densest lines."""
     scanned = text[: prune._MEASURE_SCAN_CHARS]
     errors = find_error_lines(scanned)
     picked: list[tuple[bool, int, str, str]] = []
@@ -70,13 +71,21 @@ def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], list[s
     first: dict[str, tuple[int, str]] = {}
     for _, index, line, kind in sorted(picked):
         first.setdefault(line, (index, kind))
+    own = set(fit._WORD.findall(scanned)) - common
+    text_news = {w for w in own if ":" not in w or fit._is_news_word(w, common)}
     kinds_seen = list(dict.fromkeys(kind for _, kind in first.values()))
     groups = {k: [(i, line) for line, (i, kind) in first.items() if kind == k] for k in kinds_seen}
     left, taken = fit._SALIENT_CANDIDATES, []
     by_size = sorted(kinds_seen, key=lambda k: len(groups[k]))
     for done, k in enumerate(by_size):
         share = min(len(groups[k]), left // (len(by_size) - done))
-        taken += groups[k][:share]
+        # a kind over its share keeps its lines showing the most of the text's news words per
+        # character, earlier first
+        density = {
+            i: len(text_news & set(fit._WORD.findall(line))) / (len(line if len(line) <= 300 else line[:299] + "…") + 1)
+            for i, line in groups[k]
+        }
+        taken += sorted(groups[k], key=lambda item: (-density[item[0]], item[0]))[:share]
         left -= share
     chosen = sorted(taken)
     return [line for _, line in chosen], [first[line][1] for _, line in chosen]

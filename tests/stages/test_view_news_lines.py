@@ -121,3 +121,16 @@ def test_a_url_in_a_git_log_is_kept_beside_its_commit_ids() -> None:
     cut = trim_to_chars(text, 400)
     assert cut is not None
     assert "https://github.com/kestrel-io/retention-service/issues/4248" in cut
+
+
+def test_a_kind_over_its_share_keeps_its_densest_lines() -> None:
+    # A test log: 150 error lines, then 300 lines naming a test file each, one saved path among them
+    # after the first 200: paths get what the errors leave, the densest first, so it is one.
+    errors = [f"E   AssertionError: case {i} failed in module_{i}" for i in range(150)]
+    passed = [
+        f"tests/unit/test_module_{i}.py::test_case_number_{i}_with_a_long_name PASSED [ {i % 100}%]" for i in range(300)
+    ]
+    passed.insert(250, "saved packages/settlement/infra/merge_policy.py")
+    candidates, _ = fit._salient_candidates("\n".join(errors + passed), frozenset())
+    assert len(candidates) == fit._SALIENT_CANDIDATES
+    assert "saved packages/settlement/infra/merge_policy.py" in candidates
