@@ -2,6 +2,7 @@
 
     python benchmarks/bench_prompts.py                 # coding sessions of 2,000 and 5,000 messages
     python benchmarks/bench_prompts.py --sizes 2000 --json out.json
+    python benchmarks/bench_prompts.py --seeds 0 1 2 3      # four sessions of each size
 
 Each session (``benchmarks.generate("coding", n, seed=0)``, OpenAI format) is compacted once by a
 ``Compactor("gpt-4o", LLMSummarizer("openai/bench", ...))`` with a 128,000-token window, against a
@@ -216,13 +217,13 @@ def measure(n: int, *, seed: int = 0) -> dict[str, Any]:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
-        "| messages | zone facts in a prompt | prompt tokens | framing | rendered / planned | task in every prompt "
-        "| calls (critical path) | model latency on the critical path | wall s | level |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| messages | seed | zone facts in a prompt | prompt tokens | framing | rendered / planned "
+        "| task in every prompt | calls (critical path) | model latency on the critical path | wall s | level |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['messages']:,} | {r['facts_in_a_prompt']}/{r['zone_facts']} "
+            f"| {r['messages']:,} | {r.get('seed', 0)} | {r['facts_in_a_prompt']}/{r['zone_facts']} "
             f"({r['facts_in_a_prompt'] / max(1, r['zone_facts']):.0%}) | {r['prompt_tokens']:,} "
             f"| {r['framing_share']:.0%} (worst chunk {r['max_chunk_framing_share']:.0%}) "
             f"| {r['rendered_over_planned']:.2f} | {'yes' if r['task_in_every_prompt'] else 'no'} "
@@ -235,9 +236,10 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="generator seeds, a session each")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    rows = [measure(n) for n in args.sizes]
+    rows = [{**measure(n, seed=seed), "seed": seed} for n in args.sizes for seed in args.seeds]
     print(markdown(rows))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
