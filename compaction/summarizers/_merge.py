@@ -26,6 +26,7 @@ from compaction.summarizers._segment import Unit
 from compaction.summarizers._select import (
     CONSTRAINT_PREFIX,
     LAST_REQUEST_PREFIX,
+    LATER_REQUEST_PREFIX,
     MAX_HISTORY,
     PENDING_PREFIX,
     REQUEST_PREFIX,
@@ -136,7 +137,7 @@ def _essential_kind(section: int, text: str) -> str | None:
     number), judged by this module's prefixes or, for any other wording, by the classifier."""
     if text.startswith(CONSTRAINT_PREFIX):
         return "constraint"
-    if section == 0 and text.startswith((REQUEST_PREFIX, "Later request: ", "Summary focus")):
+    if section == 0 and text.startswith((REQUEST_PREFIX, LATER_REQUEST_PREFIX, "Summary focus")):
         return None
     if section == 5 and text.startswith(PENDING_PREFIX):
         return "next_step"
@@ -197,18 +198,17 @@ def _mark_essential(
         del out[src][s][k]
 
 
-_LATER_REQUEST = "Later request: "
-
-
 def _drop_repeated_requests(out: list[Sections]) -> None:
     """A later request that a newer source repeats with other values is listed once, newest."""
     places = [(src, k) for src, sections in enumerate(out) for k, line in enumerate(sections[0])]
-    places = [(src, k) for src, k in places if out[src][0][k].text.startswith(_LATER_REQUEST)]
-    texts = [out[src][0][k].text[len(_LATER_REQUEST) :] for src, k in places]
+    places = [(src, k) for src, k in places if out[src][0][k].text.startswith(LATER_REQUEST_PREFIX)]
+    texts = [out[src][0][k].text[len(LATER_REQUEST_PREFIX) :] for src, k in places]
     kept = {places[i] for i in latest_of_each(texts, threshold=0.7)}
     for src, sections in enumerate(out):
         sections[0] = [
-            line for k, line in enumerate(sections[0]) if not line.text.startswith(_LATER_REQUEST) or (src, k) in kept
+            line
+            for k, line in enumerate(sections[0])
+            if not line.text.startswith(LATER_REQUEST_PREFIX) or (src, k) in kept
         ]
 
 
@@ -227,7 +227,7 @@ def _one_summary_per_source(sections: Sections) -> None:
     for k, line in enumerate(sections[0]):
         if line.text.startswith(REQUEST_PREFIX):
             if primary_seen:
-                sections[0][k] = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
+                sections[0][k] = _relabel(line, REQUEST_PREFIX, LATER_REQUEST_PREFIX, 0.0, unpin=True)
             primary_seen = True
     lasts = [k for k, line in enumerate(sections[6]) if line.text.startswith(LAST_REQUEST_PREFIX)]
     if len(lasts) > 1:
@@ -236,7 +236,7 @@ def _one_summary_per_source(sections: Sections) -> None:
             if k >= lasts[-1] or not _OUR_PREFIX.match(line.text):
                 keep.append(line)
             elif line.text.startswith(LAST_REQUEST_PREFIX):
-                sections[0].append(_relabel(line, LAST_REQUEST_PREFIX, "Later request: ", 0.0, unpin=True))
+                sections[0].append(_relabel(line, LAST_REQUEST_PREFIX, LATER_REQUEST_PREFIX, 0.0, unpin=True))
         sections[6] = keep
 
 
@@ -248,7 +248,7 @@ def _relabel(line: Line, old: str, new: str, penalty: float, *, unpin: bool = Fa
     return replace(
         line,
         # A go-ahead listed among the later requests stays as it was said (see with_proposal).
-        text=new + (without_proposal(said) if new == _LATER_REQUEST else said),
+        text=new + (without_proposal(said) if new == LATER_REQUEST_PREFIX else said),
         score=line.score - penalty,
         pinned=line.pinned and not unpin,
         alt=None,
@@ -270,7 +270,7 @@ def _merged_line(line: Line, s: int, newest: bool, primaries: set[str], later: _
         if line.text in primaries:
             return None  # every part names the session's task: it is the primary request once
         if primaries:
-            line = _relabel(line, REQUEST_PREFIX, "Later request: ", 0.0, unpin=True)
+            line = _relabel(line, REQUEST_PREFIX, LATER_REQUEST_PREFIX, 0.0, unpin=True)
     elif s == 4 and not newest:
         for old, new in _STALE_PREFIXES:
             if line.text.startswith(old):
@@ -339,11 +339,12 @@ def _superseded_last_request(line: Line, goals: Sequence[Line], rank: int) -> Li
     """A superseded "last" request is still something the user asked for (unless the same summary
     already lists it as a request): as a later request, or None."""
     request = without_proposal(line.text[len(LAST_REQUEST_PREFIX) :])
-    listed = [ln.text.split(": ", 1)[1][:60] for ln in goals if ln.text.startswith((REQUEST_PREFIX, "Later request: "))]
+    requests = (REQUEST_PREFIX, LATER_REQUEST_PREFIX)
+    listed = [ln.text.split(": ", 1)[1][:60] for ln in goals if ln.text.startswith(requests)]
     if any(head and head in request for head in listed):
         return None
     kept = [p for p in split_sentences(request) if not is_pleasantry(p)] or [request]
-    later = replace(line, text="Later request: " + " ".join(kept), pinned=False, alt=None)
+    later = replace(line, text=LATER_REQUEST_PREFIX + " ".join(kept), pinned=False, alt=None)
     return replace(later, order=(float(rank), 1e9, 0.0))
 
 
