@@ -42,7 +42,13 @@ def _wordlike(value: str) -> bool:
     if not _WORDS.fullmatch(value):
         return False
     parts = [p for p in re.split(r"[-_]+", value) if p]
-    return all(p.islower() or p.isupper() or (p[0].isupper() and p[1:].islower()) for p in parts)
+    # A run of letters longer than any word ("qzkvhtwplmxbrdfgnsjcyaeo") is random, whatever its case.
+    return all(
+        len(p) <= _LONGEST_WORD and (p.islower() or p.isupper() or (p[0].isupper() and p[1:].islower())) for p in parts
+    )
+
+
+_LONGEST_WORD = 24
 
 
 # The words a key is named by: a value spelling one out as a part ("static-token", "my-client-secret",

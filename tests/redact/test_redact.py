@@ -350,6 +350,7 @@ def test_code_like_text_without_secrets_is_never_redacted(lines: list[str]) -> N
         # Credential shapes beside the words and names left alone (see CODE_LINES).
         ('api_key = "sk-9876543210abcdef"', "9876543210abcdef", "api_key"),
         ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy", "bearer_token"),
+        ('token = "qzkvhtwplmxbrdfgnsjcyaeoqzkvhtwp"', "qzkvhtwplmxbrdfgnsjcyaeo", "token"),  # letters, no word
     ],
 )
 def test_the_whole_secret_value_goes(text: str, secret: str, label: str) -> None:
