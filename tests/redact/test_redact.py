@@ -313,7 +313,34 @@ _CODE_LINE = st.one_of(
 )
 
 
-_WORD = st.from_regex(r"[a-z]{2,9}", fullmatch=True)
+# Plain words (drawn letters could spell a key's prefix: "sk-aaaa-..." is an OpenAI key's shape).
+_PLAIN_WORDS = [
+    "failed",
+    "connect",
+    "route",
+    "level",
+    "static",
+    "stored",
+    "user",
+    "scope",
+    "check",
+    "header",
+    "based",
+    "default",
+    "pricing",
+    "request",
+    "server",
+    "local",
+    "team",
+    "client",
+    "upstream",
+    "value",
+    "name",
+    "here",
+    "owner",
+    "data",
+]
+_WORD = st.sampled_from(_PLAIN_WORDS)
 _NON_PASSWORD_KEYS = st.sampled_from(["api_key", "token", "secret", "access_token", "client_secret", "auth_token"])
 _SLUG = st.lists(_WORD, min_size=2, max_size=5).map("-".join)
 _PROSE_LINE = st.one_of(
