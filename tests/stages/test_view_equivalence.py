@@ -39,17 +39,15 @@ require("litellm")  # the test extra installs it: a failure in CI, a skip elsewh
 
 
 def ref_kind(line: str) -> str | None:
-    """A line with a URL, else a path, else an id (as the important-line scan marks them), else a
-    measurement: its kind; None for none of those."""
-    if URL_RE.search(line) is not None:
-        return "url"
-    if any(path_value(m) is not None for m in PATH_RE.finditer(line)):
-        return "path"
-    if any(id_value(m) is not None for m in ID_RE.finditer(line)):
-        return "id"
-    if reports_quantity(line) and redact_if_needed(line) == line:
-        return "measure"
-    return None
+    """Every check made on the line; its kind is the first that holds: a URL, a path, an id (as the
+    important-line scan marks them), a measurement."""
+    checks = {
+        "url": URL_RE.search(line) is not None,
+        "path": any(path_value(m) is not None for m in PATH_RE.finditer(line)),
+        "id": any(id_value(m) is not None for m in ID_RE.finditer(line)),
+        "measure": reports_quantity(line) and redact_if_needed(line) == line,
+    }
+    return next((kind for kind, holds in checks.items() if holds), None)
 
 
 def ref_candidates(text: str, common: frozenset[str]) -> tuple[list[str], list[str]]:
