@@ -14,6 +14,7 @@ from compaction.redact.base import (
     _is_placeholder,
     _line_end,
     _names_itself,
+    _prose_value,
     _replace_group,
     _wordlike,
 )
@@ -122,10 +123,6 @@ def _assignment_kind(key: str) -> str:
     if "key" in key:
         return "api_key"
     return "secret"
-
-
-def _keep_value(key: str, value: str) -> bool:
-    return _kept_value(value, _assignment_kind(key) == "password")
 
 
 def _kept_value(value: str, password: bool) -> bool:
@@ -246,9 +243,9 @@ def _assignments(text: str) -> tuple[str, int]:
     def quoted(match: re.Match[str]) -> str:
         nonlocal count
         key, quote, value = match.group(1), match.group(2), match.group(3)
-        if _keep_value(key, value.strip()):
-            return match.group()
         kind = _assignment_kind(key)
+        if _kept_value(value.strip(), kind == "password"):
+            return match.group()
         if not _key_context(match.string, match.start(), key.rstrip("\"'\\")) and _stand_in(value, kind == "password"):
             return match.group()
         count += 1
@@ -257,15 +254,15 @@ def _assignments(text: str) -> tuple[str, int]:
     def plain(match: re.Match[str]) -> str:
         nonlocal count
         key, value = match.group(1), match.group(2)
-        if len(value) < 4 or _keep_value(key, value):
+        password = _assignment_kind(key) == "password"
+        if len(value) < 4 or _kept_value(value, password):
             return match.group()
         # An argument list ("f(API_KEY=name, ...)") is code, not an environment line.
         in_call = match.string[match.end() : match.end() + 1] in (",", ")")
         env = _key_context(match.string, match.start(), key) and not in_call
-        password = _assignment_kind(key) == "password"
         if not env and not key.startswith("--") and key[-1:] in "\"'" and _stand_in(value, password):
             return match.group()
-        if not env and not password and _wordlike(value.rstrip(".,;:!?")):
+        if not env and not password and _prose_value(value):
             return match.group()  # words after a key that names no password: prose or a name
         if value.lower() == re.sub(r"[\s\"'\\:=]", "", key).lower():
             return match.group()  # "token=token": a keyword argument passed on

@@ -29,26 +29,38 @@ def _is_placeholder(value: str) -> bool:
 
 
 _WORDS = re.compile(r"_*[A-Za-z]+(?:[-_][A-Za-z]+)*_*")
+_LONGEST_WORD = 24
+
+
+def _word_parts(value: str) -> list[str] | None:
+    """The words of ``value`` when it is words joined by "-" or "_" ("route-level", "Token-based",
+    "failed-to-connect", "x-goog-api-key"), each all lower case, Capitalized or all capitals and no
+    longer than a word; else None. Such a value is a name or prose: a generated key has digits,
+    capitals inside its runs of letters ("kQzPrXw"), or a run of letters longer than any word
+    ("qzkvhtwplmxbrdfgnsjcyaeo")."""
+    if not _WORDS.fullmatch(value):
+        return None
+    parts = [p for p in re.split(r"[-_]+", value) if p]
+    if all(
+        len(p) <= _LONGEST_WORD and (p.islower() or p.isupper() or (p[0].isupper() and p[1:].islower())) for p in parts
+    ):
+        return parts
+    return None
 
 
 def _wordlike(value: str) -> bool:
-    """Is ``value`` words joined by "-" or "_" ("route-level", "Token-based", "failed-to-connect",
-    "x-goog-api-key"), each all lower case, Capitalized or all capitals? Then it is a name or prose:
-    a generated key has digits, or capitals inside its runs of letters ("kQzPrXw").
+    """Is ``value`` words (see :func:`_word_parts`)?
 
     >>> [_wordlike(v) for v in ("route-level", "Token-based", "__auth_check__", "kQzPrXwLmTs", "abc123")]
     [True, True, True, False, False]
     """
-    if not _WORDS.fullmatch(value):
-        return False
-    parts = [p for p in re.split(r"[-_]+", value) if p]
-    # A run of letters longer than any word ("qzkvhtwplmxbrdfgnsjcyaeo") is random, whatever its case.
-    return all(
-        len(p) <= _LONGEST_WORD and (p.islower() or p.isupper() or (p[0].isupper() and p[1:].islower())) for p in parts
-    )
+    return _word_parts(value) is not None
 
 
-_LONGEST_WORD = 24
+def _prose_value(value: str) -> bool:
+    """Is ``value``, a sentence's stop after it aside, words (see :func:`_word_parts`): what follows
+    a key word in prose ("authorization: the route-level gate", "pass --api-key separately.")?"""
+    return _wordlike(value.rstrip(".,;:!?"))
 
 
 # The words a key is named by: a value spelling one out as a part ("static-token", "my-client-secret",
@@ -73,15 +85,13 @@ _KEY_NAME_PARTS = frozenset(
 
 
 def _names_itself(value: str) -> bool:
-    """Is ``value`` words (see :func:`_wordlike`), two or more, one of them a key's own name?
+    """Is ``value`` words (see :func:`_word_parts`), two or more, one of them a key's own name?
 
     >>> [_names_itself(v) for v in ("x-goog-api-key", "static-token", "correct-horse-battery", "token")]
     [True, True, False, False]
     """
-    if not _wordlike(value):
-        return False
-    parts = [p.lower() for p in re.split(r"[-_]+", value) if p]
-    return len(parts) >= 2 and any(p in _KEY_NAME_PARTS for p in parts)
+    parts = _word_parts(value)
+    return parts is not None and len(parts) >= 2 and any(p.lower() in _KEY_NAME_PARTS for p in parts)
 
 
 def _replace_group(

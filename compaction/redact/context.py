@@ -12,8 +12,8 @@ from compaction.redact.base import (
     _basic_credentials,
     _generated,
     _is_placeholder,
+    _prose_value,
     _replace_group,
-    _wordlike,
 )
 
 # scheme://user:password@host -> the password goes, the user and host stay (they are useful context).
@@ -75,7 +75,7 @@ def _auth_headers(text: str) -> tuple[str, int]:
         "[REDACTED:auth_token]",
         text,
         # "authorization: the route-level gate": words after a word are prose, not a scheme and its credential.
-        lambda v: _is_placeholder(v) or _names_code(v, line_value=False) or _wordlike(v.rstrip(".,:!?")),
+        lambda v: _is_placeholder(v) or _names_code(v, line_value=False) or _prose_value(v),
     )
     return text, count + n
 

@@ -41,6 +41,7 @@ __all__ = [
     "WHOLE_SLACK",
     "FitCache",
     "fit_results",
+    "fitted_texts",
     "rank_by_new_words",
     "result_limit",
     "trim_to_chars",
@@ -418,6 +419,12 @@ FitCache = dict[tuple[int, tuple[int, ...]], tuple[Message, Message]]
 of its results, the message (kept alive, so its id is not reused) and what it became."""
 
 
+def fitted_texts(messages: Sequence[Message]) -> tuple[str, ...]:
+    """The texts of ``messages``' tool results that :func:`fit_results` shares a room between: all
+    but those already cleared."""
+    return tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
+
+
 def fit_results(
     messages: Sequence[Message], *, room_chars: int | None, settings: PruneSettings, cache: FitCache | None = None
 ) -> tuple[tuple[Message, ...], int]:
@@ -431,7 +438,7 @@ def fit_results(
     Calls that fit the same messages with other rooms (and the same settings) may share ``cache``:
     a message whose results get the limits they got before is the same object as before, so what
     was measured of it is measured once."""
-    candidates = tuple(p.text for m in messages for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX))
+    candidates = fitted_texts(messages)
     sizes = [_soft_size(text, settings) for text in candidates]
     if room_chars is None or sum(sizes) <= room_chars:
         return tuple(soft_trimmed(m, settings) for m in messages), -1

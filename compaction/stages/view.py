@@ -16,9 +16,9 @@ import numpy.typing as npt
 from compaction.budget import truncate_to_tokens
 from compaction.config import CompactionConfig
 from compaction.patterns import users_words
-from compaction.render import CLEARED_PREFIX, NONCE_DIGITS, follows_its_call, render_for_summarizer
+from compaction.render import NONCE_DIGITS, follows_its_call, render_for_summarizer
 from compaction.stages.chunk import adaptive_chunk_ratio
-from compaction.stages.fit import FitCache, fit_results
+from compaction.stages.fit import FitCache, fit_results, fitted_texts
 from compaction.stages.protect import Partition
 from compaction.stages.prune import PruneSettings, prepare_for_summarizer
 from compaction.tokens import TokenCounter
@@ -152,9 +152,8 @@ def summarizer_view(
     # framing and their characters per token (measured on a sample); each round then corrects it
     # on the rendered view.
     other = int(rendered_counts(counter, [m for m in zone if not m.has_tool_results]).sum())
-    texts = [p.text for m in zone for p in m.tool_results if not p.text.startswith(CLEARED_PREFIX)]
     free = room * _VIEW_AIM - other - _results_framing(counter, zone)
-    room_chars = int(max(0, free) * _results_chars_per_token(counter, texts))
+    room_chars = int(max(0, free) * _results_chars_per_token(counter, fitted_texts(zone)))
     # Rounds share the fitted messages: a message cut to the same limits again is the same object,
     # so it is neither cut, prepared nor rendered and counted again.
     fitted: FitCache = {}
