@@ -1,5 +1,9 @@
 """What the route handlers take from a request: the service, the caller's stored session id, its
-key namespace and permissions (FastAPI dependencies)."""
+key namespace and permissions (FastAPI dependencies).
+
+The dependencies are ``async def`` although they never wait: FastAPI runs a plain ``def``
+dependency in its thread pool, so every request (``/health`` included) would queue for a worker
+thread behind the store's and the batches' work, and pay a thread hop for a dictionary lookup."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from compaction.server.schemas import SESSION_ID_PATTERN
 from compaction.server.service import CompactionService
 
 
-def service_of(request: Request) -> CompactionService:
+async def service_of(request: Request) -> CompactionService:
     """The app's service (:func:`~compaction.server.app.create_app` puts it in ``app.state``)."""
     service: CompactionService = request.app.state.service
     return service
@@ -24,7 +28,7 @@ Service = Annotated[CompactionService, Depends(service_of)]
 SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="the session id")]
 
 
-def stored_session_id(request: Request, session_id: SessionId) -> str:
+async def stored_session_id(request: Request, session_id: SessionId) -> str:
     """The store's id of the path's session: in the caller's key namespace (a key never names
     another key's session; without keys, the id as given)."""
     return scoped_session_id(api_key_of(request.scope), session_id)
