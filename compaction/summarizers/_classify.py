@@ -452,10 +452,44 @@ def _chooses(unit: Unit) -> bool:
     return not _DESCRIPTIVE_CHOICE.match(choice.group()) or _FIRST_PERSON_COMMIT.search(body) is not None
 
 
+# A heading that names pending work ("Next steps:", "The remaining tasks are:", "What's left:",
+# "TODO:", a markdown "### Next Steps"): the open items of the list under it are pending steps,
+# whatever their own wording ("1. Fixing the TRY301 violations", "- spotter-4te.5: Trace LiveView").
+# A plan is not among them: an agent's opening plan is mostly done by the time it is summarized.
+_PENDING_HEADING = _rx(
+    r"^(?:(?:the|our|my)\s+)?(?:next steps?|remaining (?:work|tasks?|items?|steps?|issues?)|still to do|"
+    r"left to do|(?:here(?:'s| is)\s+)?what(?:'s| is)? (?:still )?(?:left|remains)(?: to do)?|"
+    r"to-?dos?(?!\.\w)|pending (?:work|tasks?|items?)|"
+    r"follow[- ]?ups?|open (?:items?|tasks?|issues?)|outstanding (?:work|tasks?|items?|issues?))\b"
+    r"(?:[^:]{0,50}:|\s*)$"
+)
+
+
+def _pending_list_items(out: list[Unit]) -> None:
+    """Label as pending steps the open list items under an assistant's heading that names pending
+    work (:data:`_PENDING_HEADING`): the items that follow it in the same message at the first
+    item's depth (a nested item details its parent), up to the first sentence that is not from a
+    list item. An item that is a question, or a label of its own ("Current work:"), is none."""
+    for k, heading in enumerate(out):
+        # A heading of one word ("TODO:", "Follow-ups:") reads as a listing line, not prose.
+        if heading.role != "assistant" or heading.form == "code" or not _PENDING_HEADING.match(heading.text):
+            continue
+        depth = out[k + 1].item_depth if k + 1 < len(out) else 0
+        for j in range(k + 1, len(out)):
+            item = out[j]
+            if item.msg != heading.msg or item.role != "assistant" or not item.item_depth:
+                break
+            text = item.text.rstrip()
+            if item.item_depth == depth and item.form == "prose" and not text.endswith(("?", ":")):
+                out[j] = replace(item, labels=(item.labels - {"other", "progress"}) | {"next_step"})
+
+
 def classify(units: Sequence[Unit]) -> list[Unit]:
     """Copies of ``units`` with their labels set. A choice whose reason is the next sentence of the
-    same message is a decision too."""
+    same message is a decision too; an open item of a list under a heading that names pending work
+    is a pending step."""
     out = [replace(unit, labels=labels_of(unit)) for unit in units]
+    _pending_list_items(out)
     for k in range(len(out) - 1):
         unit, after = out[k], out[k + 1]
         if (
