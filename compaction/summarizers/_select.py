@@ -385,20 +385,61 @@ def goes_ahead(text: str) -> bool:
     return len(stripped.split()) <= _GO_AHEAD_WORDS and _GO_AHEAD.match(stripped) is not None
 
 
+def _last_spoken(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> list[Unit]:
+    """The prose of the agent's last message with prose between user turn ``turns[index]`` and the
+    turn before it (empty when the agent only ran tools since)."""
+    since = turns[index - 1].msg if index > 0 else -1
+    spoken = [u for u in units if u.role == "assistant" and u.form == "prose" and since < u.msg < turns[index].msg]
+    return [u for u in spoken if u.msg == spoken[-1].msg] if spoken else []
+
+
 def answered_proposal(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> str | None:
     """What user turn ``turns[index]`` answers when it only gives the go-ahead (:func:`goes_ahead`):
     the end of the agent's last message with prose since the turn before (see :func:`_proposal`).
     None for any other turn, and for a go-ahead after which the agent said nothing in prose (it
     only ran tools since): it answers nothing this span shows."""
-    turn = turns[index]
-    if not goes_ahead(turn.text):
+    if not goes_ahead(turns[index].text):
         return None
-    since = turns[index - 1].msg if index > 0 else -1
-    spoken = [u for u in units if u.role == "assistant" and u.form == "prose" and since < u.msg < turn.msg]
-    if not spoken:
+    spoken = _last_spoken(units, turns, index)
+    return truncate(_joined(_proposal(spoken)), _PROPOSAL_CHARS) if spoken else None
+
+
+_ANSWER_WORDS = 6  # "database", "the YAML config", "no, keep both": a reply, not a new request
+# A question answered by yes or no ("Should I ...?", "Do you want ...?"), and a reply that gives one.
+_YES_NO_QUESTION = re.compile(
+    r"^(?:so,?\s+)?(?:should|shall|do|does|did|is|are|was|can|could|would|will|may|want|have|has)\b", re.I
+)
+_YES_NO = re.compile(r"^(?:yes|yeah|yep|yup|no|nope|nah|sure|correct|right|exactly|not yet|please don'?t)\b", re.I)
+_CHOICE_WORD = re.compile(r"[^\W\d_][\w.-]{2,}")
+_NOT_A_CHOICE = frozenset({"the", "and", "for", "with", "use", "one", "please", "keep", "both", "neither", "that"})
+
+
+def _answers(reply: str, question: str) -> bool:
+    """Whether ``reply`` answers ``question`` rather than asking for something new: a yes or no to a
+    question that takes one, or a word of one of the alternatives a question with "or" offers
+    ("database" to "... in the database or in the YAML config?")."""
+    if _YES_NO_QUESTION.match(question) and _YES_NO.match(reply):
+        return True
+    if " or " not in question:
+        return False
+    offered = {w.lower() for w in _CHOICE_WORD.findall(question)} - _NOT_A_CHOICE
+    return any(w.lower() in offered for w in _CHOICE_WORD.findall(reply))
+
+
+def answered_question(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> str | None:
+    """The agent's question that user turn ``turns[index]`` answers (:func:`_answers`) when the
+    turn is a short reply (at most :data:`_ANSWER_WORDS` words, itself no question nor a go-ahead)
+    and the agent's last message with prose since the turn before ends with that question:
+    "database" says nothing without "Should the per-key limits live in the database or in the
+    YAML config?". None otherwise: "translate it all to French" after "Want me to add tests?" is a
+    request of its own."""
+    said = turns[index].text.strip()
+    if not said or len(said.split()) > _ANSWER_WORDS or said.endswith("?") or goes_ahead(said):
         return None
-    last = spoken[-1].msg
-    return truncate(_joined(_proposal([u for u in spoken if u.msg == last])), _PROPOSAL_CHARS)
+    spoken = _last_spoken(units, turns, index)
+    if not spoken or not spoken[-1].text.rstrip().endswith("?") or not _answers(said, spoken[-1].text.strip()):
+        return None
+    return truncate(_joined(_proposal(spoken)), _PROPOSAL_CHARS)
 
 
 _PROPOSAL_TAIL = 8  # units at the end of a message where its proposal is looked for
@@ -431,6 +472,26 @@ def with_proposal(request: str, proposal: str | None) -> str:
     return f'{request}{_IN_REPLY}"{proposal}")' if proposal else request
 
 
+def with_answered(request: str, question: str | None) -> str:
+    """A short reply's request line with the agent's question it answers (see
+    :func:`answered_question`). Unlike a go-ahead's note, this one stays wherever the line goes
+    (a merge lists a part's last request as a later one): the reply means nothing without it.
+
+    >>> print(with_answered("database", "Database or YAML?"))
+    database (answering the assistant's: "Database or YAML?")
+    """
+    return f'{request} (answering the assistant\'s: "{question}")' if question else request
+
+
+def in_reply(request: str, units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> str:
+    """User turn ``turns[index]``'s request line with what it answers: a go-ahead the agent's
+    proposal, a short reply the agent's question; any other request as it is."""
+    proposal = answered_proposal(units, turns, index)
+    if proposal is not None:
+        return with_proposal(request, proposal)
+    return with_answered(request, answered_question(units, turns, index))
+
+
 def without_proposal(request: str) -> str:
     """``request`` without what :func:`with_proposal` added: a go-ahead listed as a later request
     (a part's primary or last request, in a merge) stays as it was said.
@@ -449,25 +510,28 @@ def _goals(units: Sequence[Unit], turns: Sequence[UserTurn], lines: list[Line], 
     later: list[tuple[int, str]] = []
     last = turns[-1].msg if turns else -1
     first = _first_asking(turns, by_msg)
-    answered = answered_proposal(units, turns, first) if turns else None
+    every_turn = turns
     turns = turns[first:]
     for number, turn in enumerate(turns):
         mine = by_msg.get(turn.msg, [])
         if number == 0:
             mine = task_units(mine)
         requests = request_text(mine)
+        question = answered_question(units, every_turn, first + number) if number else None
         if not requests and number == 0:
             requests = request_text(mine, constraints=True)[:1] or [u.text for u in mine[:1]]
+        elif not requests and question is not None:
+            requests = [u.text for u in mine if u.form == "prose"]  # "yes" is no pleasantry after a question
         if not requests:
             if not turn.images:
                 continue
             requests = [f"({turn.images} image(s) without text)"]
         request = truncate(" ".join(requests), 400 if number == 0 else 260)
         if number == 0:
-            request = with_proposal(request, answered)
+            request = in_reply(request, units, every_turn, first)
             lines.append(Line(REQUEST_PREFIX + request, 2.0, (turn.msg, 0, 0), pinned=True))
         elif turn.msg != last:
-            later.append((turn.msg, request))
+            later.append((turn.msg, with_answered(request, question)))
     # A request repeated with other values ("run the search for 2026-03-22", then "... 2026-03-23")
     # is listed once, as its latest form. A later go-ahead ("keep going") stays as it was said: the
     # primary and the last request say what theirs answer, the others would crowd the section.
@@ -637,7 +701,7 @@ def next_step_lines(units: Sequence[Unit], turns: Sequence[UserTurn], lines: lis
     block = task_block([u for u in units if u.msg == turn.msg and u.role == "user"])
     said = " ".join(u.text for u in block) if block else turn.text
     request = truncate(clean(said), 1200) or f"({turn.images} image(s) without text)"
-    request = with_proposal(request, answered_proposal(units, turns, len(turns) - 1))
+    request = in_reply(request, units, turns, len(turns) - 1)
     lines.append(Line(LAST_REQUEST_PREFIX + request, 3.0, (0, 0, 0), pinned=True))
     if not replied:
         lines.append(Line("Work on the last user request has not started yet.", 0.5, (2, 0, 0)))

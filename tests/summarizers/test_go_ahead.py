@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from compaction.adapters import to_canonical
-from compaction.summarizers._select import goes_ahead
+from compaction.summarizers._select import goes_ahead, with_answered, with_proposal, without_proposal
 from compaction.summarizers.extractive import ExtractiveSummarizer
 
 PROPOSAL = "The next steps should be:\n1. Add an index on orders.created_at\n2. Rerun the slow-query benchmark"
@@ -109,3 +109,49 @@ def test_a_last_request_inside_standing_instructions_is_quoted_as_its_task_block
     )
     last = _line(summary, "- Last user request:")
     assert last == "- Last user request: Update TODO.md with what you've done and rerun the tests."
+
+
+QUESTION = "Should the per-key limits live in the database or in the YAML config?"
+
+
+@pytest.mark.parametrize("reply", ["database", "the YAML config", "yes", "no.", "Nope, keep both", "YAML please"])
+def test_a_short_reply_to_the_agents_question_says_what_it_answers(reply: str) -> None:
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": "Add rate limiting to the public API."},
+        {"role": "assistant", "content": "The limiter works. " + QUESTION},
+        {"role": "user", "content": reply},
+        {"role": "assistant", "content": "Noted. Moving the limits there now."},
+        {"role": "user", "content": "Also log every rejected request."},
+    ]
+    later = _line(_summary(messages), "- Later request:")
+    assert later == f'- Later request: {reply} (answering the assistant\'s: "{QUESTION}")'
+    last = _line(_summary(messages[:3]), "- Last user request:")
+    assert last == f'- Last user request: {reply} (answering the assistant\'s: "{QUESTION}")'
+
+
+@pytest.mark.parametrize(
+    ("said", "reply"),
+    [
+        ("The limiter works and the tests pass.", "database"),  # the agent asked nothing
+        ("The limiter works. " + QUESTION, "Put them in the database and cache them for a minute"),  # a request
+        ("The limiter works. " + QUESTION, "why not both?"),  # a question back
+        ("Done. Anything else?", "Run today's search again"),  # a new request after an offer
+        ("Done. Do you want me to add tests?", "translate it all to French"),  # not a yes or a no
+        ("Hello! How can I assist you today?", "hi"),
+    ],
+)
+def test_other_turns_are_listed_as_said(said: str, reply: str) -> None:
+    messages: list[dict[str, object]] = [
+        {"role": "user", "content": "Add rate limiting to the public API."},
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": reply},
+    ]
+    assert _line(_summary(messages), "- Last user request:") == f"- Last user request: {reply}"
+
+
+def test_a_merge_keeps_the_question_a_reply_answers() -> None:
+    """A part's last request becomes a later request in a merge: a go-ahead's note goes, the
+    question a short reply answers stays (the reply means nothing without it)."""
+    answered = with_answered("database", QUESTION)
+    assert without_proposal(answered) == answered
+    assert without_proposal(with_proposal("do it", QUESTION)) == "do it"
