@@ -368,7 +368,8 @@ def _asks_nothing(units: Sequence[Unit]) -> bool:
 _GO_AHEAD = re.compile(
     r"^(?:(?:ok(?:ay)?|yes|yep|yeah|sure|sounds good|great|good|perfect|alright|fine|then)[\s,.!:)]*)*"
     r"(?:please[\s,]+)?(?:do (?:it|that|so|this|them)|go (?:on|ahead)(?: with (?:it|that|this))?|continue|proceed|"
-    r"keep going|carry on|try (?:it|that)|make it so|implement (?:it|that|this))(?:[\s,]+please)?[\s.!:)]*$",
+    r"keep going|carry on|try (?:it|that)|make it so|implement (?:it|that|this)|(?:the )?next(?: one)?)"
+    r"(?:[\s,]+please)?[\s.!:)]*$",
     re.I,
 )
 _GO_AHEAD_WORDS = 8

@@ -24,7 +24,8 @@ def _line(summary: str, prefix: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "text", ["do it", "DO IT", "go on", "Go ahead.", "Sounds good, go ahead.", "ok, continue", "yes, do that please"]
+    "text",
+    ["do it", "DO IT", "go on", "Go ahead.", "Sounds good, go ahead.", "ok, continue", "yes, do that please", "next"],
 )
 def test_go_aheads(text: str) -> None:
     assert goes_ahead(text)
@@ -34,6 +35,7 @@ def test_go_aheads(text: str) -> None:
     "text",
     [
         "do it in Rust instead",
+        "Next, deploy the service to staging.",
         "go ahead and delete the old tables too",
         "continue the migration on staging first",
         "thanks!",
@@ -155,3 +157,17 @@ def test_a_merge_keeps_the_question_a_reply_answers() -> None:
     answered = with_answered("database", QUESTION)
     assert without_proposal(answered) == answered
     assert without_proposal(with_proposal("do it", QUESTION)) == "do it"
+
+
+@pytest.mark.parametrize("said", ["next", "Next one, please", "ok, next"])
+def test_a_user_moving_the_agent_on_is_no_pending_work(said: str) -> None:
+    """ "next" moves the agent on, like "continue": it was listed as "Pending: User asked: next"."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Clean up the export module."}]
+    for k in range(4):
+        done = f"Cleanup step {k} is done: removed dead code in step_{k}.py."
+        messages.append({"role": "assistant", "content": done})
+        messages.append({"role": "user", "content": said})
+    summary = _summary(messages)
+    assert not [line for line in summary.splitlines() if line.startswith("- Pending:")]
+    last = _line(summary, "- Last user request:")
+    assert last.startswith(f"- Last user request: {said} (in reply to the assistant's: ")
