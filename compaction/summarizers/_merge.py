@@ -343,7 +343,14 @@ def _superseded_last_request(line: Line, goals: Sequence[Line], rank: int) -> Li
     listed = [ln.text.split(": ", 1)[1][:60] for ln in goals if ln.text.startswith(requests)]
     if any(head and head in request for head in listed):
         return None
-    kept = [p for p in split_sentences(request) if not is_pleasantry(p)] or [request]
+    # A sentence the summary lists as a constraint is not listed again inside a later request.
+    constraints = {ln.text[len(CONSTRAINT_PREFIX) :] for ln in goals if ln.text.startswith(CONSTRAINT_PREFIX)}
+    said = split_sentences(request)
+    sentences = [p for p in said if p not in constraints]
+    kept = [p for p in sentences if not is_pleasantry(p)]
+    if len(sentences) < len(said) and not kept:
+        return None  # its constraint is listed; the rest is a courtesy ("Sounds good.")
+    kept = kept or [request]
     later = replace(line, text=LATER_REQUEST_PREFIX + " ".join(kept), pinned=False, alt=None)
     return replace(later, order=(float(rank), 1e9, 0.0))
 

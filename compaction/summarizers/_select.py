@@ -120,7 +120,7 @@ def essential_line(
 
 _PLEASANTRY = re.compile(
     r"^(?:ok(?:ay)?|thanks?(?: you)?|great(?: work| job)?|nice|good|cool|perfect|"
-    r"awesome|excellent|hi|hello|hey|yes|no|sure|right)\b[\s,.!]*",
+    r"awesome|excellent|hi|hello|hey|yes|no|sure|right|(?:sounds|looks) good|lgtm|makes sense|got it)\b[\s,.!]*",
     re.I,
 )
 

@@ -57,6 +57,7 @@ from compaction.summarizers._sections import (
 )
 from compaction.summarizers._segment import segment
 from compaction.summarizers._select import (
+    CONSTRAINT_PREFIX,
     LATER_REQUEST_PREFIX,
     REQUEST_PREFIX,
     first_requests,
@@ -313,7 +314,11 @@ def _add_task(sections: Sections, task: str | None) -> None:
         stated = line.text[len(REQUEST_PREFIX) :]
         if stated.startswith(goal[:60]) or _SPACES.sub(" ", stated)[:60] in said:
             return  # the span (or the earlier summary) names the task already
-        sections[0][k] = Line(LATER_REQUEST_PREFIX + without_proposal(stated), 1.1, line.order)
+        stated = without_proposal(stated)
+        if CONSTRAINT_PREFIX + stated in {other.text for other in sections[0]}:
+            del sections[0][k]  # a first turn that only set a constraint: listed as that already
+        else:
+            sections[0][k] = Line(LATER_REQUEST_PREFIX + stated, 1.1, line.order)
         break
     sections[0].insert(0, Line(REQUEST_PREFIX + goal, 2.0, (-1e9, 0.0, 0.0), pinned=True))
 

@@ -53,3 +53,33 @@ def test_the_task_every_part_names_is_the_primary_request_once() -> None:
         sources.append(sections)
     goals = [line.text for line in merge_sources(sources)[0]]
     assert goals == [task, "Later request: do it"]
+
+
+def _part(last: str) -> list[list[Line]]:
+    sections = empty_sections()
+    sections[0] = [
+        Line("Primary request: Fix the login bug.", 2.0, (0.0, 0.0, 0.0), pinned=True),
+        Line("Constraint: Don't touch the public API.", 1.9, (1.0, 0.0, 0.0), essential=True),
+    ]
+    sections[6] = [Line("Last user request: " + last, 3.0, (0.0, 0.0, 0.0), pinned=True)]
+    return sections
+
+
+def _newer() -> list[list[Line]]:
+    sections = empty_sections()
+    sections[0] = [Line("Primary request: Fix the login bug.", 2.0, (0.0, 0.0, 0.0), pinned=True)]
+    sections[6] = [Line("Last user request: Now add a test.", 3.0, (0.0, 0.0, 0.0), pinned=True)]
+    return sections
+
+
+def test_a_superseded_last_request_does_not_repeat_a_listed_constraint() -> None:
+    """A part's last request becomes a later request in the merge: the sentence the summary already
+    lists as a constraint is not said a second time inside it."""
+    for last, later in [
+        ("Sounds good. Don't touch the public API.", []),
+        ("Don't touch the public API.", []),
+        ("Rename the helper. Don't touch the public API.", ["Later request: Rename the helper."]),
+        ("thanks!", ["Later request: thanks!"]),  # nothing listed: as before
+    ]:
+        goals = [line.text for line in merge_sources([_part(last), _newer()])[0]]
+        assert goals == ["Primary request: Fix the login bug.", "Constraint: Don't touch the public API.", *later]
