@@ -49,7 +49,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compaction._cache import memoize_text
-from compaction.summarizers._line_shapes import ANNOUNCES, CODE_SPAN, INTRODUCES, is_code_shaped, is_meter, is_narration
+from compaction.summarizers._line_shapes import (
+    ANNOUNCES,
+    CODE_SPAN,
+    INTRODUCES,
+    goes_ahead,
+    is_code_shaped,
+    is_meter,
+    is_narration,
+)
 from compaction.summarizers._quantities import measured
 from compaction.summarizers._rules import NUMBER_WORD, clauses, imperative, states_rule
 from compaction.summarizers._segment import Unit
@@ -193,8 +201,6 @@ _DEFERRED = _rx(
     r"it|the|these|those|you|we)\b[^,]{0,60},|before (?:you finish|finishing|we finish|the end)\b|tomorrow\b)"
     r"|\b(?:next step|next,|after that|afterwards|later on|once (?:that|this|it)\b|then i(?:'ll| will)\b)"
 )
-# "next", "next one, please": the user moving the agent on (a go-ahead), not work put off until later.
-_BARE_NEXT = _rx(r"^(?:(?:ok(?:ay)?|yes|good|great|thanks)[,.!\s]+)?(?:the )?next(?: one)?(?:[,\s]+please)?[.!]*$")
 _TODO = _rx(
     r"\bnext steps?:|\b(?:still (?:need|needs|have) to|left to do|not yet|follow[- ]up|pending)\b"
     r"|\b(?:todo|to-do)\s*:|\b(?:the|a|this|that|each|every|remaining)\s+(?:todo|to-do)s?\b(?!\.\w)"
@@ -338,7 +344,8 @@ def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
     if unit.role == "assistant" and r.question:
         return False
     intent = _INTENT.search(body) is not None
-    deferred = _DEFERRED.search(body) is not None and not _BARE_NEXT.match(body)
+    # "next", "then do it": a go-ahead moves the agent on, it puts no work off until later.
+    deferred = _DEFERRED.search(body) is not None and not goes_ahead(body)
     done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
     still_open = not r.question and (
         _STILL_OPEN.search(whole) is not None or (_NOT_YET.search(whole) is not None and not _SUPPOSED.search(whole))

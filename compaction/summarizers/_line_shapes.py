@@ -1,5 +1,5 @@
 """What a line is by its shape, whoever wrote it: the speaker narrating the move they are about to
-make, a tool's progress meter, a line of code that reads as words. The extractive summarizer's
+make, a tool's progress meter, a line of code that reads as words, a user's go-ahead. The extractive summarizer's
 classifier (:mod:`compaction.summarizers._classify`) never takes such a line for a decision, a rule
 or pending work.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ANNOUNCES", "CODE_SPAN", "INTRODUCES", "is_code_shaped", "is_meter", "is_narration"]
+__all__ = ["ANNOUNCES", "CODE_SPAN", "INTRODUCES", "goes_ahead", "is_code_shaped", "is_meter", "is_narration"]
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -121,3 +121,25 @@ def is_code_shaped(text: str) -> bool:
 
 
 CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+# A user turn that only approves what the agent proposed ("do it", "go ahead", "yes, continue"): it
+# asks for the proposal, so the proposal is what its request line must say.
+_GO_AHEAD = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yep|yeah|sure|sounds good|great|good|perfect|alright|fine|then)[\s,.!:)]*)*"
+    r"(?:please[\s,]+)?(?:do (?:it|that|so|this|them)|go (?:on|ahead)(?: with (?:it|that|this))?|continue|proceed|"
+    r"keep going|carry on|try (?:it|that)|make it so|implement (?:it|that|this)|(?:the )?next(?: one)?)"
+    r"(?:[\s,]+please)?[\s.!:)]*$",
+    re.I,
+)
+_GO_AHEAD_WORDS = 8
+
+
+def goes_ahead(text: str) -> bool:
+    """Whether a user turn only gives the go-ahead to what the agent proposed.
+
+    >>> goes_ahead("DO IT"), goes_ahead("Sounds good, go ahead."), goes_ahead("do it in Rust instead")
+    (True, True, False)
+    """
+    stripped = text.strip()
+    return len(stripped.split()) <= _GO_AHEAD_WORDS and _GO_AHEAD.match(stripped) is not None

@@ -18,6 +18,7 @@ supersedes is :mod:`._supersede`; their names stay importable from here.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Sequence
 
@@ -26,6 +27,7 @@ from compaction.patterns.harness import TASK_TAG_WORDS
 from compaction.summarizers._classify import primary
 from compaction.summarizers._extract import NARRATION_RE, clean
 from compaction.summarizers._facts import SpanFacts, UserTurn
+from compaction.summarizers._line_shapes import goes_ahead
 from compaction.summarizers._newest import (
     NEWEST_SHARE,
     PartLayout,
@@ -363,35 +365,27 @@ def _asks_nothing(units: Sequence[Unit]) -> bool:
     )
 
 
-# A user turn that only approves what the agent proposed ("do it", "go ahead", "yes, continue"): it
-# asks for the proposal, so the proposal is what its request line must say.
-_GO_AHEAD = re.compile(
-    r"^(?:(?:ok(?:ay)?|yes|yep|yeah|sure|sounds good|great|good|perfect|alright|fine|then)[\s,.!:)]*)*"
-    r"(?:please[\s,]+)?(?:do (?:it|that|so|this|them)|go (?:on|ahead)(?: with (?:it|that|this))?|continue|proceed|"
-    r"keep going|carry on|try (?:it|that)|make it so|implement (?:it|that|this)|(?:the )?next(?: one)?)"
-    r"(?:[\s,]+please)?[\s.!:)]*$",
-    re.I,
-)
-_GO_AHEAD_WORDS = 8
 _PROPOSAL_CHARS = 240
-
-
-def goes_ahead(text: str) -> bool:
-    """Whether a user turn only gives the go-ahead to what the agent proposed.
-
-    >>> goes_ahead("DO IT"), goes_ahead("Sounds good, go ahead."), goes_ahead("do it in Rust instead")
-    (True, True, False)
-    """
-    stripped = text.strip()
-    return len(stripped.split()) <= _GO_AHEAD_WORDS and _GO_AHEAD.match(stripped) is not None
 
 
 def _last_spoken(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> list[Unit]:
     """The prose of the agent's last message with prose between user turn ``turns[index]`` and the
     turn before it (empty when the agent only ran tools since)."""
     since = turns[index - 1].msg if index > 0 else -1
-    spoken = [u for u in units if u.role == "assistant" and u.form == "prose" and since < u.msg < turns[index].msg]
-    return [u for u in spoken if u.msg == spoken[-1].msg] if spoken else []
+    # Units are in message order: look back from the turn, not through the whole span (the goals
+    # ask this of every short later turn).
+    end = bisect.bisect_left(units, turns[index].msg, key=lambda u: u.msg)
+    last = since
+    for k in range(end - 1, -1, -1):
+        if units[k].msg <= since:
+            break
+        if units[k].role == "assistant" and units[k].form == "prose":
+            last = units[k].msg
+            break
+    if last <= since:
+        return []
+    start = bisect.bisect_left(units, last, key=lambda u: u.msg)
+    return [u for u in units[start:end] if u.msg == last and u.role == "assistant" and u.form == "prose"]
 
 
 def answered_proposal(units: Sequence[Unit], turns: Sequence[UserTurn], index: int) -> str | None:
