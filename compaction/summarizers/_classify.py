@@ -234,8 +234,10 @@ _LATER = _rx(
     r"\b(?:next up|up next|(?:is|comes) next\b|next on (?:the|my|our) list|for later|"
     r"on (?:the|my|our) (?:list|backlog|to-?do list)|in the backlog|parked|on hold|"
     r"blocked (?:on|by|until)|open items?|don'?t forget (?:to|about)|remember to|circle back|come back to|"
-    r"(?:can|will have to|has to|must) wait (?:for|until|till)|one more thing|at some point|"
-    r"sooner or later|down the (?:line|road)|in a (?:follow-?up|later|separate|future) (?:pr|change|commit|session)|"
+    r"(?:can|will have to|has to|must) wait (?:for|until|till)|at some point|"
+    # "one more thing" puts work off, unless it is the one more check being made right now
+    r"(?<!check )(?<!try )(?<!test )one more thing|"
+    r"sooner or later|down the (?:line|road)|in a (?:follow-?up|later|separate|future) (?:pr|change|commit|session)\b|"
     r"next (?:week|sprint|release|session|iteration)|"
     r"needs? (?:a |another |some |more )?(?:look|fix|review|pass|rerun|re-run|attention|fixing|updating|testing|"
     r"tests|cleanup|follow-?up)\b)"
@@ -337,6 +339,31 @@ def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
     return found
 
 
+# "Let me apply all remaining changes in one batch": the move being made, whatever it leaves.
+_MOVE_NOW = _rx(r"^(?:let me|let's|lets)\b")
+# "If it still fails, ...": what is still open there is a case considered, not a state reported.
+_HYPOTHETICAL = _rx(r"^(?:if|unless|in case|whether|should (?:it|this|that|they|the)\b)\b")
+# "When we assign a related object, we should check ...": an opening "when" over the general case.
+_GENERAL_WHEN = _rx(r"^when (?:the|we|you)\b")
+# "objects that haven't been saved yet": the "not yet" describes the things named, it leaves no work open.
+_RELATIVE_BEFORE = _rx(r"\b(?:that|which|who)\s+$")
+
+
+def _states_a_rule(unit: Unit, body: str) -> bool:
+    """Does the assistant state how something works whenever a case arises ("When we assign a
+    related object, we should check if it has a valid PK.", "When you have a task, I'll suggest
+    the files"), rather than put a step off until an event? A "when" clause defers work only when
+    its event is the completion of work (:data:`_TRIGGER`: "when the build finishes")."""
+    return unit.role == "assistant" and _GENERAL_WHEN.match(body) is not None and _TRIGGER.search(body) is None
+
+
+def _not_yet(whole: str) -> bool:
+    """Something is reported as not yet done: a "not yet" with no condition or supposition around
+    it (:data:`_SUPPOSED`), and not one describing the things a relative clause names."""
+    match = _NOT_YET.search(whole)
+    return match is not None and not _SUPPOSED.search(whole) and not _RELATIVE_BEFORE.search(whole, 0, match.start())
+
+
 def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
     """Does the unit state pending work (never the assistant reporting work done, nor the
     assistant's question: "Fix any remaining linter errors?" offers work, the user decides)?"""
@@ -345,17 +372,20 @@ def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
         return False
     intent = _INTENT.search(body) is not None
     # "next", "then do it": a go-ahead moves the agent on, it puts no work off until later.
-    deferred = _DEFERRED.search(body) is not None and not goes_ahead(body)
+    deferred = _DEFERRED.search(body) is not None and not goes_ahead(body) and not _states_a_rule(unit, body)
     done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
-    still_open = not r.question and (
-        _STILL_OPEN.search(whole) is not None or (_NOT_YET.search(whole) is not None and not _SUPPOSED.search(whole))
+    still_open = (
+        not r.question and not _HYPOTHETICAL.match(body) and (_STILL_OPEN.search(whole) is not None or _not_yet(whole))
     )
     return (not (r.narrated or r.introduces) and still_open) or (
         not (r.narrated or done or r.introduces)
         and bool(
             r.label_kind == "next_step"
             or _TODO.search(body)
-            or (_REMAINING.search(body) and not (unit.role == "assistant" and intent and not deferred))
+            or (
+                _REMAINING.search(body)
+                and not (unit.role == "assistant" and (intent or _MOVE_NOW.match(body)) and not deferred)
+            )
             or _TODO_MARK.search(body)
             or _LATER.search(whole)
             or (

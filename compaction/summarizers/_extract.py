@@ -179,10 +179,14 @@ def path_matches(text: str) -> list[re.Match[str]]:
 
 
 def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str]]:
+    """``(offset, path)`` of the paths in ``text`` outside the ``skip`` spans. A script's shebang
+    names its interpreter ("#!/usr/bin/env python"), not a file the session works on: left out."""
     out: list[tuple[int, str]] = []
     for match in path_matches(text):
         start = match.start()
         if skip and any(a <= start < b for a, b in skip):
+            continue
+        if start >= 2 and text.startswith("#!", start - 2):
             continue
         path = clean_path(match.group())
         if path is not None:

@@ -70,7 +70,7 @@ _METER = _rx(
 _CODE_SHAPED = re.compile(
     r"^\s*(?:[A-Za-z_][\w.\[\]'\"]*\s*(?:[-+*/%|&]|//)?=(?!=)\s*\S"
     r"|(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*\(.*\)[,;]?\s*$"
-    r"|[rfb]?[\"'][^\"']*[\"'][,)]*\s*$"
+    r"|(?:[rfb]?[\"'][^\"']*[\"']\s*)+[,)]*\s*$"
     r"|(?:return|raise|yield|assert|await|import|from \S+ import|def|class|if|elif|for|while|with)\b.*:?\s*$(?<![.!?]))"
 )
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from compaction.summarizers._classify import classify, primary
+from compaction.summarizers._classify import classify, labels_of, primary
 from compaction.summarizers._events import UNRESOLVED_PREFIX
 from compaction.summarizers._extract import split_sentences
 from compaction.summarizers._facts import SpanFacts
@@ -30,6 +30,7 @@ from compaction.summarizers._select import (
     MAX_HISTORY,
     PENDING_PREFIX,
     REQUEST_PREFIX,
+    STATED_PREFIX,
     essential_line,
     is_pleasantry,
     latest_of_each,
@@ -53,7 +54,7 @@ _LINE_KINDS: tuple[tuple[re.Pattern[str], float, bool], ...] = tuple(
         (r"^Last user request: ", 1.0, False),
         (r"^Unresolved: ", 0.6, False),
         (r"^`[^`]+` - modified", 0.6, False),
-        (r"^Assistant's stated next step: ", 0.5, False),
+        ("^" + re.escape(STATED_PREFIX), 0.5, False),
         (r"^Question for the user: ", 0.3, False),
         (r"^`[^`]+` - (?:read|used in commands)", 0.1, False),
         (r"^(?:Earlier action|Earlier assistant message): ", -0.4, False),
@@ -364,10 +365,32 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     to section 5 as resolved; the next step comes from the newest source that has one.
     """
     merged = empty_sections()
+    sources = _plans_carried_out(sources)
     _merge_sections(sources, merged)
     merged[2] = _one_line_per_quantity(merged[2])
     _merge_next_steps(sources, merged)
     return [dedupe(lines, by_lead=(s == 3)) for s, lines in enumerate(merged)]
+
+
+def _plans_carried_out(sources: Sequence[Sections]) -> list[Sections]:
+    """The sources with the stated plans of all but the newest taken out of their next step: a
+    newer source holds what was done after each (see
+    :func:`~compaction.summarizers._select.open_plan_message`). A plan that states a decision
+    ("I'll move billing to Postgres, because MySQL lacks the JSON operators") stays in force as one
+    of its source's decisions. The sources themselves are left as they are."""
+    out = [list(sections) for sections in sources]
+    for sections in out[:-1]:
+        plans = [line for line in sections[6] if line.text.startswith(STATED_PREFIX)]
+        if not plans:
+            continue
+        sections[6] = [line for line in sections[6] if not line.text.startswith(STATED_PREFIX)]
+        said = [replace(line, text=line.text[len(STATED_PREFIX) :]) for line in plans]
+        sections[2] = [*sections[2], *(line for line in said if _decides(line.text))]
+    return out
+
+
+def _decides(text: str) -> bool:
+    return "decision" in labels_of(Unit(uid=0, msg=0, role="assistant", phase=0, text=text, form="prose"))
 
 
 # A quantity read in a tool's output, as a summary lists it: "p95 latency: 740.9 ms (in bash

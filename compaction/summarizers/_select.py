@@ -643,19 +643,37 @@ def _first_assistant(facts: SpanFacts, turns: Sequence[UserTurn]) -> int:
     return next((i for i in range(start + 1, facts.messages) if i not in said), facts.messages)
 
 
+def open_plan_message(facts: SpanFacts, final_turn: int) -> int | None:
+    """The message whose stated plan is still ahead of the agent: the agent's last message in the
+    span, when the user has not spoken since and it calls no tool. A plan the agent acted on after
+    stating it (by a call in the same message, or by a later message) was carried out or moved
+    past: its words are no next step, whatever else the span says of it."""
+    last = facts.last_assistant_msg
+    if last < 0 or last <= final_turn or any(event.index == last for event in facts.events):
+        return None
+    return last
+
+
 def _pending(
-    units: Sequence[Unit], final_turn: int, sections: Sections, used: set[int], *, asks: bool = True, since: int = 0
+    units: Sequence[Unit],
+    final_turn: int,
+    sections: Sections,
+    used: set[int],
+    *,
+    plan_msg: int | None,
+    asks: bool = True,
+    since: int = 0,
 ) -> None:
+    # Only a plan still ahead of the agent (``plan_msg``, see open_plan_message) is its next step;
+    # a pending item among the words of a plan it acted on stays a pending line below.
     plans = [
         u
         for u in units
-        if u.role == "assistant"
-        and u.msg > final_turn
+        if u.msg == plan_msg
+        and u.role == "assistant"
         and u.uid not in used
         and ("intent" in u.labels or "next_step" in u.labels)
-    ]
-    if plans:  # the latest message that states a plan: earlier ones were carried out since
-        plans = [u for u in plans if u.msg == plans[-1].msg][-3:]
+    ][-3:]
     for unit in plans:
         used.add(unit.uid)
         sections[6].append(Line(STATED_PREFIX + unit.text, 1.5 + unit.score, (1, unit.msg, unit.uid), essential=True))
@@ -755,7 +773,9 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     next_step_lines(units, turns, sections[6], replied=replied)
     _goals(units, turns, sections[0], used)
     since = newest_from(facts.messages)
-    _pending(units, turns[-1].msg if turns else -1, sections, used, asks=interactive(turns, facts), since=since)
+    final_turn = turns[-1].msg if turns else -1
+    plan_msg = open_plan_message(facts, final_turn)
+    _pending(units, final_turn, sections, used, plan_msg=plan_msg, asks=interactive(turns, facts), since=since)
     _decisions(units, sections[2], used, since)
     _numbers(units, sections[2], used, since)
     _latest_message(units, facts, sections[4], used)

@@ -256,3 +256,10 @@ def test_a_message_cut_to_fit_the_summarizer_keeps_whole_lines() -> None:
     assert rows[0] in head
     assert set(head.splitlines()) <= set(rows)
     assert set(tail.splitlines()) <= set(rows)
+
+
+def test_a_shebang_names_no_file_of_the_session() -> None:
+    """A script's shebang names its interpreter, not a file the session works on."""
+    script = "cat > check.py << 'EOF'\n#!/usr/bin/env python\nimport sys\nEOF\npython check.py /etc/hosts"
+    assert [path for _, path in summary_paths(script)] == ["check.py", "check.py", "/etc/hosts"]
+    assert [path for _, path in summary_paths("/etc/hosts is read #!")] == ["/etc/hosts"]
