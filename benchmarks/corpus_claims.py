@@ -26,7 +26,9 @@ def main() -> int:
     seen: set[str] = set()
     for name, messages, system in load_corpus():
         for window in (32_000, 128_000):
-            summary = Compactor("gpt-4o", None, CompactionConfig(window=window)).compact(messages, system=system).summary
+            summary = (
+                Compactor("gpt-4o", None, CompactionConfig(window=window)).compact(messages, system=system).summary
+            )
             for line in (summary or "").splitlines():
                 if line.startswith(CLAIMS) and line not in seen:
                     seen.add(line)
