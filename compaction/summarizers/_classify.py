@@ -343,6 +343,8 @@ def _speech_acts(unit: Unit, r: _Reading) -> set[str]:
 _MOVE_NOW = _rx(r"^(?:let me|let's|lets)\b")
 # "If it still fails, ...": what is still open there is a case considered, not a state reported.
 _HYPOTHETICAL = _rx(r"^(?:if|unless|in case|whether|should (?:it|this|that|they|the)\b)\b")
+# "The test still fails, but that's expected because ...": a failure meant to happen (a reproduction).
+_EXPECTED = _rx(r"\b(?:that'?s|that is|which is|this is|it'?s|as) (?:expected|intended|by design)\b")
 # "When we assign a related object, we should check ...": an opening "when" over the general case.
 _GENERAL_WHEN = _rx(r"^when (?:the|we|you)\b")
 # "objects that haven't been saved yet": the "not yet" describes the things named, it leaves no work open.
@@ -375,7 +377,10 @@ def _is_step(unit: Unit, r: _Reading, found: set[str]) -> bool:
     deferred = _DEFERRED.search(body) is not None and not goes_ahead(body) and not _states_a_rule(unit, body)
     done = unit.role == "assistant" and r.label_kind != "next_step" and _DONE.search(body) is not None
     still_open = (
-        not r.question and not _HYPOTHETICAL.match(body) and (_STILL_OPEN.search(whole) is not None or _not_yet(whole))
+        not r.question
+        and not _HYPOTHETICAL.match(body)
+        and not _EXPECTED.search(whole)
+        and (_STILL_OPEN.search(whole) is not None or _not_yet(whole))
     )
     return (not (r.narrated or r.introduces) and still_open) or (
         not (r.narrated or done or r.introduces)

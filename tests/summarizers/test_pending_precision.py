@@ -2,9 +2,10 @@
 reasoning about how the code behaves. Found on the real corpus (mini-SWE-agent, Cursor, Claude Code
 and aider sessions), each sentence below was listed as "Pending: ..." and is none: a rule stated for
 a general case ("When we assign a related object, we should check ..."), a case considered ("If it
-still fails, ..."), a "not yet" that describes the things a relative clause names, the move being
-made ("Let me apply all remaining changes ...") and a line of code made of string literals. The
-sentences after them still state open work and stay pending steps."""
+still fails, ..."), a failure meant to happen ("The test still fails, but that's expected ..."), a
+"not yet" that describes the things a relative clause names, the move being made ("Let me apply all
+remaining changes ...") and a line of code made of string literals. The sentences after them still
+state open work and stay pending steps."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def _labels(text: str, role: str = "assistant") -> frozenset[str]:
         "For unsaved objects with non-auto PKs that haven't been set yet, it returns the default value.",
         'f"{cost_pad}{fmt(remaining)} tokens remaining in context window (use /drop or" " /clear to make space)"',
         "Let me apply all remaining changes in one batch to avoid intermediate compile warnings.",
+        "The test still fails, but that's expected because we're testing a directory, which should fail.",
     ],
 )
 def test_reasoning_and_code_are_no_pending_step(text: str) -> None:
