@@ -265,7 +265,6 @@ _PROGRESS = _rx(
     r"\b(?:found|fixed|passe[sd]|passing|fail(?:s|ed|ing)|done|complete[d]?|added|created|updated|changed|"
     r"removed|wrote|written|implemented|confirmed|verified|identified|reproduced|resolved|merged|committed)\b"
 )
-_PLEASANTRY = _rx(r"^(?:ok(?:ay)?|thanks?(?: you)?|great|nice|good|cool|perfect|awesome|yes|sure|fine|done|finished)\b")
 # A statement of work already done ("It seems the TODO has already been addressed."): not pending.
 _DONE = _rx(
     r"\b(?:already|successfully|now (?:works|passes|handled)|has been|have been|was|were)\s+(?:\w+\s+){0,2}?"
@@ -460,8 +459,6 @@ def _labels(text: str, form: str, role: str) -> frozenset[str]:
         found.add("number")
     if unit.role == "assistant" and _PROGRESS.search(r.body):
         found.add("progress")
-    if _PLEASANTRY.match(r.body) and len(r.body.split()) <= 3:
-        found.add("pleasantry")
     if unit.role == "tool":
         found -= {"decision", "next_step", "intent"}  # tool output reports; it neither decides nor plans
     return frozenset(found or {"other"})
