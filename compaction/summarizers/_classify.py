@@ -506,11 +506,17 @@ _PENDING_HEADING = _rx(
 )
 
 
+def _done_item(unit: Unit) -> frozenset[str]:
+    """The labels of a ticked checkbox item's sentence: no pending step or plan (it is done)."""
+    return (labels_of(unit) - {"next_step", "intent"}) or frozenset({"other"})
+
+
 def _pending_list_items(out: list[Unit]) -> None:
     """Label as pending steps the open list items under an assistant's heading that names pending
     work (:data:`_PENDING_HEADING`): the items that follow it in the same message at the first
     item's depth (a nested item details its parent), up to the first sentence that is not from a
-    list item. An item that is a question, or a label of its own ("Current work:"), is none."""
+    list item. An item that is a question, a label of its own ("Current work:") or ticked ("- [x]
+    Remove the flag": done, and the list goes on after it) is none."""
     for k, heading in enumerate(out):
         # A heading of one word ("TODO:", "Follow-ups:") reads as a listing line, not prose.
         if heading.role != "assistant" or heading.form == "code" or not _PENDING_HEADING.match(heading.text):
@@ -521,15 +527,20 @@ def _pending_list_items(out: list[Unit]) -> None:
             if item.msg != heading.msg or item.role != "assistant" or not item.item_depth:
                 break
             text = item.text.rstrip()
-            if item.item_depth == depth and item.form == "prose" and not text.endswith(("?", ":")):
+            if (
+                item.item_depth == depth
+                and item.form == "prose"
+                and not item.item_done
+                and not text.endswith(("?", ":"))
+            ):
                 out[j] = replace(item, labels=(item.labels - {"other", "progress"}) | {"next_step"})
 
 
 def classify(units: Sequence[Unit]) -> list[Unit]:
     """Copies of ``units`` with their labels set. A choice whose reason is the next sentence of the
     same message is a decision too; an open item of a list under a heading that names pending work
-    is a pending step."""
-    out = [replace(unit, labels=labels_of(unit)) for unit in units]
+    is a pending step, and a ticked one ("- [x] ") is none, whatever its words say."""
+    out = [replace(unit, labels=_done_item(unit) if unit.item_done else labels_of(unit)) for unit in units]
     _pending_list_items(out)
     for k in range(len(out) - 1):
         unit, after = out[k], out[k + 1]

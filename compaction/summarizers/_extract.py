@@ -282,7 +282,9 @@ _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[`*_]?[A-Z0-9])")
 _ABBREV_END = re.compile(
     r"\b(?:e\.g|i\.e|etc|vs|approx|incl|Mr|Mrs|(?<!\d)(?<!\d )Ms|Dr|No|cf|Fig|St)\.$|(?<![\w.'])(?-i:[A-Z])\.$", re.I
 )
-_BULLET = re.compile(r"^\s*(?:[-*+\u2022>]+|\d{1,3}[.)]|#{1,6})\s+")
+# A list mark, with an open checkbox after it ("- [ ] "): an open box says no more than the item; a
+# ticked one ("[x]") stays, it says the item is done.
+_BULLET = re.compile(r"^\s*(?:[-*+\u2022>]+|\d{1,3}[.)]|#{1,6})\s+(?:\[ \]\s+)?")
 _TABLE_SEP = re.compile(r"^\s*\|?[\s:|-]+\|?\s*$")
 # Strong emphasis, removed only where it is markdown: a pair delimiting words at word boundaries.
 # "**kwargs", "a**b", "__init__", "a__b" and "/x__y/" are tokens and stay as written; "__" only

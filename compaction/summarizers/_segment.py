@@ -51,7 +51,8 @@ class Unit:
     text: str
     form: str  # "prose" | "code" | "listing" | "output"
     source: str = ""  # for tool output: the call that produced it
-    item_depth: int = 0  # prose from an open list item ("- ", "2. ", "- [ ] "): 1 + its indent; 0 if none
+    item_depth: int = 0  # prose from a list item ("- ", "2. ", "- [ ] ", "- [x] "): 1 + its indent; 0 if none
+    item_done: bool = False  # from a ticked checkbox item ("- [x] "): done, whatever its words say
     labels: frozenset[str] = frozenset()  # set by the classify step
     score: float = 0.0  # set by the score step
     extra: dict[str, str] = field(default_factory=dict)  # what a step found (a measurement's label, ...)
@@ -89,8 +90,11 @@ _ASSIGN = re.compile(r"^\s*[\w.\[\]'\"]+\s*(?:[-+*/|&]?=|:=)\s*\S")
 _PATHLIKE = re.compile(r"^[\w.@~+-]*[./][\w./@~+-]*/?$")
 _WORD = re.compile(r"^[\"'(\[]*[^\W\d_](?:[^\W\d_]|['\u2019-](?=[^\W\d_]))*[\"')\].,;:!?\u3002\uff0c\uff01\uff1f]*$")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+\u2022>]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
-# An open item of a list: a bullet or number, not a quote (">") and not a ticked box ("- [x] ").
-_OPEN_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+(?!\[[xX]\])")
+# An item of a list: a bullet or number, not a quote (">"); a ticked one ("- [x] ") is done.
+_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d{1,3}[.)])\s+")
+_TICKED = re.compile(r"\[[xX]\]\s")
+Piece = tuple[str, str, int, bool]
+"""``(form, text, item depth, item done)`` of one sentence or non-prose line (see :class:`Unit`)."""
 _CODE_SPAN = re.compile(r"`[^`]+`")
 
 
@@ -228,15 +232,15 @@ _ONE_WORD = re.compile(r"[^\W\d_]+[.!?]*")
 
 
 @memoize_text
-def _person_units(text: str) -> tuple[tuple[str, str, int], ...]:
-    """``(form, text, item depth)`` (see :attr:`Unit.item_depth`) for each sentence or non-prose
+def _person_units(text: str) -> tuple[Piece, ...]:
+    """``(form, text, item depth, item done)`` (see :class:`Unit`) for each sentence or non-prose
     line of what a person wrote (a hard-wrapped paragraph read as the sentences it holds, not line
     by line). Memoized in the active scope (a
     run's, or a managed session's, which segments each message as it is appended)."""
     word = text.strip()
     if _ONE_WORD.fullmatch(word):
-        return (("prose", word, 0),)  # a person's one-word message is speech ("continue", "yes", "why?")
-    out: list[tuple[str, str, int]] = []
+        return (("prose", word, 0, False),)  # a person's one-word message is speech ("continue", "yes", "why?")
+    out: list[Piece] = []
     in_fence = False
     for raw in _unwrapped(text):
         if _FENCE_MARK.match(raw):
@@ -245,29 +249,31 @@ def _person_units(text: str) -> tuple[tuple[str, str, int], ...]:
         if not raw.strip():
             continue
         if in_fence:
-            out.append(("code", truncate(clean(raw), MAX_OUTPUT_LINE), 0))
+            out.append(("code", truncate(clean(raw), MAX_OUTPUT_LINE), 0, False))
             continue
         stripped = raw.strip()
         if stripped.startswith("|") and not stripped.endswith("|") and stripped.count("|") >= 2:
             # Text after a table row's last cell is not part of the table.
             row, _, tail = stripped.rpartition("|")
-            out.append(("listing", truncate(clean(row + "|"), MAX_OUTPUT_LINE), 0))
+            out.append(("listing", truncate(clean(row + "|"), MAX_OUTPUT_LINE), 0, False))
             raw = tail
         form = line_form(raw)
         if form == "prose":
-            depth = 1 + len(raw) - len(raw.lstrip()) if _OPEN_ITEM.match(raw) else 0
+            item = _ITEM.match(raw)
+            depth = 1 + len(raw) - len(raw.lstrip()) if item else 0
+            done = item is not None and _TICKED.match(raw, item.end()) is not None
             for sentence in split_sentences(raw):
                 # A full-width stop ends a sentence even when no space follows it.
-                out.extend(("prose", piece, depth) for piece in _CJK_STOP.split(sentence) if piece)
+                out.extend(("prose", piece, depth, done) for piece in _CJK_STOP.split(sentence) if piece)
         else:
-            out.append((form, truncate(clean(raw), MAX_OUTPUT_LINE), 0))
+            out.append((form, truncate(clean(raw), MAX_OUTPUT_LINE), 0, False))
     return tuple(piece for piece in out if piece[1])
 
 
-def _mostly_output(pieces: Sequence[tuple[str, str, int]]) -> bool:
+def _mostly_output(pieces: Sequence[Piece]) -> bool:
     """Are most of the characters of these pieces code, listings or output rather than prose?"""
-    prose = sum(len(text) for form, text, _ in pieces if form == "prose")
-    other = sum(len(text) for form, text, _ in pieces if form != "prose")
+    prose = sum(len(text) for form, text, *_ in pieces if form == "prose")
+    other = sum(len(text) for form, text, *_ in pieces if form != "prose")
     return other > prose
 
 
@@ -305,9 +311,7 @@ def _may_measure(raw: str) -> bool:
     return head.isascii() and (head.isalpha() or not head.isprintable()) and _has_digit(raw)
 
 
-def _user_part_speaker(
-    text: str, pieces: Sequence[tuple[str, str, int]], message: Message, previous: Message | None
-) -> str:
+def _user_part_speaker(text: str, pieces: Sequence[Piece], message: Message, previous: Message | None) -> str:
     """Who a text part of a user turn is from: a harness's compaction summary is the agent's account
     of its earlier work ("assistant"); a part that is mostly code, listings and log lines, that
     answers a command with the terminal's output (agent frameworks that send observations as user
@@ -326,9 +330,19 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
     calls: dict[str, str] = {}
     phase = 0
 
-    def add(msg: int, role: str, form: str, text: str, source: str = "", depth: int = 0) -> None:
+    def add(msg: int, role: str, form: str, text: str, source: str = "", depth: int = 0, done: bool = False) -> None:
         units.append(
-            Unit(uid=len(units), msg=msg, role=role, phase=phase, text=text, form=form, source=source, item_depth=depth)
+            Unit(
+                uid=len(units),
+                msg=msg,
+                role=role,
+                phase=phase,
+                text=text,
+                form=form,
+                source=source,
+                item_depth=depth,
+                item_done=done,
+            )
         )
 
     for index, message in enumerate(messages):
@@ -342,8 +356,8 @@ def segment(messages: Sequence[Message]) -> list[Unit]:
                 pieces = _person_units(part.text)
                 previous = messages[index - 1] if index else None
                 speaker = person if person == "assistant" else _user_part_speaker(part.text, pieces, message, previous)
-                for form, text, depth in pieces:
-                    add(index, speaker, form, text, depth=depth)
+                for form, text, depth, done in pieces:
+                    add(index, speaker, form, text, depth=depth, done=done)
             elif isinstance(part, ToolCallPart):
                 calls[part.id] = _call_label(part)
             elif isinstance(part, ToolResultPart):

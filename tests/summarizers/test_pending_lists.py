@@ -61,8 +61,8 @@ def _steps(text: str) -> dict[str, bool]:
 def test_every_open_item_under_a_pending_heading_is_a_step(heading: str, marks: str, items: list[str]) -> None:
     text = "The charge path is refactored.\n" + heading + "\n" + "\n".join(marks + item.capitalize() for item in items)
     steps = _steps(text)
-    for item in items:  # a "[ ] " box stays in the item's text
-        assert [step for text, step in steps.items() if text.endswith(item.capitalize())] == [True], steps
+    for item in items:  # an open "[ ] " box is not kept in the item's text
+        assert [step for text, step in steps.items() if text == item.capitalize()] == [True], steps
     assert not steps["The charge path is refactored."]
 
 
@@ -81,6 +81,21 @@ def test_only_the_list_under_the_heading_counts() -> None:
     assert not steps["Current work:"]
     assert not steps["I updated the changelog in the meantime."]
     assert not any(text.startswith("Remove the legacy flag") and step for text, step in steps.items())
+
+
+def test_a_ticked_item_is_done_and_the_list_goes_on_after_it() -> None:
+    """A checklist with done items among the open ones: each open item is a step, wherever the
+    ticked ones are (first, between, with words of their own that read as pending work)."""
+    steps = _steps(
+        "Remaining tasks:\n"
+        "- [x] Remove the legacy flag. It was unused.\n"
+        "- [ ] Port the refund handler\n"
+        "- [X] TODO: update the changelog\n"
+        "- [ ] Add a retry to the webhook sender"
+    )
+    assert steps["Port the refund handler"]
+    assert steps["Add a retry to the webhook sender"]
+    assert not [text for text, step in steps.items() if step and text.startswith(("[x]", "[X]", "It was"))]
 
 
 def test_headings_that_name_no_pending_work_leave_their_lists_alone() -> None:
