@@ -16,6 +16,7 @@ from compaction.summarizers._extract import code
 from compaction.summarizers._facts import PathFact, SpanFacts
 from compaction.summarizers._score import matches_terms, tokens
 from compaction.summarizers._sections import Line, Sections
+from compaction.summarizers._task_lists import sets_task_list
 from compaction.summarizers._tools import ToolEvent, describe_args, normalize_command, outcome
 
 __all__ = ["UNRESOLVED_PREFIX", "event_lines", "replied"]
@@ -232,7 +233,9 @@ def _actions_and_errors(facts: SpanFacts, sections: Sections, span: int, last_ac
     calls without a result (section 6)."""
     active, open_items = sections[4], sections[5]
     events = facts.events
-    tail = events[-last_actions:] if last_actions else []
+    # A call that only updates the agent's task list is listed as the list (section 6), not as an action.
+    acting = [event for event in events if not sets_task_list(event)]
+    tail = acting[-last_actions:] if last_actions else []
     for rank, event in enumerate(tail):
         text = f"Last action: {describe_args(event)} -> {outcome(event)}"
         active.append(Line(truncate(text, 520), 0.8 + 0.25 * rank, (2, event.seq, 0)))

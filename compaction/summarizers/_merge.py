@@ -31,6 +31,8 @@ from compaction.summarizers._select import (
     PENDING_PREFIX,
     REQUEST_PREFIX,
     STATED_PREFIX,
+    TASK_LIST_PREFIX,
+    TASK_LIST_PREFIXES,
     essential_line,
     is_pleasantry,
     latest_of_each,
@@ -140,7 +142,7 @@ def _essential_kind(section: int, text: str) -> str | None:
         return "constraint"
     if section == 0 and text.startswith((REQUEST_PREFIX, LATER_REQUEST_PREFIX, "Summary focus")):
         return None
-    if section == 5 and text.startswith(PENDING_PREFIX):
+    if section == 5 and text.startswith((PENDING_PREFIX, *TASK_LIST_PREFIXES)):
         return "next_step"
     if section not in (0, 2, 5) or _carries_identifier(text):
         return None  # a tally line ("Command `x` run 3x, last ok") carries a reference, not a fact
@@ -365,7 +367,7 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     to section 5 as resolved; the next step comes from the newest source that has one.
     """
     merged = empty_sections()
-    sources = _plans_carried_out(sources)
+    sources = _task_list_of_newest(_plans_carried_out(sources))
     _merge_sections(sources, merged)
     merged[2] = _one_line_per_quantity(merged[2])
     _merge_next_steps(sources, merged)
@@ -386,6 +388,21 @@ def _plans_carried_out(sources: Sequence[Sections]) -> list[Sections]:
         sections[6] = [line for line in sections[6] if not line.text.startswith(STATED_PREFIX)]
         said = [replace(line, text=line.text[len(STATED_PREFIX) :]) for line in plans]
         sections[2] = [*sections[2], *(line for line in said if _decides(line.text))]
+    return out
+
+
+def _task_list_of_newest(sources: list[Sections]) -> list[Sections]:
+    """The sources with the task-list lines of all but the newest source that states the agent's
+    task list taken out: the list a newer part shows is the list as it stands, items it has
+    ticked off included (see :func:`~compaction.summarizers._select.task_list_lines`)."""
+    holders = [
+        k for k, sections in enumerate(sources) if any(ln.text.startswith(TASK_LIST_PREFIX) for ln in sections[5])
+    ]
+    if len(holders) < 2:
+        return sources
+    out = [list(sections) for sections in sources]
+    for k in holders[:-1]:
+        out[k][5] = [line for line in out[k][5] if not line.text.startswith(TASK_LIST_PREFIXES)]
     return out
 
 

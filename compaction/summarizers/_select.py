@@ -43,6 +43,7 @@ from compaction.summarizers._score import mmr_order
 from compaction.summarizers._sections import Line, Sections
 from compaction.summarizers._segment import QUANTITY, Unit
 from compaction.summarizers._supersede import latest_of_each, same_subject
+from compaction.summarizers._task_lists import latest_task_list
 
 __all__ = [
     "CONSTRAINT_PREFIX",
@@ -77,6 +78,10 @@ LATER_REQUEST_PREFIX = "Later request: "
 LAST_REQUEST_PREFIX = "Last user request: "
 PENDING_PREFIX = "Pending: "
 STATED_PREFIX = "Assistant's stated next step: "
+TASK_LIST_PREFIX = "The agent's task list: "
+TASK_ACTIVE_PREFIX = "In progress (task list): "
+TASK_OPEN_PREFIX = "To do (task list): "
+TASK_LIST_PREFIXES = (TASK_LIST_PREFIX, TASK_ACTIVE_PREFIX, TASK_OPEN_PREFIX)
 QUESTION_PREFIX = "Question for the user: "
 
 # Base scores of essential lines (the fitter orders essential lines by score alone): constraints
@@ -697,6 +702,29 @@ def _pending(
     used.update(u.uid for u in steps)
 
 
+_MAX_TASKS = 12  # open items of the task list listed one by one; the rest are counted
+
+
+def task_list_lines(facts: SpanFacts, sections: Sections) -> None:
+    """The agent's task list as its last planning call left it (:mod:`._task_lists`): how much of
+    it is done, then its items in progress and to do, in its order (section 6). Done and dropped
+    items are counted, not listed: the timeline tells what was done."""
+    tasks = latest_task_list(facts.events)
+    if tasks is None:
+        return
+    open_items = [item for item in tasks.items if item.state in ("active", "open")]
+    shown = open_items[:_MAX_TASKS]
+    status = f"{tasks.count('done')} of {len(tasks.items)} items done"
+    if tasks.count("dropped"):
+        status += f", {tasks.count('dropped')} dropped"
+    if len(open_items) > len(shown):
+        status += f"; {len(open_items) - len(shown)} more to do not listed"
+    lines = [TASK_LIST_PREFIX + status]
+    lines += [(TASK_ACTIVE_PREFIX if item.state == "active" else TASK_OPEN_PREFIX) + item.text for item in shown]
+    for rank, text in enumerate(lines):
+        sections[5].append(essential_line("next_step", rank, text, (0, tasks.index, rank), at=tasks.index))
+
+
 def user_turns(units: Sequence[Unit], facts: SpanFacts) -> list[UserTurn]:
     """The user turns in which the user said something (not tool output relayed as a user message)."""
     said = {u.msg for u in units if u.role == "user"}
@@ -775,6 +803,7 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     since = newest_from(facts.messages)
     final_turn = turns[-1].msg if turns else -1
     plan_msg = open_plan_message(facts, final_turn)
+    task_list_lines(facts, sections)
     _pending(units, final_turn, sections, used, plan_msg=plan_msg, asks=interactive(turns, facts), since=since)
     _decisions(units, sections[2], used, since)
     _numbers(units, sections[2], used, since)
