@@ -33,6 +33,11 @@ def _labels(text: str, role: str = "assistant") -> frozenset[str]:
         'f"{cost_pad}{fmt(remaining)} tokens remaining in context window (use /drop or" " /clear to make space)"',
         "Let me apply all remaining changes in one batch to avoid intermediate compile warnings.",
         "The test still fails, but that's expected because we're testing a directory, which should fail.",
+        # two wordings of work put off, matched inside other words: "in a separate pr(ocess)", and the
+        # one more check being made now
+        "The LiveView runs in a separate process that can't access the test sandbox.",
+        "Wait, but... let me check one more thing.",
+        "Let me try one more thing.",
     ],
 )
 def test_reasoning_and_code_are_no_pending_step(text: str) -> None:
@@ -49,6 +54,8 @@ def test_reasoning_and_code_are_no_pending_step(text: str) -> None:
         "The migration still fails on Postgres.",
         "Next, I'll add a retry to the webhook sender.",
         "Two remaining tests fail on Windows.",
+        "We can do the rename in a separate PR.",
+        "One more thing: rotate the keys before the release.",
     ],
 )
 def test_open_work_is_still_a_pending_step(text: str) -> None:

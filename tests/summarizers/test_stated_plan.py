@@ -2,8 +2,7 @@
 of its last message in the span, when the user has not spoken since and that message calls no
 tool. A plan the agent acted on after stating it (a call in the same message, or a later message)
 was carried out or moved past, so it is not reported as the next step, however long ago it was
-said. Also here: two wordings that read as work put off ("in a separate PR", "one more thing") and
-that the classifier took from sentences that put nothing off."""
+said."""
 
 from __future__ import annotations
 
@@ -13,10 +12,8 @@ from typing import Any
 import pytest
 
 from compaction.adapters import to_canonical
-from compaction.summarizers._classify import labels_of
 from compaction.summarizers._merge import merge_sources
 from compaction.summarizers._sections import Line, empty_sections
-from compaction.summarizers._segment import Unit
 from compaction.summarizers.extractive import ExtractiveSummarizer
 
 STATED = "- Assistant's stated next step: "
@@ -100,29 +97,6 @@ def test_a_plan_before_the_users_last_turn_is_no_next_step() -> None:
         ]
     )
     assert _stated(summary) == []
-
-
-def _labels(text: str) -> frozenset[str]:
-    return labels_of(Unit(uid=0, msg=0, role="assistant", phase=0, text=text, form="prose"))
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "The LiveView runs in a separate process that can't access the test sandbox.",
-        "Wait, but... let me check one more thing.",
-        "Let me try one more thing.",
-    ],
-)
-def test_sentences_that_put_nothing_off_are_no_pending_step(text: str) -> None:
-    assert "next_step" not in _labels(text)
-
-
-@pytest.mark.parametrize(
-    "text", ["We can do the rename in a separate PR.", "One more thing: rotate the keys before the release."]
-)
-def test_work_put_off_is_still_a_pending_step(text: str) -> None:
-    assert "next_step" in _labels(text)
 
 
 def _next_step_source(*texts: str) -> list[list[Line]]:
