@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.patterns import head_cut, is_harness_notice, tail_cut
+from compaction.patterns.task_lists import STATE_WORDS, TaskItem, task_items
 from compaction.redact import _redacted_text, redact_if_needed
 from compaction.transcript import (
     ImagePart,
@@ -174,9 +175,20 @@ def format_arguments(arguments: str) -> str:
         return cut_value(arguments)
     if not isinstance(value, dict):
         return cut_value(arguments)
-    pairs = [f"{key}: {_argument_value(v)}" for key, v in value.items()]
+    tasks = task_items(value)
+    pairs = [
+        _task_list(key, tasks[1]) if tasks is not None and key == tasks[0] else f"{key}: {_argument_value(v)}"
+        for key, v in value.items()
+    ]
     joined = ", ".join(pairs)
     return joined if "\n" not in joined else "\n".join(pairs)
+
+
+def _task_list(key: str, items: Sequence[TaskItem]) -> str:
+    """The agent's task list (:mod:`compaction.patterns.task_lists`), an item a line with its state:
+    the summarizer reads every item and what is left, where the JSON cut to a value's room would
+    lose the middle of the list."""
+    return f"{key}:\n" + "\n".join(f"- {STATE_WORDS[item.state]}: {cut_value(item.text)}" for item in items)
 
 
 def _argument_value(value: Any) -> str:

@@ -166,6 +166,23 @@ def test_arguments_are_key_value_pairs_with_long_values_cut_head_and_tail() -> N
     assert format_arguments("not json at all") == "not json at all"
 
 
+def test_the_agents_task_list_is_shown_an_item_a_line_with_its_state() -> None:
+    """A TodoWrite (or update_plan, todo_write) call's list, as JSON cut to a value's room, lost its
+    middle: the item in progress and most of what was left. Each item is a line with its state."""
+    steps = [f"Port module billing_{k}.py to the new PaymentsClient and update its tests" for k in range(8)]
+    states = ["completed"] * 3 + ["in_progress"] + ["pending"] * 4
+    todos = [{"content": c, "status": s, "activeForm": c} for c, s in zip(steps, states, strict=True)]
+    shown = format_arguments(json.dumps({"todos": todos}))
+    assert shown.splitlines() == [
+        "todos:",
+        *(f"- done: {c}" for c in steps[:3]),
+        f"- in progress: {steps[3]}",
+        *(f"- to do: {c}" for c in steps[4:]),
+    ]
+    plan = {"explanation": "Two steps left.", "plan": [{"step": "Wire the router", "status": "pending"}]}
+    assert format_arguments(json.dumps(plan)) == "explanation: Two steps left.\nplan:\n- to do: Wire the router"
+
+
 # -- trimming to a shared room --------------------------------------------------------------------
 
 

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.adapters import to_canonical
+from compaction.patterns.task_lists import task_items
 from compaction.summarizers._merge import merge_sources
 from compaction.summarizers._sections import Line, empty_sections
-from compaction.summarizers._task_lists import latest_task_list, task_items
+from compaction.summarizers._task_lists import latest_task_list
 from compaction.summarizers._tools import ToolEvent
 from compaction.summarizers.extractive import ExtractiveSummarizer
 
@@ -121,7 +122,10 @@ def test_cursors_merge_updates_items_by_id() -> None:
 
 def test_openhands_task_tracker_and_what_is_no_task_list() -> None:
     tracker = {"command": "plan", "task_list": [{"id": "1", "title": "Fix the parser", "status": "todo", "notes": ""}]}
-    assert [(i.text, i.state) for i in task_items(tracker) or []] == [("Fix the parser", "open")]
+    found = task_items(tracker)
+    assert found is not None
+    assert found[0] == "task_list"
+    assert [(i.text, i.state) for i in found[1]] == [("Fix the parser", "open")]
     assert task_items({"items": [{"title": "Fix the parser"}]}) is None  # no status
     assert task_items({"todos": [{"content": "Fix the parser", "status": "urgent"}]}) is None  # not a status
     assert task_items({"todos": []}) is None
