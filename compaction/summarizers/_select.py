@@ -648,13 +648,17 @@ def _first_assistant(facts: SpanFacts, turns: Sequence[UserTurn]) -> int:
     return next((i for i in range(start + 1, facts.messages) if i not in said), facts.messages)
 
 
-def open_plan_message(facts: SpanFacts, final_turn: int) -> int | None:
+def open_plan_message(facts: SpanFacts, final_turn: int, units: Sequence[Unit] = ()) -> int | None:
     """The message whose stated plan is still ahead of the agent: the agent's last message in the
-    span, when the user has not spoken since and it calls no tool. A plan the agent acted on after
-    stating it (by a call in the same message, or by a later message) was carried out or moved
-    past: its words are no next step, whatever else the span says of it."""
+    span, when the user has not spoken since, it calls no tool and no output answers it (an agent
+    that writes its commands in its text gets the terminal's output back as a user message, read
+    as the environment speaking). A plan the agent acted on after stating it (by a call or a
+    command, or by a later message) was carried out or moved past: its words are no next step,
+    whatever else the span says of it."""
     last = facts.last_assistant_msg
     if last < 0 or last <= final_turn or any(event.index == last for event in facts.events):
+        return None
+    if any(unit.role == "tool" and unit.msg > last for unit in units):
         return None
     return last
 
@@ -802,7 +806,7 @@ def select_units(units: Sequence[Unit], facts: SpanFacts, sections: Sections, *,
     _goals(units, turns, sections[0], used)
     since = newest_from(facts.messages)
     final_turn = turns[-1].msg if turns else -1
-    plan_msg = open_plan_message(facts, final_turn)
+    plan_msg = open_plan_message(facts, final_turn, units)
     task_list_lines(facts, sections)
     _pending(units, final_turn, sections, used, plan_msg=plan_msg, asks=interactive(turns, facts), since=since)
     _decisions(units, sections[2], used, since)

@@ -124,3 +124,20 @@ def test_an_older_parts_plan_that_decides_stays_a_decision() -> None:
     merged = merge_sources([_next_step_source("Assistant's stated next step: " + plan), empty_sections()])
     assert plan in [line.text for line in merged[2]]
     assert not [line for line in merged[6] if plan in line.text]
+
+
+def test_a_plan_whose_command_the_environment_answered_is_no_next_step() -> None:
+    """An agent that writes its commands in its text (SWE-agent) gets the terminal's output back as
+    a user message: the plan that carried the command was acted on."""
+    plan = "I'll add a regression test with a name in Cyrillic."
+    observation = (
+        "[File: /repo/tests/test_unicode.py (1 lines total)]\n1:\n"
+        "(Open file: /repo/tests/test_unicode.py)\n(Current directory: /repo)\nbash-$"
+    )
+    acted = [
+        TASK,
+        {"role": "assistant", "content": plan + "\n```\ncreate tests/test_unicode.py\n```"},
+        {"role": "user", "content": observation},
+    ]
+    assert _stated(_summary(acted)) == []
+    assert _stated(_summary(acted[:2])) == [plan]  # before the output came back, it is still ahead
