@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from compaction.patterns import truncate
 from compaction.patterns.harness import TASK_TAG_WORDS
+from compaction.patterns.task_lists import STATE_WORDS
 from compaction.summarizers._classify import primary
 from compaction.summarizers._extract import NARRATION_RE, clean
 from compaction.summarizers._facts import SpanFacts, UserTurn
@@ -79,8 +80,8 @@ LAST_REQUEST_PREFIX = "Last user request: "
 PENDING_PREFIX = "Pending: "
 STATED_PREFIX = "Assistant's stated next step: "
 TASK_LIST_PREFIX = "The agent's task list: "
-TASK_ACTIVE_PREFIX = "In progress (task list): "
-TASK_OPEN_PREFIX = "To do (task list): "
+TASK_ACTIVE_PREFIX = f"{STATE_WORDS['active'].capitalize()} (task list): "  # "In progress (task list): "
+TASK_OPEN_PREFIX = f"{STATE_WORDS['open'].capitalize()} (task list): "  # "To do (task list): "
 TASK_LIST_PREFIXES = (TASK_LIST_PREFIX, TASK_ACTIVE_PREFIX, TASK_OPEN_PREFIX)
 QUESTION_PREFIX = "Question for the user: "
 
@@ -648,7 +649,7 @@ def _first_assistant(facts: SpanFacts, turns: Sequence[UserTurn]) -> int:
     return next((i for i in range(start + 1, facts.messages) if i not in said), facts.messages)
 
 
-def open_plan_message(facts: SpanFacts, final_turn: int, units: Sequence[Unit] = ()) -> int | None:
+def open_plan_message(facts: SpanFacts, final_turn: int, units: Sequence[Unit]) -> int | None:
     """The message whose stated plan is still ahead of the agent: the agent's last message in the
     span, when the user has not spoken since, it calls no tool and no output answers it (an agent
     that writes its commands in its text gets the terminal's output back as a user message, read
@@ -718,7 +719,7 @@ def task_list_lines(facts: SpanFacts, sections: Sections) -> None:
         return
     open_items = [item for item in tasks.items if item.state in ("active", "open")]
     shown = open_items[:_MAX_TASKS]
-    status = f"{tasks.count('done')} of {len(tasks.items)} items done"
+    status = f"{tasks.count('done')} of {len(tasks.items)} item{'s' if len(tasks.items) != 1 else ''} done"
     if tasks.count("dropped"):
         status += f", {tasks.count('dropped')} dropped"
     if len(open_items) > len(shown):

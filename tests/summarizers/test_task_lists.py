@@ -152,7 +152,8 @@ def test_every_open_item_is_listed_or_counted(states: list[str]) -> None:
     open_texts = [t for t, s in zip(texts, states, strict=True) if s in ("pending", "in_progress")]
     assert listed == open_texts[:12]
     status = next(line for line in pending if line.startswith("The agent's task list: "))
-    assert status.startswith(f"The agent's task list: {states.count('completed')} of {len(states)} items done")
+    items = "items" if len(states) != 1 else "item"
+    assert status.startswith(f"The agent's task list: {states.count('completed')} of {len(states)} {items} done")
     assert ("more to do not listed" in status) is (len(open_texts) > 12)
 
 
