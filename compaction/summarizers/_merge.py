@@ -364,7 +364,9 @@ def merge_sources(sources: Sequence[Sections]) -> Sections:
     Goals and the timeline stay oldest first; the other sections list the newest source first.
     Only the newest source's actions are "last"; only the oldest source's first request is the
     primary one; an older unresolved error whose command a newer source ran successfully moves
-    to section 5 as resolved; the next step comes from the newest source that has one.
+    to section 5 as resolved; the next step comes from the newest source that has one, an older
+    source's stated plan is no next step (a plan that decides stays a decision), and the agent's
+    task list is the newest source's that shows one.
     """
     merged = empty_sections()
     sources = _task_list_of_newest(_plans_carried_out(sources))
@@ -407,6 +409,7 @@ def _task_list_of_newest(sources: list[Sections]) -> list[Sections]:
 
 
 def _decides(text: str) -> bool:
+    """Does an agent's sentence state a decision (the classifier's word for it)?"""
     return "decision" in labels_of(Unit(uid=0, msg=0, role="assistant", phase=0, text=text, form="prose"))
 
 
