@@ -41,8 +41,9 @@ _RESTRICTIVE_VERB = _words(
     "keep leave preserve retain maintain exclude skip ignore avoid limit restrict stick stay cap only"
 )
 _CONTINUE = _rx(r"^(?:keep|stay)\s+(?:going|on|it up|up|at it|working|trying)\b")
+# "only" in "read-only" names a kind of thing ("add the read only files to the report"), no limit.
 _UNIVERSAL = _rx(
-    r"\b(?:only|always|every|each|any(?:thing|one|where)?|all|never|without|unless|unchanged|"
+    r"\b(?:(?<!read )(?<!read-)only|always|every|each|any(?:thing|one|where)?|all|never|without|unless|unchanged|"
     r"at (?:most|least)|no (?:more|less|fewer) than|more than|less than|under \d|over \d)\b"
 )
 _OBLIGATION = _rx(

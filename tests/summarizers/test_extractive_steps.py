@@ -190,6 +190,10 @@ def test_segment_roles_forms_and_sources() -> None:
         ("Always run the tests before you submit.", "user", "constraint"),
         ("TimeDelta serialization precision", "user", "other"),
         ("Fine, but keep the change small.", "user", "constraint"),
+        ("Use only the stdlib.", "user", "constraint"),
+        ("Keep the config read-only.", "user", "constraint"),
+        ("add the read only files to the tokens report", "user", "request"),  # "read only" names a kind
+        ("Make the cache read-only.", "user", "request"),
         ("Keep going.", "user", "request"),
         ("Can you fix it?", "user", "request"),
         ("Profile it and speed it up.", "user", "request"),
