@@ -220,11 +220,19 @@ def _imported_module(text: str, m: re.Match[str]) -> bool:
     return _IMPORT_BEFORE.search(text, max(start - 40, 0), start) is not None
 
 
+def names_interpreter(text: str, start: int) -> bool:
+    """Is the path at ``start`` a script's interpreter ("#!/usr/bin/env python")? A shebang names
+    no file the session works on."""
+    return start >= 2 and text.startswith("#!", start - 2)
+
+
 def path_matches(text: str) -> list[tuple[int, str]]:
     return [
         (m.start(), path)
         for m in PATH_RE.finditer(text)
-        if (path := path_value(m)) is not None and not _imported_module(text, m)
+        if (path := path_value(m)) is not None
+        and not _imported_module(text, m)
+        and not names_interpreter(text, m.start())
     ]
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 from compaction.patterns import TOKEN_END, truncate
+from compaction.patterns.references import names_interpreter
 
 # --------------------------------------------------------------------------------------------
 # Text helpers
@@ -179,14 +180,14 @@ def path_matches(text: str) -> list[re.Match[str]]:
 
 
 def find_paths(text: str, skip: Sequence[tuple[int, int]] = ()) -> list[tuple[int, str]]:
-    """``(offset, path)`` of the paths in ``text`` outside the ``skip`` spans. A script's shebang
-    names its interpreter ("#!/usr/bin/env python"), not a file the session works on: left out."""
+    """``(offset, path)`` of the paths in ``text`` outside the ``skip`` spans, a script's
+    interpreter left out (:func:`~compaction.patterns.references.names_interpreter`)."""
     out: list[tuple[int, str]] = []
     for match in path_matches(text):
         start = match.start()
         if skip and any(a <= start < b for a, b in skip):
             continue
-        if start >= 2 and text.startswith("#!", start - 2):
+        if names_interpreter(text, start):
             continue
         path = clean_path(match.group())
         if path is not None:

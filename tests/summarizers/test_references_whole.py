@@ -263,3 +263,8 @@ def test_a_shebang_names_no_file_of_the_session() -> None:
     script = "cat > check.py << 'EOF'\n#!/usr/bin/env python\nimport sys\nEOF\npython check.py /etc/hosts"
     assert [path for _, path in summary_paths(script)] == ["check.py", "check.py", "/etc/hosts"]
     assert [path for _, path in summary_paths("/etc/hosts is read #!")] == ["/etc/hosts"]
+
+
+def test_the_ledgers_paths_leave_a_shebang_out_too() -> None:
+    script = "cat > check.py << 'EOF'\n#!/usr/bin/env python\nimport sys\nEOF\npython check.py /etc/hosts"
+    assert find_paths(script) == ["check.py", "/etc/hosts"]
