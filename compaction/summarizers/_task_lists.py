@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from compaction.injection import guard
 from compaction.patterns import truncate
-from compaction.patterns.task_lists import TaskItem, TaskState, task_items
+from compaction.patterns.task_lists import TaskItem, TaskState
 from compaction.summarizers._extract import clean
 from compaction.summarizers._tools import ToolEvent
 
@@ -31,7 +31,7 @@ class TaskList:
 
 def sets_task_list(event: ToolEvent) -> bool:
     """Does the call set (or update) the agent's task list?"""
-    return task_items(event.args) is not None
+    return event.task_items is not None
 
 
 def latest_task_list(events: Sequence[ToolEvent]) -> TaskList | None:
@@ -41,10 +41,9 @@ def latest_task_list(events: Sequence[ToolEvent]) -> TaskList | None:
     current: list[TaskItem] | None = None
     index = -1
     for event in events:
-        found = task_items(event.args)
-        if found is None:
+        items = event.task_items
+        if items is None:
             continue
-        items = [replace(item, text=truncate(guard(clean(item.text)), _ITEM_CHARS)) for item in found[1]]
         if event.args.get("merge") is True and current is not None:
             updates = {item.key: item for item in items if item.key is not None}
             merged = [updates.pop(item.key, item) if item.key is not None else item for item in current]
@@ -52,4 +51,9 @@ def latest_task_list(events: Sequence[ToolEvent]) -> TaskList | None:
         else:
             current = items
         index = event.index
-    return TaskList(tuple(current), index) if current else None
+    if not current:
+        return None
+    # Only the list that stands is worded for the summary, not every list the span replaced.
+    return TaskList(
+        tuple(replace(item, text=truncate(guard(clean(item.text)), _ITEM_CHARS)) for item in current), index
+    )

@@ -15,6 +15,7 @@ from typing import Any
 
 from compaction.injection import addresses_model, guard
 from compaction.patterns import truncate
+from compaction.patterns.task_lists import TaskItem, task_items
 from compaction.summarizers._extract import _HAS_LETTER, _words, clean, code
 
 # --------------------------------------------------------------------------------------------
@@ -145,6 +146,13 @@ class ToolEvent:
         if self.command is None:
             return None
         return command_family(self.command)
+
+    @functools.cached_property
+    def task_items(self) -> list[TaskItem] | None:
+        """The items of the agent's task list when the call sets one (see
+        :mod:`compaction.patterns.task_lists`): read once, by the last actions and by the list."""
+        found = task_items(self.args)
+        return found[1] if found is not None else None
 
     @functools.cached_property
     def key(self) -> str:
