@@ -16,6 +16,7 @@ pure functions of the neighbouring modules.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import replace
 
@@ -106,6 +107,8 @@ async def _announce(
         CompactionStarted(session.session_id, trigger, measure.tokens, threshold, len(session.context)),
         session.logger,
     )
+    if not session.logger.isEnabledFor(logging.INFO):
+        return  # the line's planned zone is a partition of the whole context: not made for nobody
     context = session.context
     planned = planned_zone(
         context.canon(), context.counts(), context.ids(), session.work.config, stored_only=session.store is not None
@@ -281,13 +284,16 @@ def report_compaction(
     *,
     messages_after: int | None = None,
 ) -> None:
-    """The log lines of a finished compaction (``messages_after``: the context's, by default)."""
+    """The log lines of a finished compaction (``messages_after``: the context's, by default). The
+    summary is counted for the line only when that line is logged (no stage counts it as it stands)."""
+    logger = session.logger
+    summary = result.summary if logger.isEnabledFor(logging.INFO) else None
     log_compaction(
-        session.logger,
+        logger,
         result,
         before,
         after,
-        summary_tokens=session.work.counter.count_text(result.summary) if result.summary else 0,
+        summary_tokens=session.work.counter.count_text(summary) if summary else 0,
         messages_before=messages_before,
         messages_after=len(session.context) if messages_after is None else messages_after,
         seconds=seconds,

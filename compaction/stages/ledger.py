@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 from compaction._cache import memoize_text
+from compaction.budget import last_true
 from compaction.redact import redact_secrets
 from compaction.stages._ledger_collect import _collect_text, _collected, _Collector, collect_artifacts
 
@@ -374,31 +375,5 @@ def render_ledger(
     headings = whole_tokens - lines[-1]
     omitted = measure(f"({len(missing)} more references omitted to fit the token budget.)") + 1
     guess = min(len(missing) - 1, max(1, bisect_right(lines, max_tokens - headings - omitted)))
-    lo = _last_true(0, len(missing) - 1, fits, guess)
+    lo = last_true(0, len(missing) - 1, fits, guess)
     return _render(missing, lo) if lo > 0 and fits(lo) else ""
-
-
-def _last_true(lo: int, hi: int, holds: Callable[[int], bool], guess: int | None = None) -> int:
-    """The largest ``k`` in ``(lo, hi]`` for which ``holds(k)``, else ``lo`` (``holds`` is true up to
-    some ``k`` and false after it; ``holds(lo)`` is never asked). With ``guess``, the search starts
-    there and widens by doubling steps before it halves the bracket found."""
-    if guess is not None and lo < guess <= hi:
-        step = 1
-        if holds(guess):
-            lo = guess
-            while lo + step <= hi:
-                if not holds(lo + step):
-                    hi = lo + step - 1
-                    break
-                lo, step = lo + step, step * 2
-        else:
-            hi = guess - 1
-            while hi + 1 - step > lo:
-                if holds(hi + 1 - step):
-                    lo = hi + 1 - step
-                    break
-                hi, step = hi - step, step * 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if holds(mid) else (lo, mid - 1)
-    return lo

@@ -379,6 +379,34 @@ async def test_log_lines(caplog: pytest.LogCaptureFixture) -> None:
     assert f"Context compacted: 29 messages -> {len(cm.messages)} messages" in lines
 
 
+async def test_log_lines_nobody_reads_are_not_worked_out(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start line's planned zone (a partition of the whole context) and the summary's count in
+    the finished line are made only when the INFO line is logged."""
+    import compaction.middleware.run as run
+
+    planned: list[int] = []
+    original = run.planned_zone
+    monkeypatch.setattr(run, "planned_zone", lambda *a, **k: planned.append(1) or original(*a, **k))
+    counted: list[str] = []
+    compactor = make_compactor(threshold=6_000)
+    count_text = compactor.counter.count_text
+    monkeypatch.setattr(compactor.counter, "count_text", lambda text: counted.append(text) or count_text(text))
+
+    summaries_counted = []
+    for level in (logging.WARNING, logging.INFO):
+        caplog.set_level(level, logger=LOGGER)
+        counted.clear()
+        result = await ContextManager(compactor, messages=session(14)).before_turn()
+        assert result is not None
+        assert result.compacted
+        assert result.summary
+        summaries_counted.append(counted.count(result.summary))
+    assert planned == [1]  # the INFO run's start line only
+    assert summaries_counted[1] == summaries_counted[0] + 1  # the same run, and the finished line's count
+
+
 async def test_fallback_and_failure_are_warnings(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     failing = ScriptedSummarizer(default=lambda request: (_ for _ in ()).throw(SummarizerError("rate limited")))

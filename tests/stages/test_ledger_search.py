@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compaction.stages.ledger import _last_true
+from compaction.budget import last_true as _last_true
 
 
 def _halving(lo: int, hi: int, holds: object) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -420,6 +421,51 @@ def test_truncate_to_tokens_stays_within_the_limit(lines: list[str], limit: int)
         assert out == text
     else:
         assert COUNTER.count_text(out) <= limit or limit < 16
+
+
+def _halving_truncation(text: str, limit: int, count: Callable[[str], int]) -> str:
+    """truncate_to_tokens as it was before its search started from a guess: a plain halving."""
+    note = "[... summary shortened here to fit its token limit ...]"
+    lines = text.splitlines()
+
+    def keep(k: int) -> str:
+        head = (k * 3 + 4) // 5
+        return "\n".join([*lines[:head], note, *(lines[len(lines) - (k - head) :] if k > head else [])])
+
+    low, high = 0, len(lines)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if count(keep(mid)) <= limit else (low, mid - 1)
+    return keep(low)
+
+
+@given(
+    st.lists(st.text(alphabet="abcdefgh .:-_/0123456789", min_size=1, max_size=90), min_size=2, max_size=120),
+    st.integers(40, 900),
+)
+def test_truncation_from_a_guess_keeps_what_a_halving_keeps(lines: list[str], limit: int) -> None:
+    text = "\n".join(lines)
+    out = truncate_to_tokens(text, limit, COUNTER.count_text)
+    expected = _halving_truncation(text, limit, COUNTER.count_text)
+    if COUNTER.count_text(text) > limit and expected.count("\n") > 0:  # whole lines kept, not one cut
+        assert out == expected
+
+
+def test_truncating_a_long_summary_counts_it_a_few_times_not_a_halvings_worth() -> None:
+    lines = [f"- step {n}: ran `pytest tests/unit/test_mod_{n}.py` and fixed a failing assertion" for n in range(400)]
+    text = "\n".join(lines)
+    limit = COUNTER.count_text(text) * 9 // 10
+    texts: list[str] = []
+
+    def count(t: str) -> int:
+        texts.append(t)
+        return COUNTER.count_text(t)
+
+    out = truncate_to_tokens(text, limit, count)
+    assert out == _halving_truncation(text, limit, COUNTER.count_text)
+    assert COUNTER.count_text(out) <= limit
+    # the whole text, the note, then the cut text near the guess; a halving counts the cut ~9 times
+    assert len([t for t in texts if len(t) > 1000]) <= 6, len(texts)
 
 
 # ---------------------------------------------------------------------------------------------
