@@ -231,7 +231,8 @@ async def test_a_fault_that_clears_on_retry_still_gives_a_full_summary(provider:
 )
 async def test_retry_after_is_honoured(provider: FakeProvider, fault: Fault, wait: float) -> None:
     provider.fail_next(fault)
-    result = await compact(Compactor(MODEL, llm(provider), config()), session(20))
+    summarizer = llm(provider, timeout=ANSWERED_TIMEOUT_S)  # answered at once: no healthy attempt times out
+    result = await compact(Compactor(MODEL, summarizer, config()), session(20))
     assert result.fallback_level == "full"
     by_body: dict[bytes, list[RecordedRequest]] = {}
     for rec in provider.completion_requests:
@@ -244,7 +245,9 @@ async def test_retry_after_is_honoured(provider: FakeProvider, fault: Fault, wai
 
 async def test_a_retry_after_longer_than_allowed_gives_up_at_once(provider: FakeProvider) -> None:
     provider.fail_when(lambda r: "part 2 of" in r.last_user_text, Fault.rate_limit(30.0))
-    summarizer = llm(provider, max_retry_after=0.5)
+    # Every attempt is answered at once: under load the kit's 0.5 s timeout ended healthy ones and
+    # their retries' backoff waits joined the list (CI of session 21: five 10-20 ms waits before 30.0).
+    summarizer = llm(provider, max_retry_after=0.5, timeout=ANSWERED_TIMEOUT_S)
     waits = record_waits(summarizer)
     result = await compact(Compactor(MODEL, summarizer, config()), session(20))
     assert result.fallback_level == "partial"

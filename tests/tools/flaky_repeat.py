@@ -48,6 +48,8 @@ FLAKY: tuple[str, ...] = (
     # exact call counts under a 0.5 s client timeout
     "tests/reliability/test_faults.py::test_a_fault_on_every_call_ends_at_the_documented_level",
     "tests/reliability/test_faults.py::test_a_fault_that_clears_on_retry_still_gives_a_full_summary",
+    "tests/reliability/test_faults.py::test_a_retry_after_longer_than_allowed_gives_up_at_once",
+    "tests/reliability/test_faults.py::test_retry_after_is_honoured",
     # ports: servers bind port 0 themselves (formerly bind-close-reuse _free_port())
     "tests/server/test_workers_socket.py",
     "tests/server/test_server.py::test_sigterm_drains_in_flight_compactions",
