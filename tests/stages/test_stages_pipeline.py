@@ -38,6 +38,7 @@ from compaction.summarizers.scripted import ScriptedSummarizer
 from compaction.tokens import counter_for_model
 from compaction.transcript import Message, TextPart, ToolCallPart, ToolResultPart, Transcript
 from tests.engine.test_pipeline import an_session, oa_session
+from tests.stages.test_ledger_search import halving
 from tests.support.strategies import canonical_transcripts
 
 COUNTER = counter_for_model("gpt-4o")
@@ -432,11 +433,7 @@ def _halving_truncation(text: str, limit: int, count: Callable[[str], int]) -> s
         head = (k * 3 + 4) // 5
         return "\n".join([*lines[:head], note, *(lines[len(lines) - (k - head) :] if k > head else [])])
 
-    low, high = 0, len(lines)
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if count(keep(mid)) <= limit else (low, mid - 1)
-    return keep(low)
+    return keep(halving(0, len(lines), lambda k: count(keep(k)) <= limit))
 
 
 @given(
